@@ -1,0 +1,31 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="entmachin",
+    version="0.1.0",
+    description="Reinforcement learning for entity-based environments: ragged entity "
+    "observations, Machin-style frames and a pure-PyTorch RogueNet.",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    packages=find_packages(include=["entmachin", "entmachin.*"]),
+    python_requires=">=3.10",
+    install_requires=[
+        "torch>=2.0",
+        "numpy>=1.22,<2",
+        "ragged-buffer>=0.4.8,<0.5",
+        "dill>=0.3",
+        "tensorboard>=2.10",
+        "pyyaml>=6.0",
+        "tqdm>=4.60",
+    ],
+    extras_require={
+        "test": ["pytest>=7", "hypothesis>=6.50", "gymnasium>=0.29"],
+    },
+    entry_points={"console_scripts": []},
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Programming Language :: Python :: 3.10",
+        "Programming Language :: Python :: 3.11",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
+)
