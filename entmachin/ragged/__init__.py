@@ -1,0 +1,63 @@
+"""Ragged values: numpy-side helpers over ``ragged_buffer``, ``RaggedTensor`` and ``arrdict``.
+
+The numpy-side names are imported eagerly; ``RaggedTensor`` and the other torch-side names are
+imported on first access, so ``import entmachin.ragged`` never imports torch (environment
+worker processes stay light).
+"""
+
+from typing import Any, List
+
+from entmachin.ragged.arrays import (
+    RAGGED_BUFFER_TYPES,
+    RaggedBuffer,
+    concat,
+    empty_ragged,
+    is_ragged,
+    is_ragged_buffer,
+    n_features,
+    n_items,
+    n_sequences,
+    pad,
+    ragged_dtype,
+    ragged_equal,
+    ragged_from_arrays,
+    ragged_full,
+    ragged_to_arrays,
+    take,
+)
+from entmachin.ragged.arrdict import arrdict
+
+_TORCH_NAMES = ("RaggedTensor", "ragged_tensor_equal")
+
+__all__ = [
+    "RAGGED_BUFFER_TYPES",
+    "RaggedBuffer",
+    "arrdict",
+    "concat",
+    "empty_ragged",
+    "is_ragged",
+    "is_ragged_buffer",
+    "n_features",
+    "n_items",
+    "n_sequences",
+    "pad",
+    "ragged_dtype",
+    "ragged_equal",
+    "ragged_from_arrays",
+    "ragged_full",
+    "ragged_to_arrays",
+    "take",
+    *_TORCH_NAMES,
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _TORCH_NAMES:
+        from entmachin.ragged import tensor
+
+        return getattr(tensor, name)
+    raise AttributeError(f"module 'entmachin.ragged' has no attribute {name!r}")
+
+
+def __dir__() -> List[str]:
+    return sorted(set(globals()) | set(_TORCH_NAMES))
