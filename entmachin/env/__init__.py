@@ -15,6 +15,18 @@ from entmachin.env.action import (
 )
 from entmachin.env.common import GLOBAL_ENTITY, ActionName, EntityID, EntityName, Features
 from entmachin.env.environment import Entity, Environment, Observation, ObsSpace
+from entmachin.env.vec_env import (
+    Metric,
+    VecActionMask,
+    VecCategoricalActionMask,
+    VecEnv,
+    VecObs,
+    VecSelectEntityActionMask,
+    env_seeds,
+)
+from entmachin.env.batch import batch_obs
+from entmachin.env.env_list import EnvList
+from entmachin.env.canonical import random_actions, to_state, to_vec_actions
 
 __all__ = [
     "Action", "ActionMask", "ActionSpace", "ActionName", "EntityID", "EntityName", "Features",
@@ -22,4 +34,7 @@ __all__ = [
     "GlobalCategoricalAction", "GlobalCategoricalActionMask", "GlobalCategoricalActionSpace",
     "SelectEntityAction", "SelectEntityActionMask", "SelectEntityActionSpace",
     "Entity", "Environment", "Observation", "ObsSpace", "GLOBAL_ENTITY",
+    "Metric", "VecActionMask", "VecCategoricalActionMask", "VecEnv", "VecObs",
+    "VecSelectEntityActionMask", "env_seeds", "batch_obs", "EnvList",
+    "random_actions", "to_state", "to_vec_actions",
 ]

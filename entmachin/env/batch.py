@@ -1,0 +1,174 @@
+"""``batch_obs``: many ``Observation``s -> one ``VecObs`` built from flat arrays."""
+from __future__ import annotations
+
+from typing import Dict, List, Mapping, Optional
+
+import numpy as np
+import numpy.typing as npt
+from ragged_buffer import RaggedBufferBool, RaggedBufferF32, RaggedBufferI64
+
+from entmachin.env.action import (
+    ActionSpace,
+    CategoricalActionSpace,
+    GlobalCategoricalActionMask,
+    GlobalCategoricalActionSpace,
+    SelectEntityActionSpace,
+)
+from entmachin.env.common import GLOBAL_ENTITY, ActionName, EntityName
+from entmachin.env.environment import Observation, ObsSpace
+from entmachin.env.vec_env import (
+    Metric,
+    VecActionMask,
+    VecCategoricalActionMask,
+    VecObs,
+    VecSelectEntityActionMask,
+    has_global_entity,
+)
+
+_EMPTY_I64 = np.zeros(0, dtype=np.int64)
+
+
+def _ragged(parts: List[np.ndarray], lengths: List[int], width: int, dtype: type, cls: type, where: str):
+    flat = np.concatenate(parts) if parts else np.zeros((0, width), dtype=dtype)  # [n_items, width]
+    if flat.ndim != 2 or flat.shape[1] != width:
+        raise ValueError(f"{where}: expected items of width {width}, got an array of shape {flat.shape}")
+    return cls.from_flattened(np.ascontiguousarray(flat, dtype=dtype), np.asarray(lengths, dtype=np.int64))
+
+
+def _as_2d(values, width: int, dtype: type, where: str) -> np.ndarray:
+    arr = values if isinstance(values, np.ndarray) and values.dtype == dtype else np.asarray(values, dtype=dtype)
+    if arr.ndim != 2:
+        arr = arr.reshape(-1, width) if arr.size or width else np.zeros((len(values), width), dtype)
+    if arr.shape[1] != width:
+        raise ValueError(f"{where} has shape {arr.shape}; expected (n, {width})")
+    return arr
+
+
+def batch_obs(
+    obs: List[Observation], obs_space: ObsSpace, action_space: Mapping[ActionName, ActionSpace]
+) -> VecObs:
+    """Batch observations into a ``VecObs`` (one row each), in ``obs_space``'s layout.
+
+    Entity types missing from an observation become zero-length sequences; masks are filled
+    with True where an observation gives none.
+    """
+    n = len(obs)
+    features: Dict[EntityName, RaggedBufferF32] = {}
+    counts = np.zeros(n, dtype=np.int64)  # entities per row, for global actor indices
+    for etype, entity in obs_space.entities.items():
+        width = len(entity.features)
+        parts, lengths = [], [0] * n
+        for i, o in enumerate(obs):
+            feats = o.features.get(etype)
+            if feats is None:
+                continue
+            arr = _as_2d(feats, width, np.float32, f"row {i}: features['{etype}']")
+            parts.append(arr)
+            lengths[i] = arr.shape[0]
+        features[etype] = _ragged(parts, lengths, width, np.float32, RaggedBufferF32, f"features['{etype}']")
+        counts += features[etype].size1()
+    if has_global_entity(obs_space, action_space):
+        width = len(obs_space.global_features)
+        rows = [_as_2d(o.global_features, width, np.float32, f"row {i}: global_features").reshape(1, width)
+                if width else np.zeros((1, 0), np.float32) for i, o in enumerate(obs)]
+        features[GLOBAL_ENTITY] = _ragged(rows, [1] * n, width, np.float32, RaggedBufferF32, "global_features")
+
+    visible: Dict[EntityName, RaggedBufferBool] = {}
+    for etype in {etype for o in obs for etype in o.visible}:
+        lengths = features[etype].size1() if etype in features else np.zeros(n, np.int64)
+        parts = [
+            np.asarray(o.visible[etype], dtype=np.bool_).reshape(-1, 1) if etype in o.visible
+            else np.ones((lengths[i], 1), dtype=np.bool_)
+            for i, o in enumerate(obs)
+        ]
+        visible[etype] = _ragged(parts, list(lengths), 1, np.bool_, RaggedBufferBool, f"visible['{etype}']")
+
+    action_masks: Dict[ActionName, VecActionMask] = {
+        name: _batch_mask(obs, obs_space, name, space, counts) for name, space in action_space.items()
+    }
+
+    metrics: Dict[str, Metric] = {}
+    for o in obs:
+        for name, value in o.metrics.items():
+            metrics.setdefault(name, Metric()).push(value)
+    return VecObs(
+        features=features,
+        visible=visible,
+        action_masks=action_masks,
+        reward=np.array([o.reward for o in obs], dtype=np.float32),
+        done=np.array([o.done for o in obs], dtype=np.bool_),
+        metrics=metrics,
+        truncated=np.array([getattr(o, "truncated", False) for o in obs], dtype=np.bool_),
+    )
+
+
+def _batch_mask(
+    obs: List[Observation], obs_space: ObsSpace, name: str, space: ActionSpace, counts: np.ndarray
+) -> VecActionMask:
+    n = len(obs)
+    actors: List[np.ndarray] = []
+    masks: List[Optional[np.ndarray]] = []
+    if isinstance(space, (CategoricalActionSpace, GlobalCategoricalActionSpace)):
+        width = len(space.index_to_label)
+        for i, o in enumerate(obs):
+            amask = o.actions.get(name)
+            if amask is None:
+                actors.append(_EMPTY_I64)
+                masks.append(None)
+                continue
+            if isinstance(amask, GlobalCategoricalActionMask):
+                idx = counts[i : i + 1]  # the global entity comes after every real entity
+            else:
+                idx = o._actor_indices(name, obs_space)
+            actors.append(idx)
+            m = amask.mask
+            if m is not None:
+                m = _as_2d(m, width, np.bool_, f"row {i}: actions['{name}'].mask")
+                if m.shape[0] != len(idx):
+                    raise ValueError(
+                        f"row {i}: actions['{name}'].mask has shape {m.shape}; expected "
+                        f"(n_actors, n_choices) = ({len(idx)}, {width})"
+                    )
+            masks.append(m)
+        return VecCategoricalActionMask(
+            _ragged([a.reshape(-1, 1) for a in actors], [len(a) for a in actors], 1, np.int64, RaggedBufferI64, name),
+            _merge_masks(masks, [len(a) for a in actors], width, name),
+        )
+    if isinstance(space, SelectEntityActionSpace):
+        actees: List[np.ndarray] = []
+        for i, o in enumerate(obs):
+            amask = o.actions.get(name)
+            a = _EMPTY_I64 if amask is None else o._actor_indices(name, obs_space)
+            e = _EMPTY_I64 if amask is None or len(a) == 0 else o._actee_indices(name, obs_space)
+            actors.append(a)
+            actees.append(e)
+            m = None if amask is None or len(a) == 0 else amask.mask
+            if m is not None:
+                m = np.asarray(m, dtype=np.bool_)
+                if m.shape != (len(a), len(e)):
+                    raise ValueError(
+                        f"row {i}: actions['{name}'].mask has shape {m.shape}; expected "
+                        f"(n_actors, n_actees) = ({len(a)}, {len(e)})"
+                    )
+                m = m.reshape(-1, 1)
+            masks.append(m)
+        return VecSelectEntityActionMask(
+            _ragged([a.reshape(-1, 1) for a in actors], [len(a) for a in actors], 1, np.int64, RaggedBufferI64, name),
+            _ragged([e.reshape(-1, 1) for e in actees], [len(e) for e in actees], 1, np.int64, RaggedBufferI64, name),
+            _merge_masks(masks, [len(a) * len(e) for a, e in zip(actors, actees)], 1, name),
+        )
+    raise TypeError(f"action '{name}': unsupported action space {type(space).__name__}")
+
+
+def _merge_masks(
+    masks: List[Optional[np.ndarray]], lengths: List[int], width: int, name: str
+) -> Optional[RaggedBufferBool]:
+    if all(m is None for m in masks):
+        return None
+    parts = [m if m is not None else np.ones((k, width), dtype=np.bool_) for m, k in zip(masks, lengths)]
+    return _ragged(parts, lengths, width, np.bool_, RaggedBufferBool, f"actions['{name}'].mask")
+
+
+def empty_vec_obs(obs_space: ObsSpace, action_space: Mapping[ActionName, ActionSpace]) -> VecObs:
+    """A ``VecObs`` with zero rows, ready for ``extend``."""
+    return batch_obs([], obs_space, action_space)

@@ -1,0 +1,115 @@
+"""Conversions between ``VecObs`` / model actions and entmachin's canonical entity state.
+
+The canonical state (ARCHITECTURE.md) is what buffers store, what ``safe_call`` converts and
+what ``RogueNet.forward`` takes::
+
+    state = {
+        "entities":     {entity_type: ragged float32 [n_entities, n_features]},
+        "visible":      {entity_type: ragged bool [n_entities, 1]},         # optional
+        "action_masks": {action_name: {"actors": ragged int64 [n_actors, 1],
+                                       "mask": ragged bool [n_actors, n_choices],
+                                       "actees": ragged int64 [n_actees, 1],
+                                       "actee_mask": ragged bool [n_actors * n_actees, 1]}},
+    }
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Optional
+
+import numpy as np
+from ragged_buffer import RaggedBufferI64
+
+from entmachin.env.action import ActionSpace, SelectEntityActionSpace
+from entmachin.env.common import ActionName
+from entmachin.env.vec_env import VecCategoricalActionMask, VecObs, VecSelectEntityActionMask
+from entmachin.ragged.arrays import ragged_full, ragged_from_arrays
+
+
+def to_state(obs: VecObs, action_space: Optional[Mapping[ActionName, ActionSpace]] = None) -> Dict[str, Any]:
+    """The canonical state of a ``VecObs`` (shares its buffers; nothing is copied).
+
+    Args:
+        obs: a batch of observations.
+        action_space: if given, every categorical ``mask`` and select-entity ``actee_mask`` is
+            present (all True where the environment gave none), so that every step has the
+            same keys, as a replay buffer's schema requires. Without it, masks appear only
+            where the environment supplied them.
+    """
+    masks: Dict[str, Dict[str, Any]] = {}
+    for name, amask in obs.action_masks.items():
+        if isinstance(amask, VecSelectEntityActionMask):
+            entry = {"actors": amask.actors, "actees": amask.actees}
+            mask = amask.mask
+            if mask is None and action_space is not None:
+                mask = ragged_full(amask.actors.size1() * amask.actees.size1(), 1, True, np.bool_)
+            if mask is not None:
+                entry["actee_mask"] = mask
+        elif isinstance(amask, VecCategoricalActionMask):
+            entry = {"actors": amask.actors}
+            mask = amask.mask
+            if mask is None and action_space is not None:
+                mask = ragged_full(amask.actors.size1(), len(action_space[name].index_to_label), True, np.bool_)
+            if mask is not None:
+                entry["mask"] = mask
+        else:
+            raise TypeError(f"action_masks['{name}']: unsupported mask type {type(amask).__name__}")
+        masks[name] = entry
+    state: Dict[str, Any] = {"entities": dict(obs.features), "action_masks": masks}
+    if obs.visible:
+        state["visible"] = dict(obs.visible)
+    return state
+
+
+def to_vec_actions(action: Mapping[str, Any]) -> Dict[ActionName, RaggedBufferI64]:
+    """Model actions -> what ``VecEnv.act`` takes: ``{name: RaggedBufferI64 [n_actors, 1]}``.
+
+    Accepts ``{"action": {name: value}}`` (the canonical action) or ``{name: value}``; a value
+    is a ``RaggedBufferI64``, anything with ``to_ragged_buffer()`` (a ``RaggedTensor`` on any
+    device), or a ``(flat, lengths)`` pair of arrays.
+    """
+    if "action" in action and isinstance(action["action"], Mapping):
+        action = action["action"]
+    out: Dict[ActionName, RaggedBufferI64] = {}
+    for name, value in action.items():
+        if hasattr(value, "to_ragged_buffer"):
+            value = value.to_ragged_buffer()
+        elif isinstance(value, tuple) and len(value) == 2:
+            flat, lengths = value
+            value = ragged_from_arrays(np.asarray(flat).reshape(-1, 1), np.asarray(lengths), dtype=np.int64)
+        if not isinstance(value, RaggedBufferI64):
+            raise TypeError(
+                f"action['{name}']: expected a RaggedBufferI64, a RaggedTensor or (flat, lengths), "
+                f"got {type(value).__name__}"
+            )
+        if value.size2() != 1:
+            raise ValueError(f"action['{name}'] has {value.size2()} values per actor; expected 1")
+        out[name] = value
+    return out
+
+
+def random_actions(
+    obs: VecObs, action_space: Mapping[ActionName, ActionSpace], rng: np.random.Generator
+) -> Dict[ActionName, RaggedBufferI64]:
+    """A uniformly random allowed choice for every actor of every action (masks honoured)."""
+    out: Dict[ActionName, RaggedBufferI64] = {}
+    for name, amask in obs.action_masks.items():
+        lengths = amask.actors.size1()
+        n_actors = int(lengths.sum())
+        if isinstance(action_space[name], SelectEntityActionSpace):
+            n_actees = np.repeat(amask.actees.size1(), lengths)  # [n_actors]
+            if amask.mask is None:
+                choice = np.floor(rng.random(n_actors) * n_actees).astype(np.int64)
+            else:
+                flat = amask.mask.as_array().reshape(-1)
+                starts = np.concatenate([[0], np.cumsum(n_actees)[:-1]]).astype(np.int64)
+                choice = np.array(
+                    [rng.choice(np.flatnonzero(flat[s : s + k])) for s, k in zip(starts, n_actees)], dtype=np.int64
+                )
+        else:
+            n_choices = len(action_space[name].index_to_label)
+            scores = rng.random((n_actors, n_choices))  # [n_actors, n_choices]
+            if amask.mask is not None:
+                scores[~amask.mask.as_array()] = -1.0
+            choice = scores.argmax(axis=1).astype(np.int64)
+        out[name] = ragged_from_arrays(choice.reshape(-1, 1), lengths)
+    return out

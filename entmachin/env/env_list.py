@@ -1,0 +1,223 @@
+"""``EnvList``: a list of environments stepped in this process, with auto-reset and seeding."""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+import numpy as np
+import numpy.typing as npt
+from ragged_buffer import RaggedBufferI64
+
+from entmachin.env.action import (
+    Action,
+    ActionSpace,
+    CategoricalAction,
+    CategoricalActionSpace,
+    GlobalCategoricalAction,
+    GlobalCategoricalActionSpace,
+    SelectEntityAction,
+    SelectEntityActionSpace,
+)
+from entmachin.env.batch import batch_obs
+from entmachin.env.common import ActionName
+from entmachin.env.environment import Environment, Observation, ObsSpace
+from entmachin.env.vec_env import VecEnv, VecObs, VecSelectEntityActionMask, env_seeds
+
+logger = logging.getLogger(__name__)
+
+
+class EnvList(VecEnv):
+    """Steps ``num_envs`` environments one after another in this process.
+
+    Finished environments are reset at once: the returned row holds the first observation of
+    the next episode with ``done`` set, the finished step's ``reward``, ``metrics`` and
+    ``truncated``, and the finished episode's last observation in ``VecObs.final_obs``.
+
+    Args:
+        create_env: builds one environment.
+        num_envs: number of environments.
+        seed: ``None`` leaves the environments unseeded; an int gives environment ``i`` its own
+            seed derived from it (``env_seeds``), so equal seeds give equal observations.
+    """
+
+    def __init__(self, create_env: Callable[[], Environment], num_envs: int, seed: Optional[int] = None):
+        if num_envs < 1:
+            raise ValueError(f"EnvList: num_envs must be >= 1, got {num_envs}")
+        self._init(create_env, env_seeds(seed, num_envs), seeded=seed is not None, first_index=0)
+
+    @classmethod
+    def _with_seeds(
+        cls, create_env: Callable[[], Environment], seeds: Sequence[Optional[int]], seeded: bool, first_index: int
+    ) -> "EnvList":
+        """An EnvList of ``len(seeds)`` environments numbered from ``first_index`` (worker side)."""
+        self = cls.__new__(cls)
+        self._init(create_env, seeds, seeded, first_index)
+        return self
+
+    def _init(self, create_env: Callable[[], Environment], seeds: Sequence[Optional[int]], seeded: bool, first_index: int) -> None:
+        self.envs = [create_env() for _ in seeds]
+        self.first_index = first_index
+        if seeded:
+            for env, s in zip(self.envs, seeds):
+                if not callable(getattr(env, "seed", None)):
+                    raise TypeError(
+                        f"EnvList(seed=...): {type(env).__name__} has no seed(seed) method; "
+                        "derive it from entmachin.env.Environment or add one"
+                    )
+                env.seed(s)
+        self._obs_space = self.envs[0].obs_space()
+        self._action_space = self.envs[0].action_space()
+        self._obs_filter = self._obs_space
+        self.last_obs: List[Observation] = []
+
+    def obs_space(self) -> ObsSpace:
+        return self._obs_space
+
+    def action_space(self) -> Dict[ActionName, ActionSpace]:
+        return self._action_space
+
+    def __len__(self) -> int:
+        return len(self.envs)
+
+    def reset(self, obs_config: Optional[ObsSpace] = None) -> VecObs:
+        self._obs_filter = obs_config or self._obs_space
+        return self._batch([self._call(i, lambda e: e.reset_filter(self._obs_filter)) for i, e in enumerate(self.envs)])
+
+    def act(self, actions: Mapping[ActionName, RaggedBufferI64], obs_filter: Optional[ObsSpace] = None) -> VecObs:
+        if not self.last_obs:
+            raise RuntimeError("EnvList.act called before reset()")
+        if obs_filter is not None:
+            self._obs_filter = obs_filter
+        obs_filter = self._obs_filter
+        check_actions(actions, self._last_vec, self._action_space)
+        flats = {name: a.as_array().reshape(-1) for name, a in actions.items()}  # [n_actors_total]
+        offsets = {name: np.concatenate([[0], np.cumsum(a.size1())]) for name, a in actions.items()}
+        observations: List[Observation] = []
+        finals: List[Observation] = []
+        final_index: List[int] = []
+        for i, env in enumerate(self.envs):
+            choices = {name: flats[name][offsets[name][i] : offsets[name][i + 1]] for name in flats}
+            env_actions = to_env_actions(obs_filter, self._action_space, choices, self.last_obs[i])
+            obs = self._call(i, lambda e: e.act_filter(env_actions, obs_filter))
+            if obs.done:
+                finals.append(obs)
+                final_index.append(i)
+                new_obs = self._call(i, lambda e: e.reset_filter(obs_filter))
+                new_obs.done = True
+                new_obs.truncated = getattr(obs, "truncated", False)
+                new_obs.reward = obs.reward
+                new_obs.metrics = obs.metrics
+                obs = new_obs
+            observations.append(obs)
+        vec = self._batch(observations)
+        if finals:
+            vec.final_obs = batch_obs(finals, obs_filter, self._action_space)
+            vec.final_index = np.array(final_index, dtype=np.int64)
+        return vec
+
+    def _call(self, i: int, fn: Callable[[Environment], Observation]) -> Observation:
+        try:
+            return fn(self.envs[i])
+        except Exception as e:
+            e.env_index = self.first_index + i  # read by ParallelEnvList's workers
+            if hasattr(e, "add_note"):  # Python >= 3.11
+                e.add_note(f"in environment {self.first_index + i} ({type(self.envs[i]).__name__})")
+            raise
+
+    def _batch(self, observations: List[Observation]) -> VecObs:
+        self.last_obs = observations
+        self._last_vec = batch_obs(observations, self._obs_filter, self._action_space)
+        return self._last_vec
+
+    def render(self, **kwargs: Any) -> npt.NDArray[np.uint8]:
+        return np.stack([e.render(**kwargs) for e in self.envs])
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+
+def check_actions(
+    actions: Mapping[ActionName, RaggedBufferI64], vec: VecObs, action_space: Mapping[ActionName, ActionSpace]
+) -> None:
+    """Check that ``actions`` fit the masks of ``vec`` (one row per environment).
+
+    Raises:
+        ValueError: unknown action name, wrong number of rows or actors, or a choice out of range.
+        TypeError: an action is not a ragged int64 buffer.
+    """
+    for name, act in actions.items():
+        if name not in action_space:
+            raise ValueError(f"actions['{name}']: unknown action; the environment has {list(action_space)}")
+        if not isinstance(act, RaggedBufferI64):
+            raise TypeError(f"actions['{name}']: expected a RaggedBufferI64, got {type(act).__name__}")
+        mask = vec.action_masks[name]
+        if act.size0() != len(vec):
+            raise ValueError(f"actions['{name}'] has {act.size0()} rows; expected one per environment ({len(vec)})")
+        want = mask.actors.size1()
+        got = act.size1()
+        if not np.array_equal(want, got):
+            row = int(np.flatnonzero(want != got)[0])
+            raise ValueError(
+                f"actions['{name}'] row {row} has {got[row]} choices; the observation has {want[row]} actors"
+            )
+        values = act.as_array().reshape(-1)
+        if values.size == 0:
+            continue
+        space = action_space[name]
+        if isinstance(space, SelectEntityActionSpace):
+            limit = np.repeat(mask.actees.size1(), got)  # actees available to each actor
+        else:
+            limit = len(space.index_to_label)
+        bad = (values < 0) | (values >= limit)
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            bound = limit if np.isscalar(limit) else limit[k]
+            raise ValueError(f"actions['{name}'] item {k} is {values[k]}; expected a value in [0, {bound})")
+
+
+def to_env_actions(
+    obs_space: ObsSpace,
+    action_space: Mapping[ActionName, ActionSpace],
+    choices: Mapping[ActionName, npt.NDArray[np.int64]],
+    last_obs: Observation,
+    probs: Optional[Mapping[ActionName, npt.NDArray[np.float32]]] = None,
+) -> Dict[ActionName, Action]:
+    """Turn one row's chosen indices into the ``Action`` objects ``Environment.act`` takes.
+
+    Select-entity choices are positions in the row's actee list and become actee ids.
+    """
+    out: Dict[ActionName, Action] = {}
+    for name, chosen in choices.items():
+        space = action_space[name]
+        p = probs.get(name) if probs is not None else None
+        if isinstance(space, GlobalCategoricalActionSpace):
+            if len(chosen) == 0:
+                continue
+            index = int(chosen[0])
+            out[name] = GlobalCategoricalAction(index=index, label=space.index_to_label[index], probs=p)
+            continue
+        mask = last_obs.actions.get(name)
+        if mask is None:
+            continue
+        actors = _ids(last_obs, obs_space, mask.actor_ids, last_obs._actor_indices(name, obs_space))
+        if isinstance(space, CategoricalActionSpace):
+            out[name] = CategoricalAction(actors=actors, indices=chosen, index_to_label=space.index_to_label, probs=p)
+        elif isinstance(space, SelectEntityActionSpace):
+            if len(actors) == 0:
+                actees: List[Any] = []
+            else:
+                actee_index = last_obs._actee_indices(name, obs_space)
+                candidates = _ids(last_obs, obs_space, mask.actee_ids, actee_index)
+                actees = [candidates[c] for c in chosen]
+            out[name] = SelectEntityAction(actors=actors, actees=actees, probs=p)
+        else:
+            raise TypeError(f"action '{name}': unsupported action space {type(space).__name__}")
+    return out
+
+
+def _ids(obs: Observation, obs_space: ObsSpace, ids: Optional[Sequence[Any]], index: npt.NDArray[np.int64]) -> List[Any]:
+    if ids is not None:
+        return list(ids)
+    index_to_id = obs.index_to_id(obs_space)
+    return [index_to_id[k] for k in index]

@@ -1,0 +1,282 @@
+"""Vectorised observations (``VecObs``), their action masks, metrics and the ``VecEnv`` API.
+
+A ``VecObs`` holds one row per environment. Every per-entity value is a ragged buffer with one
+sequence per row; entity indices within a row follow ``ObsSpace.entities`` order with the
+``__global__`` pseudo-entity last.
+"""
+from __future__ import annotations
+
+import copy
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Dict, Mapping, Optional, Sequence, Union
+
+import numpy as np
+import numpy.typing as npt
+from ragged_buffer import RaggedBufferBool, RaggedBufferF32, RaggedBufferI64
+
+from entmachin.env.action import ActionSpace, GlobalCategoricalActionSpace
+from entmachin.env.common import GLOBAL_ENTITY, ActionName, EntityName
+from entmachin.env.environment import ObsSpace
+from entmachin.ragged.arrays import empty_ragged, ragged_full, take
+
+
+def _extend_optional(
+    mine: Optional[RaggedBufferBool],
+    theirs: Optional[RaggedBufferBool],
+    my_lengths: npt.NDArray[np.int64],
+    their_lengths: npt.NDArray[np.int64],
+    width: int,
+) -> Optional[RaggedBufferBool]:
+    """Concatenate two optional bool masks, filling the absent side with True."""
+    if mine is None and theirs is None:
+        return None
+    if mine is None:
+        mine = ragged_full(my_lengths, width, True, np.bool_)
+    if theirs is None:
+        theirs = ragged_full(their_lengths, mine.size2(), True, np.bool_)
+    mine.extend(theirs)
+    return mine
+
+
+@dataclass
+class VecCategoricalActionMask:
+    """Actors and optional choice masks of a (global) categorical action, one row per env.
+
+    Attributes:
+        actors: int64 ``[n_actors, 1]`` per row, entity indices of the actors.
+        mask: optional bool ``[n_actors, n_choices]`` per row; ``None`` means all allowed.
+    """
+
+    actors: RaggedBufferI64
+    mask: Optional[RaggedBufferBool] = None
+
+    def __getitem__(self, i: Union[int, npt.NDArray[np.int64]]) -> "VecCategoricalActionMask":
+        return VecCategoricalActionMask(take(self.actors, i), None if self.mask is None else take(self.mask, i))
+
+    def extend(self, other: "VecCategoricalActionMask") -> None:
+        if not isinstance(other, VecCategoricalActionMask):
+            raise TypeError(f"expected VecCategoricalActionMask, got {type(other).__name__}")
+        width = other.mask.size2() if other.mask is not None else 0
+        self.mask = _extend_optional(self.mask, other.mask, self.actors.size1(), other.actors.size1(), width)
+        self.actors.extend(other.actors)
+
+    def clear(self) -> None:
+        self.actors.clear()
+        if self.mask is not None:
+            self.mask.clear()
+
+
+@dataclass
+class VecSelectEntityActionMask:
+    """Actors, actees and the optional actor x actee mask of a select-entity action.
+
+    Attributes:
+        actors: int64 ``[n_actors, 1]`` per row.
+        actees: int64 ``[n_actees, 1]`` per row (empty in rows without actors).
+        mask: optional bool ``[n_actors * n_actees, 1]`` per row, row-major: item
+            ``a * n_actees + e`` allows actor ``a`` to select actee ``e``.
+    """
+
+    actors: RaggedBufferI64
+    actees: RaggedBufferI64
+    mask: Optional[RaggedBufferBool] = None
+
+    def __getitem__(self, i: Union[int, npt.NDArray[np.int64]]) -> "VecSelectEntityActionMask":
+        return VecSelectEntityActionMask(
+            take(self.actors, i), take(self.actees, i), None if self.mask is None else take(self.mask, i)
+        )
+
+    def extend(self, other: "VecSelectEntityActionMask") -> None:
+        if not isinstance(other, VecSelectEntityActionMask):
+            raise TypeError(f"expected VecSelectEntityActionMask, got {type(other).__name__}")
+        mine = self.actors.size1() * self.actees.size1()
+        theirs = other.actors.size1() * other.actees.size1()
+        self.mask = _extend_optional(self.mask, other.mask, mine, theirs, 1)
+        self.actors.extend(other.actors)
+        self.actees.extend(other.actees)
+
+    def clear(self) -> None:
+        self.actors.clear()
+        self.actees.clear()
+        if self.mask is not None:
+            self.mask.clear()
+
+
+VecActionMask = Union[VecCategoricalActionMask, VecSelectEntityActionMask]
+
+
+@dataclass
+class Metric:
+    """Running count / sum / min / max of a scalar."""
+
+    count: int = 0
+    sum: float = 0.0
+    min: float = float("inf")
+    max: float = float("-inf")
+
+    def push(self, value: float) -> None:
+        self.count += 1
+        self.sum += value
+        self.min = min(self.min, value)
+        self.max = max(self.max, value)
+
+    def __iadd__(self, m: "Metric") -> "Metric":
+        self.count += m.count
+        self.sum += m.sum
+        self.min = min(self.min, m.min)
+        self.max = max(self.max, m.max)
+        return self
+
+    def __add__(self, m: "Metric") -> "Metric":
+        out = copy.copy(self)
+        out += m
+        return out
+
+    @property
+    def mean(self) -> float:
+        return self.sum / self.count if self.count else 0.0
+
+
+@dataclass
+class VecObs:
+    """A batch of observations, one row per environment.
+
+    Attributes:
+        features: entity type -> float32 ``[n_entities, n_features]`` per row (includes
+            ``__global__`` when the environment has global features or global actions).
+        visible: entity type -> bool ``[n_entities, 1]`` per row, for types that report
+            visibility; absent types are fully visible.
+        action_masks: action name -> mask.
+        reward: float32 ``[n_rows]``.
+        done: bool ``[n_rows]``; the row's episode ended on this step and the row already holds
+            the first observation of the next episode (auto-reset).
+        metrics: name -> aggregated ``Metric``.
+        truncated: bool ``[n_rows]``; among ``done`` rows, those cut short (time limit).
+        final_obs: the last observation of the episodes that ended, one row per ``done`` row.
+        final_index: int64 ``[n_final]``, the row of each ``final_obs`` row.
+    """
+
+    features: Dict[EntityName, RaggedBufferF32]
+    visible: Dict[EntityName, RaggedBufferBool]
+    action_masks: Dict[ActionName, VecActionMask]
+    reward: npt.NDArray[np.float32]
+    done: npt.NDArray[np.bool_]
+    metrics: Dict[str, Metric]
+    truncated: Optional[npt.NDArray[np.bool_]] = None
+    final_obs: Optional["VecObs"] = None
+    final_index: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    def __post_init__(self) -> None:
+        if self.truncated is None:
+            self.truncated = np.zeros_like(self.done, dtype=np.bool_)
+
+    def __len__(self) -> int:
+        return len(self.reward)
+
+    def extend(self, b: "VecObs") -> None:
+        """Append the rows of ``b`` (entity types and masks missing on one side are filled)."""
+        n_self = len(self)
+        for etype, feats in b.features.items():
+            if etype not in self.features:
+                self.features[etype] = empty_ragged(np.float32, feats.size2(), n_self)
+        for etype in set(self.visible) | set(b.visible):
+            mine, theirs = self.visible.get(etype), b.visible.get(etype)
+            if mine is None:
+                mine = ragged_full(self.features[etype].size1(), 1, True, np.bool_)
+            if theirs is None:
+                theirs = ragged_full(_lengths(b.features, etype, len(b)), 1, True, np.bool_)
+            mine.extend(theirs)
+            self.visible[etype] = mine
+        for etype, feats in self.features.items():
+            theirs = b.features.get(etype)
+            feats.extend(theirs if theirs is not None else empty_ragged(np.float32, feats.size2(), len(b)))
+        for atype, amask in b.action_masks.items():
+            if atype not in self.action_masks:
+                if n_self:
+                    raise ValueError(f"VecObs.extend: action '{atype}' is missing from the first batch")
+                self.action_masks[atype] = copy.deepcopy(amask)
+            else:
+                self.action_masks[atype].extend(amask)
+        if b.final_obs is not None:
+            if self.final_obs is None:
+                self.final_obs = b.final_obs
+            else:
+                self.final_obs.extend(b.final_obs)
+            self.final_index = np.concatenate([self.final_index, b.final_index + n_self])
+        self.reward = np.concatenate([self.reward, b.reward])
+        self.done = np.concatenate([self.done, b.done])
+        self.truncated = np.concatenate([self.truncated, b.truncated])
+        for name, stats in b.metrics.items():
+            if name in self.metrics:
+                self.metrics[name] += stats
+            else:
+                self.metrics[name] = copy.copy(stats)
+
+
+def _lengths(features: Mapping[EntityName, RaggedBufferF32], etype: str, n: int) -> npt.NDArray[np.int64]:
+    feats = features.get(etype)
+    return feats.size1() if feats is not None else np.zeros(n, dtype=np.int64)
+
+
+def has_global_entity(obs_space: ObsSpace, action_space: Mapping[ActionName, ActionSpace]) -> bool:
+    """Whether rows carry a ``__global__`` pseudo-entity (global features or global actions)."""
+    return len(obs_space.global_features) > 0 or any(
+        isinstance(space, GlobalCategoricalActionSpace) for space in action_space.values()
+    )
+
+
+class VecEnv(ABC):
+    """A batch of environments stepped together; finished environments reset themselves.
+
+    Example:
+        >>> envs = EnvList(MineSweeper, num_envs=8, seed=0)
+        >>> obs = envs.reset()
+        >>> for _ in range(100):
+        ...     obs = envs.act(policy(obs))
+    """
+
+    @abstractmethod
+    def obs_space(self) -> ObsSpace:
+        """The observation space of the environments."""
+
+    @abstractmethod
+    def action_space(self) -> Dict[ActionName, ActionSpace]:
+        """The action spaces of the environments, by name."""
+
+    @abstractmethod
+    def reset(self, obs_config: Optional[ObsSpace] = None) -> VecObs:
+        """Reset every environment; ``obs_config`` filters features (default: all)."""
+
+    @abstractmethod
+    def act(
+        self, actions: Mapping[ActionName, RaggedBufferI64], obs_filter: Optional[ObsSpace] = None
+    ) -> VecObs:
+        """Step every environment with one ragged int64 ``[n_actors, 1]`` buffer per action."""
+
+    def render(self, **kwargs: Any) -> npt.NDArray[np.uint8]:
+        raise NotImplementedError(f"{type(self).__name__} does not implement render()")
+
+    @abstractmethod
+    def __len__(self) -> int:
+        """Number of environments."""
+
+    def close(self) -> None:
+        """Release the environments."""
+
+    def has_global_entity(self) -> bool:
+        return has_global_entity(self.obs_space(), self.action_space())
+
+    def __enter__(self) -> "VecEnv":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def env_seeds(seed: Optional[int], num_envs: int) -> Sequence[Optional[int]]:
+    """Independent per-environment seeds derived from one seed (``None`` -> unseeded)."""
+    if seed is None:
+        return [None] * num_envs
+    states = np.random.SeedSequence(seed).generate_state(num_envs, dtype=np.uint64)
+    return [int(s) for s in states]

@@ -1,0 +1,76 @@
+"""The import rules of ARCHITECTURE.md: ragged <- env <- {buffer, model} <- frame."""
+import ast
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "entmachin"
+
+# layer -> entmachin layers it may import
+ALLOWED = {
+    "ragged": {"ragged"},
+    "env": {"ragged", "env"},
+    "buffer": {"ragged", "env", "buffer"},
+    "model": {"ragged", "env", "model"},
+    "frame": {"ragged", "env", "buffer", "model", "frame"},
+}
+# (layer, module-path prefix inside entmachin) -> third-party packages it must not import
+FORBIDDEN_PACKAGES = {"env": {"torch"}, "ragged/arrays.py": {"torch"}, "ragged/arrdict.py": {"torch"}}
+
+
+def _layer(path: pathlib.Path) -> str:
+    parts = path.relative_to(PACKAGE).parts
+    return parts[0] if len(parts) > 1 else ""
+
+
+def _imports(path: pathlib.Path):
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative import: resolve against the module's package
+                base = list(path.relative_to(PACKAGE.parent).with_suffix("").parts[: -node.level])
+                yield node.lineno, ".".join(base + ([node.module] if node.module else []))
+            else:
+                yield node.lineno, node.module or ""
+
+
+def _violations():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        layer = _layer(path)
+        rel = path.relative_to(PACKAGE).as_posix()
+        banned = set()
+        for prefix, pkgs in FORBIDDEN_PACKAGES.items():
+            if rel == prefix or rel.startswith(prefix + "/"):
+                banned |= pkgs
+        for lineno, name in _imports(path):
+            top, *rest = name.split(".")
+            if top == "entmachin" and rest and layer in ALLOWED and rest[0] in ALLOWED and rest[0] not in ALLOWED[layer]:
+                yield f"{rel}:{lineno} imports {name}: layer '{layer}' may import only {sorted(ALLOWED[layer])}"
+            if top in banned:
+                yield f"{rel}:{lineno} imports {name}: {rel} must not import {top}"
+
+
+def test_no_upward_or_forbidden_imports():
+    violations = list(_violations())
+    assert not violations, "\n".join(violations)
+
+
+def test_detects_a_violation(tmp_path, monkeypatch):
+    fake = tmp_path / "entmachin"
+    (fake / "env").mkdir(parents=True)
+    (fake / "env" / "bad.py").write_text("import torch\nfrom entmachin.frame import ppo\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
+    found = list(_violations())
+    assert any("must not import torch" in v for v in found)
+    assert any("layer 'env' may import only" in v for v in found)
+
+
+@pytest.mark.parametrize("module", ["entmachin.env", "entmachin.env.examples", "entmachin.ragged"])
+def test_env_side_never_loads_torch(module):
+    code = f"import sys, {module}; sys.exit('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0, f"importing {module} loads torch"
