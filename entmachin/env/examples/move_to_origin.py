@@ -1,0 +1,109 @@
+"""MoveToOrigin: steer a spaceship towards the origin with two thrusters.
+
+Game: a spaceship starts at rest at a uniformly random point of the unit circle. Each step
+the horizontal and the vertical thruster each change the velocity by one of five amounts, then
+the ship moves by its velocity. Episodes last ``N_STEPS`` (32) steps and end by that time limit
+(``truncated=True``).
+
+Observed: one ``Spaceship`` entity with ``x_pos``, ``y_pos``, ``x_velocity``, ``y_velocity``
+and ``step`` (steps taken so far).
+
+Actions (categorical, taken by the spaceship):
+    ``horizontal_thruster``: ``100% right`` (+0.01), ``10% right`` (+0.001), ``hold``,
+    ``10% left`` (-0.001), ``100% left`` (-0.01) added to the x velocity.
+    ``vertical_thruster``: the same with ``up`` / ``down`` for the y velocity.
+
+Reward: the decrease of the distance to the origin during the step (negative when the ship
+moves away), so an episode's return is the start distance (1) minus the final distance.
+"""
+from __future__ import annotations
+
+from typing import Dict, Mapping
+
+import numpy as np
+
+from entmachin.env.action import (
+    Action,
+    ActionSpace,
+    CategoricalAction,
+    CategoricalActionMask,
+    CategoricalActionSpace,
+)
+from entmachin.env.common import ActionName
+from entmachin.env.environment import Entity, Environment, Observation, ObsSpace
+
+N_STEPS = 32
+SPACESHIP_ID = 0
+# Velocity change of each choice, by action name and label.
+THRUST: Dict[str, Dict[str, float]] = {
+    "horizontal_thruster": {
+        "100% right": 0.01, "10% right": 0.001, "hold": 0.0, "10% left": -0.001, "100% left": -0.01,
+    },
+    "vertical_thruster": {
+        "100% up": 0.01, "10% up": 0.001, "hold": 0.0, "10% down": -0.001, "100% down": -0.01,
+    },
+}
+
+
+class MoveToOrigin(Environment):
+    """One spaceship, two thrusters, rewarded for approaching the origin.
+
+    Shape:
+        features: ``Spaceship`` ``[1, 5]`` with id ``SPACESHIP_ID``.
+    """
+
+    def __init__(self) -> None:
+        self.rng = np.random.default_rng()
+        self.x_pos = self.y_pos = 0.0
+        self.x_velocity = self.y_velocity = 0.0
+        self.step = 0
+
+    def obs_space(self) -> ObsSpace:
+        return ObsSpace(
+            entities={"Spaceship": Entity(["x_pos", "y_pos", "x_velocity", "y_velocity", "step"])}
+        )
+
+    def action_space(self) -> Dict[ActionName, ActionSpace]:
+        return {name: CategoricalActionSpace(list(labels)) for name, labels in THRUST.items()}
+
+    def reset(self) -> Observation:
+        angle = self.rng.uniform(0.0, 2.0 * np.pi)
+        self.x_pos, self.y_pos = float(np.cos(angle)), float(np.sin(angle))
+        self.x_velocity = self.y_velocity = 0.0
+        self.step = 0
+        return self._observe(reward=0.0)
+
+    def act(self, actions: Mapping[ActionName, Action]) -> Observation:
+        for name, action in actions.items():
+            if name not in THRUST:
+                raise ValueError(f"MoveToOrigin: unknown action '{name}'; expected one of {list(THRUST)}")
+            if not isinstance(action, CategoricalAction):
+                raise TypeError(
+                    f"MoveToOrigin: action '{name}' must be a CategoricalAction, got {type(action).__name__}"
+                )
+            for label in action.labels:
+                if label not in THRUST[name]:
+                    raise ValueError(
+                        f"MoveToOrigin: action '{name}' chose '{label}'; expected one of {list(THRUST[name])}"
+                    )
+                if name == "horizontal_thruster":
+                    self.x_velocity += THRUST[name][label]
+                else:
+                    self.y_velocity += THRUST[name][label]
+        distance_before = np.hypot(self.x_pos, self.y_pos)
+        self.x_pos += self.x_velocity
+        self.y_pos += self.y_velocity
+        self.step += 1
+        done = self.step >= N_STEPS
+        return self._observe(reward=float(distance_before - np.hypot(self.x_pos, self.y_pos)), done=done)
+
+    def _observe(self, reward: float, done: bool = False) -> Observation:
+        state = [self.x_pos, self.y_pos, self.x_velocity, self.y_velocity, self.step]
+        return Observation(
+            features={"Spaceship": np.array([state], dtype=np.float32)},  # [1, 5]
+            ids={"Spaceship": [SPACESHIP_ID]},
+            actions={name: CategoricalActionMask(actor_ids=[SPACESHIP_ID]) for name in THRUST},
+            reward=reward,
+            done=done,
+            truncated=done,
+        )
