@@ -203,3 +203,8 @@ class arrdict(dict):  # noqa: N801 - named like the builtin it extends
         return "arrdict:\n" + "\n".join(lines) if lines else "arrdict: {}"
 
     __str__ = __repr__
+
+
+# The package re-exports the class under the module's own name, so ``entmachin.ragged.arrdict``
+# resolves to the class; naming the package as its home lets dill find it by reference.
+arrdict.__module__ = "entmachin.ragged"

@@ -367,6 +367,8 @@ class RaggedTensor:
                     f"RaggedTensor[...]: boolean mask has length {index.shape[0]}, expected {n} sequences"
                 )
             return torch.nonzero(index).flatten()  # [n_selected]
+        if index.numel() == 0:
+            return index.new_zeros(0, dtype=torch.int64)  # [0]; torch.tensor([]) is float
         if index.is_floating_point() or index.is_complex():
             raise TypeError(f"RaggedTensor[...]: index arrays must hold integers, got dtype {index.dtype}")
         index = index.to(torch.int64)  # [n_selected]
