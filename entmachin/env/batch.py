@@ -69,8 +69,13 @@ def batch_obs(
         counts += features[etype].size1()
     if has_global_entity(obs_space, action_space):
         width = len(obs_space.global_features)
-        rows = [_as_2d(o.global_features, width, np.float32, f"row {i}: global_features").reshape(1, width)
-                if width else np.zeros((1, 0), np.float32) for i, o in enumerate(obs)]
+        rows = [np.asarray(o.global_features, dtype=np.float32).reshape(1, -1) if width else np.zeros((1, 0), np.float32)
+                for o in obs]  # [1, n_global_features] each
+        for i, row in enumerate(rows):
+            if row.shape[1] != width:
+                raise ValueError(
+                    f"row {i}: global_features has {row.shape[1]} values; ObsSpace.global_features declares {width}"
+                )
         features[GLOBAL_ENTITY] = _ragged(rows, [1] * n, width, np.float32, RaggedBufferF32, "global_features")
 
     visible: Dict[EntityName, RaggedBufferBool] = {}

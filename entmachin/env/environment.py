@@ -146,6 +146,12 @@ class Observation:
             return np.arange(ranges[GLOBAL_ENTITY][0], dtype=np.int64)
         if not types:
             return np.zeros(0, dtype=np.int64)
+        unknown = [t for t in types if t not in ranges]
+        if unknown:
+            raise ValueError(
+                f"an action mask refers to entity types {unknown}, which the observation space "
+                f"(or observation filter) lacks; it has {list(obs_space.entities)}"
+            )
         return np.concatenate([np.arange(*ranges[t], dtype=np.int64) for t in types])
 
     def _actor_indices(self, atype: ActionName, obs_space: ObsSpace) -> npt.NDArray[np.int64]:
