@@ -104,6 +104,9 @@ class Observation:
         self.visible = visible or {}
         self._id_to_index: Optional[Dict[EntityID, int]] = None
         self._index_to_id: Optional[List[EntityID]] = None
+        # (kind, action name) -> (mask, obs_space, indices); batching and action conversion
+        # both need the same indices, and the mask identity guards against later mutation.
+        self._index_cache: Dict[Tuple[str, str], Tuple[Any, ObsSpace, npt.NDArray[np.int64]]] = {}
 
     @classmethod
     def empty(cls) -> "Observation":
@@ -156,17 +159,27 @@ class Observation:
 
     def _actor_indices(self, atype: ActionName, obs_space: ObsSpace) -> npt.NDArray[np.int64]:
         """Entity indices (in ``obs_space`` order) of the actors of action ``atype``."""
-        mask = self.actions[atype]
-        if isinstance(mask, GlobalCategoricalActionMask):
-            return np.array([self._type_ranges(obs_space)[GLOBAL_ENTITY][0]], dtype=np.int64)
-        return self._indices(obs_space, mask.actor_ids, mask.actor_types)
+        return self._cached_indices("actor", atype, obs_space)
 
     def _actee_indices(self, atype: ActionName, obs_space: ObsSpace) -> npt.NDArray[np.int64]:
         """Entity indices of the entities that actors of ``atype`` may select."""
+        return self._cached_indices("actee", atype, obs_space)
+
+    def _cached_indices(self, kind: str, atype: ActionName, obs_space: ObsSpace) -> npt.NDArray[np.int64]:
         mask = self.actions[atype]
-        if not isinstance(mask, SelectEntityActionMask):
-            raise TypeError(f"action '{atype}' has a {type(mask).__name__}; actees need a SelectEntityActionMask")
-        return self._indices(obs_space, mask.actee_ids, mask.actee_types)
+        hit = self._index_cache.get((kind, atype))
+        if hit is not None and hit[0] is mask and hit[1] is obs_space:
+            return hit[2]
+        if kind == "actee":
+            if not isinstance(mask, SelectEntityActionMask):
+                raise TypeError(f"action '{atype}' has a {type(mask).__name__}; actees need a SelectEntityActionMask")
+            indices = self._indices(obs_space, mask.actee_ids, mask.actee_types)
+        elif isinstance(mask, GlobalCategoricalActionMask):
+            indices = np.array([self._type_ranges(obs_space)[GLOBAL_ENTITY][0]], dtype=np.int64)
+        else:
+            indices = self._indices(obs_space, mask.actor_ids, mask.actor_types)
+        self._index_cache[(kind, atype)] = (mask, obs_space, indices)
+        return indices
 
     def id_to_index(self, obs_space: ObsSpace) -> Dict[EntityID, int]:
         """Map from entity id to entity index within this step."""
@@ -239,7 +252,12 @@ class Environment(ABC):
         """Release resources held by the environment."""
 
     def _filter_obs(self, obs: Observation, obs_filter: ObsSpace) -> Observation:
-        selectors = compile_feature_filter(self.obs_space(), obs_filter)
+        # Compiled once per filter object: obs_space() may build a new ObsSpace on every call.
+        cached = self.__dict__.get("_entmachin_filter")
+        if cached is None or cached[0] is not obs_filter:
+            cached = (obs_filter, compile_feature_filter(self.obs_space(), obs_filter))
+            self.__dict__["_entmachin_filter"] = cached
+        selectors = cached[1]
         if selectors is None:
             return obs
         features: Dict[EntityName, Features] = {}
