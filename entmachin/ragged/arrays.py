@@ -88,8 +88,16 @@ def _buffer_class(dtype: Any, where: str) -> type:
     return _CLASS_BY_DTYPE[key]
 
 
-def _as_lengths(lengths: Any, where: str) -> np.ndarray:
-    """Validates sequence lengths and returns them as a contiguous int64 array."""
+def as_lengths(lengths: Any, where: str) -> np.ndarray:
+    """Validates sequence lengths and returns them as a contiguous int64 array.
+
+    Args:
+        lengths: 1-D non-negative integers (an empty list of any dtype is accepted).
+        where: prefix for error messages.
+
+    Shape:
+        returns ``[n_sequences]`` int64.
+    """
     arr = np.asarray(lengths)
     if arr.ndim != 1:
         raise ValueError(f"{where}: lengths must be 1-D [n_sequences], got shape {arr.shape}")
@@ -126,7 +134,7 @@ def ragged_from_arrays(flat: Any, lengths: Any, dtype: Any = None) -> RaggedBuff
         raise ValueError(
             f"ragged_from_arrays: flat must be 2-D [n_items, n_features], got shape {arr.shape}"
         )
-    lens = _as_lengths(lengths, "ragged_from_arrays")
+    lens = as_lengths(lengths, "ragged_from_arrays")
     total = int(lens.sum())
     if total != arr.shape[0]:
         raise ValueError(
@@ -170,7 +178,7 @@ def ragged_full(lengths: Any, n_features: int, value: Any, dtype: Any) -> Ragged
         n_features < 0
     ):
         raise ValueError(f"ragged_full: n_features must be an int >= 0, got {n_features!r}")
-    lens = _as_lengths(lengths, "ragged_full")
+    lens = as_lengths(lengths, "ragged_full")
     flat = np.full(
         (int(lens.sum()), int(n_features)), value, dtype=_DTYPE_BY_CLASS[cls]
     )  # [n_items, n_features]

@@ -12,12 +12,14 @@ from entmachin.ragged.arrays import (
     is_ragged_buffer,
     ragged_from_arrays,
     ragged_to_arrays,
+    as_lengths,
     sequence_indices,
 )
 
 __all__ = ["RaggedTensor", "is_ragged", "ragged_tensor_equal"]
 
 _BUFFER_DTYPES = (torch.float32, torch.int64, torch.bool)
+_FIELDS = ("data", "lengths", "offsets", "batch_index")
 
 
 def _offsets_from_lengths(lengths: torch.Tensor) -> torch.Tensor:
@@ -74,15 +76,13 @@ class RaggedTensor:
     batch_index: torch.Tensor
 
     def __post_init__(self) -> None:
-        for name in ("data", "lengths", "offsets", "batch_index"):
+        for name in _FIELDS:
             value = getattr(self, name)
             if not isinstance(value, torch.Tensor):
-                raise TypeError(f"RaggedTensor.{name}: expected a torch.Tensor, got {type(value).__name__}")
-        if self.data.dim() < 2:
-            raise ValueError(
-                f"RaggedTensor.data must be at least 2-D [n_items, ...], got shape "
-                f"{tuple(self.data.shape)}; use data[:, None] for one feature per item"
-            )
+                raise TypeError(
+                    f"RaggedTensor.{name}: expected a torch.Tensor, got {type(value).__name__}"
+                )
+        _check_data(self.data, "RaggedTensor.data")
         if self.lengths.dim() != 1:
             raise ValueError(
                 f"RaggedTensor.lengths: expected 1-D [n], got shape {tuple(self.lengths.shape)}"
@@ -103,7 +103,7 @@ class RaggedTensor:
 
     def __reduce__(self) -> Any:
         # Explicit, because unpickling frozen slotted dataclasses fails on Python 3.10.
-        return (RaggedTensor, (self.data, self.lengths, self.offsets, self.batch_index))
+        return (RaggedTensor, tuple(getattr(self, name) for name in _FIELDS))
 
     # ----------------------------------------------------------------------- constructors
 
@@ -119,30 +119,18 @@ class RaggedTensor:
             ValueError: wrong dimensions, negative lengths, or lengths not summing to ``n_items``.
             TypeError: lengths are not integers.
         """
-        data = torch.as_tensor(data)
-        lengths = torch.as_tensor(lengths, device=data.device)
-        if data.dim() < 2:
-            raise ValueError(
-                f"RaggedTensor.from_lengths: data must be at least 2-D [n_items, ...], got shape "
-                f"{tuple(data.shape)}; use data[:, None] for one feature per item"
-            )
-        if lengths.dim() != 1:
-            raise ValueError(
-                f"RaggedTensor.from_lengths: lengths must be 1-D [n], got shape {tuple(lengths.shape)}"
-            )
-        if lengths.numel() == 0:
-            lengths = lengths.to(torch.int64)
-        elif lengths.dtype == torch.bool or lengths.is_floating_point() or lengths.is_complex():
-            raise TypeError(f"RaggedTensor.from_lengths: lengths must hold integers, got {lengths.dtype}")
-        lengths = lengths.to(torch.int64)  # [n]
-        low, total = torch.stack([lengths.min(), lengths.sum()]).tolist() if len(lengths) else (0, 0)
-        if low < 0:
-            raise ValueError(f"RaggedTensor.from_lengths: lengths must be non-negative, got {low}")
+        where = "RaggedTensor.from_lengths"
+        data = _check_data(torch.as_tensor(data), f"{where}: data")
+        if isinstance(lengths, torch.Tensor):
+            lengths = lengths.cpu()  # validated on the host: one small copy
+        checked = as_lengths(lengths, where)  # [n]
+        total = int(checked.sum())
         if total != data.shape[0]:
             raise ValueError(
-                f"RaggedTensor.from_lengths: lengths sum to {total} items, but data has "
-                f"{data.shape[0]} items (shape {tuple(data.shape)})"
+                f"{where}: lengths sum to {total} items, but data has {data.shape[0]} items "
+                f"(shape {tuple(data.shape)})"
             )
+        lengths = torch.tensor(checked, dtype=torch.int64, device=data.device)  # [n], a copy
         return cls(data, lengths, _offsets_from_lengths(lengths), _batch_index(lengths, total))
 
     @classmethod
@@ -150,14 +138,15 @@ class RaggedTensor:
         """Converts a ``RaggedBuffer*`` (float32, int64 or bool) and moves it to ``device``."""
         if not is_ragged_buffer(buf):
             raise TypeError(
-                f"RaggedTensor.from_ragged_buffer: expected a RaggedBuffer*, got {type(buf).__name__}"
+                "RaggedTensor.from_ragged_buffer: expected a RaggedBuffer*, "
+                f"got {type(buf).__name__}"
             )
         flat, lengths = ragged_to_arrays(buf)  # [n_items, n_features], [n]
-        offsets = np.zeros(lengths.shape[0] + 1, dtype=np.int64)  # [n + 1]
-        np.cumsum(lengths, out=offsets[1:])
-        batch_index = np.repeat(np.arange(lengths.shape[0], dtype=np.int64), lengths)  # [n_items]
-        tensors = [torch.from_numpy(a).to(device) for a in (flat, lengths, offsets, batch_index)]
-        return cls(*tensors)
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)  # [n + 1]
+        sequence_ids = np.arange(lengths.shape[0], dtype=np.int64)  # [n]
+        batch_index = np.repeat(sequence_ids, lengths)  # [n_items]
+        arrays = (flat, lengths, offsets, batch_index)
+        return cls(*(torch.from_numpy(a).to(device) for a in arrays))
 
     @classmethod
     def from_list(
@@ -171,61 +160,68 @@ class RaggedTensor:
         """Builds a ragged tensor from a list of ``[len_i, ...]`` tensors or arrays.
 
         Args:
-            seqs: the sequences; each at least 1-D with a leading length dimension, all with the
-                same trailing shape and dtype.
-            trailing_shape: the per-item shape. Required when ``seqs`` is empty (the result then
-                has ``data`` of shape ``[0, *trailing_shape]``, dtype ``dtype`` or float32);
-                otherwise checked against the sequences when given.
+            seqs: the sequences; each at least 2-D with a leading length dimension, all with
+                the same trailing shape, dtype and device.
+            trailing_shape: the per-item shape. Required when ``seqs`` is empty (the result
+                then has ``data`` of shape ``[0, *trailing_shape]`` and dtype ``dtype`` or
+                float32); checked against the sequences otherwise.
             dtype: cast every sequence to this dtype.
             device: put the result on this device (default: where the sequences are).
         """
+        where = "RaggedTensor.from_list"
         if len(seqs) == 0:
             if trailing_shape is None:
                 raise ValueError(
-                    "RaggedTensor.from_list: an empty list needs trailing_shape= "
+                    f"{where}: an empty list needs trailing_shape= "
                     "(the per-item shape, e.g. (n_features,))"
                 )
-            data = torch.zeros((0, *trailing_shape), dtype=dtype or torch.float32, device=device)
-            return cls.from_lengths(data, torch.zeros(0, dtype=torch.int64))
+            data = torch.zeros(
+                (0, *trailing_shape), dtype=dtype or torch.float32, device=device
+            )  # [0, *trailing_shape]
+            return cls.from_lengths(data, [])
         tensors = [torch.as_tensor(s, dtype=dtype, device=device) for s in seqs]
         first = tensors[0]
-        expected = tuple(first.shape[1:]) if trailing_shape is None else tuple(trailing_shape)
+        expected = tuple(first.shape[1:] if trailing_shape is None else trailing_shape)
         for i, t in enumerate(tensors):
             if t.dim() < 2 or tuple(t.shape[1:]) != expected:
                 raise ValueError(
-                    f"RaggedTensor.from_list: seqs[{i}] has shape {tuple(t.shape)}; expected "
-                    f"[len_i, *{expected}] (at least 2-D, same trailing shape for every sequence)"
+                    f"{where}: seqs[{i}] has shape {tuple(t.shape)}; expected [len_i, *{expected}]"
+                    " (at least 2-D, the same trailing shape for every sequence)"
                 )
             if t.dtype != first.dtype or t.device != first.device:
                 raise TypeError(
-                    f"RaggedTensor.from_list: seqs[{i}] is {t.dtype} on {t.device}, but seqs[0] is "
+                    f"{where}: seqs[{i}] is {t.dtype} on {t.device}, but seqs[0] is "
                     f"{first.dtype} on {first.device}; pass dtype= / device= to convert"
                 )
-        lengths = torch.tensor([t.shape[0] for t in tensors], dtype=torch.int64, device=first.device)
-        return cls.from_lengths(torch.cat(tensors), lengths)
+        lengths = [t.shape[0] for t in tensors]  # [n]
+        return cls.from_lengths(torch.cat(tensors), lengths)  # data: [n_items, ...]
 
     @classmethod
     def cat(cls, raggeds: Sequence["RaggedTensor"]) -> "RaggedTensor":
         """Concatenates the sequences of several ragged tensors, in order."""
         raggeds = list(raggeds)
         if not raggeds:
-            raise ValueError("RaggedTensor.cat: expected at least one RaggedTensor, got an empty list")
-        first = raggeds[0]
+            raise ValueError("RaggedTensor.cat: expected at least one RaggedTensor, got none")
         for i, rt in enumerate(raggeds):
             if not isinstance(rt, RaggedTensor):
-                raise TypeError(f"RaggedTensor.cat: raggeds[{i}] is a {type(rt).__name__}, not a RaggedTensor")
-            if rt.trailing_shape != first.trailing_shape or rt.dtype != first.dtype or rt.device != first.device:
+                raise TypeError(
+                    f"RaggedTensor.cat: raggeds[{i}] is a {type(rt).__name__}, not a RaggedTensor"
+                )
+            got, want = rt._item_kind(), raggeds[0]._item_kind()
+            if got != want:
                 raise ValueError(
-                    f"RaggedTensor.cat: raggeds[{i}] has items {rt.trailing_shape} {rt.dtype} on "
-                    f"{rt.device}, but raggeds[0] has {first.trailing_shape} {first.dtype} on {first.device}"
+                    f"RaggedTensor.cat: raggeds[{i}] has items {got}, but raggeds[0] has {want}"
                 )
         lengths = torch.cat([rt.lengths for rt in raggeds])  # [n]
-        sequence_shifts = np.cumsum([0] + [len(rt) for rt in raggeds[:-1]]).tolist()
+        shifts = np.cumsum([0] + [len(rt) for rt in raggeds[:-1]]).tolist()
         batch_index = torch.cat(
-            [rt.batch_index + shift for rt, shift in zip(raggeds, sequence_shifts)]
+            [rt.batch_index + shift for rt, shift in zip(raggeds, shifts)]
         )  # [n_items]
         data = torch.cat([rt.data for rt in raggeds])  # [n_items, ...]
         return cls(data, lengths, _offsets_from_lengths(lengths), batch_index)
+
+    def _item_kind(self) -> str:
+        return f"{self.trailing_shape} {self.dtype} on {self.device}"
 
     # ------------------------------------------------------------------------- properties
 
@@ -247,7 +243,7 @@ class RaggedTensor:
     @property
     def positions(self) -> torch.Tensor:
         """``[n_items]`` position of each item within its sequence."""
-        item_ids = torch.arange(self.n_items, device=self.data.device)  # [n_items]
+        item_ids = torch.arange(self.n_items, device=self.device)  # [n_items]
         return item_ids - self.offsets[self.batch_index]
 
     @property
@@ -285,15 +281,16 @@ class RaggedTensor:
 
     def to_ragged_buffer(self) -> RaggedBuffer:
         """Copies to a ``RaggedBuffer*`` on the CPU (2-D float32, int64 or bool data only)."""
+        where = "RaggedTensor.to_ragged_buffer"
         if self.dtype not in _BUFFER_DTYPES:
             raise TypeError(
-                f"RaggedTensor.to_ragged_buffer: data is {self.dtype}; ragged buffers hold "
-                "float32, int64 or bool; call .to(dtype) first"
+                f"{where}: data is {self.dtype}; ragged buffers hold float32, int64 or bool; "
+                "call .to(dtype) first"
             )
         if self.data.dim() != 2:
             raise ValueError(
-                f"RaggedTensor.to_ragged_buffer: ragged buffers hold [n_items, n_features], "
-                f"but data has shape {tuple(self.data.shape)}; reshape the data first"
+                f"{where}: ragged buffers hold [n_items, n_features], but data has shape "
+                f"{tuple(self.data.shape)}; reshape the data first"
             )
         return ragged_from_arrays(self.data.detach().cpu().numpy(), self.lengths.cpu().numpy())
 
@@ -311,7 +308,8 @@ class RaggedTensor:
             padded: ``[n, max_length, ...]``; mask: bool ``[n, max_length]``.
         """
         max_length = self.max_length
-        padded = self.data.new_full((len(self), max_length, *self.trailing_shape), pad_value)  # [n, max_length, ...]
+        shape = (len(self), max_length, *self.trailing_shape)
+        padded = self.data.new_full(shape, pad_value)  # [n, max_length, ...]
         padded[self.batch_index, self.positions] = self.data
         steps = torch.arange(max_length, device=self.device)  # [max_length]
         mask = steps[None, :] < self.lengths[:, None]  # [n, max_length]
@@ -324,61 +322,33 @@ class RaggedTensor:
             ``rt.with_data(linear(rt.data))`` applies a layer to every item.
         """
         if not isinstance(data, torch.Tensor) or data.dim() < 1 or data.shape[0] != self.n_items:
-            shape = tuple(data.shape) if isinstance(data, torch.Tensor) else type(data).__name__
+            got = tuple(data.shape) if isinstance(data, torch.Tensor) else type(data).__name__
             raise ValueError(
-                f"RaggedTensor.with_data: expected a tensor [n_items={self.n_items}, ...], got {shape}"
+                f"RaggedTensor.with_data: expected a tensor [n_items={self.n_items}, ...], "
+                f"got {got}"
             )
-        device = data.device
-        return RaggedTensor(data, self.lengths.to(device), self.offsets.to(device), self.batch_index.to(device))
+        index_tensors = (self.lengths, self.offsets, self.batch_index)
+        return RaggedTensor(data, *(t.to(data.device) for t in index_tensors))
 
     def to(self, *args: Any, **kwargs: Any) -> "RaggedTensor":
         """Forwards to ``data.to``; index tensors follow to the new device (keeping int64)."""
         data = self.data.to(*args, **kwargs)
-        if data is self.data:
-            return self
-        return self.with_data(data)
+        return self if data is self.data else self.with_data(data)
 
     def detach(self) -> "RaggedTensor":
         """Returns a ragged tensor whose data is detached from the autograd graph."""
         return self.with_data(self.data.detach())
 
-    # -------------------------------------------------------------------------- indexing
+    # --------------------------------------------------------------------------- indexing
 
     def __getitem__(self, index: Any) -> Union[torch.Tensor, "RaggedTensor"]:
-        n = len(self)
         if isinstance(index, torch.Tensor):
-            if index.dim() == 0 and index.dtype != torch.bool:
-                index = int(index)
-            else:
-                return self._gather(self._check_index_tensor(index.to(self.device)))
-        resolved = sequence_indices(index, n, "RaggedTensor[...]")
+            index = index.cpu().numpy()  # validated on the host, like every other index
+        resolved = sequence_indices(index, len(self), "RaggedTensor[...]")
         if isinstance(resolved, int):
             start, end = self.offsets[resolved : resolved + 2].tolist()
             return self.data[start:end]
         return self._gather(torch.from_numpy(resolved).to(self.device))
-
-    def _check_index_tensor(self, index: torch.Tensor) -> torch.Tensor:
-        n = len(self)
-        if index.dim() != 1:
-            raise ValueError(f"RaggedTensor[...]: index arrays must be 1-D, got shape {tuple(index.shape)}")
-        if index.dtype == torch.bool:
-            if index.shape[0] != n:
-                raise IndexError(
-                    f"RaggedTensor[...]: boolean mask has length {index.shape[0]}, expected {n} sequences"
-                )
-            return torch.nonzero(index).flatten()  # [n_selected]
-        if index.numel() == 0:
-            return index.new_zeros(0, dtype=torch.int64)  # [0]; torch.tensor([]) is float
-        if index.is_floating_point() or index.is_complex():
-            raise TypeError(f"RaggedTensor[...]: index arrays must hold integers, got dtype {index.dtype}")
-        index = index.to(torch.int64)  # [n_selected]
-        if index.numel():
-            low, high = torch.stack(torch.aminmax(index)).tolist()
-            if low < 0:
-                raise ValueError(f"RaggedTensor[...]: negative indices are not supported, got {low}")
-            if high >= n:
-                raise IndexError(f"RaggedTensor[...]: index {high} is out of range for {n} sequences")
-        return index
 
     def _gather(self, index: torch.Tensor) -> "RaggedTensor":
         """Selects sequences ``index`` (int64, in range, on ``self.device``) in one gather."""
@@ -389,6 +359,15 @@ class RaggedTensor:
         item_ids = torch.arange(n_items, device=self.device)  # [n_items]
         source = self.starts[index][batch_index] + item_ids - offsets[batch_index]  # [n_items]
         return RaggedTensor(self.data[source], lengths, offsets, batch_index)
+
+
+def _check_data(data: torch.Tensor, where: str) -> torch.Tensor:
+    if data.dim() < 2:
+        raise ValueError(
+            f"{where} must be at least 2-D [n_items, ...], got shape {tuple(data.shape)}; "
+            "use data[:, None] for one feature per item"
+        )
+    return data
 
 
 def ragged_tensor_equal(a: Any, b: Any) -> bool:
