@@ -27,6 +27,7 @@ from entmachin.env.vec_env import (
 from entmachin.env.batch import batch_obs
 from entmachin.env.env_list import EnvList
 from entmachin.env.canonical import random_actions, to_state, to_vec_actions
+from entmachin.env.adapters import EntityGymAdapter, GymnasiumEnvironment, ensure_environment, from_gymnasium
 
 __all__ = [
     "Action", "ActionMask", "ActionSpace", "ActionName", "EntityID", "EntityName", "Features",
@@ -37,4 +38,5 @@ __all__ = [
     "Metric", "VecActionMask", "VecCategoricalActionMask", "VecEnv", "VecObs",
     "VecSelectEntityActionMask", "env_seeds", "batch_obs", "EnvList",
     "random_actions", "to_state", "to_vec_actions",
+    "EntityGymAdapter", "GymnasiumEnvironment", "ensure_environment", "from_gymnasium",
 ]

@@ -18,6 +18,7 @@ from entmachin.env.action import (
     SelectEntityAction,
     SelectEntityActionSpace,
 )
+from entmachin.env.adapters import ensure_environment
 from entmachin.env.batch import batch_obs
 from entmachin.env.common import ActionName
 from entmachin.env.environment import Environment, Observation, ObsSpace
@@ -34,7 +35,9 @@ class EnvList(VecEnv):
     ``truncated``, and the finished episode's last observation in ``VecObs.final_obs``.
 
     Args:
-        create_env: builds one environment.
+        create_env: builds one environment (an entmachin ``Environment``, or an environment
+            written against the ``entity_gym`` package, which is wrapped in
+            ``EntityGymAdapter``).
         num_envs: number of environments.
         seed: ``None`` leaves the environments unseeded; an int gives environment ``i`` its own
             seed derived from it (``env_seeds``), so equal seeds give equal observations.
@@ -55,7 +58,7 @@ class EnvList(VecEnv):
         return self
 
     def _init(self, create_env: Callable[[], Environment], seeds: Sequence[Optional[int]], seeded: bool, first_index: int) -> None:
-        self.envs = [create_env() for _ in seeds]
+        self.envs = [ensure_environment(create_env()) for _ in seeds]
         self.first_index = first_index
         if seeded:
             for env, s in zip(self.envs, seeds):

@@ -474,6 +474,15 @@ def test_env_list_auto_resets_an_entity_gym_env(fake_package):
     assert vec.final_obs.features[GLOBAL_ENTITY].as_array().reshape(-1).tolist() == [2.0, 2.0]
 
 
+def test_env_list_wraps_an_entity_gym_env_by_itself(fake_package):
+    envs = EnvList(lambda: FakeEnv(n_steps=2), 2)
+    assert all(isinstance(e, EntityGymAdapter) for e in envs.envs)
+    envs.reset()
+    actions = {"move": ragged([[0, 0]] * 2), "pick": ragged([[0]] * 2), "mode": ragged([[0]] * 2)}
+    envs.act(actions)
+    assert envs.act(actions).done.all()
+
+
 def test_actions_fall_back_to_entmachin_classes_without_the_module():
     # FAKE is not in sys.modules here, so the adapter uses entmachin's dataclasses.
     fake = FakeEnv()
