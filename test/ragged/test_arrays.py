@@ -76,10 +76,11 @@ def assert_same_sequences(buf, seqs, width):
 # --------------------------------------------------------------------------- round trips
 
 
-@FAST
-@given(ragged_case())
-def test_arrays_round_trip(case):
-    flat, lengths = case
+@pytest.mark.parametrize("dtype", DTYPES)
+@settings(max_examples=20, deadline=None)
+@given(data=st.data())
+def test_arrays_round_trip(dtype, data):
+    flat, lengths = data.draw(ragged_case(dtype=dtype))
     buf = ragged_from_arrays(flat, lengths)
     assert type(buf) is CLASSES[flat.dtype.type]
     assert ragged_dtype(buf) == flat.dtype
@@ -111,10 +112,11 @@ def test_dtype_casts_before_choosing_the_class():
     assert isinstance(ragged_from_arrays([[True], [False]], [2, 0]), RaggedBufferBool)
 
 
-@FAST
-@given(ragged_case())
-def test_pickle_dill_deepcopy_round_trips(case):
-    buf = ragged_from_arrays(*case)
+@pytest.mark.parametrize("dtype", DTYPES)
+@settings(max_examples=15, deadline=None)
+@given(data=st.data())
+def test_pickle_dill_deepcopy_round_trips(dtype, data):
+    buf = ragged_from_arrays(*data.draw(ragged_case(dtype=dtype)))
     copies = [
         pickle.loads(pickle.dumps(buf)),
         pickle.loads(pickle.dumps(buf, protocol=0)),

@@ -77,10 +77,11 @@ def test_from_lengths_invariants(case):
     assert_sequences(rt, split(data, lengths))
 
 
-@FAST
-@given(ragged_case(two_d=True))
-def test_ragged_buffer_round_trip(case):
-    data, lengths = case
+@pytest.mark.parametrize("dtype", DTYPES)
+@settings(max_examples=20, deadline=None)
+@given(case=st.data())
+def test_ragged_buffer_round_trip(dtype, case):
+    data, lengths = case.draw(ragged_case(dtype=dtype, two_d=True))
     buf = ragged_from_arrays(data, lengths)
     rt = RaggedTensor.from_ragged_buffer(buf)
     assert_invariants(rt)
