@@ -62,11 +62,6 @@ class EnvList(VecEnv):
         self.first_index = first_index
         if seeded:
             for env, s in zip(self.envs, seeds):
-                if not callable(getattr(env, "seed", None)):
-                    raise TypeError(
-                        f"EnvList(seed=...): {type(env).__name__} has no seed(seed) method; "
-                        "derive it from entmachin.env.Environment or add one"
-                    )
                 env.seed(s)
         self._obs_space = self.envs[0].obs_space()
         self._action_space = self.envs[0].action_space()

@@ -121,20 +121,6 @@ def test_act_before_reset_and_bad_sizes():
         EnvList(Toy, 0)
 
 
-def test_seed_requires_a_seed_method():
-    class NoSeed:
-        def __init__(self):
-            self.inner = Toy()
-
-        def __getattr__(self, name):
-            if name == "seed":
-                raise AttributeError(name)
-            return getattr(self.inner, name)
-
-    with pytest.raises(TypeError, match=r"NoSeed has no seed\(seed\) method"):
-        EnvList(NoSeed, 1, seed=0)
-
-
 def test_env_errors_carry_the_environment_index():
     class Boom(Toy):
         def act(self, actions):
