@@ -27,6 +27,8 @@ from entmachin.env.vec_env import (
 from entmachin.env.batch import batch_obs
 from entmachin.env.env_list import EnvList
 from entmachin.env.canonical import random_actions, to_state, to_vec_actions
+from entmachin.env.validator import ValidatingEnv, validate_observation
+from entmachin.env.add_metrics_wrapper import AddMetricsWrapper
 from entmachin.env.adapters import EntityGymAdapter, GymnasiumEnvironment, ensure_environment, from_gymnasium
 
 __all__ = [
@@ -39,4 +41,5 @@ __all__ = [
     "VecSelectEntityActionMask", "env_seeds", "batch_obs", "EnvList",
     "random_actions", "to_state", "to_vec_actions",
     "EntityGymAdapter", "GymnasiumEnvironment", "ensure_environment", "from_gymnasium",
+    "ValidatingEnv", "validate_observation", "AddMetricsWrapper",
 ]
