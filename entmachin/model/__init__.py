@@ -1,0 +1,15 @@
+"""Models: RogueNet (a ragged transformer over entities) and MLPs for dense problems."""
+from entmachin.model.config import RelposEncodingConfig, RogueNetConfig, TranslationConfig
+from entmachin.model.input_norm import InputNorm, collecting_stats
+from entmachin.model.rogue_net import RogueNet, RogueNetCritic, RogueNetOutput
+
+__all__ = [
+    "InputNorm",
+    "RelposEncodingConfig",
+    "RogueNet",
+    "RogueNetConfig",
+    "RogueNetCritic",
+    "RogueNetOutput",
+    "TranslationConfig",
+    "collecting_stats",
+]

@@ -1,0 +1,220 @@
+"""The ragged transformer trunk: self-attention (or pooling) among the tokens of each row.
+
+The residual stream stays flat, ``[n_tokens, d_model]``; only queries, keys and values are
+padded, per bucket of similar-length rows (``layout.py``), and only where the bucket's rows
+differ in length. Visible tokens never attend to invisible ones; invisible tokens attend to
+every token of their row.
+"""
+from __future__ import annotations
+
+import math
+from typing import List, NamedTuple, Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from entmachin.model.config import RogueNetConfig
+from entmachin.model.layout import Bucket, RowLayout
+from entmachin.model.relpos import RelativePositionEncoding, TokenPositions
+
+
+class BucketPlan(NamedTuple):
+    """What attention needs per bucket, computed once per forward and shared by the layers.
+
+    Attributes:
+        bucket: the bucket.
+        mask: bool ``[n_rows, 1, T, T]`` or ``[n_rows, 1, 1, T]`` (True: may attend), or ``None``.
+        key_cells / value_cells: int64 ``[n_rows, T, T]`` relative-position cells, or ``None``.
+    """
+
+    bucket: Bucket
+    mask: Optional[torch.Tensor]
+    key_cells: Optional[torch.Tensor]
+    value_cells: Optional[torch.Tensor]
+
+
+def plan_attention(
+    layout: RowLayout,
+    visible: Optional[torch.Tensor],
+    relpos: Optional[RelativePositionEncoding] = None,
+    positions: Optional[TokenPositions] = None,
+) -> List[BucketPlan]:
+    """Builds the per-bucket masks (and relative-position cells) of one forward.
+
+    Args:
+        layout: the token layout.
+        visible: bool ``[n_tokens]`` or ``None`` (everything visible).
+        relpos / positions: the relative position encoding and the tokens' positions.
+    """
+    plans = []
+    n_tokens = layout.n_tokens
+    for b in layout.buckets:
+        if b.gather is None:
+            index = torch.arange(b.start, b.start + b.n_tokens, device=layout.starts.device)  # [n_rows * T]
+        else:
+            index = b.gather  # [n_rows * T]
+        mask = None
+        if b.key_valid is not None:
+            mask = b.key_valid[:, None, None, :]  # [n_rows, 1, 1, T]
+        if visible is not None:
+            vis = F.pad(visible, (0, 1))[index].view(b.n_rows, b.width)  # [n_rows, T] (padding: invisible)
+            may = ~vis[:, :, None] | vis[:, None, :]  # [n_rows, T(query), T(key)]
+            mask = may[:, None] if mask is None else mask & may[:, None]  # [n_rows, 1, T, T]
+        key_cells = value_cells = None
+        if relpos is not None and positions is not None:
+            idx = index if b.gather is not None else index.clamp(max=n_tokens)
+            key_cells = relpos.cells(positions, idx, b.n_rows, b.width)  # [n_rows, T, T]
+            value_cells = relpos.value_cells(positions, idx, key_cells)  # [n_rows, T, T]
+        plans.append(BucketPlan(b, mask, key_cells, value_cells))
+    return plans
+
+
+class RaggedSelfAttention(nn.Module):
+    """Multi-head self-attention among the tokens of each row.
+
+    Shape:
+        x: ``[n_tokens, d_model]`` -> ``[n_tokens, d_model]``.
+    """
+
+    def __init__(self, config: RogueNetConfig, relpos: Optional[RelativePositionEncoding] = None) -> None:
+        super().__init__()
+        self.n_head = config.n_head
+        self.d_model = config.d_model
+        self.qkv = nn.Linear(config.d_model, 3 * config.d_model)
+        self.proj = nn.Linear(config.d_model, config.d_model)
+        self.attn_pdrop = config.attn_pdrop
+        self.resid_drop = nn.Dropout(config.resid_pdrop)
+        # Shared with the other layers; not registered here so that it appears once in state_dict.
+        self._relpos: Tuple[Optional[RelativePositionEncoding]] = (relpos,)
+
+    def forward(self, x: torch.Tensor, plans: List[BucketPlan]) -> torch.Tensor:
+        qkv = self.qkv(x)  # [n_tokens, 3 * d_model]
+        padded_source = None
+        outs = []
+        for plan in plans:
+            b = plan.bucket
+            if b.gather is None:
+                part = qkv[b.start : b.start + b.n_tokens]  # [n_rows * T, 3 * d_model]
+            else:
+                if padded_source is None:
+                    padded_source = F.pad(qkv, (0, 0, 0, 1))  # [n_tokens + 1, 3 * d_model] zero pad row
+                part = padded_source[b.gather]  # [n_rows * T, 3 * d_model]
+            d_head = self.d_model // self.n_head
+            q, k, v = part.view(b.n_rows, b.width, 3, self.n_head, d_head).permute(2, 0, 3, 1, 4)  # [n_rows, h, T, d_head] each
+            y = self._attend(q, k, v, plan)  # [n_rows, h, T, d_head]
+            y = y.transpose(1, 2).reshape(b.n_rows * b.width, self.d_model)  # [n_rows * T, d_model]
+            outs.append(y if b.valid is None else y[b.valid])  # [n_bucket_tokens, d_model]
+        if not outs:
+            y = qkv.new_zeros(0, self.d_model)  # [0, d_model]
+        else:
+            y = outs[0] if len(outs) == 1 else torch.cat(outs)  # [n_tokens, d_model]
+        return self.resid_drop(self.proj(y))
+
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BucketPlan) -> torch.Tensor:
+        relpos = self._relpos[0]
+        dropout = self.attn_pdrop if self.training else 0.0
+        if relpos is None or plan.key_cells is None:
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=plan.mask, dropout_p=dropout)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))  # [n_rows, h, T, T]
+        att = att + relpos.logits(q, plan.key_cells)
+        if plan.mask is not None:
+            att = att.masked_fill(~plan.mask, float("-inf"))
+        att = F.dropout(att.softmax(dim=-1), dropout, self.training)  # [n_rows, h, T, T]
+        return att @ v + relpos.values_out(att, plan.value_cells)
+
+
+def segment_pool(x: torch.Tensor, index: torch.Tensor, n_rows: int, op: str) -> torch.Tensor:
+    """Mean or max of the rows of ``x`` grouped by ``index``; empty groups give 0.
+
+    Shape:
+        x: ``[n, d]``; index: int64 ``[n]`` in ``[0, n_rows)``; returns ``[n_rows, d]``.
+    """
+    out = x.new_zeros(n_rows, x.shape[1])  # [n_rows, d]
+    if op == "mean":
+        counts = torch.bincount(index, minlength=n_rows).clamp(min=1).to(x.dtype)  # [n_rows]
+        return out.index_add(0, index, x) / counts[:, None]
+    expanded = index[:, None].expand_as(x)  # [n, d]
+    return out.scatter_reduce(0, expanded, x, reduce="amax", include_self=False)
+
+
+class RaggedPool(nn.Module):
+    """Replaces attention by a per-row mean, max or mean-and-max pool broadcast back to the tokens.
+
+    With visibility, visible tokens get the pool over their row's visible tokens only.
+
+    Shape:
+        x: ``[n_tokens, d_model]`` -> ``[n_tokens, d_model]``.
+    """
+
+    def __init__(self, config: RogueNetConfig) -> None:
+        super().__init__()
+        self.ops = ["mean", "max"] if config.pooling == "meanmax" else [config.pooling]
+        self.prepool = nn.Linear(config.d_model, config.d_model)
+        self.proj = nn.Linear(len(self.ops) * config.d_model, config.d_model)
+        self.resid_drop = nn.Dropout(config.resid_pdrop)
+
+    def _pool(self, x: torch.Tensor, index: torch.Tensor, n_rows: int) -> torch.Tensor:
+        pooled = [segment_pool(x, index, n_rows, op) for op in self.ops]  # [n_rows, d_model] each
+        return self.proj(pooled[0] if len(pooled) == 1 else torch.cat(pooled, dim=1))  # [n_rows, d_model]
+
+    def forward(self, x: torch.Tensor, layout: RowLayout, visible: Optional[torch.Tensor]) -> torch.Tensor:
+        h = self.prepool(x)  # [n_tokens, d_model]
+        index = layout.batch_index
+        y = self._pool(h, index, layout.n_rows)[index]  # [n_tokens, d_model]
+        if visible is not None:
+            y_visible = self._pool(h[visible], index[visible], layout.n_rows)[index]  # [n_tokens, d_model]
+            y = torch.where(visible[:, None], y_visible, y)
+        return self.resid_drop(y)
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block: ``x + attn(ln(x))`` then ``x + mlp(ln(x))``."""
+
+    def __init__(self, config: RogueNetConfig, relpos: Optional[RelativePositionEncoding]) -> None:
+        super().__init__()
+        self.ln1 = nn.LayerNorm(config.d_model)
+        self.ln2 = nn.LayerNorm(config.d_model)
+        self.pooling = config.pooling is not None
+        self.mix = RaggedPool(config) if self.pooling else RaggedSelfAttention(config, relpos)
+        self.mlp = nn.Sequential(
+            nn.Linear(config.d_model, 4 * config.d_model),
+            nn.GELU(),
+            nn.Linear(4 * config.d_model, config.d_model),
+            nn.Dropout(config.resid_pdrop),
+        )
+
+    def forward(self, x: torch.Tensor, layout: RowLayout, visible: Optional[torch.Tensor],
+                plans: Optional[List[BucketPlan]]) -> torch.Tensor:
+        h = self.ln1(x)
+        x = x + (self.mix(h, layout, visible) if self.pooling else self.mix(h, plans))
+        return x + self.mlp(self.ln2(x))
+
+
+class RaggedTransformer(nn.Module):
+    """``n_layer`` blocks over the flat token stream.
+
+    Shape:
+        x: ``[n_tokens, d_model]`` -> ``[n_tokens, d_model]``.
+    """
+
+    def __init__(self, config: RogueNetConfig, relpos: Optional[RelativePositionEncoding] = None) -> None:
+        super().__init__()
+        self.relpos = relpos
+        self.drop = nn.Dropout(config.embd_pdrop)
+        self.blocks = nn.ModuleList([Block(config, relpos) for _ in range(config.n_layer)])
+        self.pooling = config.pooling is not None
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.normal_(module.weight, mean=0.0, std=0.02)
+                nn.init.zeros_(module.bias)
+
+    def forward(self, x: torch.Tensor, layout: RowLayout, visible: Optional[torch.Tensor] = None,
+                positions: Optional[TokenPositions] = None) -> torch.Tensor:
+        plans = None
+        if not self.pooling and self.blocks:
+            plans = plan_attention(layout, visible, self.relpos, positions)
+        x = self.drop(x)
+        for block in self.blocks:
+            x = block(x, layout, visible, plans)
+        return x

@@ -1,0 +1,150 @@
+"""Per-type entity embedding and the assembly of the flat token stream."""
+from __future__ import annotations
+
+from typing import Dict, List, NamedTuple, Optional
+
+import torch
+from torch import nn
+
+from entmachin.env.common import GLOBAL_ENTITY
+from entmachin.env.environment import ObsSpace
+from entmachin.model.config import TranslationConfig
+from entmachin.model.input_norm import InputNorm
+from entmachin.model.inputs import ParsedEntities
+from entmachin.model.layout import RowLayout, build_layout
+from entmachin.model.translate import TranslatePositions
+
+
+class TokenBatch(NamedTuple):
+    """The embedded tokens of one forward, in stream order (see ``layout``).
+
+    Attributes:
+        x: ``[n_tokens, d_model]`` embeddings.
+        layout: where each row's tokens are.
+        n_entities: ``[B]`` real entities per row (the ``__global__`` token, if any, follows them).
+        visible: bool ``[n_tokens]`` or ``None`` when no visibility was given.
+        token_type: int64 ``[n_tokens]`` index into ``EntityEmbedding.token_types``.
+        features: token type -> the (translated) raw features, ``[n_entities_of_type, n]``.
+        dest: token type -> ``[n_entities_of_type]`` stream index of each entity.
+    """
+
+    x: torch.Tensor
+    layout: RowLayout
+    n_entities: torch.Tensor
+    visible: Optional[torch.Tensor]
+    token_type: torch.Tensor
+    features: Dict[str, torch.Tensor]
+    dest: Dict[str, torch.Tensor]
+
+
+class FeaturelessEmbedding(nn.Module):
+    """A learned vector shared by every entity of a type without features.
+
+    Shape:
+        input: ``[n, 0]``; output: ``[n, d_model]``.
+    """
+
+    def __init__(self, d_model: int) -> None:
+        super().__init__()
+        self.vector = nn.Parameter(torch.randn(d_model))  # [d_model]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.vector.expand(x.shape[0], -1)  # [n, d_model]
+
+
+def feature_embedding(n_features: int, d_model: int, clip: float) -> nn.Module:
+    """Running normalisation -> Linear -> ReLU -> LayerNorm (a learned vector without features)."""
+    if n_features == 0:
+        return FeaturelessEmbedding(d_model)
+    return nn.Sequential(InputNorm(n_features, clip), nn.Linear(n_features, d_model), nn.ReLU(), nn.LayerNorm(d_model))
+
+
+class EntityEmbedding(nn.Module):
+    """Embeds every entity type into ``d_model`` and lays the tokens out row by row.
+
+    Global features are appended to every entity's features; a ``__global__`` token (embedded
+    from the global features alone) follows each row's entities when ``global_token`` is set.
+
+    Args:
+        obs_space: the observation space.
+        d_model: embedding width.
+        global_token: add one ``__global__`` token per row (for global categorical actions).
+        translation: optional translation of positions to a reference entity.
+        clip: clip value of the running input normalisation.
+    """
+
+    def __init__(
+        self,
+        obs_space: ObsSpace,
+        d_model: int,
+        global_token: bool,
+        translation: Optional[TranslationConfig] = None,
+        clip: float = 5.0,
+    ) -> None:
+        super().__init__()
+        self.translate = TranslatePositions(translation, obs_space) if translation is not None else None
+        n_global = len(obs_space.global_features)
+        self.token_types: List[str] = list(obs_space.entities) + ([GLOBAL_ENTITY] if global_token else [])
+        self.global_token = global_token
+        widths = {}
+        for name, entity in obs_space.entities.items():
+            extra = self.translate.n_extra_features(name) if self.translate is not None else 0
+            widths[name] = len(entity.features) + extra + n_global
+        if global_token:
+            widths[GLOBAL_ENTITY] = n_global
+        self.widths = widths
+        # A list, not a ModuleDict: entity type names may contain dots.
+        self.embeddings = nn.ModuleList([feature_embedding(widths[name], d_model, clip) for name in self.token_types])
+
+    def forward(self, parsed: ParsedEntities) -> TokenBatch:
+        n_rows = parsed.n_rows
+        device = parsed.global_features.device if parsed.global_features is not None else None
+        real = parsed.features
+        feats = self.translate(real, n_rows) if self.translate is not None else {k: v.data for k, v in real.items()}
+        counts = [rt.lengths for rt in real.values()]
+        n_entities = torch.stack(counts, dim=1).sum(dim=1) if counts else None  # [B]
+        if n_entities is None:
+            device = device or next(self.parameters()).device
+            n_entities = torch.zeros(n_rows, dtype=torch.int64, device=device)  # [B]
+        n_tokens_per_row = n_entities + int(self.global_token)  # [B]
+        layout = build_layout(n_tokens_per_row.cpu().numpy(), n_entities.device)
+
+        # Stream index of each entity: its row's start + the entities of earlier types + its position.
+        type_start = layout.starts.clone()  # [B]
+        dest: Dict[str, torch.Tensor] = {}
+        for name, rt in real.items():
+            dest[name] = type_start[rt.batch_index] + rt.positions  # [n_entities_of_type]
+            type_start = type_start + rt.lengths
+        if self.global_token:
+            dest[GLOBAL_ENTITY] = type_start  # [B]: the global token follows the row's entities
+            feats = {**feats, GLOBAL_ENTITY: _global_inputs(parsed, n_rows, n_entities.device)}
+
+        glob = parsed.global_features
+        embedded, order, types = [], [], []
+        for k, name in enumerate(self.token_types):
+            inputs = feats[name]
+            if glob is not None and name != GLOBAL_ENTITY:
+                inputs = torch.cat([inputs, glob[real[name].batch_index]], dim=1)  # [n, n_features + n_global]
+            embedded.append(self.embeddings[k](inputs))  # [n, d_model]
+            order.append(dest[name])
+            types.append(torch.full_like(dest[name], k))
+        dtype = embedded[0].dtype
+        for e in embedded[1:]:
+            dtype = torch.promote_types(dtype, e.dtype)
+        source = torch.cat([e.to(dtype) for e in embedded])  # [n_tokens, d_model] in type order
+        where = torch.cat(order)  # [n_tokens]
+        x = torch.empty_like(source).index_copy(0, where, source)  # [n_tokens, d_model] stream order
+        token_type = torch.empty_like(where).index_copy_(0, where, torch.cat(types))  # [n_tokens]
+
+        visible = None
+        if parsed.visible:
+            visible = torch.ones(layout.n_tokens, dtype=torch.bool, device=where.device)  # [n_tokens]
+            for name, vis in parsed.visible.items():
+                visible[dest[name]] = vis
+        return TokenBatch(x, layout, n_entities, visible, token_type, feats, dest)
+
+
+def _global_inputs(parsed: ParsedEntities, n_rows: int, device: torch.device) -> torch.Tensor:
+    if parsed.global_features is not None:
+        return parsed.global_features  # [B, n_global]
+    return torch.zeros((n_rows, 0), device=device)  # [B, 0]

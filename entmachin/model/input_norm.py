@@ -1,0 +1,138 @@
+"""Running input normalisation that only learns inside an explicit ``collecting_stats()`` context.
+
+rogue-net updated its running statistics on every training-mode forward, so re-evaluating a
+PPO minibatch moved them. Here statistics change only inside ``with collecting_stats(model):``
+(or ``model.collecting_stats()`` on RogueNet and the MLPs), after the forward that saw the
+batch has normalised it with the old statistics.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+import torch
+from torch import nn
+
+
+class InputNorm(nn.Module):
+    """Normalises features with their running mean and standard deviation, then clips.
+
+    The statistics (``count``, ``mean``, ``squares_sum``) are buffers, so they live in
+    ``state_dict``; ``mean`` and ``squares_sum`` are float64 so that long runs keep precision
+    (casting the module with ``.half()`` would cast them too: don't). Until two items have been
+    seen the input passes through unchanged (apart from clipping); features whose standard
+    deviation is 0 are only centred.
+
+    Args:
+        n_features: width of the last dimension of the input.
+        clip: normalised values are clipped to ``[-clip, clip]``.
+
+    Shape:
+        input: ``[..., n_features]``; output: the same shape and dtype.
+    """
+
+    count: torch.Tensor
+    mean: torch.Tensor
+    squares_sum: torch.Tensor
+
+    def __init__(self, n_features: int, clip: float = 5.0) -> None:
+        super().__init__()
+        self.n_features = n_features
+        self.clip = clip
+        self.register_buffer("count", torch.zeros((), dtype=torch.int64))
+        self.register_buffer("mean", torch.zeros(n_features, dtype=torch.float64))  # [n_features]
+        self.register_buffer("squares_sum", torch.zeros(n_features, dtype=torch.float64))  # [n_features]
+        self.frozen = False
+        self._collecting = 0
+
+    def extra_repr(self) -> str:
+        return f"{self.n_features}, clip={self.clip}, frozen={self.frozen}"
+
+    def freeze(self) -> None:
+        """Stop updating the statistics, even inside ``collecting_stats()``."""
+        self.frozen = True
+
+    def unfreeze(self) -> None:
+        """Let ``collecting_stats()`` update the statistics again."""
+        self.frozen = False
+
+    @property
+    def collecting(self) -> bool:
+        """Whether the next forward updates the statistics."""
+        return self._collecting > 0 and not self.frozen
+
+    def std(self) -> torch.Tensor:
+        """``[n_features]`` float64 standard deviation (1 where undefined or 0)."""
+        denominator = (self.count - 1).clamp(min=1).to(torch.float64)
+        std = torch.sqrt(self.squares_sum / denominator)  # [n_features]
+        return torch.where((std > 0) & (self.count > 1), std, torch.ones_like(std))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-1] != self.n_features:
+            raise ValueError(
+                f"InputNorm: expected inputs with {self.n_features} features in the last dimension, "
+                f"got shape {tuple(x.shape)}"
+            )
+        mean = torch.where(self.count > 1, self.mean, torch.zeros_like(self.mean)).to(x.dtype)  # [n_features]
+        out = ((x - mean) / self.std().to(x.dtype)).clamp(-self.clip, self.clip)  # [..., n_features]
+        if self.collecting:
+            self.update(x.detach())
+        return out
+
+    @torch.no_grad()
+    def update(self, x: torch.Tensor) -> None:
+        """Merges a batch into the statistics (Chan, Golub and LeVeque's pairwise update).
+
+        Shape:
+            x: ``[..., n_features]``; every leading index is one sample.
+        """
+        x = x.reshape(-1, self.n_features).to(torch.float64)  # [n, n_features]
+        n = x.shape[0]
+        if n == 0:
+            return
+        batch_mean = x.mean(dim=0)  # [n_features]
+        batch_squares = ((x - batch_mean) ** 2).sum(dim=0)  # [n_features]
+        old = self.count.to(torch.float64)
+        total = old + n
+        delta = batch_mean - self.mean  # [n_features]
+        self.mean += delta * (n / total)
+        self.squares_sum += batch_squares + delta**2 * (old * n / total)
+        self.count += n
+
+
+@contextlib.contextmanager
+def collecting_stats(module: nn.Module) -> Iterator[None]:
+    """Lets every ``InputNorm`` inside ``module`` update its statistics within the block.
+
+    Example:
+        >>> with collecting_stats(model):
+        ...     out = model(**state)   # normalises with the old statistics, then updates them
+    """
+    norms = [m for m in module.modules() if isinstance(m, InputNorm)]
+    for norm in norms:
+        norm._collecting += 1
+    try:
+        yield
+    finally:
+        for norm in norms:
+            norm._collecting -= 1
+
+
+class NormalisedModule(nn.Module):
+    """Adds ``collecting_stats()``, ``freeze()`` and ``unfreeze()`` over a module's ``InputNorm``s."""
+
+    def collecting_stats(self) -> contextlib.AbstractContextManager:
+        """Context in which forwards update the running input statistics (see ``InputNorm``)."""
+        return collecting_stats(self)
+
+    def freeze(self) -> None:
+        """Freezes every running input normalisation of this module."""
+        for m in self.modules():
+            if isinstance(m, InputNorm):
+                m.freeze()
+
+    def unfreeze(self) -> None:
+        """Unfreezes every running input normalisation of this module."""
+        for m in self.modules():
+            if isinstance(m, InputNorm):
+                m.unfreeze()

@@ -1,0 +1,286 @@
+"""Validation and conversion of RogueNet's inputs: the canonical entity state, masks and actions.
+
+Values may be ``RaggedBuffer*`` (converted onto the model's device) or ``RaggedTensor`` (moved
+there). Checks that depend on tensor values are gathered and decided with one device sync.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
+
+import torch
+
+from entmachin.env.action import ActionSpace, SelectEntityActionSpace
+from entmachin.env.common import GLOBAL_ENTITY
+from entmachin.env.environment import ObsSpace
+from entmachin.ragged.arrays import is_ragged_buffer
+from entmachin.ragged.tensor import RaggedTensor
+
+WHERE = "RogueNet.forward"
+
+
+class DeferredChecks:
+    """Collects value checks (bool scalar tensors) and raises for the first failed one.
+
+    Each check is decided only at :meth:`raise_first`, in one device-to-host copy.
+    """
+
+    def __init__(self) -> None:
+        self._checks: List[Tuple[torch.Tensor, Callable[[], str]]] = []
+
+    def add(self, failed: torch.Tensor, message: Callable[[], str]) -> None:
+        """Registers ``failed`` (a bool scalar tensor) with a lazily built error message."""
+        self._checks.append((failed.reshape(()), message))
+
+    def raise_first(self) -> None:
+        """Raises ``ValueError`` with the message of the first failed check, if any."""
+        if not self._checks:
+            return
+        flags = torch.stack([f.to(torch.bool).cpu() for f, _ in self._checks]).tolist()
+        self._checks, checks = [], self._checks
+        for flag, (_, message) in zip(flags, checks):
+            if flag:
+                raise ValueError(message())
+
+
+def as_ragged(value: Any, device: torch.device, where: str) -> RaggedTensor:
+    """A ``RaggedBuffer*`` or ``RaggedTensor`` as a ``RaggedTensor`` on ``device``.
+
+    Raises:
+        TypeError: ``value`` is not ragged (a dense tensor has no row boundaries).
+    """
+    if isinstance(value, RaggedTensor):
+        return value.to(device)
+    if is_ragged_buffer(value):
+        return RaggedTensor.from_ragged_buffer(value, device)
+    raise TypeError(
+        f"{where}: expected a RaggedBuffer* or RaggedTensor with one sequence per row, "
+        f"got {type(value).__name__}"
+    )
+
+
+def _check_width(rt: RaggedTensor, width: int, where: str, declared: str) -> None:
+    if rt.data.dim() != 2 or rt.data.shape[1] != width:
+        raise ValueError(
+            f"{where} has items of shape {rt.trailing_shape}; {declared} declares {width} per item"
+        )
+
+
+def _check_rows(rt: RaggedTensor, n_rows: int, where: str, reference: str) -> None:
+    if len(rt) != n_rows:
+        raise ValueError(
+            f"{where} has {len(rt)} rows, but {reference} has {n_rows}; every value needs one row "
+            "per environment step"
+        )
+
+
+class ParsedEntities(NamedTuple):
+    """Entity features on the model's device.
+
+    Attributes:
+        n_rows: batch size ``B``.
+        features: real entity type -> float ``[n_entities, n_features]`` per row (absent types
+            are zero-length), in ``ObsSpace`` order.
+        global_features: ``[B, n_global_features]`` or ``None`` without global features.
+        visible: entity type -> bool ``[n_entities]`` (types without visibility are absent);
+            ``None`` when nothing is invisible-capable.
+    """
+
+    n_rows: int
+    features: Dict[str, RaggedTensor]
+    global_features: Optional[torch.Tensor]
+    visible: Optional[Dict[str, torch.Tensor]]
+
+
+def parse_entities(
+    obs_space: ObsSpace,
+    entities: Mapping[str, Any],
+    visible: Optional[Mapping[str, Any]],
+    device: torch.device,
+    checks: DeferredChecks,
+    n_rows_hint: Optional[int] = None,
+) -> ParsedEntities:
+    """Validates ``entities`` / ``visible`` against ``obs_space`` and converts them."""
+    if not isinstance(entities, Mapping):
+        raise TypeError(f"{WHERE}: entities must map entity type -> ragged features, got {type(entities).__name__}")
+    allowed = list(obs_space.entities) + ([GLOBAL_ENTITY] if obs_space.global_features else [])
+    converted: Dict[str, RaggedTensor] = {}
+    for name, value in entities.items():
+        if name == GLOBAL_ENTITY and not obs_space.global_features:
+            # A global pseudo-entity without features exists only for global actions.
+            continue
+        if name not in allowed:
+            raise ValueError(
+                f"{WHERE}: entities['{name}'] is not an entity type of the observation space; "
+                f"expected some of {allowed}"
+            )
+        rt = as_ragged(value, device, f"{WHERE}: entities['{name}']")
+        if name == GLOBAL_ENTITY:
+            declared = obs_space.global_features
+            _check_width(rt, len(declared), f"{WHERE}: entities['{GLOBAL_ENTITY}']",
+                         f"ObsSpace.global_features ({declared})")
+        else:
+            declared = obs_space.entities[name].features
+            _check_width(rt, len(declared), f"{WHERE}: entities['{name}']",
+                         f"ObsSpace.entities['{name}'] ({declared})")
+        if not rt.data.is_floating_point():
+            raise TypeError(f"{WHERE}: entities['{name}'] holds {rt.dtype}; expected floating-point features")
+        converted[name] = rt
+    if converted:
+        first = next(iter(converted))
+        n_rows = len(converted[first])
+    elif n_rows_hint is not None:
+        first, n_rows = "action_masks", n_rows_hint
+    else:
+        raise ValueError(
+            f"{WHERE}: cannot tell the number of rows: entities is empty and there are no action masks; "
+            f"give entities for some of {allowed}"
+        )
+    for name, rt in converted.items():
+        _check_rows(rt, n_rows, f"{WHERE}: entities['{name}']", f"entities['{first}']" if converted else first)
+
+    global_features = None
+    if obs_space.global_features:
+        if GLOBAL_ENTITY not in converted:
+            raise ValueError(
+                f"{WHERE}: ObsSpace.global_features is {obs_space.global_features}, but entities has no "
+                f"'{GLOBAL_ENTITY}' entry; to_state(vec_obs) puts the global features there"
+            )
+        glob = converted.pop(GLOBAL_ENTITY)
+        checks.add(
+            (glob.lengths != 1).any(),
+            lambda: f"{WHERE}: entities['{GLOBAL_ENTITY}'] must hold exactly one item per row, got row lengths "
+            f"{glob.lengths.tolist()}",
+        )
+        global_features = glob.data  # [B, n_global_features] once the check holds
+
+    features: Dict[str, RaggedTensor] = {}
+    for name, entity in obs_space.entities.items():
+        if name in converted:
+            features[name] = converted[name]
+        else:
+            empty = torch.zeros((0, len(entity.features)), device=device)  # [0, n_features]
+            features[name] = RaggedTensor.from_lengths(empty, torch.zeros(n_rows, dtype=torch.int64, device=device))
+
+    parsed_visible = None
+    if visible:
+        if not isinstance(visible, Mapping):
+            raise TypeError(f"{WHERE}: visible must map entity type -> ragged bool, got {type(visible).__name__}")
+        parsed_visible = {}
+        for name, value in visible.items():
+            if name not in features:
+                raise ValueError(
+                    f"{WHERE}: visible['{name}'] names no entity type; expected some of {list(features)}"
+                )
+            rt = as_ragged(value, device, f"{WHERE}: visible['{name}']")
+            _check_width(rt, 1, f"{WHERE}: visible['{name}']", "the canonical state")
+            _check_rows(rt, n_rows, f"{WHERE}: visible['{name}']", f"entities['{name}']")
+            checks.add(
+                (rt.lengths != features[name].lengths).any(),
+                lambda name=name, rt=rt: f"{WHERE}: visible['{name}'] has row lengths {rt.lengths.tolist()}, "
+                f"but entities['{name}'] has {features[name].lengths.tolist()}",
+            )
+            parsed_visible[name] = rt.data[:, 0].to(torch.bool)  # [n_entities]
+    return ParsedEntities(n_rows, features, global_features, parsed_visible)
+
+
+class ParsedMask(NamedTuple):
+    """One action's actors and masks on the model's device.
+
+    Attributes:
+        actors: int64 ``[n_actors, 1]`` entity indices, one sequence per row.
+        mask: bool ``[n_actors, n_choices]`` (categorical) or ``None`` (all allowed).
+        actees: int64 ``[n_actees, 1]`` per row (select-entity) or ``None``.
+        actee_mask: bool ``[n_pairs]`` row-major actor x actee (select-entity) or ``None``.
+    """
+
+    actors: RaggedTensor
+    mask: Optional[torch.Tensor]
+    actees: Optional[RaggedTensor]
+    actee_mask: Optional[torch.Tensor]
+
+
+def _int_ragged(value: Any, device: torch.device, where: str) -> RaggedTensor:
+    rt = as_ragged(value, device, where)
+    if rt.dtype != torch.int64:
+        raise TypeError(f"{where} holds {rt.dtype}; expected int64 entity indices")
+    _check_width(rt, 1, where, "the canonical state")
+    return rt
+
+
+def parse_action_masks(
+    action_space: Mapping[str, ActionSpace],
+    action_masks: Mapping[str, Any],
+    device: torch.device,
+    checks: DeferredChecks,
+) -> Dict[str, ParsedMask]:
+    """Validates and converts ``{action_name: {"actors", "mask" | "actees", "actee_mask"}}``."""
+    if not isinstance(action_masks, Mapping):
+        raise TypeError(f"{WHERE}: action_masks must map action name -> masks, got {type(action_masks).__name__}")
+    parsed: Dict[str, ParsedMask] = {}
+    for name, entry in action_masks.items():
+        where = f"{WHERE}: action_masks['{name}']"
+        if name not in action_space:
+            raise ValueError(f"{where}: unknown action; the action space has {list(action_space)}")
+        if not isinstance(entry, Mapping) or "actors" not in entry:
+            raise ValueError(f"{where}: expected a mapping with an 'actors' entry, got {entry!r:.80}")
+        space = action_space[name]
+        select = isinstance(space, SelectEntityActionSpace)
+        allowed = {"actors", "actees", "actee_mask"} if select else {"actors", "mask"}
+        unknown = sorted(set(entry) - allowed)
+        if unknown:
+            raise ValueError(f"{where}: unknown key '{unknown[0]}' for a {type(space).__name__}; allowed: {sorted(allowed)}")
+        actors = _int_ragged(entry["actors"], device, f"{where}['actors']")
+        mask = actees = actee_mask = None
+        if not select and entry.get("mask") is not None:
+            rt = as_ragged(entry["mask"], device, f"{where}['mask']")
+            _check_width(rt, len(space.index_to_label), f"{where}['mask']", f"the action space ({len(space.index_to_label)} choices)")
+            _check_rows(rt, len(actors), f"{where}['mask']", f"{where}['actors']")
+            checks.add((rt.lengths != actors.lengths).any(),
+                       lambda rt=rt, a=actors, w=where: f"{w}['mask'] has row lengths {rt.lengths.tolist()}, but "
+                       f"['actors'] has {a.lengths.tolist()}; one mask row per actor")
+            mask = rt.data.to(torch.bool)  # [n_actors, n_choices]
+        if select:
+            if "actees" not in entry:
+                raise ValueError(f"{where}: a SelectEntityActionSpace needs an 'actees' entry")
+            actees = _int_ragged(entry["actees"], device, f"{where}['actees']")
+            _check_rows(actees, len(actors), f"{where}['actees']", f"{where}['actors']")
+            if entry.get("actee_mask") is not None:
+                rt = as_ragged(entry["actee_mask"], device, f"{where}['actee_mask']")
+                _check_width(rt, 1, f"{where}['actee_mask']", "the canonical state")
+                _check_rows(rt, len(actors), f"{where}['actee_mask']", f"{where}['actors']")
+                pairs = actors.lengths * actees.lengths  # [B]
+                checks.add((rt.lengths != pairs).any(),
+                           lambda rt=rt, p=pairs, w=where: f"{w}['actee_mask'] has row lengths {rt.lengths.tolist()}; "
+                           f"expected n_actors * n_actees = {p.tolist()} (row-major actor x actee)")
+                actee_mask = rt.data[:, 0].to(torch.bool)  # [n_pairs]
+        parsed[name] = ParsedMask(actors, mask, actees, actee_mask)
+    return parsed
+
+
+def parse_actions(
+    action: Mapping[str, Any],
+    masks: Mapping[str, ParsedMask],
+    device: torch.device,
+    checks: DeferredChecks,
+) -> Dict[str, torch.Tensor]:
+    """Validates given actions against the actors; returns ``{name: int64 [n_actors]}``."""
+    if not isinstance(action, Mapping):
+        raise TypeError(f"{WHERE}: action must map action name -> ragged int64, got {type(action).__name__}")
+    if set(action) == {"action"} and "action" not in masks and isinstance(action["action"], Mapping):
+        action = action["action"]  # the stored form {"action": {name: ...}}
+    if set(action) != set(masks):
+        raise ValueError(
+            f"{WHERE}: action has entries {sorted(action)}, but action_masks has {sorted(masks)}; "
+            "give one entry per masked action"
+        )
+    out: Dict[str, torch.Tensor] = {}
+    for name, value in action.items():
+        where = f"{WHERE}: action['{name}']"
+        rt = _int_ragged(value, device, where)
+        actors = masks[name].actors
+        _check_rows(rt, len(actors), where, f"action_masks['{name}']['actors']")
+        checks.add((rt.lengths != actors.lengths).any(),
+                   lambda rt=rt, a=actors, w=where: f"{w} has row lengths {rt.lengths.tolist()}, but the actors "
+                   f"have {a.lengths.tolist()}; one choice per actor")
+        out[name] = rt.data[:, 0]  # [n_actors]
+    return out

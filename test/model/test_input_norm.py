@@ -1,0 +1,90 @@
+"""Running input normalisation: statistics, the collecting_stats() rule, freeze and state_dict."""
+import numpy as np
+import pytest
+import torch
+
+from entmachin.model.input_norm import InputNorm, NormalisedModule, collecting_stats
+
+
+def test_statistics_match_numpy_over_many_batches():
+    rng = np.random.default_rng(0)
+    norm = InputNorm(3)
+    batches = [rng.normal(loc=[1.0, -2.0, 5.0], scale=[0.5, 3.0, 1.0], size=(n, 3)) for n in (1, 7, 0, 30, 2)]
+    with collecting_stats(norm):
+        for b in batches:
+            norm(torch.tensor(b, dtype=torch.float32))
+    everything = np.concatenate(batches)
+    assert int(norm.count) == len(everything)
+    np.testing.assert_allclose(norm.mean.numpy(), everything.mean(0), rtol=1e-6)
+    np.testing.assert_allclose(norm.std().numpy(), everything.std(0, ddof=1), rtol=1e-5)
+
+
+def test_statistics_change_only_inside_collecting_stats():
+    norm = InputNorm(2)
+    x = torch.tensor([[1.0, 2.0], [3.0, 6.0]])
+    norm(x)
+    assert int(norm.count) == 0
+    with collecting_stats(norm):
+        first = norm(x)
+    # The forward that saw the batch normalised it with the statistics from before it.
+    torch.testing.assert_close(first, x.clamp(-5, 5))
+    assert int(norm.count) == 2
+    before = norm.state_dict()
+    norm.train()
+    norm(x * 10)
+    for key, value in norm.state_dict().items():
+        assert torch.equal(value, before[key])
+    torch.testing.assert_close(norm(x), torch.tensor([[-1.0, -1.0], [1.0, 1.0]]) / np.sqrt(2))
+
+
+def test_freeze_and_nested_contexts():
+    norm = InputNorm(1)
+    norm.freeze()
+    with collecting_stats(norm):
+        norm(torch.ones(4, 1))
+    assert int(norm.count) == 0
+    norm.unfreeze()
+    with collecting_stats(norm):
+        with collecting_stats(norm):
+            norm(torch.ones(4, 1))
+        norm(torch.ones(2, 1))
+    norm(torch.ones(2, 1))
+    assert int(norm.count) == 6
+
+
+def test_zero_variance_features_are_centred_and_clipped():
+    norm = InputNorm(2, clip=2.0)
+    with collecting_stats(norm):
+        norm(torch.tensor([[1.0, 0.0], [1.0, 1.0]]))
+    out = norm(torch.tensor([[4.0, 100.0]]))
+    torch.testing.assert_close(out, torch.tensor([[2.0, 2.0]]))
+
+
+def test_state_dict_round_trip():
+    a, b = InputNorm(2), InputNorm(2)
+    with collecting_stats(a):
+        a(torch.randn(10, 2))
+    b.load_state_dict(a.state_dict())
+    x = torch.randn(3, 2)
+    assert torch.equal(a(x), b(x))
+    assert set(a.state_dict()) == {"count", "mean", "squares_sum"}
+
+
+def test_normalised_module_freezes_every_norm():
+    class Two(NormalisedModule):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = InputNorm(1), InputNorm(1)
+
+    m = Two()
+    m.freeze()
+    assert m.a.frozen and m.b.frozen
+    m.unfreeze()
+    with m.collecting_stats():
+        m.a(torch.ones(2, 1))
+    assert int(m.a.count) == 2 and int(m.b.count) == 0
+
+
+def test_wrong_width_raises():
+    with pytest.raises(ValueError, match=r"InputNorm: expected inputs with 3 features .* got shape \(2, 4\)"):
+        InputNorm(3)(torch.zeros(2, 4))
