@@ -1,0 +1,493 @@
+"""``ParallelEnvList``: environments stepped in worker processes, one ``EnvList`` per worker.
+
+Worker ``k`` owns a contiguous slice of the environments and steps it with an ``EnvList``
+built by ``EnvList._with_seeds``, so environment ``i`` receives ``env_seeds(seed, num_envs)[i]``
+whatever the number of workers: a seeded ``ParallelEnvList`` returns exactly what an
+``EnvList`` with the same seed returns.
+
+Wire format: each message is one pickle (protocol 5) frame sent with ``Connection.send_bytes``.
+Ragged buffers pickle as a flat ``[n_items, n_features]`` array plus ``[n_sequences]`` lengths
+(``entmachin.ragged.arrays`` registers that reducer), so a step costs a few array copies rather
+than one Python object per entity. Only ``create_env`` goes through ``dill``, once per worker, so
+lambdas and classes defined inside functions work under every start method.
+
+Failures: an exception in a worker comes back as an ``EnvWorkerError`` carrying the worker's
+traceback; a worker that dies is noticed through its process sentinel. Either way the list
+closes itself (the environments are left half-stepped) and reaps every worker.
+"""
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import pickle
+import signal
+import time
+import traceback
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import dill
+import numpy as np
+import numpy.typing as npt
+from ragged_buffer import RaggedBufferI64
+
+from entmachin.env.action import ActionSpace
+from entmachin.env.common import ActionName
+from entmachin.env.env_list import EnvList, check_actions
+from entmachin.env.environment import Environment, ObsSpace
+from entmachin.env.vec_env import VecEnv, VecObs, env_seeds
+from entmachin.ragged.arrays import take
+
+logger = logging.getLogger(__name__)
+
+_PROTOCOL = 5
+_CLOSE_TIMEOUT_S = 2.0  # for the workers to close their environments and exit
+_KILL_TIMEOUT_S = 1.0  # for each of SIGTERM and then SIGKILL to take effect
+_CLOSE = pickle.dumps(("close", None), protocol=_PROTOCOL)
+
+
+class EnvWorkerError(RuntimeError):
+    """An environment worker process raised an exception or died.
+
+    Attributes:
+        worker: number of the worker (0-based).
+        env_index: the environment that raised, when known.
+        exitcode: exit code of a worker that died (negative: killed by that signal); ``None``
+            when the worker raised.
+        remote_traceback: the worker's formatted traceback (empty when it died).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        worker: int,
+        env_index: Optional[int] = None,
+        exitcode: Optional[int] = None,
+        remote_traceback: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.worker = worker
+        self.env_index = env_index
+        self.exitcode = exitcode
+        self.remote_traceback = remote_traceback
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        return type(self), (self.args[0], self.worker, self.env_index, self.exitcode, self.remote_traceback)
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """An exception raised in a worker, as plain strings (the exception may not pickle)."""
+
+    type_name: str
+    message: str
+    traceback: str
+    env_index: Optional[int]
+
+
+@dataclass(frozen=True)
+class _Worker:
+    """The parent's handle on one worker: its process, its pipe end and its environments."""
+
+    number: int
+    process: BaseProcess
+    conn: Connection
+    start: int  # first environment index
+    stop: int  # one past the last environment index
+
+    def describe(self) -> str:
+        envs = f"environment {self.start}" if self.stop - self.start == 1 else f"environments {self.start}..{self.stop - 1}"
+        return f"worker {self.number} ({envs}, pid {self.process.pid})"
+
+
+@dataclass(frozen=True)
+class _Problem:
+    """A worker's failure during one request: a one-line summary and the error to raise."""
+
+    summary: str  # e.g. "worker 1 raised ValueError in environment 3"
+    error: EnvWorkerError
+
+
+def _failure(e: BaseException) -> _Failure:
+    kind = type(e)
+    name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+    text = "".join(traceback.format_exception(kind, e, e.__traceback__))
+    return _Failure(name, str(e), text, getattr(e, "env_index", None))
+
+
+def _run(fn: Callable[[], Any]) -> bytes:
+    """Runs ``fn`` and pickles ``(True, result)``, or ``(False, _Failure)`` if either step raised."""
+    try:
+        return pickle.dumps((True, fn()), protocol=_PROTOCOL)
+    except Exception as e:
+        return pickle.dumps((False, _failure(e)), protocol=_PROTOCOL)
+
+
+def _worker_main(
+    conn: Connection, create_env_bytes: bytes, seeds: Sequence[Optional[int]], seeded: bool, first_index: int
+) -> None:
+    """Body of a worker process: build an ``EnvList``, then answer commands until told to close."""
+    # Ctrl-C reaches the whole process group; the parent handles it and closes the workers.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = mp.parent_process()
+    watched = [conn] if parent is None else [conn, parent.sentinel]
+    envs: Optional[EnvList] = None
+
+    def start() -> Tuple[ObsSpace, Dict[ActionName, ActionSpace]]:
+        nonlocal envs
+        envs = EnvList._with_seeds(dill.loads(create_env_bytes), seeds, seeded, first_index)
+        return envs.obs_space(), envs.action_space()
+
+    try:
+        conn.send_bytes(_run(start))
+        while envs is not None:
+            if conn not in wait(watched):
+                return  # the parent died without closing us
+            data = conn.recv_bytes()
+            if data == _CLOSE:
+                closing, envs = envs, None
+                conn.send_bytes(_run(closing.close))
+            else:
+                conn.send_bytes(_run(lambda: _serve(envs, data)))
+    except (EOFError, OSError):
+        return  # the parent closed its end of the pipe
+    finally:
+        if envs is not None:
+            try:
+                envs.close()
+            except Exception:
+                logger.exception("worker for environments from %d: close() raised", first_index)
+
+
+def _serve(envs: EnvList, data: bytes) -> Any:
+    """Decodes one request and runs it on the worker's ``EnvList``."""
+    cmd, args = pickle.loads(data)
+    if cmd == "reset":
+        return envs.reset(*args)
+    if cmd == "act":
+        return envs.act(*args)
+    if cmd == "render":
+        return envs.render(**args)
+    raise ValueError(f"ParallelEnvList worker: unknown command {cmd!r}")
+
+
+def _split(num_envs: int, n_workers: int) -> List[Tuple[int, int]]:
+    """Contiguous ``(start, stop)`` slices, the first ``num_envs % n_workers`` one longer."""
+    base, extra = divmod(num_envs, n_workers)
+    bounds, start = [], 0
+    for k in range(n_workers):
+        stop = start + base + (1 if k < extra else 0)
+        bounds.append((start, stop))
+        start = stop
+    return bounds
+
+
+def _check_count(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"ParallelEnvList: {name} must be an int >= 1, got {value!r}")
+    return int(value)
+
+
+def _describe_exit(code: Optional[int]) -> str:
+    if code is None:
+        return "stopped answering and is still running"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"was killed by {name} (exit code {code})"
+    return f"exited with code {code}"
+
+
+def _during(cmd: str) -> str:
+    return "while building its environments" if cmd == "start" else f"during {cmd}()"
+
+
+class ParallelEnvList(VecEnv):
+    """Steps ``num_envs`` environments in ``num_processes`` worker processes.
+
+    Behaves like ``EnvList`` (auto-reset, ``final_obs``, observation filters, seeding) and, with
+    the same ``seed``, returns identical observations. Environment ``i`` lives in the worker
+    whose contiguous slice holds it; the first ``num_envs % num_processes`` workers take one
+    environment more than the others.
+
+    Args:
+        create_env: builds one environment; sent to the workers with ``dill``.
+        num_envs: number of environments.
+        num_processes: number of worker processes (at most ``num_envs`` are started).
+        start_method: ``"fork"``, ``"spawn"`` or ``"forkserver"``. The default is
+            ``"forkserver"`` where available, else ``"spawn"``. Not ``"fork"``: forking a
+            process that runs threads (torch's thread pools, a tensorboard writer, a data
+            loader) copies locks that those threads hold, and the worker can deadlock on them.
+        seed: as for ``EnvList``: environment ``i`` gets ``env_seeds(seed, num_envs)[i]``.
+
+    Under ``spawn`` and ``forkserver`` the workers import the main script, so a script must
+    guard its entry point with ``if __name__ == "__main__":``.
+
+    ``reset``, ``act`` and ``render`` raise ``EnvWorkerError`` when a worker raised or died;
+    the list is then closed (its environments were left half-stepped) and every later call
+    raises ``RuntimeError``. Actions that do not fit the last observation raise ``ValueError``
+    before anything is sent, and the list stays usable.
+
+    Raises:
+        ValueError: ``num_envs``, ``num_processes``, ``start_method`` or ``seed`` is invalid.
+        TypeError: ``create_env`` is not callable or cannot be serialised with ``dill``.
+        EnvWorkerError: a worker failed to build its environments.
+
+    Example:
+        >>> with ParallelEnvList(MineSweeper, num_envs=16, num_processes=2, seed=0) as envs:
+        ...     obs = envs.reset()
+        ...     for _ in range(100):
+        ...         obs = envs.act(policy(obs))
+    """
+
+    def __init__(
+        self,
+        create_env: Callable[[], Environment],
+        num_envs: int,
+        num_processes: int,
+        start_method: Optional[str] = None,
+        seed: Optional[int] = None,
+    ) -> None:
+        self._workers: List[_Worker] = []
+        self._closed_reason: Optional[str] = None
+        self._last_vec: Optional[VecObs] = None
+        self.num_envs = _check_count("num_envs", num_envs)
+        self.num_processes = min(_check_count("num_processes", num_processes), self.num_envs)
+        available = mp.get_all_start_methods()
+        if start_method is None:
+            start_method = "forkserver" if "forkserver" in available else "spawn"
+        if start_method not in available:
+            raise ValueError(
+                f"ParallelEnvList: start_method must be one of {available} on this platform, got {start_method!r}"
+            )
+        self.start_method = start_method
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
+            raise ValueError(f"ParallelEnvList: seed must be None or an int >= 0, got {seed!r}")
+        if not callable(create_env):
+            raise TypeError(f"ParallelEnvList: create_env must be callable, got {type(create_env).__name__}")
+        try:
+            # recurse: a lambda from __main__ carries the globals it uses, which a worker lacks.
+            payload = dill.dumps(create_env, recurse=True)
+        except Exception as e:
+            raise TypeError(
+                f"ParallelEnvList: create_env ({create_env!r}) cannot be serialised with dill to reach "
+                f"the workers ({type(e).__name__}: {e}); define it at module level"
+            ) from e
+        seeds = env_seeds(seed, self.num_envs)
+        ctx = mp.get_context(start_method)
+        try:
+            for k, (start, stop) in enumerate(_split(self.num_envs, self.num_processes)):
+                conn, child_conn = ctx.Pipe()
+                process = ctx.Process(
+                    target=_worker_main,
+                    args=(child_conn, payload, seeds[start:stop], seed is not None, start),
+                    name=f"ParallelEnvList-worker-{k}",
+                    daemon=True,  # never outlive the parent
+                )
+                process.start()
+                child_conn.close()
+                self._workers.append(_Worker(k, process, conn, start, stop))
+            spaces = self._gather("start")
+        except BaseException as e:
+            self._abandon(f"closed because starting the workers failed ({type(e).__name__})")
+            raise
+        self._obs_space, self._action_space = spaces[0]
+
+    @property
+    def worker_pids(self) -> List[int]:
+        """Process ids of the live workers (empty once closed)."""
+        return [w.process.pid for w in self._workers]
+
+    def obs_space(self) -> ObsSpace:
+        return self._obs_space
+
+    def action_space(self) -> Dict[ActionName, ActionSpace]:
+        return self._action_space
+
+    def __len__(self) -> int:
+        return self.num_envs
+
+    def __repr__(self) -> str:
+        state = "open" if self._closed_reason is None else self._closed_reason
+        return (
+            f"ParallelEnvList(num_envs={self.num_envs}, num_processes={self.num_processes}, "
+            f"start_method={self.start_method!r}, {state})"
+        )
+
+    def reset(self, obs_config: Optional[ObsSpace] = None) -> VecObs:
+        self._check_open("reset")
+        self._last_vec = self._merge(self._request("reset", [(obs_config,)] * len(self._workers)))
+        return self._last_vec
+
+    def act(self, actions: Mapping[ActionName, RaggedBufferI64], obs_filter: Optional[ObsSpace] = None) -> VecObs:
+        self._check_open("act")
+        if self._last_vec is None:
+            raise RuntimeError("ParallelEnvList.act called before reset()")
+        # Checked here so that a bad batch raises ValueError and leaves the workers running.
+        check_actions(actions, self._last_vec, self._action_space)
+        chunks = [
+            ({name: take(a, slice(w.start, w.stop)) for name, a in actions.items()}, obs_filter)
+            for w in self._workers
+        ]
+        self._last_vec = self._merge(self._request("act", chunks))
+        return self._last_vec
+
+    def render(self, **kwargs: Any) -> npt.NDArray[np.uint8]:
+        """Every environment's frame, in environment order: ``[num_envs, ...]``."""
+        self._check_open("render")
+        frames = self._request("render", [kwargs] * len(self._workers))
+        return np.concatenate(frames, axis=0)  # [num_envs, height, width, channels]
+
+    def close(self) -> None:
+        """Closes the environments and reaps the workers (idempotent).
+
+        Workers get 2 seconds to close their environments and exit, then are terminated (SIGTERM),
+        then killed (SIGKILL). Errors raised by the environments' ``close`` are logged.
+        """
+        if self._closed_reason is None:
+            self._closed_reason = "closed by close()"
+        workers, self._workers = self._workers, []
+        for w in workers:
+            try:
+                w.conn.send_bytes(_CLOSE)
+            except OSError:
+                pass  # already gone; reaped below
+        deadline = time.monotonic() + _CLOSE_TIMEOUT_S
+        for w in workers:
+            self._drain(w, deadline)
+        for w in workers:
+            for stop in (w.process.terminate, w.process.kill):
+                if w.process.is_alive():
+                    stop()
+                    w.process.join(_KILL_TIMEOUT_S)
+            w.conn.close()
+            if not w.process.is_alive():
+                w.process.close()
+
+    def __del__(self) -> None:
+        try:
+            if getattr(self, "_workers", None):
+                self.close()
+        except Exception:
+            pass  # a finaliser must not raise; the workers are daemons and die with the parent
+
+    # --- protocol -------------------------------------------------------------------------
+
+    def _check_open(self, method: str) -> None:
+        if self._closed_reason is not None:
+            raise RuntimeError(
+                f"ParallelEnvList.{method}: the list is unusable, it was {self._closed_reason}; create a new one"
+            )
+
+    def _request(self, cmd: str, args: Sequence[Any]) -> List[Any]:
+        """Sends ``(cmd, args[k])`` to worker ``k`` and returns the replies in worker order."""
+        try:
+            for w, a in zip(self._workers, args):
+                try:
+                    w.conn.send_bytes(pickle.dumps((cmd, a), protocol=_PROTOCOL))
+                except OSError:
+                    pass  # the worker is gone; _gather finds its process exited and says so
+            return self._gather(cmd)
+        except BaseException as e:
+            # Replies may be left in the pipes; no later request could be matched to its reply.
+            self._abandon(f"closed because {type(e).__name__} interrupted {cmd}()")
+            raise
+
+    def _gather(self, cmd: str) -> List[Any]:
+        """Waits for one reply from every worker, watching each one's pipe and process together.
+
+        After a failure the other workers get ``_CLOSE_TIMEOUT_S`` to answer, so that the
+        failure reported is the lowest-numbered worker's whatever the timing.
+        """
+        results: List[Any] = [None] * len(self._workers)
+        problems: Dict[int, _Problem] = {}
+        pending = {w.number: w for w in self._workers}
+        deadline: Optional[float] = None
+        while pending:
+            handles = {}
+            for w in pending.values():
+                handles[w.conn] = w
+                handles[w.process.sentinel] = w
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready = wait(list(handles), timeout)
+            if not ready:
+                break  # the others are left to close()
+            for k in sorted({handles[h].number for h in ready}):
+                w = pending.pop(k)
+                try:
+                    ok, payload = pickle.loads(w.conn.recv_bytes()) if w.conn.poll() else (None, None)
+                except (EOFError, OSError):
+                    ok = None
+                if ok is None:  # nothing to read and the process exited
+                    problems[k] = self._death(w, cmd)
+                elif not ok:
+                    problems[k] = self._raised(w, cmd, payload)
+                else:
+                    results[k] = payload
+            if problems and deadline is None:
+                deadline = time.monotonic() + _CLOSE_TIMEOUT_S
+        if problems:
+            first = problems[min(problems)]
+            self._abandon(f"closed after {first.summary}")
+            others = [p.summary for k, p in sorted(problems.items()) if p is not first]
+            if others:
+                first.error.args = (first.error.args[0] + "\n(also: " + "; ".join(others) + ")",)
+            raise first.error
+        return results
+
+    def _merge(self, batches: List[VecObs]) -> VecObs:
+        merged = batches[0]
+        for batch in batches[1:]:
+            merged.extend(batch)  # offsets final_index by the rows before
+        return merged
+
+    def _raised(self, w: _Worker, cmd: str, failure: _Failure) -> _Problem:
+        where = "" if failure.env_index is None else f" in environment {failure.env_index}"
+        message = (
+            f"{w.describe()} raised {failure.type_name}{where} {_during(cmd)}: {failure.message}\n"
+            f"--- traceback in worker {w.number} ---\n{failure.traceback.rstrip()}"
+        )
+        error = EnvWorkerError(message, w.number, failure.env_index, None, failure.traceback)
+        return _Problem(f"worker {w.number} raised {failure.type_name}{where}", error)
+
+    def _death(self, w: _Worker, cmd: str) -> _Problem:
+        w.process.join(_KILL_TIMEOUT_S)
+        code = w.process.exitcode
+        how = _describe_exit(code)
+        error = EnvWorkerError(f"{w.describe()} {how} {_during(cmd)}; its stderr may say why", w.number, None, code)
+        return _Problem(f"worker {w.number} {how}", error)
+
+    def _abandon(self, reason: str) -> None:
+        if self._closed_reason is None:
+            self._closed_reason = reason
+        self.close()
+
+    def _drain(self, w: _Worker, deadline: float) -> None:
+        """Reads and drops ``w``'s replies until its process exits or ``deadline`` passes."""
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            ready = wait([w.conn, w.process.sentinel], remaining)
+            if not ready:
+                return
+            if w.conn not in ready:
+                w.process.join(remaining)
+                return
+            try:
+                ok, payload = pickle.loads(w.conn.recv_bytes())
+            except (EOFError, OSError):
+                w.process.join(remaining)
+                return
+            except Exception:
+                logger.exception("%s: unreadable reply while closing", w.describe())
+                continue
+            if not ok:
+                logger.warning(
+                    "while closing, %s reported %s: %s\n%s", w.describe(), payload.type_name, payload.message,
+                    payload.traceback,
+                )
