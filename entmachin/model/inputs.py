@@ -235,9 +235,13 @@ def parse_action_masks(
             rt = as_ragged(entry["mask"], device, f"{where}['mask']")
             _check_width(rt, len(space.index_to_label), f"{where}['mask']", f"the action space ({len(space.index_to_label)} choices)")
             _check_rows(rt, len(actors), f"{where}['mask']", f"{where}['actors']")
-            checks.add((rt.lengths != actors.lengths).any(),
-                       lambda rt=rt, a=actors, w=where: f"{w}['mask'] has row lengths {rt.lengths.tolist()}, but "
-                       f"['actors'] has {a.lengths.tolist()}; one mask row per actor")
+            def message(rt: RaggedTensor = rt, a: RaggedTensor = actors, w: str = where) -> str:
+                return (f"{w}['mask'] has row lengths {rt.lengths.tolist()}, but ['actors'] has "
+                        f"{a.lengths.tolist()}; one mask row per actor")
+
+            if rt.n_items != actors.n_items:
+                raise ValueError(message())
+            checks.add((rt.lengths != actors.lengths).any(), message)
             mask = rt.data.to(torch.bool)  # [n_actors, n_choices]
         if select:
             if "actees" not in entry:
@@ -279,8 +283,12 @@ def parse_actions(
         rt = _int_ragged(value, device, where)
         actors = masks[name].actors
         _check_rows(rt, len(actors), where, f"action_masks['{name}']['actors']")
-        checks.add((rt.lengths != actors.lengths).any(),
-                   lambda rt=rt, a=actors, w=where: f"{w} has row lengths {rt.lengths.tolist()}, but the actors "
-                   f"have {a.lengths.tolist()}; one choice per actor")
+        def message(rt: RaggedTensor = rt, a: RaggedTensor = actors, w: str = where) -> str:
+            return (f"{w} has row lengths {rt.lengths.tolist()}, but the actors have {a.lengths.tolist()}; "
+                    "one choice per actor")
+
+        if rt.n_items != actors.n_items:
+            raise ValueError(message())
+        checks.add((rt.lengths != actors.lengths).any(), message)
         out[name] = rt.data[:, 0]  # [n_actors]
     return out

@@ -1,0 +1,247 @@
+"""RogueNet: a ragged-batch transformer policy and value function over entities, in pure PyTorch."""
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, NamedTuple, Optional
+
+import torch
+from torch import nn
+
+from entmachin.env.action import (
+    ActionSpace,
+    CategoricalActionSpace,
+    GlobalCategoricalActionSpace,
+    SelectEntityActionSpace,
+)
+from entmachin.env.common import GLOBAL_ENTITY
+from entmachin.env.environment import ObsSpace
+from entmachin.model.attention import RaggedTransformer, segment_pool
+from entmachin.model.config import RogueNetConfig
+from entmachin.model.embedding import EntityEmbedding, TokenBatch
+from entmachin.model.heads import CategoricalHead, HeadOutput, SelectEntityHead
+from entmachin.model.input_norm import NormalisedModule
+from entmachin.model.inputs import (
+    WHERE,
+    DeferredChecks,
+    ParsedMask,
+    parse_action_masks,
+    parse_actions,
+    parse_entities,
+)
+from entmachin.model.relpos import RelativePositionEncoding
+from entmachin.model.validation import check_actions, check_masks
+from entmachin.ragged.tensor import RaggedTensor
+
+
+class RogueNetOutput(NamedTuple):
+    """What ``RogueNet.forward`` returns.
+
+    Attributes:
+        action: action name -> int64 ragged ``[n_actors, 1]``: the chosen (or given) choice of
+            each actor; for select-entity actions, the position in the row's actee list.
+        log_prob: action name -> float32 ragged ``[n_actors, 1]``.
+        entropy: action name -> float32 ragged ``[n_actors, 1]``.
+        log_prob_sum: ``[B, 1]`` sum of every actor's log-probability in each row.
+        entropy_sum: ``[B, 1]`` sum of every actor's entropy in each row.
+    """
+
+    action: Dict[str, RaggedTensor]
+    log_prob: Dict[str, RaggedTensor]
+    entropy: Dict[str, RaggedTensor]
+    log_prob_sum: torch.Tensor
+    entropy_sum: torch.Tensor
+
+
+class RogueNet(NormalisedModule):
+    """Policy and value network over ragged batches of entities.
+
+    Every entity is embedded by its type (running input normalisation -> Linear -> ReLU ->
+    LayerNorm; a learned vector for types without features; global features appended to every
+    entity), attends to the entities of its own row (visible entities never to invisible ones),
+    and the action heads read the actors' embeddings. A ``__global__`` token follows each row's
+    entities when the action space has a global categorical action.
+
+    Args:
+        obs_space: the environment's observation space.
+        action_space: action name -> action space (may be empty for a value-only network).
+        config: hyperparameters.
+
+    Shape:
+        entities[t]: ragged float ``[n_entities, n_features]``, one sequence per row (``B`` rows);
+        see ``forward`` and ``value`` for the rest.
+
+    Example:
+        >>> net = RogueNet(env.obs_space(), env.action_space())
+        >>> state = to_state(vec_obs, env.action_space())
+        >>> with net.collecting_stats():
+        ...     out = net(state["entities"], state["action_masks"], state.get("visible"))
+        >>> again = net(state["entities"], state["action_masks"], state.get("visible"), action=out.action)
+        >>> value = net.value(state["entities"])   # [B, 1]
+    """
+
+    def __init__(
+        self,
+        obs_space: ObsSpace,
+        action_space: Mapping[str, ActionSpace],
+        config: RogueNetConfig = RogueNetConfig(),
+    ) -> None:
+        super().__init__()
+        if not isinstance(obs_space, ObsSpace):
+            raise TypeError(f"RogueNet: obs_space must be an ObsSpace, got {type(obs_space).__name__}")
+        if not isinstance(action_space, Mapping):
+            raise TypeError(f"RogueNet: action_space must map action name -> ActionSpace, got {type(action_space).__name__}")
+        if not isinstance(config, RogueNetConfig):
+            raise TypeError(f"RogueNet: config must be a RogueNetConfig, got {type(config).__name__}")
+        kinds = (CategoricalActionSpace, GlobalCategoricalActionSpace, SelectEntityActionSpace)
+        for name, space in action_space.items():
+            if not isinstance(space, kinds):
+                raise TypeError(
+                    f"RogueNet: action_space['{name}'] is a {type(space).__name__}; expected one of "
+                    f"{[k.__name__ for k in kinds]}"
+                )
+        global_token = any(isinstance(s, GlobalCategoricalActionSpace) for s in action_space.values())
+        if not obs_space.entities and not global_token:
+            raise ValueError(
+                "RogueNet: the observation space has no entity types and there is no global action; "
+                "there is nothing to attend to (use an MLP for dense observations)"
+            )
+        self.obs_space = obs_space
+        self.action_space = dict(action_space)
+        self.config = config
+        self.embedding = EntityEmbedding(obs_space, config.d_model, global_token, config.translation, config.input_clip)
+        relpos = None
+        if config.relpos_encoding is not None:
+            features = {name: list(e.features) for name, e in obs_space.entities.items()}
+            if global_token:
+                features[GLOBAL_ENTITY] = []
+            relpos = RelativePositionEncoding(config.relpos_encoding, features, config.d_model // config.n_head)
+        self.trunk = RaggedTransformer(config, relpos)
+        self.action_names = list(action_space)
+        # A list, not a ModuleDict: action names may contain dots.
+        self.heads = nn.ModuleList(
+            [
+                SelectEntityHead(config.d_model, config.d_qk)
+                if isinstance(space, SelectEntityActionSpace)
+                else CategoricalHead(config.d_model, len(space.index_to_label))
+                for space in action_space.values()
+            ]
+        )
+        self.value_head = nn.Linear(config.d_model, 1)
+        nn.init.zeros_(self.value_head.weight)
+        nn.init.zeros_(self.value_head.bias)
+
+    def _device(self) -> torch.device:
+        return self.value_head.weight.device
+
+    def _encode(
+        self, entities: Mapping[str, Any], visible: Optional[Mapping[str, Any]], checks: DeferredChecks,
+        n_rows_hint: Optional[int] = None, before_embedding: Any = None,
+    ) -> tuple[TokenBatch, torch.Tensor]:
+        parsed = parse_entities(self.obs_space, entities, visible, self._device(), checks, n_rows_hint)
+        if before_embedding is not None:
+            before_embedding(parsed)
+        checks.raise_first()
+        tokens = self.embedding(parsed)
+        positions = None
+        if self.trunk.relpos is not None:
+            positions = self.trunk.relpos.token_positions(tokens.features, tokens.dest, tokens.token_type)
+        x = self.trunk(tokens.x, tokens.layout, tokens.visible, positions)  # [n_tokens, d_model]
+        return tokens, x
+
+    def forward(
+        self,
+        entities: Mapping[str, Any],
+        action_masks: Mapping[str, Any],
+        visible: Optional[Mapping[str, Any]] = None,
+        action: Optional[Mapping[str, Any]] = None,
+        *,
+        deterministic: bool = False,
+    ) -> RogueNetOutput:
+        """Samples actions for every actor (or re-evaluates given ones).
+
+        Args:
+            entities: entity type -> ragged float ``[n_entities, n_features]`` (``RaggedBuffer*`` or
+                ``RaggedTensor``, any device); ``'__global__'`` holds the global features.
+            action_masks: action name -> ``{"actors", "mask"}`` (categorical) or
+                ``{"actors", "actees", "actee_mask"}`` (select-entity), as in the canonical state.
+            visible: entity type -> ragged bool ``[n_entities, 1]``; visible entities do not attend
+                to invisible ones.
+            action: action name -> ragged int64 ``[n_actors, 1]`` (e.g. a previous output's
+                ``action``): score these instead of choosing.
+            deterministic: choose each actor's most likely allowed choice instead of sampling.
+
+        Raises:
+            ValueError / TypeError: inputs that do not fit the spaces, indices out of range, an
+                actor without any allowed choice, or a given action its mask forbids.
+        """
+        device = self._device()
+        checks = DeferredChecks()
+        masks = parse_action_masks(self.action_space, action_masks, device, checks)
+        given = parse_actions(action, masks, device, checks) if action is not None else None
+        hint = len(next(iter(masks.values())).actors) if masks else None
+        tokens, x = self._encode(
+            entities, visible, checks, hint,
+            lambda parsed: (check_masks(self.action_space, masks, parsed, self.embedding.global_token, checks),
+                            check_actions(self.action_space, masks, given, checks) if given else None),
+        )
+        n_rows = tokens.layout.n_rows
+        starts = tokens.layout.starts
+        actions, log_probs, entropies = {}, {}, {}
+        log_prob_sum = x.new_zeros(n_rows, dtype=torch.float32)  # [B]
+        entropy_sum = x.new_zeros(n_rows, dtype=torch.float32)  # [B]
+        for name, mask in masks.items():
+            head = self.heads[self.action_names.index(name)]
+            out = self._run_head(head, x, starts, mask, None if given is None else given[name], deterministic)
+            actors = mask.actors
+            actions[name] = actors.with_data(out.action[:, None])  # [n_actors, 1]
+            log_probs[name] = actors.with_data(out.log_prob[:, None])  # [n_actors, 1]
+            entropies[name] = actors.with_data(out.entropy[:, None])  # [n_actors, 1]
+            log_prob_sum = log_prob_sum.index_add(0, actors.batch_index, out.log_prob)
+            entropy_sum = entropy_sum.index_add(0, actors.batch_index, out.entropy)
+        return RogueNetOutput(actions, log_probs, entropies, log_prob_sum[:, None], entropy_sum[:, None])
+
+    @staticmethod
+    def _run_head(head: nn.Module, x: torch.Tensor, starts: torch.Tensor, mask: ParsedMask,
+                  action: Optional[torch.Tensor], deterministic: bool) -> HeadOutput:
+        actors = mask.actors
+        actor_tokens = starts[actors.batch_index] + actors.data[:, 0]  # [n_actors]
+        if isinstance(head, SelectEntityHead):
+            actees = mask.actees
+            actee_tokens = starts[actees.batch_index] + actees.data[:, 0]  # [n_actees]
+            return head(x, actor_tokens, actors.batch_index, actee_tokens, actees.lengths, actees.starts,
+                        mask.actee_mask, action, deterministic)
+        return head(x, actor_tokens, mask.mask, action, deterministic)
+
+    def value(self, entities: Mapping[str, Any], visible: Optional[Mapping[str, Any]] = None) -> torch.Tensor:
+        """The value of each row: mean of all its token embeddings -> Linear (zero-initialised).
+
+        The value sees every entity: ``visible`` is accepted (so that a whole state can be passed)
+        but does not restrict attention here.
+
+        Returns:
+            float ``[B, 1]``.
+        """
+        tokens, x = self._encode(entities, None, DeferredChecks())
+        pooled = segment_pool(x, tokens.layout.batch_index, tokens.layout.n_rows, "mean")  # [B, d_model]
+        value = self.value_head(pooled)  # [B, 1]
+        return value.to(torch.promote_types(value.dtype, torch.float32))
+
+    def critic(self) -> "RogueNetCritic":
+        """A module sharing this network whose ``forward(entities, visible=None)`` is :meth:`value`."""
+        return RogueNetCritic(self)
+
+
+class RogueNetCritic(NormalisedModule):
+    """The value path of a ``RogueNet`` as a module of its own (it shares the network's weights).
+
+    Shape:
+        returns ``[B, 1]``.
+    """
+
+    def __init__(self, net: RogueNet) -> None:
+        super().__init__()
+        if not isinstance(net, RogueNet):
+            raise TypeError(f"RogueNetCritic: expected a RogueNet, got {type(net).__name__}")
+        self.net = net
+
+    def forward(self, entities: Mapping[str, Any], visible: Optional[Mapping[str, Any]] = None) -> torch.Tensor:
+        return self.net.value(entities, visible)
