@@ -25,8 +25,15 @@ from entmachin.env.action import (
     SelectEntityActionMask,
     SelectEntityActionSpace,
 )
-from entmachin.env.common import ActionName, EntityID
+from entmachin.env.common import ActionName
 from entmachin.env.environment import Entity, Environment, Observation, ObsSpace
+from entmachin.env.examples._checks import (
+    check_int,
+    expect_action_type,
+    expect_actions,
+    expect_one_choice,
+    resolve_id,
+)
 
 PICK = "Pick Cherry"
 PLAYER_ID = "Player"
@@ -48,11 +55,7 @@ class CherryPick(Environment):
     """
 
     def __init__(self, num_cherries: int = 32) -> None:
-        if isinstance(num_cherries, bool) or not isinstance(num_cherries, (int, np.integer)):
-            raise TypeError(f"CherryPick: `num_cherries` must be an int, got {type(num_cherries).__name__}")
-        if num_cherries < 2:
-            raise ValueError(f"CherryPick: `num_cherries` must be >= 2, got {num_cherries}")
-        self.num_cherries = int(num_cherries)
+        self.num_cherries = check_int("CherryPick", "num_cherries", num_cherries, 2)
         self.rng = np.random.default_rng()
         self.cherries: List[float] = []
         self.step = 0
@@ -79,34 +82,14 @@ class CherryPick(Environment):
         return self._observe(reward=0.0)
 
     def act(self, actions: Mapping[ActionName, Action]) -> Observation:
-        if set(actions) != {PICK}:
-            raise ValueError(f"CherryPick: expected exactly the action '{PICK}', got {list(actions)}")
-        pick = actions[PICK]
-        if not isinstance(pick, SelectEntityAction):
-            raise TypeError(f"CherryPick: action '{PICK}' must be a SelectEntityAction, got {type(pick).__name__}")
-        if list(pick.actors) != [PLAYER_ID] or len(pick.actees) != 1:
-            raise ValueError(
-                f"CherryPick: action '{PICK}' expects actors ['{PLAYER_ID}'] and one actee, got "
-                f"actors {list(pick.actors)} and actees {list(pick.actees)}"
-            )
-        index = self._cherry_index(pick.actees[0])
+        expect_actions("CherryPick", actions, [PICK])
+        pick = expect_action_type("CherryPick", PICK, actions[PICK], SelectEntityAction)
+        expect_one_choice("CherryPick", PICK, pick, PLAYER_ID)
+        _, index = resolve_id("CherryPick", PICK, pick.actees[0], {"Cherry": len(self.cherries)})
         reward = float(self.cherries.pop(index))
         self.total_reward += reward
         self.step += 1
         return self._observe(reward=reward)
-
-    def _cherry_index(self, eid: EntityID) -> int:
-        if (
-            isinstance(eid, tuple)
-            and len(eid) == 2
-            and eid[0] == "Cherry"
-            and isinstance(eid[1], (int, np.integer))
-            and 0 <= eid[1] < len(self.cherries)
-        ):
-            return int(eid[1])
-        raise ValueError(
-            f"CherryPick: action '{PICK}' selected {eid!r}, which is not a cherry id of the last observation"
-        )
 
     def _observe(self, reward: float) -> Observation:
         cherry_ids = [("Cherry", i) for i in range(len(self.cherries))]

@@ -29,6 +29,7 @@ from entmachin.env.action import (
 )
 from entmachin.env.common import ActionName
 from entmachin.env.environment import Entity, Environment, Observation, ObsSpace
+from entmachin.env.examples._checks import check_int, expect_action_type, expect_actions, expect_one_choice
 
 COUNT = "count"
 N_CHOICES = 10
@@ -52,11 +53,7 @@ class Count(Environment):
     """
 
     def __init__(self, masked_choices: int = N_CHOICES) -> None:
-        if isinstance(masked_choices, bool) or not isinstance(masked_choices, (int, np.integer)):
-            raise TypeError(f"Count: `masked_choices` must be an int, got {type(masked_choices).__name__}")
-        if not 1 <= masked_choices <= N_CHOICES:
-            raise ValueError(f"Count: `masked_choices` must be between 1 and {N_CHOICES}, got {masked_choices}")
-        self.masked_choices = int(masked_choices)
+        self.masked_choices = check_int("Count", "masked_choices", masked_choices, 1, N_CHOICES)
         self.rng = np.random.default_rng()
         self.count = 0
 
@@ -75,16 +72,9 @@ class Count(Environment):
         return self._observe(mask, reward=0.0, done=False)
 
     def act(self, actions: Mapping[ActionName, Action]) -> Observation:
-        if set(actions) != {COUNT}:
-            raise ValueError(f"Count: expected exactly the action '{COUNT}', got {list(actions)}")
-        answer = actions[COUNT]
-        if not isinstance(answer, CategoricalAction):
-            raise TypeError(f"Count: action '{COUNT}' must be a CategoricalAction, got {type(answer).__name__}")
-        if list(answer.actors) != [PLAYER_ID] or len(answer.indices) != 1:
-            raise ValueError(
-                f"Count: action '{COUNT}' expects one choice by '{PLAYER_ID}', got actors "
-                f"{list(answer.actors)} and {len(answer.indices)} choices"
-            )
+        expect_actions("Count", actions, [COUNT])
+        answer = expect_action_type("Count", COUNT, actions[COUNT], CategoricalAction)
+        expect_one_choice("Count", COUNT, answer, PLAYER_ID)
         reward = 1.0 if int(answer.indices[0]) == self.count else 0.0
         return self._observe(None, reward=reward, done=True)
 

@@ -28,6 +28,7 @@ from entmachin.env.action import (
 )
 from entmachin.env.common import ActionName
 from entmachin.env.environment import Entity, Environment, Observation, ObsSpace
+from entmachin.env.examples._checks import check_choice, expect_action_type, expect_actions, expect_one_choice
 
 MOVE = "move"
 # (dx, dy) of each choice of ``move``, in label order.
@@ -79,19 +80,10 @@ class FloorIsLava(Environment):
         return self._observe(reward=0.0, done=False)
 
     def act(self, actions: Mapping[ActionName, Action]) -> Observation:
-        if set(actions) != {MOVE}:
-            raise ValueError(f"FloorIsLava: expected exactly the action '{MOVE}', got {list(actions)}")
-        move = actions[MOVE]
-        if not isinstance(move, CategoricalAction):
-            raise TypeError(f"FloorIsLava: action '{MOVE}' must be a CategoricalAction, got {type(move).__name__}")
-        if list(move.actors) != [PLAYER_ID] or len(move.indices) != 1:
-            raise ValueError(
-                f"FloorIsLava: action '{MOVE}' expects one choice by player {PLAYER_ID}, got actors "
-                f"{list(move.actors)} and {len(move.indices)} choices"
-            )
-        choice = int(move.indices[0])
-        if not 0 <= choice < len(DIRECTIONS):
-            raise ValueError(f"FloorIsLava: action '{MOVE}' choice {choice} is outside [0, {len(DIRECTIONS)})")
+        expect_actions("FloorIsLava", actions, [MOVE])
+        move = expect_action_type("FloorIsLava", MOVE, actions[MOVE], CategoricalAction)
+        expect_one_choice("FloorIsLava", MOVE, move, PLAYER_ID)
+        choice = check_choice("FloorIsLava", MOVE, move.indices[0], len(DIRECTIONS))
         dx, dy = list(DIRECTIONS.values())[choice]
         self.player = (self.player[0] + dx, self.player[1] + dy)
         return self._observe(reward=1.0 if self.player == self.high_ground else 0.0, done=True)

@@ -33,6 +33,7 @@ from entmachin.env.action import (
 )
 from entmachin.env.common import ActionName
 from entmachin.env.environment import Entity, Environment, Observation, ObsSpace
+from entmachin.env.examples._checks import check_choice, expect_action_type
 
 MOVES = ["turn left", "move forward", "turn right"]
 TURN_ANGLE = np.pi / 8
@@ -116,23 +117,16 @@ class Minefield(Environment):
         return self._observe()
 
     def act(self, actions: Mapping[ActionName, Action]) -> Observation:
-        action = actions.get("move")
-        if not isinstance(action, CategoricalAction):
-            raise TypeError(
-                f"Minefield.act: actions['move'] must be a CategoricalAction, "
-                f"got {type(action).__name__}"
-            )
-        choice = int(action.indices[0])
+        action = expect_action_type("Minefield", "move", actions.get("move"), CategoricalAction)
+        choice = check_choice("Minefield", "move", action.indices[0], len(MOVES))
         if choice == 0:
             self.direction -= TURN_ANGLE
         elif choice == 1:
             self.vehicle = self.vehicle + SPEED * np.array(
                 [np.cos(self.direction), np.sin(self.direction)]
             )  # [2]
-        elif choice == 2:
-            self.direction += TURN_ANGLE
         else:
-            raise ValueError(f"Minefield.act: move index must be in [0, {len(MOVES)}), got {choice}")
+            self.direction += TURN_ANGLE
         self.direction %= 2 * np.pi
         self.step += 1
         return self._observe()

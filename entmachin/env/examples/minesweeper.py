@@ -36,6 +36,14 @@ from entmachin.env.action import (
 )
 from entmachin.env.common import ActionName, EntityID
 from entmachin.env.environment import Entity, Environment, Observation, ObsSpace
+from entmachin.env.examples._checks import (
+    check_bool,
+    check_choice,
+    check_int,
+    expect_action_type,
+    expect_choice_per_actor,
+    resolve_id,
+)
 
 MOVE = "Move"
 FIRE = "Fire Orbital Cannon"
@@ -45,14 +53,6 @@ _DEFUSE = 4
 CANNON_ID: EntityID = ("Orbital Cannon", 0)
 
 Cell = Tuple[int, int]
-
-
-def _check_int(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"MineSweeper: `{name}` must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"MineSweeper: `{name}` must be >= {minimum}, got {value}")
-    return int(value)
 
 
 class MineSweeper(Environment):
@@ -85,16 +85,12 @@ class MineSweeper(Environment):
         orbital_cannon: bool = False,
         cooldown_period: int = 5,
     ) -> None:
-        self.width = _check_int("width", width, 1)
-        self.height = _check_int("height", height, 1)
-        self.nmines = _check_int("nmines", nmines, 1)
-        self.nrobots = _check_int("nrobots", nrobots, 1)
-        self.cooldown_period = _check_int("cooldown_period", cooldown_period, 0)
-        if not isinstance(orbital_cannon, (bool, np.bool_)):
-            raise TypeError(
-                f"MineSweeper: `orbital_cannon` must be a bool, got {type(orbital_cannon).__name__}"
-            )
-        self.orbital_cannon = bool(orbital_cannon)
+        self.width = check_int("MineSweeper", "width", width, 1)
+        self.height = check_int("MineSweeper", "height", height, 1)
+        self.nmines = check_int("MineSweeper", "nmines", nmines, 1)
+        self.nrobots = check_int("MineSweeper", "nrobots", nrobots, 1)
+        self.cooldown_period = check_int("MineSweeper", "cooldown_period", cooldown_period, 0)
+        self.orbital_cannon = check_bool("MineSweeper", "orbital_cannon", orbital_cannon)
         if nmines + nrobots > width * height:
             raise ValueError(
                 f"MineSweeper: `nmines` + `nrobots` = {nmines + nrobots} entities don't fit on a "
@@ -161,60 +157,31 @@ class MineSweeper(Environment):
         """The (type, index) of the cannon's target, or ``None`` if it holds fire."""
         if fire is None:
             return None
-        if not isinstance(fire, SelectEntityAction):
-            raise TypeError(
-                f"MineSweeper: action '{FIRE}' must be a SelectEntityAction, got {type(fire).__name__}"
-            )
-        if len(fire.actors) != len(fire.actees):
-            raise ValueError(
-                f"MineSweeper: action '{FIRE}' has {len(fire.actors)} actors but {len(fire.actees)} actees"
-            )
+        fire = expect_action_type("MineSweeper", FIRE, fire, SelectEntityAction)
+        expect_choice_per_actor("MineSweeper", FIRE, fire)
         if len(fire.actors) == 0:
             return None
         if list(fire.actors) != [CANNON_ID] or not self._cannon_ready():
             raise ValueError(
-                f"MineSweeper: action '{FIRE}' has actors {list(fire.actors)}; only {CANNON_ID} may "
-                f"fire, and only when its cooldown is 0 (it is {self.cooldown}, enabled="
+                f"MineSweeper.act: actions['{FIRE}'] has actors {list(fire.actors)}; only {CANNON_ID} "
+                f"may fire, and only when its cooldown is 0 (it is {self.cooldown}, enabled="
                 f"{self.orbital_cannon})"
             )
-        return self._lookup(fire.actees[0], ("Mine", "Robot"), FIRE)
+        sizes = {"Mine": len(self.mines), "Robot": len(self.robots)}
+        return resolve_id("MineSweeper", FIRE, fire.actees[0], sizes)
 
     def _parse_move(self, move: Optional[Action]) -> List[Tuple[int, int]]:
         """(robot index, choice) for every actor of ``Move``."""
         if move is None:
             return []
-        if not isinstance(move, CategoricalAction):
-            raise TypeError(
-                f"MineSweeper: action '{MOVE}' must be a CategoricalAction, got {type(move).__name__}"
-            )
-        if len(move.actors) != len(move.indices):
-            raise ValueError(
-                f"MineSweeper: action '{MOVE}' has {len(move.actors)} actors but {len(move.indices)} choices"
-            )
+        move = expect_action_type("MineSweeper", MOVE, move, CategoricalAction)
+        expect_choice_per_actor("MineSweeper", MOVE, move)
         moves = []
-        for actor, choice in zip(move.actors, move.indices):
-            if not 0 <= choice < len(MOVE_LABELS):
-                raise ValueError(
-                    f"MineSweeper: action '{MOVE}' choice {choice} is outside [0, {len(MOVE_LABELS)})"
-                )
-            moves.append((self._lookup(actor, ("Robot",), MOVE)[1], int(choice)))
+        for actor, index in zip(move.actors, move.indices):
+            choice = check_choice("MineSweeper", MOVE, index, len(MOVE_LABELS))
+            _, robot = resolve_id("MineSweeper", MOVE, actor, {"Robot": len(self.robots)})
+            moves.append((robot, choice))
         return moves
-
-    def _lookup(self, eid: EntityID, kinds: Tuple[str, ...], action: str) -> Tuple[str, int]:
-        """Resolve an entity id of this step to (type, index), checking the type is allowed."""
-        sizes = {"Mine": len(self.mines), "Robot": len(self.robots)}
-        if (
-            isinstance(eid, tuple)
-            and len(eid) == 2
-            and eid[0] in kinds
-            and isinstance(eid[1], (int, np.integer))
-            and 0 <= eid[1] < sizes[eid[0]]
-        ):
-            return eid[0], int(eid[1])
-        raise ValueError(
-            f"MineSweeper: action '{action}' refers to entity {eid!r}, which is not a current "
-            f"{' or '.join(kinds)} id of the last observation"
-        )
 
     def _cannon_ready(self) -> bool:
         return self.orbital_cannon and self.cooldown == 0

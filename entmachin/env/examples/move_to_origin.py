@@ -31,6 +31,7 @@ from entmachin.env.action import (
 )
 from entmachin.env.common import ActionName
 from entmachin.env.environment import Entity, Environment, Observation, ObsSpace
+from entmachin.env.examples._checks import check_label, expect_action_type
 
 N_STEPS = 32
 SPACESHIP_ID = 0
@@ -76,16 +77,10 @@ class MoveToOrigin(Environment):
     def act(self, actions: Mapping[ActionName, Action]) -> Observation:
         for name, action in actions.items():
             if name not in THRUST:
-                raise ValueError(f"MoveToOrigin: unknown action '{name}'; expected one of {list(THRUST)}")
-            if not isinstance(action, CategoricalAction):
-                raise TypeError(
-                    f"MoveToOrigin: action '{name}' must be a CategoricalAction, got {type(action).__name__}"
-                )
+                raise ValueError(f"MoveToOrigin.act: unknown action '{name}'; expected one of {list(THRUST)}")
+            action = expect_action_type("MoveToOrigin", name, action, CategoricalAction)
             for label in action.labels:
-                if label not in THRUST[name]:
-                    raise ValueError(
-                        f"MoveToOrigin: action '{name}' chose '{label}'; expected one of {list(THRUST[name])}"
-                    )
+                check_label("MoveToOrigin", name, label, list(THRUST[name]))
                 if name == "horizontal_thruster":
                     self.x_velocity += THRUST[name][label]
                 else:

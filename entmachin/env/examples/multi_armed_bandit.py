@@ -24,6 +24,7 @@ from entmachin.env.action import (
 )
 from entmachin.env.common import ActionName
 from entmachin.env.environment import Environment, Observation, ObsSpace
+from entmachin.env.examples._checks import check_label, expect_action_type, expect_actions
 
 PULL = "pull"
 ARMS = ["A", "B", "C", "D", "E"]
@@ -55,15 +56,9 @@ class MultiArmedBandit(Environment):
         return self._observe(reward=0.0)
 
     def act(self, actions: Mapping[ActionName, Action]) -> Observation:
-        if set(actions) != {PULL}:
-            raise ValueError(f"MultiArmedBandit: expected exactly the action '{PULL}', got {list(actions)}")
-        pull = actions[PULL]
-        if not isinstance(pull, GlobalCategoricalAction):
-            raise TypeError(
-                f"MultiArmedBandit: action '{PULL}' must be a GlobalCategoricalAction, got {type(pull).__name__}"
-            )
-        if pull.label not in ARMS:
-            raise ValueError(f"MultiArmedBandit: action '{PULL}' chose '{pull.label}'; expected one of {ARMS}")
+        expect_actions("MultiArmedBandit", actions, [PULL])
+        pull = expect_action_type("MultiArmedBandit", PULL, actions[PULL], GlobalCategoricalAction)
+        check_label("MultiArmedBandit", PULL, pull.label, ARMS)
         reward = 1.0 / N_STEPS if pull.label == WINNING_ARM else 0.0
         self.step += 1
         self.total_reward += reward

@@ -35,6 +35,7 @@ from entmachin.env.action import (
 )
 from entmachin.env.common import ActionName
 from entmachin.env.environment import Entity, Environment, Observation, ObsSpace
+from entmachin.env.examples._checks import check_choice, expect_action_type
 
 MOVES = ["up", "down", "left", "right"]
 # Cell offset (dx, dy) of each move, in the order of MOVES.
@@ -134,21 +135,14 @@ class MultiSnake(Environment):
         return self._observe(reward=0.0, done=False, truncated=False)
 
     def act(self, actions: Mapping[ActionName, Action]) -> Observation:
-        action = actions.get("move")
-        if not isinstance(action, CategoricalAction):
-            raise TypeError(
-                f"MultiSnake.act: actions['move'] must be a CategoricalAction, "
-                f"got {type(action).__name__}"
-            )
+        action = expect_action_type("MultiSnake", "move", actions.get("move"), CategoricalAction)
         self.step += 1
         game_over = False
         n_grown = 0
         eaten: List[int] = []  # colours to respawn once every snake has moved
         for snake_id, choice in zip(action.actors, action.indices):
             snake = self._snake(snake_id)
-            if not 0 <= choice < len(MOVES):
-                raise ValueError(f"MultiSnake.act: move index must be in [0, {len(MOVES)}), got {choice}")
-            dx, dy = MOVE_DELTAS[choice]
+            dx, dy = MOVE_DELTAS[check_choice("MultiSnake", "move", choice, len(MOVES))]
             x, y = snake.segments[-1]
             head = (x + dx, y + dy)
             if not self._on_board(head) or any(head in s.segments for s in self.snakes):

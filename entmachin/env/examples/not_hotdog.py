@@ -29,6 +29,7 @@ from entmachin.env.action import (
 )
 from entmachin.env.common import ActionName
 from entmachin.env.environment import Entity, Environment, Observation, ObsSpace
+from entmachin.env.examples._checks import expect_action_type
 
 PLAYER_ID = 0
 
@@ -70,12 +71,7 @@ class NotHotdog(Environment):
         return self._observe(reward=0.0, done=False)
 
     def act(self, actions: Mapping[ActionName, Action]) -> Observation:
-        action = actions.get("classify")
-        if not isinstance(action, CategoricalAction):
-            raise TypeError(
-                f"NotHotdog.act: actions['classify'] must be a CategoricalAction, "
-                f"got {type(action).__name__}"
-            )
+        action = expect_action_type("NotHotdog", "classify", actions.get("classify"), CategoricalAction)
         self.step += 1
         reward = 1.0 if int(action.indices[0]) == self.is_hotdog else 0.0
         return self._observe(reward=reward, done=True)

@@ -30,6 +30,7 @@ from entmachin.env.action import (
 )
 from entmachin.env.common import ActionName
 from entmachin.env.environment import Entity, Environment, Observation, ObsSpace
+from entmachin.env.examples._checks import expect_action_type
 
 N_COLORS = 6
 MIN_RANDOM_BALLS = 3
@@ -85,12 +86,9 @@ class PickMatchingBalls(Environment):
         return self._observe()
 
     def act(self, actions: Mapping[ActionName, Action]) -> Observation:
-        action = actions.get("Pick Ball")
-        if not isinstance(action, SelectEntityAction):
-            raise TypeError(
-                f"PickMatchingBalls.act: actions['Pick Ball'] must be a SelectEntityAction, "
-                f"got {type(action).__name__}"
-            )
+        action = expect_action_type(
+            "PickMatchingBalls", "Pick Ball", actions.get("Pick Ball"), SelectEntityAction
+        )
         for ball in action.actees:
             unpicked = np.flatnonzero(~self.selected).tolist()
             if not isinstance(ball, (int, np.integer)) or ball not in unpicked:

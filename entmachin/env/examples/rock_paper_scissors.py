@@ -32,6 +32,7 @@ from entmachin.env.action import (
 )
 from entmachin.env.common import ActionName
 from entmachin.env.environment import Entity, Environment, Observation, ObsSpace
+from entmachin.env.examples._checks import check_bool, check_choice, expect_action_type
 
 THROWS = ["rock", "paper", "scissors"]
 # Cumulative probabilities of the opponent's rock, paper (scissors takes the rest).
@@ -56,9 +57,7 @@ class RockPaperScissors(Environment):
     """
 
     def __init__(self, cheat: bool = False) -> None:
-        if not isinstance(cheat, (bool, np.bool_)):
-            raise TypeError(f"RockPaperScissors: cheat must be a bool, got {type(cheat).__name__}")
-        self.cheat = bool(cheat)
+        self.cheat = check_bool("RockPaperScissors", "cheat", cheat)
         self.rng = np.random.default_rng()
         self.opponent = 0
         self.reset()
@@ -79,17 +78,8 @@ class RockPaperScissors(Environment):
         return self._observe(reward=0.0, done=False)
 
     def act(self, actions: Mapping[ActionName, Action]) -> Observation:
-        action = actions.get("throw")
-        if not isinstance(action, CategoricalAction):
-            raise TypeError(
-                f"RockPaperScissors.act: actions['throw'] must be a CategoricalAction, "
-                f"got {type(action).__name__}"
-            )
-        throw = int(action.indices[0])
-        if not 0 <= throw < len(THROWS):
-            raise ValueError(
-                f"RockPaperScissors.act: throw index must be in [0, {len(THROWS)}), got {throw}"
-            )
+        action = expect_action_type("RockPaperScissors", "throw", actions.get("throw"), CategoricalAction)
+        throw = check_choice("RockPaperScissors", "throw", action.indices[0], len(THROWS))
         reward = WIN_REWARD if BEATS[throw] == self.opponent else 0.0
         return self._observe(reward=reward, done=True)
 

@@ -26,6 +26,7 @@ from entmachin.env.action import (
 )
 from entmachin.env.common import ActionName
 from entmachin.env.environment import Entity, Environment, Observation, ObsSpace
+from entmachin.env.examples._checks import expect_action_type
 
 
 class Xor(Environment):
@@ -52,12 +53,7 @@ class Xor(Environment):
         return self._observe(reward=0.0, done=False)
 
     def act(self, actions: Mapping[ActionName, Action]) -> Observation:
-        action = actions.get("output")
-        if not isinstance(action, GlobalCategoricalAction):
-            raise TypeError(
-                f"Xor.act: actions['output'] must be a GlobalCategoricalAction, "
-                f"got {type(action).__name__}"
-            )
+        action = expect_action_type("Xor", "output", actions.get("output"), GlobalCategoricalAction)
         answer = int(self.bits[0] ^ self.bits[1]) ^ self.negate
         reward = 1.0 if int(action.index) == answer else 0.0
         return self._observe(reward=reward, done=True)

@@ -3,10 +3,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from entmachin.env import CategoricalAction, GlobalCategoricalAction
+from entmachin.env import CategoricalAction
 from entmachin.env.examples.count import COUNT, PLAYER_ID, Count
-
-from ._random_driver import random_run, same_observations
 
 LABELS = [str(i) for i in range(10)]
 
@@ -75,10 +73,8 @@ def test_one_masked_choice_means_no_beans_and_one_allowed_answer():
 
 def test_bad_actions_raise():
     env, _ = _seeded()
-    with pytest.raises(ValueError, match="expects one choice by 'Player', got actors \\[\\] and 0 choices"):
+    with pytest.raises(ValueError, match=r"expects one choice by actor 'Player', got actors \[\] and 0 choices"):
         env.act({COUNT: CategoricalAction([], np.zeros(0, dtype=np.int64), LABELS)})
-    with pytest.raises(TypeError, match="'count' must be a CategoricalAction, got GlobalCategoricalAction"):
-        env.act({COUNT: GlobalCategoricalAction(0, "0")})
     with pytest.raises(ValueError, match="expected exactly the action 'count', got \\['guess'\\]"):
         env.act({"guess": _answer(0)[COUNT]})
 
@@ -94,15 +90,3 @@ def test_bad_actions_raise():
 def test_constructor_validation(value, error, match):
     with pytest.raises(error, match=match):
         Count(value)
-
-
-def test_same_seed_same_episodes():
-    assert same_observations(random_run(Count(), 30, seed=8), random_run(Count(), 30, seed=8))
-    assert not same_observations(random_run(Count(), 30, seed=8), random_run(Count(), 30, seed=9))
-
-
-def test_random_actions_for_200_steps():
-    history = random_run(Count(masked_choices=4), 200, seed=0)
-    ends = [o for o in history if o.done]
-    assert len(ends) == 200
-    assert {o.reward for o in ends} == {0.0, 1.0}

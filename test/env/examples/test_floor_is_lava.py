@@ -3,10 +3,8 @@ import copy
 import numpy as np
 import pytest
 
-from entmachin.env import CategoricalAction, SelectEntityAction
+from entmachin.env import CategoricalAction
 from entmachin.env.examples.floor_is_lava import DIRECTIONS, MOVE, PLAYER_ID, FloorIsLava
-
-from ._random_driver import random_run, same_observations
 
 LABELS = list(DIRECTIONS)
 
@@ -75,22 +73,9 @@ def test_exactly_one_direction_pays():
 
 def test_bad_actions_raise():
     env, _ = _seeded(0)
-    with pytest.raises(ValueError, match="expects one choice by player 0, got actors \\[1\\] and 1 choices"):
+    with pytest.raises(ValueError, match=r"expects one choice by actor 0, got actors \[1\] and 1 choices"):
         env.act({MOVE: CategoricalAction([1], np.array([0]), LABELS)})
-    with pytest.raises(ValueError, match="choice 8 is outside \\[0, 8\\)"):
+    with pytest.raises(ValueError, match=r"actions\['move'\] choice 8 is outside \[0, 8\)"):
         env.act({MOVE: CategoricalAction([PLAYER_ID], np.array([8]), LABELS)})
-    with pytest.raises(TypeError, match="'move' must be a CategoricalAction, got SelectEntityAction"):
-        env.act({MOVE: SelectEntityAction([PLAYER_ID], [PLAYER_ID])})
     with pytest.raises(ValueError, match="expected exactly the action 'move'"):
         env.act({})
-
-
-def test_same_seed_same_episodes():
-    assert same_observations(random_run(FloorIsLava(), 30, seed=2), random_run(FloorIsLava(), 30, seed=2))
-    assert not same_observations(random_run(FloorIsLava(), 30, seed=2), random_run(FloorIsLava(), 30, seed=3))
-
-
-def test_random_actions_for_200_steps():
-    history = random_run(FloorIsLava(), 200, seed=0)
-    ends = [o for o in history if o.done]
-    assert len(ends) == 200 and {o.reward for o in ends} == {0.0, 1.0}

@@ -4,7 +4,7 @@ import pytest
 from entmachin.env import CategoricalAction, SelectEntityAction
 from entmachin.env.examples.minesweeper import CANNON_ID, FIRE, MOVE, MOVE_LABELS, MineSweeper
 
-from ._random_driver import random_run, same_observations
+from ._rollouts import random_rollout
 
 
 def _move(env, choices):
@@ -148,8 +148,6 @@ def test_actions_naming_unknown_entities_raise():
         env.act({FIRE: SelectEntityAction([CANNON_ID], [])})
     with pytest.raises(ValueError, match="refers to entity \\('Cherry', 0\\), which is not a current Mine or Robot"):
         env.act(_fire(env, ("Cherry", 0)))
-    with pytest.raises(TypeError, match="'Move' must be a CategoricalAction"):
-        env.act({MOVE: SelectEntityAction([], [])})
 
 
 @pytest.mark.parametrize(
@@ -170,14 +168,8 @@ def test_constructor_validation(kwargs, error, match):
         MineSweeper(**kwargs)
 
 
-def test_same_seed_same_episodes():
-    make = lambda: MineSweeper(orbital_cannon=True, cooldown_period=1)  # noqa: E731
-    assert same_observations(random_run(make(), 60, seed=3), random_run(make(), 60, seed=3))
-    assert not same_observations(random_run(make(), 60, seed=3), random_run(make(), 60, seed=4))
-
-
 @pytest.mark.parametrize("orbital_cannon", [False, True])
-def test_random_actions_for_200_steps(orbital_cannon):
-    history = random_run(MineSweeper(orbital_cannon=orbital_cannon, cooldown_period=2), 200, seed=0)
-    assert sum(o.done for o in history) >= 1
-    assert all(o.reward in (0.0, 1.0) and not o.truncated for o in history)
+def test_random_play_ends_by_the_rules_only(orbital_cannon):
+    steps = list(random_rollout(lambda: MineSweeper(orbital_cannon=orbital_cannon, cooldown_period=2), 200))
+    assert sum(int(obs.done.sum()) for obs in steps) >= 1
+    assert all(set(obs.reward.tolist()) <= {0.0, 1.0} and not obs.truncated.any() for obs in steps)

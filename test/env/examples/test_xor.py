@@ -1,7 +1,6 @@
 import numpy as np
-import pytest
 
-from entmachin.env import CategoricalAction, GlobalCategoricalAction, GlobalCategoricalActionMask
+from entmachin.env import GlobalCategoricalAction, GlobalCategoricalActionMask
 from entmachin.env.examples.xor import Xor
 
 
@@ -12,15 +11,6 @@ def _output(index: int) -> dict:
 def _answer(obs) -> int:
     bit1, bit2 = obs.features["Input"][:, 0].astype(int)
     return (bit1 ^ bit2) ^ int(obs.global_features[0])
-
-
-def _random_actions(env, obs, rng) -> dict:
-    """A random allowed choice of the global action, from its mask."""
-    space = env.action_space()["output"]
-    mask = obs.actions["output"].mask
-    allowed = np.ones(len(space), bool) if mask is None else np.asarray(mask).reshape(-1)
-    index = int(rng.choice(np.flatnonzero(allowed)))
-    return {"output": GlobalCategoricalAction(index, space.index_to_label[index])}
 
 
 def test_spaces():
@@ -67,42 +57,3 @@ def test_known_cases():
     assert env.act(_output(1)).reward == 1.0
     env.bits, env.negate = np.array([0, 0]), 1
     assert env.act(_output(0)).reward == 0.0
-
-
-def test_act_rejects_wrong_action_type():
-    env = Xor()
-    env.reset()
-    with pytest.raises(
-        TypeError,
-        match=r"actions\['output'\] must be a GlobalCategoricalAction, got CategoricalAction",
-    ):
-        env.act({"output": CategoricalAction([0], np.array([1]), ["0", "1"])})
-
-
-def _run(seed: int, n: int):
-    env, rng = Xor(), np.random.default_rng(seed)
-    env.seed(seed)
-    out = []
-    for _ in range(n):
-        obs = env.reset()
-        after = env.act(_random_actions(env, obs, rng))
-        out.append((obs.features["Input"].tobytes(), obs.global_features.tobytes(), after.reward))
-    return out
-
-
-def test_seeding_reproducible():
-    assert _run(3, 30) == _run(3, 30)
-    assert _run(3, 30) != _run(4, 30)
-
-
-def test_random_smoke_200_steps():
-    env, rng = Xor(), np.random.default_rng(0)
-    env.seed(0)
-    obs, rewards = env.reset(), []
-    for _ in range(200):
-        obs = env.act(_random_actions(env, obs, rng))
-        assert obs.done and not obs.truncated
-        assert obs.features["Input"].shape == (2, 1) and obs.features["Input"].dtype == np.float32
-        rewards.append(obs.reward)
-        obs = env.reset()
-    assert 0.3 < np.mean(rewards) < 0.7
