@@ -128,7 +128,8 @@ class PickMatchingBalls(Environment):
             ids={"Ball": list(range(n_balls)), "Player": [player_id]},
             actions={
                 "Pick Ball": SelectEntityActionMask(
-                    actor_ids=[player_id],
+                    # Once every ball is picked there is nothing left to select: no actor.
+                    actor_ids=[] if all_picked else [player_id],
                     actee_ids=np.flatnonzero(~self.selected).tolist(),
                 )
             },

@@ -101,6 +101,13 @@ def test_picking_every_ball_scores_one():
     obs = env.act(_pick(obs, 0))
     assert (obs.reward, obs.done) == (1.0, True)
     assert list(obs.actions["Pick Ball"].actee_ids) == []
+    assert list(obs.actions["Pick Ball"].actor_ids) == []  # nothing left to select: no actor
+
+
+def test_small_and_randomized_games_validate_to_the_end():
+    for make in (lambda: PickMatchingBalls(3), lambda: PickMatchingBalls(6, randomize=True)):
+        episodes = sum(int(obs.done.sum()) for obs in random_rollout(make, 200))
+        assert episodes > 0
 
 
 def test_randomize_draws_counts_in_range():
