@@ -1,10 +1,14 @@
 """Models: RogueNet (a ragged transformer over entities) and MLPs for dense problems."""
 from entmachin.model.config import RelposEncodingConfig, RogueNetConfig, TranslationConfig
 from entmachin.model.input_norm import InputNorm, collecting_stats
+from entmachin.model.mlp import MLPActor, MLPCritic, MLPGaussianActor
 from entmachin.model.rogue_net import RogueNet, RogueNetCritic, RogueNetOutput
 
 __all__ = [
     "InputNorm",
+    "MLPActor",
+    "MLPCritic",
+    "MLPGaussianActor",
     "RelposEncodingConfig",
     "RogueNet",
     "RogueNetConfig",

@@ -1,0 +1,167 @@
+"""MLP actors and critic for dense observations, with Machin's ``(action, log_prob, entropy)`` return.
+
+For problems whose observation is one feature vector per step (for example an environment
+that only has global features). Each module can normalise its inputs with a running
+``InputNorm`` that, as in RogueNet, learns only inside ``collecting_stats()``.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Literal, Optional, Sequence, Tuple
+
+import torch
+from torch import nn
+
+from entmachin.model.heads import masked_categorical
+from entmachin.model.input_norm import InputNorm, NormalisedModule
+
+Activation = Literal["tanh", "relu", "gelu"]
+_ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "gelu": nn.GELU}
+
+
+def _layer(d_in: int, d_out: int, gain: float) -> nn.Linear:
+    layer = nn.Linear(d_in, d_out)
+    nn.init.orthogonal_(layer.weight, gain=gain)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+class _DenseTrunk(NormalisedModule):
+    """Optional input normalisation followed by hidden layers; shared by the MLP modules."""
+
+    def __init__(self, owner: str, d_state: int, d_hidden: Sequence[int], activation: Activation,
+                 normalize_inputs: bool, clip: float) -> None:
+        super().__init__()
+        if isinstance(d_state, bool) or not isinstance(d_state, int) or d_state < 1:
+            raise ValueError(f"{owner}: d_state must be a positive int, got {d_state!r}")
+        if any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in d_hidden):
+            raise ValueError(f"{owner}: d_hidden must hold positive ints, got {list(d_hidden)!r}")
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"{owner}: activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
+        self.owner = owner
+        self.d_state = d_state
+        self.norm = InputNorm(d_state, clip) if normalize_inputs else None
+        layers: list[nn.Module] = []
+        d_in = d_state
+        for d in d_hidden:
+            layers += [_layer(d_in, d, math.sqrt(2)), _ACTIVATIONS[activation]()]
+            d_in = d
+        self.hidden = nn.Sequential(*layers)
+        self.d_out = d_in
+
+    def features(self, state: Any) -> torch.Tensor:
+        device = next(self.parameters()).device
+        if not isinstance(state, torch.Tensor):
+            try:
+                state = torch.as_tensor(state, dtype=torch.float32)
+            except (TypeError, ValueError, RuntimeError) as e:
+                raise TypeError(f"{self.owner}.forward: state must be a tensor [B, {self.d_state}], "
+                                f"got {type(state).__name__}") from e
+        if state.dim() != 2 or state.shape[1] != self.d_state:
+            raise ValueError(
+                f"{self.owner}.forward: state has shape {tuple(state.shape)}; expected [B, {self.d_state}]"
+            )
+        x = state.to(device=device, dtype=torch.promote_types(state.dtype, torch.float32))  # [B, d_state]
+        if self.norm is not None:
+            x = self.norm(x)
+        return self.hidden(x)  # [B, d_hidden[-1]]
+
+
+class MLPActor(_DenseTrunk):
+    """A categorical policy over ``n_actions`` choices.
+
+    Args:
+        d_state: width of the observation vector.
+        n_actions: number of choices.
+        d_hidden: widths of the hidden layers.
+        activation: hidden activation.
+        normalize_inputs: normalise observations with running statistics.
+        clip: clip value of the input normalisation.
+
+    Shape:
+        state: ``[B, d_state]``; mask: bool ``[B, n_actions]``; returns ``action`` int64 ``[B, 1]``,
+        ``log_prob`` ``[B, 1]`` and ``entropy`` ``[B, 1]``.
+    """
+
+    def __init__(self, d_state: int, n_actions: int, *, d_hidden: Sequence[int] = (64, 64),
+                 activation: Activation = "tanh", normalize_inputs: bool = False, clip: float = 5.0) -> None:
+        super().__init__("MLPActor", d_state, d_hidden, activation, normalize_inputs, clip)
+        if isinstance(n_actions, bool) or not isinstance(n_actions, int) or n_actions < 1:
+            raise ValueError(f"MLPActor: n_actions must be a positive int, got {n_actions!r}")
+        self.n_actions = n_actions
+        self.logits = _layer(self.d_out, n_actions, 0.01)
+
+    def forward(self, state: Any, action: Optional[torch.Tensor] = None, mask: Optional[torch.Tensor] = None,
+                *, deterministic: bool = False) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        logits = self.logits(self.features(state))  # [B, n_actions]
+        n = logits.shape[0]
+        if mask is not None:
+            mask = torch.as_tensor(mask, device=logits.device).to(torch.bool)
+            if mask.shape != logits.shape:
+                raise ValueError(f"MLPActor.forward: mask has shape {tuple(mask.shape)}; expected [B, n_actions] = {(n, self.n_actions)}")
+            if not mask.any(dim=1).all():
+                raise ValueError(f"MLPActor.forward: mask row {int(torch.nonzero(~mask.any(dim=1))[0, 0])} forbids every choice")
+        if action is not None:
+            action = torch.as_tensor(action, device=logits.device)
+            if action.dtype.is_floating_point and (action == action.round()).all():
+                action = action.long()  # buffers often store discrete actions as floats
+            if action.numel() != n or action.dtype.is_floating_point or action.dtype == torch.bool:
+                raise ValueError(
+                    f"MLPActor.forward: action has shape {tuple(action.shape)} and dtype {action.dtype}; "
+                    f"expected {n} integer choices ([B] or [B, 1])"
+                )
+            action = action.reshape(n).long()  # [B]
+            bad = (action < 0) | (action >= self.n_actions)
+            if bad.any():
+                raise ValueError(f"MLPActor.forward: action {int(action[bad][0])} is outside [0, {self.n_actions})")
+        out = masked_categorical(logits, mask, action, deterministic)
+        return out.action[:, None], out.log_prob[:, None], out.entropy[:, None]
+
+
+class MLPGaussianActor(_DenseTrunk):
+    """A diagonal Gaussian policy over ``d_action`` continuous values (state-independent std).
+
+    Shape:
+        state: ``[B, d_state]``; returns ``action`` ``[B, d_action]``, ``log_prob`` ``[B, 1]``
+        (summed over action dimensions) and ``entropy`` ``[B, 1]``.
+    """
+
+    def __init__(self, d_state: int, d_action: int, *, d_hidden: Sequence[int] = (64, 64),
+                 activation: Activation = "tanh", normalize_inputs: bool = False, clip: float = 5.0,
+                 log_std_init: float = 0.0) -> None:
+        super().__init__("MLPGaussianActor", d_state, d_hidden, activation, normalize_inputs, clip)
+        if isinstance(d_action, bool) or not isinstance(d_action, int) or d_action < 1:
+            raise ValueError(f"MLPGaussianActor: d_action must be a positive int, got {d_action!r}")
+        self.d_action = d_action
+        self.mean = _layer(self.d_out, d_action, 0.01)
+        self.log_std = nn.Parameter(torch.full((d_action,), float(log_std_init)))  # [d_action]
+
+    def forward(self, state: Any, action: Optional[torch.Tensor] = None, *,
+                deterministic: bool = False) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        mean = self.mean(self.features(state)).float()  # [B, d_action]
+        dist = torch.distributions.Normal(mean, self.log_std.float().exp().expand_as(mean))
+        if action is None:
+            action = mean.detach() if deterministic else dist.sample()  # [B, d_action]
+        else:
+            action = torch.as_tensor(action, device=mean.device, dtype=mean.dtype)
+            if action.shape != mean.shape:
+                raise ValueError(f"MLPGaussianActor.forward: action has shape {tuple(action.shape)}; expected {tuple(mean.shape)}")
+        log_prob = dist.log_prob(action).sum(dim=1, keepdim=True)  # [B, 1]
+        entropy = dist.entropy().sum(dim=1, keepdim=True)  # [B, 1]
+        return action, log_prob, entropy
+
+
+class MLPCritic(_DenseTrunk):
+    """A state-value function.
+
+    Shape:
+        state: ``[B, d_state]``; returns ``[B, 1]``.
+    """
+
+    def __init__(self, d_state: int, *, d_hidden: Sequence[int] = (64, 64), activation: Activation = "tanh",
+                 normalize_inputs: bool = False, clip: float = 5.0) -> None:
+        super().__init__("MLPCritic", d_state, d_hidden, activation, normalize_inputs, clip)
+        self.value = _layer(self.d_out, 1, 1.0)
+
+    def forward(self, state: Any) -> torch.Tensor:
+        return self.value(self.features(state))  # [B, 1]
