@@ -1,0 +1,223 @@
+"""``Buffer``: a ring replay buffer of transitions, stored column by column.
+
+Machin 0.4.2's user contract (``append``, ``size``, ``clear``, ``sample_batch``) over columnar
+storage: each leaf of the transitions is one pre-allocated column (ragged leaves: items back to
+back plus per-row lengths), so an append copies a few arrays and a sample is one gather per
+leaf, with no per-step Python objects.
+
+Example:
+    >>> buffer = Buffer(1000)
+    >>> for _ in range(10):
+    ...     buffer.append({"state": {"state": torch.zeros(1, 4)}, "action": {"action": torch.zeros(1, 1)},
+    ...                    "next_state": {"state": torch.zeros(1, 4)}, "reward": 1.0, "terminal": False})
+    >>> n, (state, reward) = buffer.sample_batch(8, sample_attrs=["state", "reward"])
+    >>> n, state.state.shape, reward.shape
+    (8, torch.Size([8, 4]), torch.Size([8, 1]))
+"""
+
+import logging
+from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+
+from entmachin.buffer.fast_path import FastPath
+from entmachin.buffer.sampling import SampleMethod, check_batch_size, choose_rows, collate
+from entmachin.buffer.schema import Schema
+from entmachin.buffer.storage import RingStorage
+from entmachin.buffer.transition import TransitionBase, as_transition
+
+__all__ = ["Buffer"]
+
+logger = logging.getLogger(__name__)
+
+TransitionLike = Union[TransitionBase, Mapping[str, Any]]
+
+
+class Buffer:
+    """A ring buffer of transition rows (not thread-safe).
+
+    The first append fixes the schema: attribute names and kinds, and for every leaf whether
+    it is dense or ragged, its dtype and its per-row (or per-item) shape. Later appends must
+    match it; a ragged leaf missing from a later transition (an entity type absent from that
+    step) is stored as zero-length sequences. A dict is read as a ``Transition`` on the first
+    append and by the schema's attribute kinds afterwards.
+
+    Sizes are in rows: a transition of B rows takes B slots, and once ``buffer_size`` rows are
+    stored each append overwrites the oldest ones. Stored data are copies owned by the buffer.
+
+    Args:
+        buffer_size: rows kept.
+        buffer_device: where the stored data live, and the default device of samples.
+        seed: seeds the buffer's own random generator (None: fresh entropy).
+
+    Raises:
+        ValueError: ``buffer_size`` is not a positive int.
+    """
+
+    def __init__(self, buffer_size: int, buffer_device: Union[str, torch.device] = "cpu", *, seed: Optional[int] = None) -> None:
+        if isinstance(buffer_size, bool) or not isinstance(buffer_size, (int, np.integer)) or buffer_size < 1:
+            raise ValueError(f"Buffer: buffer_size must be an int >= 1, got {buffer_size!r}")
+        self.buffer_size = int(buffer_size)
+        self.buffer_device = torch.device(buffer_device)
+        self._rng = np.random.default_rng(seed)
+        self._schema: Optional[Schema] = None
+        self._storage: Optional[RingStorage] = None
+        self._fast: Optional[FastPath] = None
+
+    # --------------------------------------------------------------------------- writes
+
+    def append(self, transition: TransitionLike) -> None:
+        """Stores one transition (a ``TransitionBase`` or a dict) of one or more rows.
+
+        Raises:
+            ValueError: the transition does not match the schema (the message names the
+                attribute and key, and what was expected), or holds more rows than
+                ``buffer_size``.
+            TypeError: a value of the wrong kind.
+        """
+        fast = self._fast
+        if fast is not None:
+            values = fast.extract(transition)
+            if values is not None:
+                self._storage.write_row(values)
+                return
+        self._write(self._extract(transition, "append"))
+
+    def store_episode(self, episode: Sequence[TransitionLike]) -> None:
+        """Appends transitions in order; if any fails its check, none is stored.
+
+        Raises:
+            ValueError, TypeError: as :meth:`append`, naming the failing position.
+        """
+        if isinstance(episode, (Mapping, TransitionBase)) or not isinstance(episode, Iterable):
+            raise TypeError(
+                f"store_episode: expected a list of transitions, got {type(episode).__name__}"
+            )
+        checked = [self._extract(t, f"store_episode: episode[{i}]") for i, t in enumerate(episode)]
+        for item in checked:
+            self._write(item)
+
+    def _extract(self, transition: TransitionLike, where: str) -> Tuple[int, list, list]:
+        if self._schema is None:
+            transition = as_transition(transition, where)
+            self._schema = Schema.of(transition)
+        if isinstance(transition, TransitionBase):
+            self._schema.check_kinds(transition, where)
+            return self._schema.extract(transition._data, where)
+        if not isinstance(transition, Mapping):
+            raise TypeError(f"{where}: expected a Transition or a dict, got {type(transition).__name__}")
+        return self._schema.extract(transition, where)
+
+    def _write(self, item: Tuple[int, list, list]) -> np.ndarray:
+        if self._storage is None:
+            self._storage = RingStorage(self._schema, self.buffer_size, self.buffer_device)
+            if self._storage.host_arrays:
+                self._fast = FastPath.build(self._schema)
+        n_rows, values, customs = item
+        return self._storage.write(n_rows, values, customs)
+
+    def size(self) -> int:
+        """Rows stored."""
+        return 0 if self._storage is None else self._storage.size
+
+    def __len__(self) -> int:
+        return self.size()
+
+    def clear(self) -> None:
+        """Removes every row; the schema stays fixed."""
+        if self._storage is not None:
+            self._storage.clear()
+
+    @property
+    def schema(self) -> Optional[Schema]:
+        """The schema fixed by the first append (None before it)."""
+        return self._schema
+
+    def storage_nbytes(self) -> int:
+        """Bytes held by the columns (custom attribute objects not counted)."""
+        return 0 if self._storage is None else sum(self._storage.nbytes().values())
+
+    # --------------------------------------------------------------------------- reads
+
+    def sample_batch(
+        self,
+        batch_size: int,
+        concatenate: bool = True,
+        device: Union[str, torch.device, None] = None,
+        sample_method: SampleMethod = "random_unique",
+        sample_attrs: Optional[Sequence[str]] = None,
+        additional_concat_attrs: Optional[Sequence[str]] = None,
+    ) -> Tuple[int, Optional[tuple]]:
+        """Samples rows and returns them attribute by attribute.
+
+        Args:
+            batch_size: rows wanted (``"random_unique"`` returns at most ``size()``).
+            concatenate: concatenate every leaf over the sampled rows (dense values along
+                dim 0, ragged values into one ``RaggedTensor`` whose sequence i belongs to
+                sample i); if False, return per-sample lists.
+            device: where samples go (default: ``buffer_device``).
+            sample_method: ``"random_unique"``, ``"random"`` (with replacement), ``"all"``
+                (every row, oldest first, ignoring ``batch_size``) or a callable
+                ``f(buffer, batch_size)`` returning row indices by age (0 = oldest).
+            sample_attrs: attributes to return, in order (default: all); ``"*"`` collects the
+                custom attributes not named elsewhere into a dict.
+            additional_concat_attrs: custom attributes to turn into ``[n, -1]`` tensors.
+
+        Returns:
+            ``(n, values)``: major attributes as ``arrdict``s, sub attributes as tensors
+            ``[n, ...]`` (scalars as ``[n, 1]``), custom attributes as lists; ``(0, None)``
+            when the buffer is empty or nothing is sampled.
+
+        Raises:
+            ValueError: a negative ``batch_size``, an unknown sample method or attribute.
+            TypeError: a ``batch_size`` that is not an int.
+        """
+        batch_size = check_batch_size(batch_size, "sample_batch")
+        if self._storage is None or self._storage.size == 0:
+            self._check_method(sample_method)
+            return 0, None
+        slots = choose_rows(self, self._storage, batch_size, sample_method, self._rng)
+        if slots.shape[0] == 0:
+            return 0, None
+        target = self.buffer_device if device is None else torch.device(device)
+        values = collate(self._storage, slots, concatenate, target, sample_attrs, additional_concat_attrs)
+        return int(slots.shape[0]), values
+
+    @staticmethod
+    def _check_method(method: SampleMethod) -> None:
+        if isinstance(method, str) and method not in ("random_unique", "random", "all"):
+            raise ValueError(
+                f"sample_batch: sample_method must be one of ['random_unique', 'random', 'all'] "
+                f"or a callable, got {method!r}"
+            )
+
+    # ------------------------------------------------------------------ saving / loading
+
+    def save(self, path: str) -> None:
+        """Saves every row, the ring position and the random state to one file.
+
+        Dense and ragged data are stored as raw arrays (no pickle); custom attribute values
+        are stored with dill, so load files only from sources you trust.
+        """
+        from entmachin.buffer.io import save_buffer
+
+        save_buffer(self, path)
+
+    @classmethod
+    def load(cls, path: str, buffer_device: Union[str, torch.device, None] = None) -> "Buffer":
+        """Loads a buffer written by :meth:`save` (dill part: trusted files only).
+
+        Args:
+            path: the file.
+            buffer_device: override the saved ``buffer_device``.
+
+        Raises:
+            ValueError: the file is truncated, not a buffer file, or of another buffer class.
+        """
+        from entmachin.buffer.io import load_buffer
+
+        return load_buffer(cls, path, buffer_device)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(size={self.size()}, buffer_size={self.buffer_size}, buffer_device={self.buffer_device})"

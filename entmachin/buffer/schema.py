@@ -1,0 +1,314 @@
+"""The schema a buffer's first append fixes, and the cached per-append check against it.
+
+A schema lists the attributes (major / sub / custom) and every leaf of the major attributes
+with its kind (dense, ragged or scalar), dtype and per-row (dense) or per-item (ragged) shape.
+``Schema.extract`` checks one later transition or dict against it and returns the values as
+host arrays ready to be copied into the buffer's columns; it is the hot path of ``append``.
+"""
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
+
+import numpy as np
+import torch
+
+from entmachin.buffer.transition import TransitionBase
+from entmachin.buffer.values import leaf_paths
+from entmachin.buffer.values import describe, numpy_dtype_of, own_custom, find_tensor, value_spec
+from entmachin.ragged import RaggedTensor, is_ragged_buffer
+
+__all__ = ["LeafSpec", "Schema"]
+
+_FLOAT_KINDS, _INT_KINDS = frozenset("fiu"), frozenset("iu")
+
+
+class LeafSpec(NamedTuple):
+    """One stored column: a leaf of a major attribute, or a sub attribute (``path == ()``)."""
+
+    attr: str
+    path: Tuple[str, ...]
+    kind: str  # "dense" | "ragged" | "scalar"
+    dtype: torch.dtype
+    shape: Tuple[int, ...]  # per-row shape (dense, scalar) or per-item shape (ragged)
+    np_dtype: Optional[np.dtype]  # None where numpy has no such dtype
+
+    @property
+    def name(self) -> str:
+        """Where the leaf lives, e.g. ``state['entities']['Robot']``."""
+        return self.attr + "".join(f"[{key!r}]" for key in self.path)
+
+
+@dataclass(frozen=True)
+class Schema:
+    """Attribute names and leaf specs fixed by a buffer's first append."""
+
+    major_attr: Tuple[str, ...]
+    sub_attr: Tuple[str, ...]
+    custom_attr: Tuple[str, ...]
+    leaves: Tuple[LeafSpec, ...]
+    # (attr, path) of every dict node of the major attributes -> its keys
+    nodes: Tuple[Tuple[str, Tuple[str, ...], frozenset], ...]
+    # major attribute -> its tree with each leaf replaced by the leaf's index in ``leaves``
+    templates: Dict[str, Any]
+
+    @property
+    def keys(self) -> Tuple[str, ...]:
+        """All attribute names: major, then sub, then custom."""
+        return self.major_attr + self.sub_attr + self.custom_attr
+
+    @property
+    def n_attrs(self) -> int:
+        return len(self.major_attr) + len(self.sub_attr) + len(self.custom_attr)
+
+    @classmethod
+    def of(cls, transition: TransitionBase) -> "Schema":
+        """The schema of a (validated) transition."""
+        leaves: List[LeafSpec] = []
+        nodes: List[Tuple[str, Tuple[str, ...], frozenset]] = []
+        templates: Dict[str, Any] = {}
+        for attr in transition.major_attr:
+            tree = transition[attr]
+            nodes.extend(_nodes(attr, tree, ()))
+            templates[attr] = _template(tree, len(leaves))
+            for path, leaf in leaf_paths(tree):
+                kind, dtype, shape = value_spec(leaf)
+                leaves.append(LeafSpec(attr, path, kind, dtype, shape, numpy_dtype_of(dtype)))
+        for attr in transition.sub_attr:
+            kind, dtype, shape = value_spec(transition[attr])
+            leaves.append(LeafSpec(attr, (), kind, dtype, shape, numpy_dtype_of(dtype)))
+        return cls(
+            tuple(transition.major_attr),
+            tuple(transition.sub_attr),
+            tuple(transition.custom_attr),
+            tuple(leaves),
+            tuple(nodes),
+            templates,
+        )
+
+    def kind_of(self, attr: str) -> Optional[str]:
+        """``"major"``, ``"sub"``, ``"custom"`` or None for an unknown name."""
+        if attr in self.major_attr:
+            return "major"
+        if attr in self.sub_attr:
+            return "sub"
+        return "custom" if attr in self.custom_attr else None
+
+    def check_kinds(self, transition: TransitionBase, where: str) -> None:
+        """Raises unless a transition has this schema's attribute names and kinds."""
+        theirs = (transition._major_attr, transition._sub_attr, transition._custom_attr)
+        if theirs != (self.major_attr, self.sub_attr, self.custom_attr):
+            raise ValueError(
+                f"{where}: the transition has major/sub/custom attributes {theirs}, but the buffer's "
+                f"schema (fixed by its first append) has {(self.major_attr, self.sub_attr, self.custom_attr)}"
+            )
+
+    def extract(self, data: Mapping[str, Any], where: str) -> Tuple[int, List[Any], List[Any]]:
+        """Checks one transition's values against the schema.
+
+        Args:
+            data: attribute name -> value (a dict transition, or a transition's own values).
+            where: prefix for error messages.
+
+        Returns:
+            ``(n_rows, values, customs)``: one entry per leaf (a numpy array or torch tensor
+            ``[n_rows, *shape]`` for dense, a Python scalar, or ``(flat, lengths)`` for ragged),
+            and the owned custom values in ``custom_attr`` order. The arrays may be views of the
+            caller's data: copy them before the caller can write again.
+
+        Raises:
+            ValueError: a missing or extra key, or a value whose rows, shape or dtype differ.
+            TypeError: a value of another kind than the schema's.
+        """
+        if len(data) != self.n_attrs or not all(attr in data for attr in self.keys):
+            self._check_attr_names(data, where)
+        for attr, path, keys in self.nodes:
+            node = _get(data, attr, path)
+            if node is not None and (not isinstance(node, Mapping) or not keys.issuperset(node)):
+                self._check_node(node, attr, path, keys, where)
+        n_rows = -1
+        values: List[Any] = []
+        for spec in self.leaves:
+            value = _get(data, spec.attr, spec.path) if spec.path else data[spec.attr]
+            if spec.kind == "ragged":
+                if value is None:
+                    values.append(None)  # an absent entity type: zero-length sequences
+                    continue
+                flat, lengths = _ragged_arrays(spec, value, where)
+                rows = lengths.shape[0]
+                values.append((flat, lengths))
+            elif spec.kind == "dense":
+                if spec.shape == (1,) and spec.path == () and _scalar_ok(spec, value):
+                    value = np.full((1, 1), value, dtype=spec.np_dtype)  # a scalar is one row
+                arr = _dense_array(spec, value, where)
+                rows = arr.shape[0]
+                values.append(arr)
+            elif _scalar_ok(spec, value):
+                rows = 1
+                values.append(value)
+            else:
+                arr = _scalar_column_array(spec, value, where)
+                rows = arr.shape[0]
+                values.append(arr)
+            if n_rows != rows:
+                if n_rows == -1:
+                    n_rows = rows
+                else:
+                    raise ValueError(
+                        f"{where}: {spec.name} holds {rows} rows, but earlier values hold {n_rows}; "
+                        "every value of a transition needs the same number of rows"
+                    )
+        if n_rows == -1:
+            n_rows = 1
+        if n_rows < 1:
+            raise ValueError(f"{where}: the transition holds 0 rows; a transition holds at least one row")
+        customs = [_own_custom(data[attr], attr, where) for attr in self.custom_attr]
+        return n_rows, values, customs
+
+    def _check_attr_names(self, data: Mapping[str, Any], where: str) -> None:
+        missing = [k for k in self.keys if k not in data]
+        extra = [k for k in data if k not in self.keys]
+        raise ValueError(
+            f"{where}: attributes differ from the buffer's schema (fixed by its first append): "
+            f"missing {missing}, unexpected {extra}"
+        )
+
+    def _check_node(self, node: Any, attr: str, path: Tuple[str, ...], keys: frozenset, where: str) -> None:
+        name = attr + "".join(f"[{k!r}]" for k in path)
+        if not isinstance(node, Mapping):
+            raise TypeError(f"{where}: {name} should be a dict, got {describe(node)}")
+        extra = sorted(k for k in node if k not in keys)
+        if extra:
+            raise ValueError(
+                f"{where}: {name} has keys {extra} that the buffer's schema (fixed by its first "
+                f"append) lacks; expected keys {sorted(keys)}"
+            )
+        # Fewer keys than the schema: each missing leaf is checked (ragged ones may be absent).
+
+
+def _nodes(attr: str, tree: Mapping[str, Any], path: Tuple[str, ...]):
+    yield attr, path, frozenset(tree.keys())
+    for key, value in tree.items():
+        if isinstance(value, Mapping):
+            yield from _nodes(attr, value, path + (key,))
+
+
+def _template(tree: Mapping[str, Any], first: int) -> Dict[str, Any]:
+    """The tree with leaves numbered from ``first`` in ``leaf_paths`` order."""
+    out: Dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, Mapping):
+            out[key] = _template(value, first)
+            first += len(list(leaf_paths(value)))
+        else:
+            out[key] = first
+            first += 1
+    return out
+
+
+def _get(data: Mapping[str, Any], attr: str, path: Tuple[str, ...]) -> Any:
+    """Follows ``path`` from ``data[attr]``; None where a key is missing (nodes were checked)."""
+    node = data[attr]
+    for key in path:
+        node = node.get(key) if isinstance(node, Mapping) else None
+        if node is None:
+            return None
+    return node
+
+
+def _dense_array(spec: LeafSpec, value: Any, where: str) -> Any:
+    if type(value) is torch.Tensor or isinstance(value, torch.Tensor):
+        if value.dtype != spec.dtype or value.dim() < 1 or value.shape[1:] != spec.shape:
+            _raise_dense(spec, value, where)
+        if spec.np_dtype is None:
+            return value.detach()
+        try:
+            return value.numpy()
+        except (TypeError, RuntimeError):  # on another device, or needs grad: copy to the host
+            return value.detach().resolve_conj().resolve_neg().cpu().numpy()
+    if isinstance(value, np.ndarray):
+        if value.dtype != spec.np_dtype or value.ndim < 1 or value.shape[1:] != spec.shape:
+            _raise_dense(spec, value, where)
+        return value
+    _raise_dense(spec, value, where)
+
+
+def _raise_dense(spec: LeafSpec, value: Any, where: str) -> None:
+    expected = f"a tensor or array [n_rows, {', '.join(map(str, spec.shape))}] of dtype {spec.dtype}"
+    if value is None:
+        raise ValueError(f"{where}: {spec.name} is missing; the buffer's schema expects {expected}")
+    error = TypeError if not isinstance(value, (torch.Tensor, np.ndarray)) else ValueError
+    raise error(
+        f"{where}: {spec.name} is a {describe(value)}; the buffer's schema (fixed by its first "
+        f"append) expects {expected}"
+    )
+
+
+def _scalar_ok(spec: LeafSpec, value: Any) -> bool:
+    """Whether ``value`` is a Python/numpy scalar that fits the column's dtype."""
+    kind = type(value)
+    if kind is float or kind is int or kind is bool:
+        dkind = "b" if kind is bool else ("i" if kind is int else "f")
+    elif isinstance(value, (np.bool_, np.integer, np.floating)):
+        dkind = value.dtype.kind
+    else:
+        return False
+    if spec.dtype is torch.bool:
+        return dkind == "b"
+    if spec.dtype is torch.int64:
+        return dkind in _INT_KINDS
+    return dkind in _FLOAT_KINDS and spec.dtype.is_floating_point
+
+
+def _scalar_column_array(spec: LeafSpec, value: Any, where: str) -> Any:
+    """A dense ``[n_rows]`` or ``[n_rows, 1]`` value of the column's dtype, as ``[n_rows, 1]``."""
+    if isinstance(value, (torch.Tensor, np.ndarray)) and value.ndim in (1, 2) and value.shape[1:] in ((), (1,)):
+        try:
+            arr = _dense_array(spec._replace(shape=tuple(value.shape[1:])), value, where)
+        except ValueError:
+            _raise_scalar(spec, value, where)
+        return arr.reshape(arr.shape[0], 1)
+    _raise_scalar(spec, value, where)
+
+
+def _raise_scalar(spec: LeafSpec, value: Any, where: str) -> None:
+    raise TypeError(
+        f"{where}: sub attribute {spec.attr!r} is a {describe(value)}; the buffer's schema (fixed by "
+        f"its first append) expects a scalar of dtype {spec.dtype} (or a [n_rows, 1] tensor or array of it)"
+    )
+
+
+def _ragged_arrays(spec: LeafSpec, value: Any, where: str) -> Tuple[Any, np.ndarray]:
+    if is_ragged_buffer(value):
+        flat = value.as_array()
+        if flat.dtype != spec.np_dtype or flat.shape[1:] != spec.shape:
+            _raise_ragged(spec, value, where)
+        return flat, value.size1()
+    if isinstance(value, RaggedTensor):
+        if value.dtype != spec.dtype or value.trailing_shape != spec.shape:
+            _raise_ragged(spec, value, where)
+        lengths = value.lengths.cpu().numpy()
+        if spec.np_dtype is None:
+            return value.data.detach(), lengths
+        data = value.data
+        return (data.numpy() if data.device.type == "cpu" and not data.requires_grad
+                else data.detach().cpu().numpy()), lengths
+    _raise_ragged(spec, value, where)
+
+
+def _raise_ragged(spec: LeafSpec, value: Any, where: str) -> None:
+    expected = f"a ragged value of {spec.dtype} items of shape {spec.shape}"
+    error = ValueError if (is_ragged_buffer(value) or isinstance(value, RaggedTensor)) else TypeError
+    raise error(
+        f"{where}: {spec.name} is a {describe(value)}; the buffer's schema (fixed by its first "
+        f"append) expects {expected}"
+    )
+
+
+def _own_custom(value: Any, attr: str, where: str) -> Any:
+    found = find_tensor(value)
+    if found is not None:
+        raise TypeError(
+            f"{where}: custom attribute {attr!r} holds a {found}; custom attributes must not hold "
+            "tensors or ragged values"
+        )
+    return own_custom(value)

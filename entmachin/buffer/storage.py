@@ -1,0 +1,145 @@
+"""``RingStorage``: columnar ring storage in rows for one schema.
+
+Rows are written at ``pos`` and wrap around; once ``size == capacity`` every write overwrites
+the oldest rows. While the ring is not full its rows are slots ``0..size-1``; once full, all
+slots are live. Every row also has an *id*: the number of rows written before it since the
+storage was created (``clear`` keeps counting), so an id names one row for good and tells
+whether it has been overwritten since (see ``PrioritizedBuffer.update_priority``).
+"""
+
+from typing import Any, Dict, List, Sequence, Tuple
+
+import numpy as np
+import torch
+
+from entmachin.buffer.columns import CustomColumn, RaggedColumn, make_column
+from entmachin.buffer.schema import Schema
+
+__all__ = ["RingStorage"]
+
+
+class RingStorage:
+    """Pre-allocated columns for every leaf of a schema, written as a ring of ``capacity`` rows.
+
+    Args:
+        schema: what each row holds.
+        capacity: rows kept before the oldest are overwritten.
+        device: where the columns live.
+    """
+
+    def __init__(self, schema: Schema, capacity: int, device: torch.device) -> None:
+        self.schema = schema
+        self.capacity = capacity
+        self.device = torch.device(device)
+        self.columns = [make_column(spec, capacity, self.device) for spec in schema.leaves]
+        self._ragged = [isinstance(c, RaggedColumn) for c in self.columns]
+        self.customs = [CustomColumn(capacity) for _ in schema.custom_attr]
+        # numpy views of every column, when all are dense and on the host: the one-row fast path
+        self._leaf_arrays = [getattr(c, "array", None) for c in self.columns]
+        self._custom_arrays = [c.objects for c in self.customs]
+        self.host_arrays = all(a is not None for a in self._leaf_arrays)
+        self.pos = 0
+        self.size = 0
+        self.n_written = 0
+
+    # --------------------------------------------------------------------------- writes
+
+    def write(self, n_rows: int, values: Sequence[Any], customs: Sequence[Any]) -> np.ndarray:
+        """Writes one transition's checked values (``Schema.extract``'s output).
+
+        Returns:
+            ``[n_rows]`` slots written, in order.
+        """
+        capacity, slot = self.capacity, self.pos
+        if n_rows > capacity:
+            raise ValueError(
+                f"append: the transition holds {n_rows} rows, more than the buffer's buffer_size "
+                f"{capacity}; use a larger buffer_size"
+            )
+        if self.size + n_rows <= capacity:
+            tail_slot = 0 if self.size else -1
+        else:
+            tail_slot = (slot + n_rows) % capacity if n_rows < capacity else -1
+        for column, ragged, value in zip(self.columns, self._ragged, values):
+            if ragged:
+                if value is None:
+                    column.write(slot, None, None, n_rows, tail_slot)
+                else:
+                    column.write(slot, value[0], value[1], n_rows, tail_slot)
+            else:
+                column.write(slot, value, n_rows)
+        for column, value in zip(self.customs, customs):
+            column.write(slot, value, n_rows)
+        self.pos = (slot + n_rows) % capacity
+        self.size = min(self.size + n_rows, capacity)
+        self.n_written += n_rows
+        if n_rows == 1:
+            return np.array([slot], dtype=np.int64)  # [1]
+        return (np.arange(slot, slot + n_rows, dtype=np.int64) % capacity)  # [n_rows]
+
+    def write_row(self, values: Sequence[Any]) -> int:
+        """Writes one row of host values (``FastPath.extract``'s output) when ``host_arrays``.
+
+        Returns:
+            The slot written.
+        """
+        slot = self.pos
+        end = slot + 1
+        for array, value in zip(self._leaf_arrays, values):
+            array[slot:end] = value
+        if self._custom_arrays:
+            for array, value in zip(self._custom_arrays, values[len(self._leaf_arrays) :]):
+                array[slot] = value
+        self.pos = end if end < self.capacity else 0
+        if self.size < self.capacity:
+            self.size += 1
+        self.n_written += 1
+        return slot
+
+    def clear(self) -> None:
+        """Forgets every row (ids keep counting); memory stays allocated."""
+        self.pos = 0
+        self.size = 0
+        for column in self.customs:
+            column.clear()
+        for column, ragged in zip(self.columns, self._ragged):
+            if ragged:
+                column.head = 0
+
+    # --------------------------------------------------------------------------- reads
+
+    @property
+    def oldest(self) -> int:
+        """Slot of the oldest live row."""
+        return self.pos if self.size == self.capacity else 0
+
+    def slots_of_rows(self, rows: np.ndarray) -> np.ndarray:
+        """Slots of rows given by age order (0 = oldest live row)."""
+        oldest = self.oldest
+        return rows if oldest == 0 else (rows + oldest) % self.capacity
+
+    def ids_of(self, slots: np.ndarray) -> np.ndarray:
+        """Ids of the rows in ``slots``."""
+        age = (slots - self.oldest) % self.capacity  # [n] 0 = oldest
+        return self.n_written - self.size + age
+
+    def slots_of_ids(self, ids: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """``(slots, alive)``: where rows ``ids`` are, and whether they are still stored."""
+        first = self.n_written - self.size
+        alive = (ids >= first) & (ids < self.n_written)  # [n]
+        slots = (ids - first + self.oldest) % self.capacity  # [n]
+        return slots, alive
+
+    def gather(self, slots: np.ndarray) -> List[Any]:
+        """Every leaf of the rows ``slots``: tensors ``[n, *shape]`` / ``RaggedTensor``s."""
+        return [column.gather(slots) for column in self.columns]
+
+    def gather_leaf(self, index: int, slots: np.ndarray) -> Any:
+        return self.columns[index].gather(slots)
+
+    def gather_custom(self, index: int, slots: np.ndarray) -> List[Any]:
+        return self.customs[index].gather(slots)
+
+    def nbytes(self) -> Dict[str, int]:
+        """Bytes held by each leaf's column (custom objects not counted)."""
+        return {spec.name: column.nbytes for spec, column in zip(self.schema.leaves, self.columns)}

@@ -1,0 +1,193 @@
+"""Classifying, checking and copying the values that transitions hold.
+
+A value is *ragged* only if it is a ``RaggedBuffer*`` or a ``RaggedTensor``; a ``torch.Tensor``
+or ``np.ndarray`` of at least one dimension is *dense* with a leading row dimension; a Python
+or numpy number is a *scalar* (allowed for sub attributes only, as one row). Custom attribute
+values may be anything that holds no tensor and no ragged value.
+"""
+
+import copy
+from typing import Any, Dict, Iterator, Mapping, Optional, Tuple
+
+import numpy as np
+import torch
+
+from entmachin.ragged import RaggedTensor, arrdict, is_ragged_buffer, n_features, n_sequences, ragged_dtype
+from entmachin.ragged import ragged_from_arrays, ragged_to_arrays
+
+# Values that cannot change after creation are stored by reference; everything else is copied.
+_IMMUTABLE = (type(None), bool, int, float, complex, str, bytes, np.generic)
+
+_TORCH_BY_NUMPY: Dict[np.dtype, torch.dtype] = {}
+
+
+def torch_dtype_of(np_dtype: np.dtype) -> torch.dtype:
+    """Returns the torch dtype matching a numpy dtype (cached)."""
+    found = _TORCH_BY_NUMPY.get(np_dtype)
+    if found is None:
+        found = torch.from_numpy(np.empty(0, dtype=np_dtype)).dtype
+        _TORCH_BY_NUMPY[np_dtype] = found
+    return found
+
+
+def numpy_dtype_of(dtype: torch.dtype) -> Optional[np.dtype]:
+    """Returns the numpy dtype matching a torch dtype, or None when numpy has none (bfloat16)."""
+    try:
+        return torch.empty(0, dtype=dtype).numpy().dtype
+    except TypeError:
+        return None
+
+
+def is_dense(value: Any) -> bool:
+    """Returns whether ``value`` is a tensor or array with a leading row dimension."""
+    return isinstance(value, (torch.Tensor, np.ndarray)) and value.ndim >= 1
+
+
+def is_scalar(value: Any) -> bool:
+    """Returns whether ``value`` is a Python or numpy bool, integer or real number."""
+    return isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating))
+
+
+def is_ragged_value(value: Any) -> bool:
+    """Returns whether ``value`` is ragged (a ``RaggedBuffer*`` or a ``RaggedTensor``)."""
+    return isinstance(value, RaggedTensor) or is_ragged_buffer(value)
+
+
+def scalar_dtype(value: Any) -> torch.dtype:
+    """The column dtype of a scalar: bool, int64 or float32 (what ``torch.tensor`` picks)."""
+    if isinstance(value, (bool, np.bool_)):
+        return torch.bool
+    if isinstance(value, (int, np.integer)):
+        return torch.int64
+    return torch.float32
+
+
+def n_rows_of(value: Any) -> int:
+    """Rows held by a dense or ragged value (its leading dim, or its number of sequences)."""
+    if isinstance(value, RaggedTensor):
+        return len(value)
+    if is_ragged_buffer(value):
+        return n_sequences(value)
+    return int(value.shape[0])
+
+
+def describe(value: Any) -> str:
+    """A short description of a value for error messages: type, shape and dtype."""
+    if isinstance(value, RaggedTensor):
+        return f"RaggedTensor of {len(value)} sequences of {value.trailing_shape} {value.dtype}"
+    if is_ragged_buffer(value):
+        return (
+            f"{type(value).__name__} of {n_sequences(value)} sequences of "
+            f"{n_features(value)} features"
+        )
+    if isinstance(value, (torch.Tensor, np.ndarray)):
+        return f"{type(value).__name__} of shape {tuple(value.shape)} and dtype {value.dtype}"
+    return f"{type(value).__name__} {value!r}"[:120]
+
+
+def value_spec(value: Any) -> Tuple[str, torch.dtype, Tuple[int, ...]]:
+    """Returns ``(kind, dtype, shape)`` of a leaf: the schema a buffer fixes for it.
+
+    ``shape`` is the per-row shape of dense values, ``(1,)`` for scalars and the per-item
+    shape of ragged values.
+    """
+    if isinstance(value, RaggedTensor):
+        return "ragged", value.dtype, value.trailing_shape
+    if is_ragged_buffer(value):
+        return "ragged", torch_dtype_of(ragged_dtype(value)), (n_features(value),)
+    if isinstance(value, torch.Tensor):
+        return "dense", value.dtype, tuple(value.shape[1:])
+    if isinstance(value, np.ndarray):
+        return "dense", torch_dtype_of(value.dtype), tuple(value.shape[1:])
+    return "scalar", scalar_dtype(value), (1,)
+
+
+def own_value(value: Any) -> Any:
+    """Returns a copy of a dense, ragged or scalar value that shares no memory with it."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, RaggedTensor):
+        return RaggedTensor(
+            value.data.detach().clone(),
+            value.lengths.clone(),
+            value.offsets.clone(),
+            value.batch_index.clone(),
+        )
+    if is_ragged_buffer(value):
+        flat, lengths = ragged_to_arrays(value)
+        return ragged_from_arrays(flat.copy(), lengths)
+    return value
+
+
+def find_tensor(value: Any, depth: int = 0) -> Optional[str]:
+    """Returns a description of the first tensor or ragged value inside ``value``, if any.
+
+    Looks through lists, tuples, sets and dicts (values and keys), a few levels deep.
+    """
+    if isinstance(value, _IMMUTABLE):
+        return None
+    if isinstance(value, torch.Tensor) or is_ragged_value(value):
+        return describe(value)
+    if depth >= 8:
+        return None
+    if isinstance(value, dict):
+        items = [*value.keys(), *value.values()]
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        items = value
+    else:
+        return None
+    for item in items:
+        found = find_tensor(item, depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+def own_custom(value: Any) -> Any:
+    """Returns a value the caller can no longer change: immutables as they are, else a copy."""
+    if isinstance(value, _IMMUTABLE):
+        return value
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, tuple) and all(isinstance(v, _IMMUTABLE) for v in value):
+        return value
+    return copy.deepcopy(value)
+
+
+def leaf_paths(tree: Mapping[str, Any], prefix: Tuple[str, ...] = ()) -> Iterator[Tuple[Tuple[str, ...], Any]]:
+    """Yields ``(path, leaf)`` for every leaf of a nested dict, depth first in key order."""
+    for key, value in tree.items():
+        if isinstance(value, Mapping):
+            yield from leaf_paths(value, prefix + (key,))
+        else:
+            yield prefix + (key,), value
+
+
+def where_in(attr: str, path: Tuple[str, ...]) -> str:
+    """``attr['key']['sub']``: where a leaf lives, for messages."""
+    return attr + "".join(f"[{key!r}]" for key in path)
+
+
+def own_major(attr: str, tree: Any, path: Tuple[str, ...] = ()) -> arrdict:
+    """Checks a major attribute's tree (dicts of dense or ragged leaves) and returns an owned copy."""
+    if not isinstance(tree, Mapping):
+        raise TypeError(
+            f"major attribute {where_in(attr, path)}: expected a dict of tensors, arrays or ragged "
+            f"values, got {describe(tree)}"
+        )
+    out = arrdict()
+    for key, value in tree.items():
+        if not isinstance(key, str):
+            raise TypeError(f"major attribute {where_in(attr, path)}: keys must be str, got {key!r}")
+        if isinstance(value, Mapping):
+            out[key] = own_major(attr, value, path + (key,))
+        elif is_dense(value) or is_ragged_value(value):
+            out[key] = own_value(value)
+        else:
+            raise TypeError(
+                f"major attribute {where_in(attr, path + (key,))}: expected a tensor or array with a "
+                f"leading row dimension, or a ragged value, got {describe(value)}"
+            )
+    return out
