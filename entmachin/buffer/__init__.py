@@ -8,7 +8,9 @@
 """
 
 from entmachin.buffer.buffer import Buffer
+from entmachin.buffer.prioritized import PrioritizedBuffer
 from entmachin.buffer.schema import LeafSpec, Schema
+from entmachin.buffer.sum_tree import SumTree
 from entmachin.buffer.transition import Transition, TransitionBase
 
-__all__ = ["Buffer", "LeafSpec", "Schema", "Transition", "TransitionBase"]
+__all__ = ["Buffer", "LeafSpec", "PrioritizedBuffer", "Schema", "SumTree", "Transition", "TransitionBase"]

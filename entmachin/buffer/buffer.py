@@ -94,9 +94,9 @@ class Buffer:
             raise TypeError(
                 f"store_episode: expected a list of transitions, got {type(episode).__name__}"
             )
-        checked = [self._extract(t, f"store_episode: episode[{i}]") for i, t in enumerate(episode)]
-        for item in checked:
-            self._write(item)
+        checked = [self._prepare(t, f"store_episode: episode[{i}]") for i, t in enumerate(episode)]
+        for prepared in checked:
+            self._commit(prepared)
 
     def _extract(self, transition: TransitionLike, where: str) -> Tuple[int, list, list]:
         if self._schema is None:
@@ -109,13 +109,31 @@ class Buffer:
             raise TypeError(f"{where}: expected a Transition or a dict, got {type(transition).__name__}")
         return self._schema.extract(transition, where)
 
-    def _write(self, item: Tuple[int, list, list]) -> np.ndarray:
+    def _write(self, item: Tuple[int, list, list]) -> int:
+        """Writes checked values; returns the first slot written."""
         if self._storage is None:
             self._storage = RingStorage(self._schema, self.buffer_size, self.buffer_device)
             if self._storage.host_arrays:
                 self._fast = FastPath.build(self._schema)
         n_rows, values, customs = item
         return self._storage.write(n_rows, values, customs)
+
+    def _prepare(self, transition: TransitionLike, where: str) -> Tuple[int, Optional[list], Optional[tuple]]:
+        """Checks a transition: ``(n_rows, fast-path values or None, general values or None)``."""
+        fast = self._fast
+        if fast is not None:
+            values = fast.extract(transition)
+            if values is not None:
+                return 1, values, None
+        item = self._extract(transition, where)
+        return item[0], None, item
+
+    def _commit(self, prepared: Tuple[int, Optional[list], Optional[tuple]]) -> int:
+        """Writes what :meth:`_prepare` checked; returns the first slot written."""
+        _, fast_values, item = prepared
+        if fast_values is not None:
+            return self._storage.write_row(fast_values)
+        return self._write(item)
 
     def size(self) -> int:
         """Rows stored."""

@@ -44,11 +44,11 @@ class RingStorage:
 
     # --------------------------------------------------------------------------- writes
 
-    def write(self, n_rows: int, values: Sequence[Any], customs: Sequence[Any]) -> np.ndarray:
+    def write(self, n_rows: int, values: Sequence[Any], customs: Sequence[Any]) -> int:
         """Writes one transition's checked values (``Schema.extract``'s output).
 
         Returns:
-            ``[n_rows]`` slots written, in order.
+            The first slot written (the rows fill ``n_rows`` slots from it, wrapping around).
         """
         capacity, slot = self.capacity, self.pos
         if n_rows > capacity:
@@ -73,9 +73,7 @@ class RingStorage:
         self.pos = (slot + n_rows) % capacity
         self.size = min(self.size + n_rows, capacity)
         self.n_written += n_rows
-        if n_rows == 1:
-            return np.array([slot], dtype=np.int64)  # [1]
-        return (np.arange(slot, slot + n_rows, dtype=np.int64) % capacity)  # [n_rows]
+        return slot
 
     def write_row(self, values: Sequence[Any]) -> int:
         """Writes one row of host values (``FastPath.extract``'s output) when ``host_arrays``.

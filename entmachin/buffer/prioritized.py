@@ -1,0 +1,206 @@
+"""``PrioritizedBuffer``: proportional prioritized replay (Schaul et al., 2016) over a ``SumTree``.
+
+Row ``j`` is sampled with probability ``P(j) = p_j / sum_i p_i`` where ``p_j = (|e_j| + epsilon)
+** alpha`` is its stored priority; importance weights ``w_j = (N P(j)) ** -beta`` are divided
+by the largest weight of the batch, and ``beta`` grows by ``beta_increment_per_sampling`` after
+every sample, up to 1.
+
+Example:
+    >>> buffer = PrioritizedBuffer(10_000)
+    >>> for transition in transitions:
+    ...     buffer.append(transition)  # new rows get the current maximum priority
+    >>> n, batch, index, is_weight = buffer.sample_batch(256)
+    >>> td_error = ...  # from the batch, weighting the loss by is_weight
+    >>> buffer.update_priority(td_error.abs(), index)
+"""
+
+import logging
+from typing import Any, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+
+from entmachin.buffer.buffer import Buffer, TransitionLike
+from entmachin.buffer.sampling import check_batch_size, collate
+from entmachin.buffer.sum_tree import SumTree
+
+__all__ = ["PrioritizedBuffer"]
+
+logger = logging.getLogger(__name__)
+
+
+def _check_param(name: str, value: Any, low: float, high: float = np.inf) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"PrioritizedBuffer: {name} must be a number, got {type(value).__name__}")
+    if not low <= float(value) <= high:
+        raise ValueError(f"PrioritizedBuffer: {name} must be in [{low}, {high}], got {value}")
+    return float(value)
+
+
+def _as_float_array(value: Any, where: str) -> np.ndarray:
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu().numpy()
+    arr = np.asarray(value)
+    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
+        raise TypeError(f"{where}: priorities must be numbers, got {arr.dtype}")
+    return arr.astype(np.float64).reshape(-1)  # [n]
+
+
+def _check_priorities(priorities: np.ndarray, where: str) -> None:
+    bad = ~np.isfinite(priorities) | (priorities < 0)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(
+            f"{where}: priorities must be finite and >= 0, got {priorities[i]} at position {i}"
+        )
+
+
+class PrioritizedBuffer(Buffer):
+    """A ring ``Buffer`` whose rows are sampled in proportion to their priority.
+
+    Args:
+        buffer_size: rows kept.
+        buffer_device: where the stored data live, and the default device of samples.
+        epsilon: added to every priority so that none is zero.
+        alpha: how much priorities matter (0: uniform sampling).
+        beta: initial importance-weight exponent (1: full correction).
+        beta_increment_per_sampling: added to ``beta`` after each sample, up to 1.
+        seed: seeds the buffer's own random generator.
+    """
+
+    def __init__(
+        self,
+        buffer_size: int,
+        buffer_device: Union[str, torch.device] = "cpu",
+        epsilon: float = 1e-2,
+        alpha: float = 0.6,
+        beta: float = 0.4,
+        beta_increment_per_sampling: float = 0.001,
+        *,
+        seed: Optional[int] = None,
+    ) -> None:
+        super().__init__(buffer_size, buffer_device, seed=seed)
+        self.epsilon = _check_param("epsilon", epsilon, 0.0)
+        self.alpha = _check_param("alpha", alpha, 0.0)
+        self.beta = _check_param("beta", beta, 0.0, 1.0)
+        self.beta_increment_per_sampling = _check_param("beta_increment_per_sampling", beta_increment_per_sampling, 0.0)
+        self.curr_beta = self.beta
+        self._tree = SumTree(self.buffer_size)
+
+    def _priority_weights(self, priorities: np.ndarray) -> np.ndarray:
+        return (priorities + self.epsilon) ** self.alpha  # [n]
+
+    def _default_weight(self) -> float:
+        """The weight of a new row: the largest stored weight (1 in an empty buffer)."""
+        return self._tree.max() if self.size() else 1.0
+
+    # --------------------------------------------------------------------------- writes
+
+    def append(self, transition: TransitionLike, priority: Any = None) -> None:
+        """Stores a transition; its rows get ``priority`` or else the current maximum priority.
+
+        Args:
+            transition: a ``TransitionBase`` or a dict, as for ``Buffer.append``.
+            priority: None, a number for every row, or ``[n_rows]`` numbers (e.g. |TD error|).
+
+        Raises:
+            ValueError: as ``Buffer.append``; or NaN, infinite, negative priorities, or a
+                number of priorities other than 1 or the transition's rows.
+        """
+        prepared = self._prepare(transition, "append")
+        n_rows = prepared[0]
+        weights = None
+        if priority is not None:
+            priorities = _as_float_array(priority, "append")
+            _check_priorities(priorities, "append")
+            if priorities.shape[0] not in (1, n_rows):
+                raise ValueError(
+                    f"append: got {priorities.shape[0]} priorities for a transition of {n_rows} rows"
+                )
+            weights = self._priority_weights(priorities)
+        self._store(prepared, weights)
+
+    def _commit(self, prepared: Tuple[int, Optional[list], Optional[tuple]]) -> int:
+        return self._store(prepared, None)
+
+    def _store(self, prepared: Tuple[int, Optional[list], Optional[tuple]], weights: Optional[np.ndarray]) -> int:
+        if weights is None:
+            weights = np.array([self._default_weight()])  # [1]
+        first = Buffer._commit(self, prepared)
+        slots = (first + np.arange(prepared[0], dtype=np.int64)) % self.buffer_size  # [n_rows]
+        self._tree.update(slots, np.broadcast_to(weights, slots.shape))
+        return first
+
+    def clear(self) -> None:
+        """Removes every row and resets ``beta``; the schema stays fixed."""
+        super().clear()
+        self._tree.clear()
+        self.curr_beta = self.beta
+
+    def update_priority(self, priorities: Any, indexes: Any) -> None:
+        """Sets the priorities of sampled rows; rows overwritten since they were sampled are skipped.
+
+        Args:
+            priorities: ``[n]`` finite numbers >= 0 (e.g. |TD error|), array or tensor.
+            indexes: ``[n]`` the ``index`` that :meth:`sample_batch` returned.
+
+        Raises:
+            ValueError: lengths differ, or NaN, infinite or negative priorities.
+            TypeError: non-numeric priorities or non-integer indexes.
+        """
+        priorities = _as_float_array(priorities, "update_priority")
+        ids = np.asarray(indexes.cpu() if isinstance(indexes, torch.Tensor) else indexes).reshape(-1)
+        if ids.size and (ids.dtype == np.bool_ or not np.issubdtype(ids.dtype, np.integer)):
+            raise TypeError(f"update_priority: indexes must be the integer index from sample_batch, got {ids.dtype}")
+        if priorities.shape[0] != ids.shape[0]:
+            raise ValueError(
+                f"update_priority: got {priorities.shape[0]} priorities for {ids.shape[0]} indexes"
+            )
+        _check_priorities(priorities, "update_priority")
+        if self._storage is None or ids.size == 0:
+            return
+        slots, alive = self._storage.slots_of_ids(ids.astype(np.int64))
+        if not alive.all():
+            logger.debug("update_priority: skipped %d rows overwritten since sampling", int((~alive).sum()))
+        self._tree.update(slots[alive], self._priority_weights(priorities[alive]))
+
+    # --------------------------------------------------------------------------- reads
+
+    def sample_batch(
+        self,
+        batch_size: int,
+        concatenate: bool = True,
+        device: Union[str, torch.device, None] = None,
+        sample_attrs: Optional[Sequence[str]] = None,
+        additional_concat_attrs: Optional[Sequence[str]] = None,
+    ) -> Tuple[int, Optional[tuple], Optional[np.ndarray], Optional[np.ndarray]]:
+        """Samples ``batch_size`` rows (with replacement) by stratified prioritized sampling.
+
+        The total priority is cut into ``batch_size`` equal segments and one row is drawn from
+        each. Other arguments are those of ``Buffer.sample_batch``.
+
+        Returns:
+            ``(n, batch, index, is_weight)``: ``batch`` as ``Buffer.sample_batch`` returns it,
+            ``index`` ``[n]`` int64 row ids to pass to :meth:`update_priority`, ``is_weight``
+            ``[n]`` float32 importance weights (largest 1); ``(0, None, None, None)`` when the
+            buffer is empty or ``batch_size`` is 0.
+        """
+        batch_size = check_batch_size(batch_size, "sample_batch")
+        size = self.size()
+        if size == 0 or batch_size == 0:
+            return 0, None, None, None
+        total = self._tree.total()
+        if total > 0:
+            segment = total / batch_size
+            values = (np.arange(batch_size) + self._rng.random(batch_size)) * segment  # [n]
+            slots = self._tree.find(values)  # [n]
+            probability = self._tree.get(slots) / total  # [n]
+            is_weight = np.power(size * probability, -self.curr_beta)  # [n]
+            is_weight /= is_weight.max()
+        else:  # every priority is zero (epsilon = 0): sample uniformly
+            slots = self._rng.integers(0, size, batch_size, dtype=np.int64)
+            is_weight = np.ones(batch_size)
+        self.curr_beta = min(1.0, self.curr_beta + self.beta_increment_per_sampling)
+        target = self.buffer_device if device is None else torch.device(device)
+        batch = collate(self._storage, slots, concatenate, target, sample_attrs, additional_concat_attrs)
+        return batch_size, batch, self._storage.ids_of(slots), is_weight.astype(np.float32)
