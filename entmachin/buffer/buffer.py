@@ -112,11 +112,13 @@ class Buffer:
     def _write(self, item: Tuple[int, list, list]) -> int:
         """Writes checked values; returns the first slot written."""
         if self._storage is None:
-            self._storage = RingStorage(self._schema, self.buffer_size, self.buffer_device)
-            if self._storage.host_arrays:
-                self._fast = FastPath.build(self._schema)
+            self._attach(RingStorage(self._schema, self.buffer_size, self.buffer_device))
         n_rows, values, customs = item
         return self._storage.write(n_rows, values, customs)
+
+    def _attach(self, storage: RingStorage) -> None:
+        self._storage = storage
+        self._fast = FastPath.build(self._schema) if storage.host_arrays else None
 
     def _prepare(self, transition: TransitionLike, where: str) -> Tuple[int, Optional[list], Optional[tuple]]:
         """Checks a transition: ``(n_rows, fast-path values or None, general values or None)``."""
@@ -236,6 +238,11 @@ class Buffer:
         from entmachin.buffer.io import load_buffer
 
         return load_buffer(cls, path, buffer_device)
+
+    @classmethod
+    def _from_header(cls, header: dict, device: Union[str, torch.device]) -> "Buffer":
+        """An empty buffer with the settings a saved file's header records."""
+        return cls(header["buffer_size"], device)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(size={self.size()}, buffer_size={self.buffer_size}, buffer_device={self.buffer_device})"

@@ -74,10 +74,10 @@ class DenseColumn:
         """The rows of ``slots`` as CPU tensors, for saving."""
         return (self.gather(slots).cpu(),)
 
-    def load(self, parts: Tuple[torch.Tensor, ...]) -> None:
-        """Fills slots ``0..n-1`` from :meth:`export`'s output."""
+    def load(self, parts: Tuple[torch.Tensor, ...], first: int) -> None:
+        """Writes :meth:`export`'s rows (oldest first) from slot ``first`` on."""
         (rows,) = parts
-        self.tensor[: rows.shape[0]] = rows.to(self.tensor.device)
+        self.write(first, rows.numpy() if self.array is not None else rows, rows.shape[0])
 
     @property
     def nbytes(self) -> int:
@@ -180,13 +180,15 @@ class RaggedColumn:
         rows = self.gather(slots)
         return rows.data.cpu(), rows.lengths.cpu()
 
-    def load(self, parts: Tuple[torch.Tensor, ...]) -> None:
-        """Fills slots ``0..n-1`` from :meth:`export`'s output."""
+    def load(self, parts: Tuple[torch.Tensor, ...], first: int) -> None:
+        """Writes :meth:`export`'s rows (oldest first) from slot ``first`` on, items compacted."""
         flat, lengths = parts
-        n = lengths.shape[0]
+        if lengths.dtype != torch.int64 or bool((lengths < 0).any()) or int(lengths.sum()) != flat.shape[0]:
+            raise ValueError(
+                f"{self.spec.name}: saved lengths do not describe the {flat.shape[0]} saved items"
+            )
         self.head = 0
-        if n:
-            self.write(0, flat.numpy() if self.array is not None else flat, lengths.numpy(), n, -1)
+        self.write(first, flat.numpy() if self.array is not None else flat, lengths.numpy(), lengths.shape[0], -1)
 
     @property
     def nbytes(self) -> int:

@@ -164,6 +164,32 @@ class PrioritizedBuffer(Buffer):
             logger.debug("update_priority: skipped %d rows overwritten since sampling", int((~alive).sum()))
         self._tree.update(slots[alive], self._priority_weights(priorities[alive]))
 
+    # ------------------------------------------------------------------ saving / loading
+
+    def _save_state(self) -> Tuple[dict, list]:
+        """Settings and ``beta`` for the file header, and the priorities of slots ``0..size-1``."""
+        state = {
+            "epsilon": self.epsilon,
+            "alpha": self.alpha,
+            "beta": self.beta,
+            "beta_increment_per_sampling": self.beta_increment_per_sampling,
+            "curr_beta": self.curr_beta,
+        }
+        return state, [torch.from_numpy(self._tree.leaves[: self.size()].copy())]
+
+    def _load_state(self, state: dict, arrays: list) -> None:
+        (leaves,) = arrays
+        if leaves.shape != (self.size(),) or not bool(torch.isfinite(leaves).all()) or bool((leaves < 0).any()):
+            raise ValueError(f"PrioritizedBuffer.load: priorities of shape {tuple(leaves.shape)} do not fit {self.size()} rows")
+        self._tree.update(np.arange(self.size()), leaves.numpy())
+        self.curr_beta = float(state["curr_beta"])
+
+    @classmethod
+    def _from_header(cls, header: dict, device: Union[str, torch.device]) -> "PrioritizedBuffer":
+        state = header["prioritized"]
+        names = ("epsilon", "alpha", "beta", "beta_increment_per_sampling")
+        return cls(header["buffer_size"], device, **{name: state[name] for name in names})
+
     # --------------------------------------------------------------------------- reads
 
     def sample_batch(
