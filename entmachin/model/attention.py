@@ -48,7 +48,6 @@ def plan_attention(
         relpos / positions: the relative position encoding and the tokens' positions.
     """
     plans = []
-    n_tokens = layout.n_tokens
     for b in layout.buckets:
         if b.gather is None:
             index = torch.arange(b.start, b.start + b.n_tokens, device=layout.starts.device)  # [n_rows * T]
@@ -63,9 +62,8 @@ def plan_attention(
             mask = may[:, None] if mask is None else mask & may[:, None]  # [n_rows, 1, T, T]
         key_cells = value_cells = None
         if relpos is not None and positions is not None:
-            idx = index if b.gather is not None else index.clamp(max=n_tokens)
-            key_cells = relpos.cells(positions, idx, b.n_rows, b.width)  # [n_rows, T, T]
-            value_cells = relpos.value_cells(positions, idx, key_cells)  # [n_rows, T, T]
+            key_cells = relpos.cells(positions, index, b.n_rows, b.width)  # [n_rows, T, T]
+            value_cells = relpos.value_cells(positions, index, key_cells)  # [n_rows, T, T]
         plans.append(BucketPlan(b, mask, key_cells, value_cells))
     return plans
 
@@ -90,38 +88,43 @@ class RaggedSelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, plans: List[BucketPlan]) -> torch.Tensor:
         qkv = self.qkv(x)  # [n_tokens, 3 * d_model]
-        padded_source = None
+        if not plans:
+            return self.resid_drop(self.proj(qkv.new_zeros(0, self.d_model)))
+        d_head = self.d_model // self.n_head
+        # One split (whose backward is one cat) instead of per-bucket slices or gathers, whose
+        # backward would materialise a full-size gradient per bucket.
+        parts = qkv.split([p.bucket.n_tokens for p in plans])
         outs = []
-        for plan in plans:
+        for plan, part in zip(plans, parts):
             b = plan.bucket
-            if b.gather is None:
-                part = qkv[b.start : b.start + b.n_tokens]  # [n_rows * T, 3 * d_model]
-            else:
-                if padded_source is None:
-                    padded_source = F.pad(qkv, (0, 0, 0, 1))  # [n_tokens + 1, 3 * d_model] zero pad row
-                part = padded_source[b.gather]  # [n_rows * T, 3 * d_model]
-            d_head = self.d_model // self.n_head
-            q, k, v = part.view(b.n_rows, b.width, 3, self.n_head, d_head).permute(2, 0, 3, 1, 4)  # [n_rows, h, T, d_head] each
+            if b.valid is not None:
+                grid = part.new_zeros(b.n_rows * b.width, part.shape[1])  # [n_rows * T, 3 * d_model]
+                part = grid.index_copy(0, b.valid, part)
+            qkv_rows = part.view(b.n_rows, b.width, 3, self.n_head, d_head)  # [n_rows, T, 3, h, d_head]
+            q, k, v = qkv_rows.permute(2, 0, 3, 1, 4)  # [n_rows, h, T, d_head] each
             y = self._attend(q, k, v, plan)  # [n_rows, h, T, d_head]
             y = y.transpose(1, 2).reshape(b.n_rows * b.width, self.d_model)  # [n_rows * T, d_model]
-            outs.append(y if b.valid is None else y[b.valid])  # [n_bucket_tokens, d_model]
-        if not outs:
-            y = qkv.new_zeros(0, self.d_model)  # [0, d_model]
-        else:
-            y = outs[0] if len(outs) == 1 else torch.cat(outs)  # [n_tokens, d_model]
+            outs.append(y if b.valid is None else y.index_select(0, b.valid))  # [n_bucket_tokens, d_model]
+        y = outs[0] if len(outs) == 1 else torch.cat(outs)  # [n_tokens, d_model]
         return self.resid_drop(self.proj(y))
 
     def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BucketPlan) -> torch.Tensor:
         relpos = self._relpos[0]
         dropout = self.attn_pdrop if self.training else 0.0
-        if relpos is None or plan.key_cells is None:
+        explicit = relpos is not None and plan.key_cells is not None
+        # On CPUs, the fused kernel's backward is several times slower than plain matmuls in
+        # reduced precision (bf16 / fp16); it wins in float32 and on GPUs.
+        if not explicit and not (q.device.type == "cpu" and q.dtype in (torch.bfloat16, torch.float16)):
             return F.scaled_dot_product_attention(q, k, v, attn_mask=plan.mask, dropout_p=dropout)
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))  # [n_rows, h, T, T]
-        att = att + relpos.logits(q, plan.key_cells)
+        if explicit:
+            att = att + relpos.logits(q, plan.key_cells)
         if plan.mask is not None:
             att = att.masked_fill(~plan.mask, float("-inf"))
-        att = F.dropout(att.softmax(dim=-1), dropout, self.training)  # [n_rows, h, T, T]
-        return att @ v + relpos.values_out(att, plan.value_cells)
+        att = att.softmax(dim=-1, dtype=torch.float32).to(v.dtype)  # [n_rows, h, T, T]
+        att = F.dropout(att, dropout, self.training)
+        y = att @ v  # [n_rows, h, T, d_head]
+        return y + relpos.values_out(att, plan.value_cells) if explicit else y
 
 
 def segment_pool(x: torch.Tensor, index: torch.Tensor, n_rows: int, op: str) -> torch.Tensor:

@@ -47,7 +47,8 @@ class RelposEncodingConfig:
     per_entity_values: bool = False
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "position_features", _names(self.position_features, "RelposEncodingConfig.position_features"))
+        names = _names(self.position_features, "RelposEncodingConfig.position_features")
+        object.__setattr__(self, "position_features", names)
         object.__setattr__(self, "extent", tuple(self.extent))
         if not self.position_features:
             raise ValueError("RelposEncodingConfig.position_features: expected at least one feature name, got none")
@@ -94,7 +95,8 @@ class TranslationConfig:
     add_dist_feature: bool = False
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "position_features", _names(self.position_features, "TranslationConfig.position_features"))
+        names = _names(self.position_features, "TranslationConfig.position_features")
+        object.__setattr__(self, "position_features", names)
         if not self.position_features:
             raise ValueError("TranslationConfig.position_features: expected at least one feature name, got none")
         if self.rotation_vec_features is not None:

@@ -13,6 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from entmachin.ragged.tensor import RaggedTensor
+
 
 class HeadOutput(NamedTuple):
     """Per-actor results of one head.
@@ -89,22 +91,25 @@ class CategoricalHead(nn.Module):
         action: Optional[torch.Tensor] = None,
         deterministic: bool = False,
     ) -> HeadOutput:
-        logits = self.proj(x[actors])  # [n_actors, n_choices]
+        logits = self.proj(x.index_select(0, actors))  # [n_actors, n_choices]
         return masked_categorical(logits, mask, action, deterministic)
 
 
 class SelectEntityHead(nn.Module):
     """Each actor selects one of its row's actees by query-key attention.
 
-    Logits are ``q_actor . k_actee / sqrt(d_qk)`` for every actor x actee pair of a row,
-    computed pair by pair (no padding across rows), then laid out per actor up to the longest
-    actee list; pairs the ``actee_mask`` forbids get ``-inf``.
+    Logits are ``q_actor . k_actee / sqrt(d_qk)`` for every actor x actee pair of a row, laid
+    out per actor up to the longest actee list; pairs the ``actee_mask`` forbids get ``-inf``.
+    They come from one batched product of per-row padded queries and keys, or, when padding
+    would cost more than ``PAIR_FALLBACK`` times the real pairs, from the pairs one by one.
 
     Shape:
-        x: ``[n_tokens, d_model]``; actors: ``[n_actors]`` stream indices; actor_rows: ``[n_actors]``;
-        actees: ``[n_actees]`` stream indices; actee_lengths / actee_starts: ``[B]``;
-        actee_mask: bool ``[n_pairs]`` (row-major actor x actee per row) or ``None``.
+        x: ``[n_tokens, d_model]``; actors / actees: ragged int64 ``[n, 1]`` stream indices, one
+        sequence per row; actee_mask: bool ``[n_pairs]`` (row-major actor x actee per row) or
+        ``None``.
     """
+
+    PAIR_FALLBACK = 8
 
     def __init__(self, d_model: int, d_qk: int) -> None:
         super().__init__()
@@ -115,31 +120,45 @@ class SelectEntityHead(nn.Module):
     def forward(
         self,
         x: torch.Tensor,
-        actors: torch.Tensor,
-        actor_rows: torch.Tensor,
-        actees: torch.Tensor,
-        actee_lengths: torch.Tensor,
-        actee_starts: torch.Tensor,
+        actors: RaggedTensor,
+        actees: RaggedTensor,
         actee_mask: Optional[torch.Tensor],
         action: Optional[torch.Tensor] = None,
         deterministic: bool = False,
     ) -> HeadOutput:
-        n_actors = actors.shape[0]
-        choices = actee_lengths[actor_rows]  # [n_actors] actees each actor chooses from
-        width = int(choices.max()) if n_actors else 0
-        pair_actor = torch.repeat_interleave(torch.arange(n_actors, device=actors.device), choices)  # [n_pairs]
-        n_pairs = pair_actor.shape[0]
-        pair_starts = torch.cumsum(choices, 0) - choices  # [n_actors]
-        pair_pos = torch.arange(n_pairs, device=actors.device) - pair_starts[pair_actor]  # [n_pairs]
-        pair_actee = actee_starts[actor_rows][pair_actor] + pair_pos  # [n_pairs] index into actees
-
-        q = self.query(x[actors])  # [n_actors, d_qk]
-        k = self.key(x[actees])  # [n_actees, d_qk]
-        pair_logits = (q[pair_actor] * k[pair_actee]).sum(dim=-1).float() / math.sqrt(self.d_qk)  # [n_pairs]
-        flat = pair_actor * width + pair_pos  # [n_pairs] position in the [n_actors, width] grid
-        logits = pair_logits.new_zeros(n_actors * width).index_put((flat,), pair_logits)  # [n_actors * width]
-        allowed = torch.zeros(n_actors * width, dtype=torch.bool, device=actors.device)  # [n_actors * width]
-        allowed[flat] = True if actee_mask is None else actee_mask
-        return masked_categorical(
-            logits.view(n_actors, width), allowed.view(n_actors, width), action, deterministic
-        )
+        n_rows, n_actors = len(actors), actors.n_items
+        rows = actors.batch_index  # [n_actors]
+        choices = actees.lengths[rows]  # [n_actors] actees each actor chooses from
+        a_max, width = actors.max_length, actees.max_length
+        q = self.query(x.index_select(0, actors.data[:, 0]))  # [n_actors, d_qk]
+        k = self.key(x.index_select(0, actees.data[:, 0]))  # [n_actees, d_qk]
+        scale = 1.0 / math.sqrt(self.d_qk)
+        n_pairs = int(choices.sum()) if n_actors else 0
+        if n_rows * a_max * width <= self.PAIR_FALLBACK * n_pairs:
+            slot = rows * a_max + actors.positions  # [n_actors] slot in the per-row padded queries
+            q_pad = q.new_zeros(n_rows * a_max, self.d_qk).index_copy(0, slot, q)  # [B * a_max, d_qk]
+            k_slot = actees.batch_index * width + actees.positions  # [n_actees]
+            k_pad = k.new_zeros(n_rows * width, self.d_qk).index_copy(0, k_slot, k)  # [B * width, d_qk]
+            q_rows = q_pad.view(n_rows, a_max, self.d_qk)  # [B, a_max, d_qk]
+            k_rows = k_pad.view(n_rows, width, self.d_qk)  # [B, width, d_qk]
+            grid = torch.bmm(q_rows, k_rows.transpose(1, 2))  # [B, a_max, width]
+            logits = grid.view(n_rows * a_max, width).index_select(0, slot) * scale  # [n_actors, width]
+        else:
+            actor_ids = torch.arange(n_actors, device=q.device)  # [n_actors]
+            pair_actor = torch.repeat_interleave(actor_ids, choices, output_size=n_pairs)  # [n_pairs]
+            pair_start = torch.cumsum(choices, 0) - choices  # [n_actors]
+            pair_pos = torch.arange(n_pairs, device=q.device) - pair_start[pair_actor]  # [n_pairs]
+            pair_actee = actees.starts[rows][pair_actor] + pair_pos  # [n_pairs] index into actees
+            pair_logits = (q[pair_actor] * k[pair_actee]).sum(dim=-1) * scale  # [n_pairs]
+            logits = pair_logits.new_zeros(n_actors * width).index_put((pair_actor * width + pair_pos,), pair_logits)
+            logits = logits.view(n_actors, width)  # [n_actors, width]
+        column = torch.arange(width, device=q.device)  # [width]
+        allowed = column[None, :] < choices[:, None]  # [n_actors, width]
+        if actee_mask is not None and actee_mask.numel():
+            # Row b's mask is [n_actors_b, n_actees_b] row-major: actor i's entries start at
+            # mask_start[b] + i * n_actees_b.
+            mask_start = torch.cumsum(actors.lengths * actees.lengths, 0) - actors.lengths * actees.lengths  # [B]
+            first = mask_start[rows] + actors.positions * choices  # [n_actors]
+            index = (first[:, None] + column[None, :]).clamp(max=actee_mask.shape[0] - 1)  # [n_actors, width]
+            allowed = allowed & actee_mask[index]
+        return masked_categorical(logits, allowed, action, deterministic)

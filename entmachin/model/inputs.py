@@ -35,7 +35,7 @@ class DeferredChecks:
         """Raises ``ValueError`` with the message of the first failed check, if any."""
         if not self._checks:
             return
-        flags = torch.stack([f.to(torch.bool).cpu() for f, _ in self._checks]).tolist()
+        flags = torch.stack([f.to(torch.bool) for f, _ in self._checks]).tolist()  # the one sync
         self._checks, checks = [], self._checks
         for flag, (_, message) in zip(flags, checks):
             if flag:
@@ -228,12 +228,15 @@ def parse_action_masks(
         allowed = {"actors", "actees", "actee_mask"} if select else {"actors", "mask"}
         unknown = sorted(set(entry) - allowed)
         if unknown:
-            raise ValueError(f"{where}: unknown key '{unknown[0]}' for a {type(space).__name__}; allowed: {sorted(allowed)}")
+            raise ValueError(
+                f"{where}: unknown key '{unknown[0]}' for a {type(space).__name__}; allowed: {sorted(allowed)}"
+            )
         actors = _int_ragged(entry["actors"], device, f"{where}['actors']")
         mask = actees = actee_mask = None
         if not select and entry.get("mask") is not None:
             rt = as_ragged(entry["mask"], device, f"{where}['mask']")
-            _check_width(rt, len(space.index_to_label), f"{where}['mask']", f"the action space ({len(space.index_to_label)} choices)")
+            n_choices = len(space.index_to_label)
+            _check_width(rt, n_choices, f"{where}['mask']", f"the action space ({n_choices} choices)")
             _check_rows(rt, len(actors), f"{where}['mask']", f"{where}['actors']")
             def message(rt: RaggedTensor = rt, a: RaggedTensor = actors, w: str = where) -> str:
                 return (f"{w}['mask'] has row lengths {rt.lengths.tolist()}, but ['actors'] has "

@@ -19,7 +19,7 @@ import torch
 
 # Cost of one extra bucket, in padded query x key pairs per row-head; tuned by
 # benchmarks/bench_rogue_net.py (each bucket costs a handful of extra kernel launches).
-BUCKET_OVERHEAD_PAIRS = 4096
+BUCKET_OVERHEAD_PAIRS = 16384
 # Rows are coarsened to this many distinct lengths before planning, to bound the planner's cost.
 MAX_PLAN_LENGTHS = 64
 
@@ -34,8 +34,8 @@ class Bucket(NamedTuple):
         width: length of the longest row (the padded length).
         gather: ``[n_rows * width]`` index into the flat stream extended by one zero token
             (index ``n_stream_tokens``) for padding; ``None`` when every row has ``width`` tokens.
-        valid: ``[n_tokens]`` positions of the real tokens within the ``n_rows * width`` grid;
-            ``None`` when every row has ``width`` tokens.
+        valid: ``[n_tokens]`` positions of the bucket's tokens (in stream order) within its
+            ``n_rows * width`` grid; ``None`` when every row has ``width`` tokens.
         key_valid: bool ``[n_rows, width]`` real (not padding) positions; ``None`` when dense.
     """
 

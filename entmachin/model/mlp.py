@@ -98,9 +98,13 @@ class MLPActor(_DenseTrunk):
         if mask is not None:
             mask = torch.as_tensor(mask, device=logits.device).to(torch.bool)
             if mask.shape != logits.shape:
-                raise ValueError(f"MLPActor.forward: mask has shape {tuple(mask.shape)}; expected [B, n_actions] = {(n, self.n_actions)}")
-            if not mask.any(dim=1).all():
-                raise ValueError(f"MLPActor.forward: mask row {int(torch.nonzero(~mask.any(dim=1))[0, 0])} forbids every choice")
+                raise ValueError(
+                    f"MLPActor.forward: mask has shape {tuple(mask.shape)}; expected [B, n_actions] = "
+                    f"{(n, self.n_actions)}"
+                )
+            empty = ~mask.any(dim=1)  # [B]
+            if empty.any():
+                raise ValueError(f"MLPActor.forward: mask row {int(torch.nonzero(empty)[0, 0])} forbids every choice")
         if action is not None:
             action = torch.as_tensor(action, device=logits.device)
             if action.dtype.is_floating_point and (action == action.round()).all():
@@ -145,7 +149,9 @@ class MLPGaussianActor(_DenseTrunk):
         else:
             action = torch.as_tensor(action, device=mean.device, dtype=mean.dtype)
             if action.shape != mean.shape:
-                raise ValueError(f"MLPGaussianActor.forward: action has shape {tuple(action.shape)}; expected {tuple(mean.shape)}")
+                raise ValueError(
+                    f"MLPGaussianActor.forward: action has shape {tuple(action.shape)}; expected {tuple(mean.shape)}"
+                )
         log_prob = dist.log_prob(action).sum(dim=1, keepdim=True)  # [B, 1]
         entropy = dist.entropy().sum(dim=1, keepdim=True)  # [B, 1]
         return action, log_prob, entropy

@@ -88,7 +88,9 @@ class RogueNet(NormalisedModule):
         if not isinstance(obs_space, ObsSpace):
             raise TypeError(f"RogueNet: obs_space must be an ObsSpace, got {type(obs_space).__name__}")
         if not isinstance(action_space, Mapping):
-            raise TypeError(f"RogueNet: action_space must map action name -> ActionSpace, got {type(action_space).__name__}")
+            raise TypeError(
+                f"RogueNet: action_space must map action name -> ActionSpace, got {type(action_space).__name__}"
+            )
         if not isinstance(config, RogueNetConfig):
             raise TypeError(f"RogueNet: config must be a RogueNetConfig, got {type(config).__name__}")
         kinds = (CategoricalActionSpace, GlobalCategoricalActionSpace, SelectEntityActionSpace)
@@ -207,7 +209,7 @@ class RogueNet(NormalisedModule):
         if isinstance(head, SelectEntityHead):
             actees = mask.actees
             actee_tokens = starts[actees.batch_index] + actees.data[:, 0]  # [n_actees]
-            return head(x, actor_tokens, actors.batch_index, actee_tokens, actees.lengths, actees.starts,
+            return head(x, actors.with_data(actor_tokens[:, None]), actees.with_data(actee_tokens[:, None]),
                         mask.actee_mask, action, deterministic)
         return head(x, actor_tokens, mask.mask, action, deterministic)
 

@@ -1,5 +1,6 @@
 """Action heads: masked choices are never sampled; sampling and re-evaluation agree."""
 import numpy as np
+import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
@@ -44,21 +45,31 @@ def test_masked_categorical_matches_torch_distribution():
     torch.testing.assert_close(out.entropy, dist.entropy())
 
 
-def test_select_entity_head_logits_are_query_key_products():
+@pytest.mark.parametrize("fallback", [0, 1000])  # 0: pair by pair; 1000: padded batched product
+def test_select_entity_head_logits_are_query_key_products(fallback, monkeypatch):
+    monkeypatch.setattr(SelectEntityHead, "PAIR_FALLBACK", fallback)
     torch.manual_seed(0)
     head = SelectEntityHead(d_model=4, d_qk=3)
-    x = torch.randn(6, 4)  # [n_tokens, d_model]; row 0: tokens 0..3, row 1: tokens 4..5
-    actors, rows = torch.tensor([0, 1, 4]), torch.tensor([0, 0, 1])
-    actees, lengths, starts = torch.tensor([2, 3, 5]), torch.tensor([2, 1]), torch.tensor([0, 2])
-    mask = torch.tensor([True, True, False, True, True])  # row 0: actor0 x (2, 3), actor1 x (2, 3); row 1: one pair
-    action = torch.tensor([1, 1, 0])
-    out = head(x, actors, rows, actees, lengths, starts, mask, action)
+    x = torch.randn(9, 4)  # [n_tokens, d_model]; row 0: tokens 0..3, row 1: none, row 2: tokens 4..8
+    actors = RaggedTensor.from_lengths(torch.tensor([[0], [1], [4]]), [2, 0, 1])
+    actees = RaggedTensor.from_lengths(torch.tensor([[2], [3], [5], [6], [7]]), [2, 0, 3])
+    # Row 0: actor 0 x (2, 3), actor 1 x (2, 3); row 2: actor 4 x (5, 6, 7).
+    mask = torch.tensor([True, True, False, True, True, False, True])
+    action = torch.tensor([1, 1, 2])
+    out = head(x, actors, actees, mask, action)
     q, k = head.query(x), head.key(x)
-    expected0 = torch.log_softmax(torch.stack([q[0] @ k[2], q[0] @ k[3]]) / np.sqrt(3), 0)[1]
-    torch.testing.assert_close(out.log_prob[0], expected0)
-    assert out.log_prob[1] == 0 and out.log_prob[2] == 0  # a single allowed choice
-    sampled = head(x, actors, rows, actees, lengths, starts, mask)
-    assert sampled.action[1] == 1
+
+    def log_softmax(qi, ks, allowed):
+        logits = torch.stack([q[qi] @ k[j] for j in ks]) / np.sqrt(3)
+        return torch.log_softmax(logits.masked_fill(~torch.tensor(allowed), float("-inf")), 0)
+
+    torch.testing.assert_close(out.log_prob[0], log_softmax(0, [2, 3], [True, True])[1])
+    assert out.log_prob[1] == 0  # a single allowed choice
+    torch.testing.assert_close(out.log_prob[2], log_softmax(4, [5, 6, 7], [True, False, True])[2])
+    sampled = head(x, actors, actees, mask)
+    assert sampled.action[1] == 1 and sampled.action[2] != 1
+    empty = RaggedTensor.from_lengths(torch.zeros(0, 1, dtype=torch.int64), [0, 0, 0])
+    assert head(x, empty, actees, None).action.shape == (0,)
 
 
 @settings(max_examples=6, deadline=None)
