@@ -225,7 +225,9 @@ class ParallelEnvList(VecEnv):
         seed: as for ``EnvList``: environment ``i`` gets ``env_seeds(seed, num_envs)[i]``.
 
     Under ``spawn`` and ``forkserver`` the workers import the main script, so a script must
-    guard its entry point with ``if __name__ == "__main__":``.
+    guard its entry point with ``if __name__ == "__main__":``. Workers are daemon processes (they
+    never outlive the parent), so an environment cannot start ``multiprocessing`` children of
+    its own; ``subprocess`` works.
 
     ``reset``, ``act`` and ``render`` raise ``EnvWorkerError`` when a worker raised or died;
     the list is then closed (its environments were left half-stepped) and every later call
