@@ -98,8 +98,12 @@ def parse_entities(
     device: torch.device,
     checks: DeferredChecks,
     n_rows_hint: Optional[int] = None,
+    dtype: torch.dtype = torch.float32,
 ) -> ParsedEntities:
-    """Validates ``entities`` / ``visible`` against ``obs_space`` and converts them."""
+    """Validates ``entities`` / ``visible`` against ``obs_space`` and converts them.
+
+    Features are cast to ``dtype`` (the model's parameter dtype) when they differ.
+    """
     if not isinstance(entities, Mapping):
         raise TypeError(f"{WHERE}: entities must map entity type -> ragged features, got {type(entities).__name__}")
     allowed = list(obs_space.entities) + ([GLOBAL_ENTITY] if obs_space.global_features else [])
@@ -124,7 +128,7 @@ def parse_entities(
                          f"ObsSpace.entities['{name}'] ({declared})")
         if not rt.data.is_floating_point():
             raise TypeError(f"{WHERE}: entities['{name}'] holds {rt.dtype}; expected floating-point features")
-        converted[name] = rt
+        converted[name] = rt.to(dtype)
     if converted:
         first = next(iter(converted))
         n_rows = len(converted[first])
@@ -158,7 +162,7 @@ def parse_entities(
         if name in converted:
             features[name] = converted[name]
         else:
-            empty = torch.zeros((0, len(entity.features)), device=device)  # [0, n_features]
+            empty = torch.zeros((0, len(entity.features)), dtype=dtype, device=device)  # [0, n_features]
             features[name] = RaggedTensor.from_lengths(empty, torch.zeros(n_rows, dtype=torch.int64, device=device))
 
     parsed_visible = None

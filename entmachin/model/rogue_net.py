@@ -138,7 +138,8 @@ class RogueNet(NormalisedModule):
         self, entities: Mapping[str, Any], visible: Optional[Mapping[str, Any]], checks: DeferredChecks,
         n_rows_hint: Optional[int] = None, before_embedding: Any = None,
     ) -> tuple[TokenBatch, torch.Tensor]:
-        parsed = parse_entities(self.obs_space, entities, visible, self._device(), checks, n_rows_hint)
+        weight = self.value_head.weight
+        parsed = parse_entities(self.obs_space, entities, visible, weight.device, checks, n_rows_hint, weight.dtype)
         if before_embedding is not None:
             before_embedding(parsed)
         checks.raise_first()

@@ -153,3 +153,37 @@ def test_pooling_trunk_matches_numpy_reference(pooling, with_visible):
     expected = (mid + block.mlp(block.ln2(mid))).detach().numpy()
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
     assert out.shape == (layout.n_tokens, 8)
+
+
+def test_trunk_equals_torch_transformer_encoder_layers_with_the_same_weights():
+    """An independent reference: PyTorch's own pre-norm encoder layers, rows padded with a key mask."""
+    torch.manual_seed(0)
+    config = RogueNetConfig(d_model=8, n_head=2, n_layer=2)
+    trunk = RaggedTransformer(config)
+    for p in trunk.parameters():
+        torch.nn.init.normal_(p, std=0.3)
+    layers = []
+    for block in trunk.blocks:
+        layer = torch.nn.TransformerEncoderLayer(8, 2, 32, dropout=0.0, activation="gelu", batch_first=True,
+                                                 norm_first=True)
+        with torch.no_grad():
+            layer.self_attn.in_proj_weight.copy_(block.mix.qkv.weight)
+            layer.self_attn.in_proj_bias.copy_(block.mix.qkv.bias)
+            layer.self_attn.out_proj.weight.copy_(block.mix.proj.weight)
+            layer.self_attn.out_proj.bias.copy_(block.mix.proj.bias)
+            for mine, theirs in ((block.mlp[0], layer.linear1), (block.mlp[2], layer.linear2),
+                                 (block.ln1, layer.norm1), (block.ln2, layer.norm2)):
+                theirs.weight.copy_(mine.weight)
+                theirs.bias.copy_(mine.bias)
+        layers.append(layer.train())
+    lengths = [5, 1, 3, 7, 7, 2]
+    layout, x, _ = _random_case(torch.Generator().manual_seed(4), lengths, overhead=0)
+    out = trunk(x, layout)
+    padded = torch.zeros(len(lengths), max(lengths), 8)
+    for i, row in enumerate(_stream_rows(x, layout)):
+        padded[i, : len(row)] = row
+    pad_mask = torch.arange(max(lengths))[None, :] >= torch.tensor(lengths)[:, None]  # [B, T]
+    for layer in layers:
+        padded = layer(padded, src_key_padding_mask=pad_mask)
+    for i, got in enumerate(_stream_rows(out, layout)):
+        torch.testing.assert_close(got, padded[i, : lengths[i]], atol=1e-5, rtol=1e-5)

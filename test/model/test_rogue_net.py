@@ -234,3 +234,25 @@ def test_every_example_environment(name):
         assert again.log_prob_sum.shape == (3, 1)
         assert net.value(state["entities"], state.get("visible")).shape == (3, 1)
         obs = env.act(to_vec_actions(out.action))
+
+
+def test_the_model_follows_its_parameters_dtype():
+    net = _net().double()
+    state = zoo_state(zoo_observations(14, 4))
+    out = _run(net, state)
+    assert out.log_prob_sum.dtype == torch.float32  # log-probabilities are computed in float32
+    assert net.value(state["entities"]).dtype == torch.float64
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_outputs_match_cpu():
+    net = _net()
+    state = zoo_state(zoo_observations(15, 6))
+    cpu = _run(net, state, deterministic=True)
+    net.cuda()
+    gpu = _run(net, state, deterministic=True)  # ragged buffers on the CPU are moved to the model's device
+    assert gpu.log_prob_sum.device.type == "cuda"
+    torch.testing.assert_close(gpu.log_prob_sum.cpu(), cpu.log_prob_sum, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(net.value(state["entities"]).cpu(), net.cpu().value(state["entities"]), atol=1e-4,
+                               rtol=1e-4)
