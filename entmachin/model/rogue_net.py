@@ -1,7 +1,7 @@
 """RogueNet: a ragged-batch transformer policy and value function over entities, in pure PyTorch."""
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, NamedTuple, Optional
+from typing import Any, Dict, Mapping, NamedTuple, Optional, Tuple
 
 import torch
 from torch import nn
@@ -20,7 +20,6 @@ from entmachin.model.embedding import EntityEmbedding, TokenBatch
 from entmachin.model.heads import CategoricalHead, HeadOutput, SelectEntityHead
 from entmachin.model.input_norm import NormalisedModule
 from entmachin.model.inputs import (
-    WHERE,
     DeferredChecks,
     ParsedMask,
     parse_action_masks,
@@ -135,13 +134,22 @@ class RogueNet(NormalisedModule):
         return self.value_head.weight.device
 
     def _encode(
-        self, entities: Mapping[str, Any], visible: Optional[Mapping[str, Any]], checks: DeferredChecks,
-        n_rows_hint: Optional[int] = None, before_embedding: Any = None,
-    ) -> tuple[TokenBatch, torch.Tensor]:
+        self,
+        entities: Mapping[str, Any],
+        visible: Optional[Mapping[str, Any]],
+        masks: Optional[Dict[str, ParsedMask]] = None,
+        given: Optional[Dict[str, torch.Tensor]] = None,
+        checks: Optional[DeferredChecks] = None,
+    ) -> Tuple[TokenBatch, torch.Tensor]:
+        """Validates the inputs (one device sync for all value checks), embeds and runs the trunk."""
+        checks = checks if checks is not None else DeferredChecks()
+        hint = len(next(iter(masks.values())).actors) if masks else None
         weight = self.value_head.weight
-        parsed = parse_entities(self.obs_space, entities, visible, weight.device, checks, n_rows_hint, weight.dtype)
-        if before_embedding is not None:
-            before_embedding(parsed)
+        parsed = parse_entities(self.obs_space, entities, visible, weight.device, checks, hint, weight.dtype)
+        if masks:
+            check_masks(self.action_space, masks, parsed, self.embedding.global_token, checks)
+        if given:
+            check_actions(self.action_space, masks, given, checks)
         checks.raise_first()
         tokens = self.embedding(parsed)
         positions = None
@@ -177,15 +185,11 @@ class RogueNet(NormalisedModule):
                 actor without any allowed choice, or a given action its mask forbids.
         """
         device = self._device()
+        # Value checks registered here are decided together with the entities' ones in _encode.
         checks = DeferredChecks()
         masks = parse_action_masks(self.action_space, action_masks, device, checks)
         given = parse_actions(action, masks, device, checks) if action is not None else None
-        hint = len(next(iter(masks.values())).actors) if masks else None
-        tokens, x = self._encode(
-            entities, visible, checks, hint,
-            lambda parsed: (check_masks(self.action_space, masks, parsed, self.embedding.global_token, checks),
-                            check_actions(self.action_space, masks, given, checks) if given else None),
-        )
+        tokens, x = self._encode(entities, visible, masks, given, checks)
         n_rows = tokens.layout.n_rows
         starts = tokens.layout.starts
         actions, log_probs, entropies = {}, {}, {}
@@ -223,7 +227,7 @@ class RogueNet(NormalisedModule):
         Returns:
             float ``[B, 1]``.
         """
-        tokens, x = self._encode(entities, None, DeferredChecks())
+        tokens, x = self._encode(entities, None)
         pooled = segment_pool(x, tokens.layout.batch_index, tokens.layout.n_rows, "mean")  # [B, d_model]
         value = self.value_head(pooled)  # [B, 1]
         return value.to(torch.promote_types(value.dtype, torch.float32))

@@ -4,7 +4,6 @@ import math
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 from hypothesis import given, settings, strategies as st
 
 from entmachin.model.attention import RaggedTransformer, segment_pool

@@ -1,5 +1,4 @@
 """RogueNet end to end: the forward contract, row independence, value path, state_dict, devices."""
-import numpy as np
 import pytest
 import torch
 
