@@ -142,3 +142,13 @@ def test_translation_model_runs():
     out = net(state["entities"], state["action_masks"], state["visible"])
     again = net(state["entities"], state["action_masks"], state["visible"], action=out.action)
     torch.testing.assert_close(again.log_prob_sum, out.log_prob_sum)
+
+
+def test_deepcopy_keeps_the_relative_tables_shared_within_the_copy():
+    import copy
+
+    config = RogueNetConfig(relpos_encoding=RelposEncodingConfig(extent=[2, 2], position_features=["x", "y"]))
+    net = RogueNet(OBS_SPACE, ACTION_SPACE, config)
+    twin = copy.deepcopy(net)
+    assert all(block.mix._relpos[0] is twin.trunk.relpos for block in twin.trunk.blocks)
+    assert twin.trunk.relpos is not net.trunk.relpos
