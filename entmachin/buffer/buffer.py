@@ -77,11 +77,8 @@ class Buffer:
             TypeError: a value of the wrong kind.
         """
         fast = self._fast
-        if fast is not None:
-            values = fast.extract(transition)
-            if values is not None:
-                self._storage.write_row(values)
-                return
+        if fast is not None and fast.append(transition):
+            return
         self._write(self._extract(transition, "append"))
 
     def store_episode(self, episode: Sequence[TransitionLike]) -> None:
@@ -118,24 +115,15 @@ class Buffer:
 
     def _attach(self, storage: RingStorage) -> None:
         self._storage = storage
-        self._fast = FastPath.build(self._schema) if storage.host_arrays else None
+        self._fast = FastPath.build(self._schema, storage) if storage.host_arrays else None
 
-    def _prepare(self, transition: TransitionLike, where: str) -> Tuple[int, Optional[list], Optional[tuple]]:
-        """Checks a transition: ``(n_rows, fast-path values or None, general values or None)``."""
-        fast = self._fast
-        if fast is not None:
-            values = fast.extract(transition)
-            if values is not None:
-                return 1, values, None
-        item = self._extract(transition, where)
-        return item[0], None, item
+    def _prepare(self, transition: TransitionLike, where: str) -> Tuple[int, list, list]:
+        """Checks a transition against the schema: ``(n_rows, values, customs)``, nothing written."""
+        return self._extract(transition, where)
 
-    def _commit(self, prepared: Tuple[int, Optional[list], Optional[tuple]]) -> int:
+    def _commit(self, prepared: Tuple[int, list, list]) -> int:
         """Writes what :meth:`_prepare` checked; returns the first slot written."""
-        _, fast_values, item = prepared
-        if fast_values is not None:
-            return self._storage.write_row(fast_values)
-        return self._write(item)
+        return self._write(prepared)
 
     def size(self) -> int:
         """Rows stored."""

@@ -166,9 +166,9 @@ class RaggedColumn:
         offsets = np.zeros(n + 1, dtype=np.int64)  # [n + 1]
         np.cumsum(lengths, out=offsets[1:])
         batch_index = np.repeat(np.arange(n, dtype=np.int64), lengths)  # [n_items]
-        capacity = max(self.item_capacity, 1)
+        capacity = self.tensor.shape[0] or 1
         shift = self.starts.take(slots) % capacity - offsets[:-1]  # [n]
-        items = np.arange(offsets[-1], dtype=np.int64) + shift.take(batch_index)  # [n_items]
+        items = np.arange(offsets[-1]) + shift.take(batch_index)  # [n_items]
         if self.array is not None:
             data = torch.from_numpy(self.array.take(items, axis=0))  # [n_items, *shape]
             return _ragged(data, torch.from_numpy(lengths), torch.from_numpy(offsets), torch.from_numpy(batch_index))
@@ -225,7 +225,21 @@ def _ring_assign(target: np.ndarray, slot: int, values: np.ndarray) -> None:
 
 
 def _ragged(data: torch.Tensor, lengths: torch.Tensor, offsets: torch.Tensor, batch_index: torch.Tensor) -> RaggedTensor:
-    return RaggedTensor(data, lengths, offsets, batch_index)
+    """Builds a ``RaggedTensor`` without re-checking it.
+
+    ``gather`` makes the four tensors consistent by construction (int64 lengths, offsets and
+    batch index derived from each other, all on ``data``'s device), and the constructor's
+    checks would cost as much as gathering a small batch.
+    """
+    ragged = object.__new__(RaggedTensor)
+    _set(ragged, "data", data)
+    _set(ragged, "lengths", lengths)
+    _set(ragged, "offsets", offsets)
+    _set(ragged, "batch_index", batch_index)
+    return ragged
+
+
+_set = object.__setattr__
 
 
 def make_column(spec: LeafSpec, capacity: int, device: torch.device) -> Any:

@@ -41,9 +41,9 @@ def _as_float_array(value: Any, where: str) -> np.ndarray:
     if isinstance(value, torch.Tensor):
         value = value.detach().cpu().numpy()
     arr = np.asarray(value)
-    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
-        raise TypeError(f"{where}: priorities must be numbers, got {arr.dtype}")
-    return arr.astype(np.float64).reshape(-1)  # [n]
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"{where}: priorities must be real numbers, got {arr.dtype}")
+    return arr.astype(np.float64, copy=False).reshape(-1)  # [n]
 
 
 def _check_priorities(priorities: np.ndarray, where: str) -> None:
@@ -120,10 +120,10 @@ class PrioritizedBuffer(Buffer):
             weights = self._priority_weights(priorities)
         self._store(prepared, weights)
 
-    def _commit(self, prepared: Tuple[int, Optional[list], Optional[tuple]]) -> int:
+    def _commit(self, prepared: Tuple[int, list, list]) -> int:
         return self._store(prepared, None)
 
-    def _store(self, prepared: Tuple[int, Optional[list], Optional[tuple]], weights: Optional[np.ndarray]) -> int:
+    def _store(self, prepared: Tuple[int, list, list], weights: Optional[np.ndarray]) -> int:
         if weights is None:
             weights = np.array([self._default_weight()])  # [1]
         first = Buffer._commit(self, prepared)
@@ -150,7 +150,7 @@ class PrioritizedBuffer(Buffer):
         """
         priorities = _as_float_array(priorities, "update_priority")
         ids = np.asarray(indexes.cpu() if isinstance(indexes, torch.Tensor) else indexes).reshape(-1)
-        if ids.size and (ids.dtype == np.bool_ or not np.issubdtype(ids.dtype, np.integer)):
+        if ids.size and ids.dtype.kind not in "iu":
             raise TypeError(f"update_priority: indexes must be the integer index from sample_batch, got {ids.dtype}")
         if priorities.shape[0] != ids.shape[0]:
             raise ValueError(
@@ -162,7 +162,10 @@ class PrioritizedBuffer(Buffer):
         slots, alive = self._storage.slots_of_ids(ids.astype(np.int64))
         if not alive.all():
             logger.debug("update_priority: skipped %d rows overwritten since sampling", int((~alive).sum()))
-        self._tree.update(slots[alive], self._priority_weights(priorities[alive]))
+        if alive.all():
+            self._tree.update_unchecked(slots, self._priority_weights(priorities))
+        else:
+            self._tree.update_unchecked(slots[alive], self._priority_weights(priorities[alive]))
 
     # ------------------------------------------------------------------ saving / loading
 
@@ -220,7 +223,7 @@ class PrioritizedBuffer(Buffer):
             segment = total / batch_size
             values = (np.arange(batch_size) + self._rng.random(batch_size)) * segment  # [n]
             slots = self._tree.find(values)  # [n]
-            probability = self._tree.get(slots) / total  # [n]
+            probability = self._tree.leaves.take(slots) / total  # [n]
             is_weight = np.power(size * probability, -self.curr_beta)  # [n]
             is_weight /= is_weight.max()
         else:  # every priority is zero (epsilon = 0): sample uniformly

@@ -49,7 +49,7 @@ def choose_rows(
     if not callable(method):
         raise TypeError(f"sample_batch: sample_method must be a str or a callable, got {type(method).__name__}")
     rows = np.asarray(method(buffer, batch_size))
-    if rows.ndim != 1 or (rows.size and (rows.dtype == np.bool_ or not np.issubdtype(rows.dtype, np.integer))):
+    if rows.ndim != 1 or (rows.size and rows.dtype.kind not in "iu"):
         raise ValueError(
             f"sample_batch: sample_method {getattr(method, '__name__', method)!r} must return a 1-D sequence "
             f"of int row indices, got {rows.dtype} of shape {rows.shape}"
@@ -72,10 +72,6 @@ def _check_attrs(schema: Schema, names: Sequence[str], what: str) -> None:
             )
 
 
-def _to(value: Any, device: torch.device, storage_device: torch.device) -> Any:
-    return value if device == storage_device else value.to(device)
-
-
 def _split(value: Any, scalar: bool) -> List[Any]:
     """Splits a concatenated leaf into per-sample values."""
     if isinstance(value, RaggedTensor):
@@ -85,10 +81,12 @@ def _split(value: Any, scalar: bool) -> List[Any]:
     return list(value.split(1))
 
 
-def _fill(template: Dict[str, Any], leaves: Dict[int, Any]) -> arrdict:
-    out = arrdict()
+def _fill(template: Dict[str, Any], leaves: List[Any]) -> arrdict:
+    """The template tree as arrdicts, each leaf index replaced by that leaf's value."""
+    out = arrdict.__new__(arrdict)  # an empty arrdict; its __init__ would only fill it
     for key, value in template.items():
-        out[key] = _fill(value, leaves) if isinstance(value, dict) else leaves[value]
+        # values are arrdicts or leaves already: skip arrdict's conversion of plain dicts
+        dict.__setitem__(out, key, _fill(value, leaves) if type(value) is dict else leaves[value])
     return out
 
 
@@ -120,18 +118,24 @@ def collate(
     every leaf is a list of per-sample values instead.
     """
     schema = storage.schema
-    attrs = list(schema.keys) if sample_attrs is None else list(sample_attrs)
-    _check_attrs(schema, attrs, "sample_attrs")
+    if sample_attrs is None:
+        attrs = schema.keys
+    else:
+        attrs = list(sample_attrs)
+        _check_attrs(schema, attrs, "sample_attrs")
     concat_attrs = set(additional_concat_attrs or ())
-    _check_attrs(schema, list(concat_attrs), "additional_concat_attrs")
+    if concat_attrs:
+        _check_attrs(schema, list(concat_attrs), "additional_concat_attrs")
     wanted = set(attrs)
-    leaves: Dict[int, Any] = {}
-    for index, spec in enumerate(schema.leaves):
+    move = device != storage.device
+    leaves: List[Any] = [None] * len(schema.leaves)
+    for index, (spec, column) in enumerate(zip(schema.leaves, storage.columns)):
         if spec.attr in wanted:
-            value = _to(storage.gather_leaf(index, slots), device, storage.device)
+            value = column.gather(slots)
+            if move:
+                value = value.to(device)
             leaves[index] = value if concatenate else _split(value, spec.kind == "scalar")
-    sub_index = {spec.attr: i for i, spec in enumerate(schema.leaves) if not spec.path}
-    custom_index = {attr: i for i, attr in enumerate(schema.custom_attr)}
+    sub_index, custom_index = schema.sub_leaf, schema.custom_index
 
     def custom(attr: str) -> Any:
         values = storage.gather_custom(custom_index[attr], slots)

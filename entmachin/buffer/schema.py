@@ -7,6 +7,7 @@ host arrays ready to be copied into the buffer's columns; it is the hot path of 
 """
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 import numpy as np
@@ -84,6 +85,16 @@ class Schema:
             tuple(nodes),
             templates,
         )
+
+    @cached_property
+    def sub_leaf(self) -> Dict[str, int]:
+        """Sub attribute -> index of its leaf in ``leaves``."""
+        return {spec.attr: i for i, spec in enumerate(self.leaves) if not spec.path}
+
+    @cached_property
+    def custom_index(self) -> Dict[str, int]:
+        """Custom attribute -> its position in ``custom_attr``."""
+        return {attr: i for i, attr in enumerate(self.custom_attr)}
 
     def kind_of(self, attr: str) -> Optional[str]:
         """``"major"``, ``"sub"``, ``"custom"`` or None for an unknown name."""

@@ -34,10 +34,8 @@ class RingStorage:
         self.columns = [make_column(spec, capacity, self.device) for spec in schema.leaves]
         self._ragged = [isinstance(c, RaggedColumn) for c in self.columns]
         self.customs = [CustomColumn(capacity) for _ in schema.custom_attr]
-        # numpy views of every column, when all are dense and on the host: the one-row fast path
-        self._leaf_arrays = [getattr(c, "array", None) for c in self.columns]
-        self._custom_arrays = [c.objects for c in self.customs]
-        self.host_arrays = all(a is not None for a in self._leaf_arrays)
+        # every column dense with a numpy view on the host: the one-row fast path may write them
+        self.host_arrays = all(getattr(c, "array", None) is not None for c in self.columns)
         self.pos = 0
         self.size = 0
         self.n_written = 0
@@ -73,25 +71,6 @@ class RingStorage:
         self.pos = (slot + n_rows) % capacity
         self.size = min(self.size + n_rows, capacity)
         self.n_written += n_rows
-        return slot
-
-    def write_row(self, values: Sequence[Any]) -> int:
-        """Writes one row of host values (``FastPath.extract``'s output) when ``host_arrays``.
-
-        Returns:
-            The slot written.
-        """
-        slot = self.pos
-        end = slot + 1
-        for array, value in zip(self._leaf_arrays, values):
-            array[slot:end] = value
-        if self._custom_arrays:
-            for array, value in zip(self._custom_arrays, values[len(self._leaf_arrays) :]):
-                array[slot] = value
-        self.pos = end if end < self.capacity else 0
-        if self.size < self.capacity:
-            self.size += 1
-        self.n_written += 1
         return slot
 
     def clear(self) -> None:

@@ -1,11 +1,14 @@
 """``SumTree``: non-negative leaf weights with vectorised batch update and prefix-sum search.
 
-The tree is a complete binary tree stored heap-style in one array (root at 1, children of
-node ``i`` at ``2i`` and ``2i + 1``, leaves at ``n_base .. 2 n_base - 1``). Each inner node
-holds the sum of its children, and a second array the maximum, so ``total()`` and ``max()``
-are O(1). A batch update writes the leaves and then recomputes their ancestors level by level;
-a batch search descends all queries together. Both cost O(log n) numpy calls per batch,
-whatever the batch size, and no Python loop over items.
+A binary tree stored heap-style in one array (children of node ``i`` at ``2i`` and ``2i + 1``,
+leaves at ``n_base .. 2 n_base - 1``), whose nodes hold the sum of their leaves. Only the
+levels up to a *top level* of at most 4096 nodes are kept: a search takes one ``cumsum`` +
+``searchsorted`` over the top level, then descends the few levels below it for all queries
+together; an update writes the leaves and recomputes their ancestors up to the top level, one
+level at a time. Either costs a few numpy calls per level for the whole batch, and no Python
+loop runs over items. Sums are recomputed from the children, never adjusted by deltas, so they
+do not drift. The maximum leaf is kept exactly: raised by updates, and recomputed (one
+vectorised pass) only when asked for after an update may have lowered it.
 
 Example:
     >>> tree = SumTree(4)
@@ -22,9 +25,11 @@ import numpy as np
 
 __all__ = ["SumTree"]
 
+_TOP_LEVEL_BITS = 12  # the top level holds at most 2 ** 12 nodes
+
 
 class SumTree:
-    """Sum (and max) tree over ``n_leaves`` non-negative float64 weights, all zero at first.
+    """Sum tree over ``n_leaves`` non-negative float64 weights, all zero at first.
 
     Args:
         n_leaves: number of leaves (>= 1).
@@ -37,20 +42,27 @@ class SumTree:
         if isinstance(n_leaves, bool) or not isinstance(n_leaves, (int, np.integer)) or n_leaves < 1:
             raise ValueError(f"SumTree: n_leaves must be an int >= 1, got {n_leaves!r}")
         self.n_leaves = int(n_leaves)
-        self._n_base = 1 << (self.n_leaves - 1).bit_length()  # leaves padded to a power of two
-        self._depth = self._n_base.bit_length() - 1  # levels below the root
-        self._sum = np.zeros(2 * self._n_base, dtype=np.float64)  # [2 n_base], index 0 unused
-        self._max = np.zeros(2 * self._n_base, dtype=np.float64)  # [2 n_base]
+        depth = (self.n_leaves - 1).bit_length()  # levels below the root
+        self._n_base = 1 << depth  # leaves padded to a power of two
+        self._n_top = 1 << min(depth, _TOP_LEVEL_BITS)  # nodes of the top level kept
+        self._depth_below_top = depth - min(depth, _TOP_LEVEL_BITS)
+        self._sum = np.zeros(2 * self._n_base, dtype=np.float64)  # [2 n_base]; nodes above the top unused
+        self._total = 0.0
+        self._max = 0.0
+        self._max_stale = False
 
     # --------------------------------------------------------------------------- reads
 
     def total(self) -> float:
         """Sum of all leaf weights."""
-        return float(self._sum[1])
+        return self._total
 
     def max(self) -> float:
         """Largest leaf weight (0 when all are zero)."""
-        return float(self._max[1])
+        if self._max_stale:
+            self._max = float(self._sum[self._n_base :].max())
+            self._max_stale = False
+        return self._max
 
     @property
     def leaves(self) -> np.ndarray:
@@ -83,18 +95,32 @@ class SumTree:
         remaining = np.array(values, dtype=np.float64, ndmin=1).reshape(-1)  # [n]
         if not np.isfinite(remaining).all():
             raise ValueError("SumTree.find: values must be finite")
-        if self._sum[1] <= 0:
+        if self._total <= 0:
             raise ValueError("SumTree.find: every weight is zero; nothing can be found")
         np.maximum(remaining, 0.0, out=remaining)
-        nodes = np.ones(remaining.shape[0], dtype=np.int64)  # [n] start at the root
-        for _ in range(self._depth):
-            left = nodes * 2  # [n]
-            left_sum = self._sum[left]  # [n]
-            # Go right past the left subtree, unless the right one is empty (rounding at the edge).
-            go_right = (remaining >= left_sum) & (self._sum[left + 1] > 0)  # [n]
-            remaining -= np.where(go_right, left_sum, 0.0)
-            nodes = left + go_right
-        return nodes - self._n_base
+        top = self._sum[self._n_top : 2 * self._n_top]  # [n_top]
+        prefix = np.cumsum(top)  # [n_top]
+        nodes = np.searchsorted(prefix, remaining, side="right")  # [n] top-level node of each value
+        np.minimum(nodes, self._n_top - 1, out=nodes)
+        remaining -= prefix.take(nodes) - top.take(nodes)
+        nodes += self._n_top
+        for _ in range(self._depth_below_top):
+            nodes <<= 1  # left child
+            left = self._sum.take(nodes)  # [n]
+            go_right = remaining >= left  # [n]
+            np.subtract(remaining, left, out=remaining, where=go_right)
+            nodes += go_right
+        leaves = nodes - self._n_base  # [n]
+        empty = self._sum.take(nodes) <= 0  # past the last positive leaf: a value >= total, or rounding
+        if empty.any():
+            leaves[empty] = self._last_positive_leaf_before(leaves[empty])
+        return leaves
+
+    def _last_positive_leaf_before(self, leaves: np.ndarray) -> np.ndarray:
+        """For each leaf, the last leaf of positive weight at or before it (else the first one)."""
+        positive = np.flatnonzero(self._sum[self._n_base :] > 0)  # [n_positive]
+        at = np.searchsorted(positive, leaves, side="right") - 1  # [n]
+        return positive[np.maximum(at, 0)]
 
     # -------------------------------------------------------------------------- writes
 
@@ -120,33 +146,46 @@ class SumTree:
             )
         if weights.size and (not np.isfinite(weights).all() or weights.min() < 0):
             raise ValueError("SumTree.update: weights must be finite and >= 0")
+        self.update_unchecked(leaves, weights)
+
+    def update_unchecked(self, leaves: np.ndarray, weights: np.ndarray) -> None:
+        """:meth:`update` for callers that already checked: int64 ``[n]`` leaves in range and
+        ``[n]`` finite non-negative float64 weights."""
         if leaves.size == 0:
             return
-        if np.unique(leaves).size != leaves.size:  # keep the last occurrence of each index
-            reverse_first = np.unique(leaves[::-1], return_index=True)[1]
-            keep = leaves.size - 1 - reverse_first
-            leaves, weights = leaves[keep], weights[keep]
+        if leaves.size > 1:
+            unique, last = np.unique(leaves[::-1], return_index=True)
+            if unique.size != leaves.size:  # repeated indices: keep the last weight of each
+                leaves, weights = unique, weights[::-1][last]
         nodes = leaves + self._n_base  # [n]
+        lowered = not self._max_stale and bool((self._sum.take(nodes) >= self._max).any())
         self._sum[nodes] = weights
-        self._max[nodes] = weights
-        for _ in range(self._depth):
-            nodes = np.unique(nodes >> 1)  # parents, each once
-            left = nodes * 2
-            self._sum[nodes] = self._sum[left] + self._sum[left + 1]
-            self._max[nodes] = np.maximum(self._max[left], self._max[left + 1])
+        for _ in range(self._depth_below_top):
+            nodes >>= 1  # parents; a repeated parent computes the same value twice, harmlessly
+            left = nodes << 1  # [n]
+            self._sum[nodes] = self._sum.take(left) + self._sum.take(left + 1)
+        self._total = float(self._sum[self._n_top : 2 * self._n_top].sum())
+        highest = float(weights.max())
+        if highest >= self._max and not self._max_stale:
+            self._max = highest
+        elif lowered:  # a leaf holding the maximum got less: recompute the maximum when asked
+            self._max_stale = True
 
     def clear(self) -> None:
         """Sets every weight to zero."""
         self._sum[:] = 0.0
-        self._max[:] = 0.0
+        self._total = 0.0
+        self._max = 0.0
+        self._max_stale = False
 
     def _check_index(self, index: Any, where: str) -> np.ndarray:
         arr = np.array(index, ndmin=1).reshape(-1)  # [n]
         if arr.size == 0:
             return np.zeros(0, dtype=np.int64)
-        if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
+        if arr.dtype.kind not in "iu":
             raise ValueError(f"SumTree.{where}: indices must be integers, got dtype {arr.dtype}")
-        if arr.min() < 0 or arr.max() >= self.n_leaves:
-            bad = int(arr.min() if arr.min() < 0 else arr.max())
+        low, high = arr.min(), arr.max()
+        if low < 0 or high >= self.n_leaves:
+            bad = int(low if low < 0 else high)
             raise ValueError(f"SumTree.{where}: index {bad} is out of range for {self.n_leaves} leaves")
         return arr.astype(np.int64, copy=False)

@@ -326,3 +326,22 @@ def test_scalar_and_one_column_sub_attributes_mix():
     dense_first.append(_step(1))  # a scalar fits a [n_rows, 1] column as one row
     _, (reward,) = dense_first.sample_batch(0, sample_method="all", sample_attrs=["reward"])
     assert reward[:, 0].tolist() == [0, 1]
+
+
+def test_fast_path_copies_views_and_falls_back_cleanly():
+    buffer = Buffer(3)
+    buffer.append(_step(0))
+    wide = torch.arange(6, dtype=torch.float32).view(1, 6)
+    step = _step(1)
+    step["state"] = {"state": wide[:, ::2]}  # a non-contiguous view
+    buffer.append(step)
+    step = _step(2)
+    step["next_state"] = {"state": torch.full((1, 3), 9.0, requires_grad=True)}  # general path
+    buffer.append(step)
+    step = _step(3)
+    step["reward"] = 3  # an int into the float column: general path
+    buffer.append(step)
+    wide += 100
+    _, (state, next_state, reward) = buffer.sample_batch(0, sample_method="all", sample_attrs=["state", "next_state", "reward"])
+    assert state.state.tolist() == [[0, 2, 4], [2, 2, 2], [3, 3, 3]]
+    assert next_state.state[1].tolist() == [9, 9, 9] and reward[:, 0].tolist() == [1, 2, 3]

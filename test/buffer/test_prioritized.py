@@ -45,7 +45,7 @@ def test_priorities_per_row_and_their_checks():
         buffer.append(_step(0), priority=float("nan"))
     with pytest.raises(ValueError, match=r"priorities must be finite and >= 0, got -1.0"):
         buffer.append(_step(0), priority=-1.0)
-    with pytest.raises(TypeError, match="priorities must be numbers"):
+    with pytest.raises(TypeError, match="priorities must be real numbers"):
         buffer.append(_step(0), priority="high")
     assert buffer.size() == 3  # failed appends stored nothing
 
