@@ -1,0 +1,378 @@
+"""A2C: advantage actor-critic with Machin 0.4.2's surface over dense and ragged transitions.
+
+Usage loop (one environment, Machin's way)::
+
+    a2c = A2C(actor, critic, torch.optim.Adam, nn.MSELoss(reduction="sum"))
+    episode = []
+    while not done:
+        action = a2c.act({"state": state})[0]
+        ...
+        episode.append({"state": {"state": old}, "action": {"action": action},
+                        "next_state": {"state": state}, "reward": reward, "terminal": done})
+    a2c.store_episode(episode)
+    a2c.update()
+
+Entity environments store canonical states (ARCHITECTURE.md) and RogueNet's actions instead;
+vectorised collection goes through ``store_rollout`` (see ``entmachin.frame.rollout``).
+"""
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+import numpy as np
+import torch
+from torch import nn
+
+from entmachin.buffer import Buffer
+from entmachin.frame import storing
+from entmachin.frame.config import A2CConfig, check_callable, frame_kwargs_from_config, generate_config
+from entmachin.frame.safe_call import safe_call
+from entmachin.frame.summary import UpdateStats, log_update, make_writer
+from entmachin.frame.update import run_update
+from entmachin.model.input_norm import InputNorm, collecting_stats
+
+__all__ = ["A2C"]
+
+logger = logging.getLogger(__name__)
+
+_WRAPPERS = (nn.DataParallel, nn.parallel.DistributedDataParallel)
+
+
+def _accepts(model: Any, parameter: str) -> bool:
+    inner = model.module if isinstance(model, _WRAPPERS) else model
+    fn = inner.forward if isinstance(inner, nn.Module) else inner
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return parameter in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def _pair(value: Any, default: Any, where: str, kind: type) -> Tuple[Any, Any]:
+    """Machin's (actor, critic) pair of scheduler args / kwargs; None or () means defaults."""
+    if value is None or (isinstance(value, (tuple, list)) and len(value) == 0):
+        return default, default
+    if not isinstance(value, (tuple, list)) or len(value) != 2 or not all(isinstance(v, kind) for v in value):
+        raise TypeError(
+            f"{where} must be a pair (for the actor's and the critic's scheduler) of "
+            f"{'tuples' if kind is not dict else 'dicts'}, got {value!r}"
+        )
+    return value[0], value[1]
+
+
+class A2C:
+    """Advantage actor-critic (Machin 0.4.2's ``A2C`` keywords and meanings).
+
+    The actor is called as ``actor(**state, **action)`` through ``safe_call`` and returns
+    ``(action, log_prob, entropy, ...)``: dense ``log_prob`` ``[B]`` / ``[B, 1]``, or per actor
+    ``{action_name: RaggedTensor [n_actors, 1]}`` (RogueNet), in which case each actor gets
+    its row's advantage and rows without actors contribute nothing. The critic returns
+    ``[B, 1]`` (or a tuple whose first element it is). Actor and critic may share parameters
+    (``net`` and ``net.critic()``): then one optimizer steps once per minibatch on the summed
+    loss, with the critic-only parameters (if any) in a second group at the critic's rate.
+
+    Args:
+        actor: the policy module.
+        critic: the value module.
+        optimizer: optimizer class (or factory) called as ``optimizer(params, lr=...)``.
+        criterion: value loss, called as ``criterion(target_value, value)``.
+        lr_scheduler: scheduler class called as ``lr_scheduler(optim, *args, **kwargs)`` per
+            optimizer; stepped by ``update_lr_scheduler()``.
+        lr_scheduler_args: ``(actor_args, critic_args)``.
+        lr_scheduler_kwargs: ``(actor_kwargs, critic_kwargs)``.
+        batch_size: rows per minibatch.
+        actor_update_times: policy gradient steps (minibatches) per ``update()``.
+        critic_update_times: value gradient steps (minibatches) per ``update()``.
+        actor_learning_rate: learning rate of the actor's optimizer.
+        critic_learning_rate: learning rate of the critic's optimizer.
+        entropy_weight: weight of the mean entropy in the policy loss, Machin's sign: negative
+            values reward entropy (exploration); None leaves entropy out.
+        value_weight: factor of the value loss.
+        gradient_max: maximum total gradient norm of each step (inf: no clipping).
+        gae_lambda: GAE lambda in [0, 1]; 1 gives discounted returns minus values.
+        discount: discount factor in [0, 1].
+        normalize_advantage: normalise advantages per minibatch (over rows that have actors).
+        replay_size: rows the on-policy buffer holds; storing more raises.
+        replay_device: device of the buffer.
+        replay_buffer: a buffer to use instead (``replay_size`` and ``replay_device`` unused).
+        visualize: write the autograd graphs of the first actor and critic losses as
+            ``actor.dot`` / ``critic.dot`` (and to tensorboard when there is a writer).
+        visualize_dir: directory of those files (default: the writer's, else the current one).
+        value_clip: clip each value prediction to within this distance of the value it had
+            when the row was stored (Stable-Baselines3's form); None: no clipping.
+        target_kl: stop the update before a minibatch whose approximate KL divergence from
+            the policy at the start of the update exceeds this; None: never stop.
+        n_anneal_updates: learning rates fall linearly from their initial values to 0 over
+            this many ``update()`` calls; None: constant. Not combinable with ``lr_scheduler``.
+        writer: tensorboard ``SummaryWriter`` or log directory; each ``update()`` logs there
+            (see ``entmachin.frame.summary``).
+        seed: seeds the frame's minibatch shuffling (None: fresh entropy).
+
+    Raises:
+        TypeError / ValueError: a keyword of the wrong type or out of range (unknown keywords
+            raise ``TypeError`` as for any function).
+    """
+
+    _config_cls = A2CConfig
+
+    def __init__(
+        self, actor: nn.Module, critic: nn.Module, optimizer: Any, criterion: Any, *,
+        lr_scheduler: Any = None, lr_scheduler_args: Any = None, lr_scheduler_kwargs: Any = None,
+        batch_size: int = 100, actor_update_times: int = 5, critic_update_times: int = 10,
+        actor_learning_rate: float = 0.001, critic_learning_rate: float = 0.001,
+        entropy_weight: Optional[float] = None, value_weight: float = 0.5, gradient_max: float = float("inf"),
+        gae_lambda: float = 1.0, discount: float = 0.99, normalize_advantage: bool = True,
+        replay_size: int = 500000, replay_device: Union[str, torch.device] = "cpu", replay_buffer: Any = None,
+        visualize: bool = False, visualize_dir: str = "", value_clip: Optional[float] = None,
+        target_kl: Optional[float] = None, n_anneal_updates: Optional[int] = None, writer: Any = None,
+        seed: Optional[int] = None,
+    ) -> None:
+        settings = dict(locals())
+        for key in ("self", "actor", "critic", "optimizer", "criterion", "lr_scheduler", "lr_scheduler_args",
+                    "lr_scheduler_kwargs", "replay_buffer", "writer", "__class__"):
+            settings.pop(key, None)
+        self._setup(actor, critic, optimizer, criterion, lr_scheduler, lr_scheduler_args, lr_scheduler_kwargs,
+                    replay_buffer, writer, A2CConfig(**settings))
+
+    def _setup(self, actor: Any, critic: Any, optimizer: Any, criterion: Any, lr_scheduler: Any,
+               lr_scheduler_args: Any, lr_scheduler_kwargs: Any, replay_buffer: Any, writer: Any,
+               config: A2CConfig) -> None:
+        name = type(self).__name__
+        for label, model in (("actor", actor), ("critic", critic)):
+            if not isinstance(model, nn.Module):
+                raise TypeError(f"{name}: {label} must be an nn.Module, got {type(model).__name__}")
+        check_callable(optimizer, f"{name}: optimizer", "an optimizer class such as torch.optim.Adam")
+        check_callable(criterion, f"{name}: criterion", "a loss such as nn.MSELoss()")
+        if lr_scheduler is not None:
+            check_callable(lr_scheduler, f"{name}: lr_scheduler", "a scheduler class or None")
+            if config.n_anneal_updates is not None:
+                raise ValueError(f"{name}: give lr_scheduler or n_anneal_updates, not both")
+        sched_args = _pair(lr_scheduler_args, (), f"{name}: lr_scheduler_args", (tuple, list))
+        sched_kwargs = _pair(lr_scheduler_kwargs, {}, f"{name}: lr_scheduler_kwargs", dict)
+        self.config = config
+        self.actor, self.critic, self.criterion = actor, critic, criterion
+        self._actor_params = list(actor.parameters())
+        actor_ids = {id(p) for p in self._actor_params}
+        critic_params = list(critic.parameters())
+        self.shared_parameters = any(id(p) in actor_ids for p in critic_params)
+        if self.shared_parameters:
+            critic_only = [p for p in critic_params if id(p) not in actor_ids]
+            groups = [{"params": self._actor_params, "lr": config.actor_learning_rate}]
+            if critic_only:
+                groups.append({"params": critic_only, "lr": config.critic_learning_rate})
+            self._params = self._actor_params + critic_only
+            self.actor_optim = self.critic_optim = optimizer(groups, lr=config.actor_learning_rate)
+            self._critic_params = self._params
+        else:
+            self._critic_params = critic_params
+            self.actor_optim = optimizer(self._actor_params, lr=config.actor_learning_rate)
+            self.critic_optim = optimizer(critic_params, lr=config.critic_learning_rate)
+        self._schedulers: List[Any] = []
+        if lr_scheduler is not None:
+            self._schedulers = [lr_scheduler(opt, *a, **k)
+                                for opt, a, k in zip(self.optimizers, sched_args, sched_kwargs)]
+        self._initial_lrs = [[g["lr"] for g in opt.param_groups] for opt in self.optimizers]
+        if replay_buffer is None:
+            replay_buffer = Buffer(config.replay_size, config.replay_device)
+        for method in ("append", "size", "clear", "sample_batch"):
+            if not callable(getattr(replay_buffer, method, None)):
+                raise TypeError(f"{name}: replay_buffer has no {method}() method; pass an entmachin Buffer")
+        self.replay_buffer = replay_buffer
+        self.writer = make_writer(writer, name)
+        self._owns_writer = isinstance(writer, str)
+        self._rng = np.random.default_rng(config.seed)
+        self._n_updates = 0
+        self._visualized: set = set()
+        actor_norms = {id(m) for m in actor.modules() if isinstance(m, InputNorm)}
+        self._critic_only_norms = [m for m in critic.modules() if isinstance(m, InputNorm) and id(m) not in actor_norms]
+        self.last_update: Optional[UpdateStats] = None
+
+    # -------------------------------------------------------------------- Machin surface
+
+    @property
+    def optimizers(self) -> List[torch.optim.Optimizer]:
+        """The optimizers: ``[actor_optim, critic_optim]``, or one when parameters are shared."""
+        return [self.actor_optim] if self.shared_parameters else [self.actor_optim, self.critic_optim]
+
+    @property
+    def lr_schedulers(self) -> List[Any]:
+        """The learning-rate schedulers, one per optimizer (empty without ``lr_scheduler``)."""
+        return list(self._schedulers)
+
+    @property
+    def n_updates(self) -> int:
+        """``update()`` calls so far (restored by ``load``)."""
+        return self._n_updates
+
+    def update_lr_scheduler(self) -> None:
+        """Steps every learning-rate scheduler once."""
+        for scheduler in self._schedulers:
+            scheduler.step()
+
+    def act(self, state: Mapping[str, Any], deterministic: bool = False, *, collect_stats: bool = True) -> Any:
+        """Runs the actor on ``state`` without gradients and returns its result unchanged.
+
+        Running input statistics of the actor learn from ``state`` (``collecting_stats``)
+        unless ``collect_stats=False`` (evaluation).
+
+        Raises:
+            TypeError: ``deterministic=True`` but the actor's forward has no ``deterministic``.
+        """
+        extra: Dict[str, Any] = {}
+        if deterministic:
+            if not _accepts(self.actor, "deterministic"):
+                raise TypeError(
+                    f"{type(self).__name__}.act: deterministic=True, but {type(self.actor).__name__}.forward "
+                    "takes no 'deterministic' parameter"
+                )
+            extra["deterministic"] = True
+        stats = collecting_stats(self.actor) if collect_stats else contextlib.nullcontext()
+        with torch.no_grad(), stats:
+            return safe_call(self.actor, state, extra)
+
+    def eval_act(self, state: Mapping[str, Any], action: Mapping[str, Any]) -> Any:
+        """Scores ``action`` in ``state`` with the actor (with gradients); returns its result."""
+        return safe_call(self.actor, state, action)
+
+    def criticize(self, state: Mapping[str, Any]) -> torch.Tensor:
+        """The critic's value of ``state``, ``[B, 1]`` (the first element if it returns a tuple)."""
+        value = safe_call(self.critic, state)
+        if isinstance(value, (tuple, list)):
+            value = value[0]
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(
+                f"{type(self).__name__}.criticize: the critic returned a {type(value).__name__}; expected "
+                "a tensor [B, 1] or a tuple whose first element is one"
+            )
+        return value
+
+    # ------------------------------------------------------------------------- storing
+
+    def store_episode(self, episode: Sequence[Any]) -> None:
+        """Stores one environment's transitions (dicts or ``Transition``s, one row each).
+
+        Each transition has ``state``, ``action``, ``next_state``, ``reward``, ``terminal`` and
+        optionally ``truncated``. The episode may be complete (last row terminal) or cut short:
+        a last row that is not terminal, and every truncated row, bootstraps from the
+        critic's value of its ``next_state``. Values come from one critic call; GAE follows
+        ARCHITECTURE.md's rules. Only ``state``, ``action``, the flags and the computed
+        ``value`` (return target) and ``gae`` (advantage) are stored; the caller's
+        transitions are not modified.
+
+        Raises:
+            TypeError / ValueError: malformed transitions (the message names the position and
+                key), or more rows than the buffer holds before ``update()``.
+        """
+        self._store(storing.read_episode(episode, f"{type(self).__name__}.store_episode"), "store_episode")
+
+    def store_rollout(self, steps: Sequence[Any]) -> None:
+        """Stores ``T`` vectorised steps, each a transition of ``B`` rows (one per environment).
+
+        ``reward``, ``terminal`` and ``truncated`` are ``[B]`` or ``[B, 1]``; the rows of step
+        ``t + 1`` continue those of step ``t`` unless terminal or truncated. Rows of the last
+        step that are not terminal bootstrap from their ``next_state``, as do truncated rows.
+        Rows are stored step-major; otherwise as :meth:`store_episode`.
+        """
+        self._store(storing.read_rollout(steps, f"{type(self).__name__}.store_rollout"), "store_rollout")
+
+    def _store(self, steps: storing.Steps, method: str) -> None:
+        capacity = getattr(self.replay_buffer, "buffer_size", self.config.replay_size)
+        held = self.replay_buffer.size()
+        if held + steps.n_rows > capacity:
+            raise ValueError(
+                f"{type(self).__name__}.{method}: storing {steps.n_rows} rows on top of {held} would exceed "
+                f"replay_size={capacity} and overwrite on-policy data; call update() first or raise replay_size"
+            )
+        with contextlib.ExitStack() as stack:
+            for norm in self._critic_only_norms:  # the actor's statistics learn in act()
+                stack.enter_context(collecting_stats(norm))
+            returns, advantages = storing.value_targets(
+                steps, self.criticize, self.config.discount, self.config.gae_lambda
+            )
+        self.replay_buffer.append(storing.to_transition(steps, returns, advantages))
+
+    # -------------------------------------------------------------------------- update
+
+    def _needs_old_log_probs(self) -> bool:
+        return self.config.target_kl is not None or self.writer is not None
+
+    def update(self, update_value: bool = True, update_policy: bool = True, concatenate_samples: bool = True
+               ) -> Tuple[float, float]:
+        """Trains on every stored row, then clears the buffer.
+
+        Args:
+            update_value: step the critic (value losses are computed either way).
+            update_policy: step the actor.
+            concatenate_samples: must be True (kept for Machin scripts).
+
+        Returns:
+            ``(mean surrogate objective, mean value loss)``: the negated mean policy loss
+            (entropy term included) and the mean value loss over the minibatches that ran
+            (nan where none did).
+
+        Raises:
+            RuntimeError: the buffer is empty.
+            ValueError: ``concatenate_samples`` is False.
+        """
+        if concatenate_samples is not True:
+            raise ValueError(f"{type(self).__name__}.update: concatenate_samples must be True, got {concatenate_samples!r}")
+        if self.config.n_anneal_updates is not None:
+            frac = max(0.0, 1.0 - self._n_updates / self.config.n_anneal_updates)
+            for opt, lrs in zip(self.optimizers, self._initial_lrs):
+                for group, lr in zip(opt.param_groups, lrs):
+                    group["lr"] = lr * frac
+        stats = run_update(self, update_value, update_policy)
+        self.replay_buffer.clear()
+        self._n_updates += 1
+        self.last_update = stats
+        if self.writer is not None:
+            log_update(self.writer, stats, self._n_updates)
+        return -stats.policy_loss, stats.value_loss
+
+    def close(self) -> None:
+        """Flushes and closes a writer the frame created from a log directory."""
+        if self.writer is not None and self._owns_writer:
+            self.writer.close()
+
+    # ---------------------------------------------------------------- saving / configs
+
+    def save(self, model_dir: str, network_map: Optional[Mapping[str, str]] = None, version: int = 0) -> None:
+        """Saves models, optimizers, schedulers, normalisation statistics and RNG states.
+
+        Files: ``<model_dir>/<name>_<version>.pt`` for ``actor`` and ``critic`` (names from
+        ``network_map``) and ``frame_state_<version>.pt``; the (on-policy) buffer is not saved.
+        """
+        from entmachin.frame.checkpoint import save_frame
+
+        save_frame(self, model_dir, network_map, version)
+
+    def load(self, model_dir: str, network_map: Optional[Mapping[str, str]] = None, version: int = -1) -> None:
+        """Restores what :meth:`save` wrote (``version=-1``: the highest saved), including
+        torch's global RNG state, with ``torch.load(weights_only=True)``."""
+        from entmachin.frame.checkpoint import load_frame
+
+        load_frame(self, model_dir, network_map, version)
+
+    @classmethod
+    def generate_config(cls, config: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+        """Machin-style ``{"frame": ..., "frame_config": {...}}``: defaults overridden by ``config``.
+
+        Raises:
+            ValueError: ``config["frame_config"]`` has a key the frame does not know (the
+                message lists the allowed keys).
+        """
+        return generate_config(cls.__name__, cls._config_cls, config)
+
+    @classmethod
+    def init_from_config(cls, config: Mapping[str, Any], model_device: Union[str, torch.device] = "cpu") -> "A2C":
+        """Builds a frame from :meth:`generate_config`'s dict; models, optimizer, criterion and
+        scheduler are import paths (bare names: ``torch.optim``, ``torch.nn``,
+        ``torch.optim.lr_scheduler``); a critic entry ``"@actor.critic"`` calls that method of
+        the built actor (shared parameters)."""
+        kwargs = frame_kwargs_from_config(cls.__name__, cls._config_cls, config, model_device)
+        return cls(kwargs.pop("actor"), kwargs.pop("critic"), kwargs.pop("optimizer"), kwargs.pop("criterion"),
+                   **kwargs)

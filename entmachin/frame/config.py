@@ -1,0 +1,258 @@
+"""Hyperparameters of A2C and PPO, checked once, and Machin-style config dicts.
+
+``A2CConfig`` / ``PPOConfig`` are the frames' scalar settings (Machin 0.4.2's keywords plus
+entmachin's own), validated in ``__post_init__``. ``generate_config`` / ``init_from_config``
+turn a frame into a plain dict and back, Machin's way: ``{"frame": "PPO", "frame_config":
+{...}}`` with models, optimizer, criterion and scheduler named by import path. Unlike Machin,
+values the user gives override the defaults, and unknown keys raise.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import math
+import numbers
+from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from typing import Any, Dict, Optional, Union
+
+import torch
+
+__all__ = ["A2CConfig", "PPOConfig", "generate_config", "frame_kwargs_from_config", "resolve"]
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True, kw_only=True)
+class A2CConfig:
+    """The scalar settings of an A2C frame; see ``A2C`` for what each one means.
+
+    Raises:
+        TypeError / ValueError: a setting of the wrong type or outside its range; the message
+            names the setting, what it accepts and what arrived.
+    """
+
+    batch_size: int = 100
+    actor_update_times: int = 5
+    critic_update_times: int = 10
+    actor_learning_rate: float = 0.001
+    critic_learning_rate: float = 0.001
+    entropy_weight: Optional[float] = None
+    value_weight: float = 0.5
+    gradient_max: float = math.inf
+    gae_lambda: float = 1.0
+    discount: float = 0.99
+    normalize_advantage: bool = True
+    replay_size: int = 500000
+    replay_device: Union[str, torch.device] = "cpu"
+    visualize: bool = False
+    visualize_dir: str = ""
+    value_clip: Optional[float] = None
+    target_kl: Optional[float] = None
+    n_anneal_updates: Optional[int] = None
+    seed: Optional[int] = None
+
+    def _where(self, name: str) -> str:
+        return f"{type(self).__name__[:-6]}: {name}"
+
+    def _int(self, name: str, low: int, optional: bool = False) -> None:
+        value = getattr(self, name)
+        if optional and value is None:
+            return
+        if not _is_int(value):
+            extra = " or None" if optional else ""
+            raise TypeError(f"{self._where(name)} must be an int >= {low}{extra}, got {value!r}")
+        if value < low:
+            raise ValueError(f"{self._where(name)} must be >= {low}, got {value!r}")
+
+    def _real(self, name: str, low: float, high: float = math.inf, *, open_low: bool = False,
+              optional: bool = False, allow_inf: bool = False) -> None:
+        value = getattr(self, name)
+        if optional and value is None:
+            return
+        if not _is_real(value) or (math.isinf(value) and not allow_inf) or math.isnan(value):
+            kind = "a real number" if allow_inf else "a finite real number"
+            raise TypeError(f"{self._where(name)} must be {kind}{' or None' if optional else ''}, got {value!r}")
+        if (value <= low if open_low else value < low) or value > high:
+            lo = "(" if open_low else "["
+            raise ValueError(f"{self._where(name)} must be in {lo}{low}, {high}], got {value!r}")
+
+    def _bool(self, name: str) -> None:
+        if not isinstance(getattr(self, name), bool):
+            raise TypeError(f"{self._where(name)} must be a bool, got {getattr(self, name)!r}")
+
+    def __post_init__(self) -> None:
+        self._int("batch_size", 1)
+        self._int("actor_update_times", 0)
+        self._int("critic_update_times", 0)
+        self._real("actor_learning_rate", 0.0, open_low=True)
+        self._real("critic_learning_rate", 0.0, open_low=True)
+        self._real("entropy_weight", -math.inf, optional=True)
+        self._real("value_weight", 0.0)
+        self._real("gradient_max", 0.0, open_low=True, allow_inf=True)
+        self._real("gae_lambda", 0.0, 1.0)
+        self._real("discount", 0.0, 1.0)
+        self._bool("normalize_advantage")
+        self._int("replay_size", 1)
+        try:
+            torch.device(self.replay_device)
+        except (TypeError, RuntimeError) as e:
+            raise ValueError(
+                f"{self._where('replay_device')} must be a torch.device or a device string such as 'cpu', "
+                f"got {self.replay_device!r}"
+            ) from e
+        self._bool("visualize")
+        if not isinstance(self.visualize_dir, str):
+            raise TypeError(f"{self._where('visualize_dir')} must be a str, got {self.visualize_dir!r}")
+        self._real("value_clip", 0.0, open_low=True, optional=True)
+        self._real("target_kl", 0.0, open_low=True, optional=True)
+        self._int("n_anneal_updates", 1, optional=True)
+        self._int("seed", 0, optional=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PPOConfig(A2CConfig):
+    """The scalar settings of a PPO frame: A2C's plus ``surrogate_loss_clip``."""
+
+    surrogate_loss_clip: float = 0.2
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._real("surrogate_loss_clip", 0.0, open_low=True)
+
+
+# Keys of ``frame_config`` that are not scalar settings, with their defaults.
+_OBJECT_DEFAULTS: Dict[str, Any] = {
+    "models": ["entmachin.model.MLPActor", "entmachin.model.MLPCritic"],
+    "model_args": [[], []],
+    "model_kwargs": [{}, {}],
+    "optimizer": "Adam",
+    "criterion": "MSELoss",
+    "criterion_args": [],
+    "criterion_kwargs": {},
+    "lr_scheduler": None,
+    "lr_scheduler_args": None,
+    "lr_scheduler_kwargs": None,
+    "replay_buffer": None,
+    "writer": None,
+}
+
+
+def default_frame_config(config_cls: type) -> Dict[str, Any]:
+    """Every ``frame_config`` key of a frame with its default value."""
+    values = dict(_OBJECT_DEFAULTS)
+    values.update({f.name: f.default for f in dataclasses.fields(config_cls)})
+    return values
+
+
+def _check_frame_config(frame_name: str, config_cls: type, values: Any, where: str) -> None:
+    if not isinstance(values, Mapping):
+        raise TypeError(f"{where}: expected a dict of settings, got {type(values).__name__}")
+    allowed = list(default_frame_config(config_cls))
+    unknown = sorted(k for k in values if k not in allowed)
+    if unknown:
+        raise ValueError(f"{where}.{unknown[0]}: unknown key for {frame_name}; allowed keys are {allowed}")
+
+
+def generate_config(frame_name: str, config_cls: type, config: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+    """``{"frame": frame_name, "frame_config": defaults overridden by config["frame_config"]}``.
+
+    Other top-level keys of ``config`` are kept as they are.
+    """
+    if config is None:
+        config = {}
+    if not isinstance(config, Mapping):
+        raise TypeError(f"{frame_name}.generate_config: expected a dict or None, got {type(config).__name__}")
+    user = config.get("frame_config", {})
+    _check_frame_config(frame_name, config_cls, user, "frame_config")
+    out = {k: v for k, v in config.items()}
+    out["frame"] = frame_name
+    out["frame_config"] = {**default_frame_config(config_cls), **dict(user)}
+    return out
+
+
+def resolve(value: Any, default_module: Optional[str], where: str) -> Any:
+    """Returns ``value`` if it is not a str, else the object it names.
+
+    A dotted path (``"package.module.Name"`` or ``"package.module:Name"``) is imported; a bare
+    name is looked up in ``default_module`` (e.g. ``"Adam"`` in ``torch.optim``).
+
+    Raises:
+        ValueError: the name cannot be imported or found.
+    """
+    if not isinstance(value, str):
+        return value
+    if ":" in value:
+        module_name, _, attr = value.partition(":")
+    elif "." in value:
+        module_name, _, attr = value.rpartition(".")
+    elif default_module is not None:
+        module_name, attr = default_module, value
+    else:
+        raise ValueError(f"{where}: {value!r} is not an import path; expected 'package.module.Name'")
+    try:
+        module = importlib.import_module(module_name)
+        obj = module
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"{where}: cannot find {value!r} ({e})") from None
+    return obj
+
+
+def _build(spec: Any, args: Any, kwargs: Any, where: str, device: Any, actor: Any = None) -> Any:
+    if isinstance(spec, str) and spec.startswith("@actor."):
+        if actor is None:
+            raise ValueError(f"{where}: {spec!r} refers to the actor, which only the critic entry may do")
+        method = getattr(actor, spec[len("@actor."):], None)
+        if not callable(method):
+            raise ValueError(f"{where}: the actor has no method {spec[len('@actor.'):]!r}")
+        return method(*args, **kwargs)
+    factory = resolve(spec, None, where)
+    if not callable(factory):
+        raise ValueError(f"{where}: {spec!r} is not a class or a callable")
+    model = factory(*args, **kwargs)
+    return model.to(device) if hasattr(model, "to") else model
+
+
+def frame_kwargs_from_config(
+    frame_name: str, config_cls: type, config: Mapping[str, Any], model_device: Any
+) -> Dict[str, Any]:
+    """Builds the models, optimizer, criterion and scheduler a config names; returns frame kwargs.
+
+    The result holds ``actor``, ``critic``, ``optimizer`` and ``criterion`` and every other
+    setting as a keyword of the frame's constructor.
+    """
+    where = f"{frame_name}.init_from_config"
+    if not isinstance(config, Mapping) or "frame_config" not in config:
+        raise ValueError(f"{where}: expected a dict with a 'frame_config' entry, as generate_config returns")
+    if config.get("frame", frame_name) != frame_name:
+        raise ValueError(f"{where}: config['frame'] is {config['frame']!r}; expected {frame_name!r}")
+    user = config["frame_config"]
+    _check_frame_config(frame_name, config_cls, user, "frame_config")
+    values = {**default_frame_config(config_cls), **dict(user)}
+    models, model_args, model_kwargs = values.pop("models"), values.pop("model_args"), values.pop("model_kwargs")
+    for name, entry in (("models", models), ("model_args", model_args), ("model_kwargs", model_kwargs)):
+        if not isinstance(entry, (list, tuple)) or len(entry) != 2:
+            raise ValueError(f"frame_config.{name}: expected two entries (actor, critic), got {entry!r}")
+    actor = _build(models[0], model_args[0], model_kwargs[0], "frame_config.models[0]", model_device)
+    critic = _build(models[1], model_args[1], model_kwargs[1], "frame_config.models[1]", model_device, actor)
+    optimizer = resolve(values.pop("optimizer"), "torch.optim", "frame_config.optimizer")
+    criterion_cls = resolve(values.pop("criterion"), "torch.nn", "frame_config.criterion")
+    criterion = criterion_cls(*values.pop("criterion_args"), **values.pop("criterion_kwargs"))
+    if values["lr_scheduler"] is not None:
+        values["lr_scheduler"] = resolve(values["lr_scheduler"], "torch.optim.lr_scheduler", "frame_config.lr_scheduler")
+    return {"actor": actor, "critic": critic, "optimizer": optimizer, "criterion": criterion, **values}
+
+
+def check_callable(value: Any, where: str, what: str) -> Callable:
+    """Raises ``TypeError`` unless ``value`` is callable."""
+    if not callable(value):
+        raise TypeError(f"{where} must be {what}, got {type(value).__name__} {value!r}")
+    return value

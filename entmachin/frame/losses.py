@@ -1,0 +1,177 @@
+"""Policy terms of A2C and PPO for dense actors (one log-prob per row) and ragged ones (per actor).
+
+An actor's result is Machin's ``(action, log_prob, entropy, ...)``. Dense actors (MLPs) give
+``log_prob`` as ``[B]`` or ``[B, 1]``; entity actors (RogueNet) give ``{action_name:
+RaggedTensor [n_actors, 1]}`` with one sequence per row. Both are flattened to *units*: rows
+for dense actors, actors for ragged ones, each with the row it belongs to. Ratios are taken
+per unit, each unit gets its row's advantage, and rows without actors contribute nothing.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Dict, List, NamedTuple, Optional, Union
+
+import torch
+
+from entmachin.ragged.tensor import RaggedTensor
+
+__all__ = ["Units", "units_of", "OldLogProbs", "old_units", "normalized", "policy_terms", "PolicyTerms"]
+
+# Per action name, one RaggedTensor over all rows (ragged actors), or a [N] tensor (dense ones).
+OldLogProbs = Union[torch.Tensor, Dict[str, RaggedTensor]]
+
+
+class Units(NamedTuple):
+    """An actor's log-probabilities and entropies flattened to units.
+
+    Attributes:
+        log_prob: ``[n_units]``.
+        entropy: ``[n_units]`` or None when the actor returns no entropy.
+        row: ``[n_units]`` int64 row of each unit (``arange(B)`` for dense actors).
+        per_actor: per action name ``RaggedTensor`` of log-probs (ragged actors), else None.
+    """
+
+    log_prob: torch.Tensor
+    entropy: Optional[torch.Tensor]
+    row: torch.Tensor
+    per_actor: Optional[Dict[str, RaggedTensor]]
+
+
+def _flatten(values: Mapping[str, Any], names: List[str], where: str, n_rows: int) -> List[RaggedTensor]:
+    out = []
+    for name in names:
+        value = values.get(name) if isinstance(values, Mapping) else None
+        if not isinstance(value, RaggedTensor):
+            raise TypeError(f"{where}[{name!r}] is a {type(value).__name__}; expected a RaggedTensor [n_actors, 1]")
+        if len(value) != n_rows or value.data.numel() != value.n_items:
+            raise ValueError(
+                f"{where}[{name!r}] has {len(value)} rows and data of shape {tuple(value.data.shape)}; "
+                f"expected {n_rows} rows of [n_actors, 1]"
+            )
+        out.append(value)
+    return out
+
+
+def _dense(value: Any, n_rows: int, where: str) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{where} is a {type(value).__name__}; expected a tensor [B] or [B, 1]")
+    if value.numel() != n_rows or value.dim() > 2 or (value.dim() == 2 and value.shape[1] != 1):
+        raise ValueError(f"{where} has shape {tuple(value.shape)}; expected [B] or [B, 1] with B = {n_rows}")
+    return value.reshape(n_rows)  # [B]
+
+
+def units_of(result: Any, n_rows: int, need_entropy: bool, where: str) -> Units:
+    """Reads ``(action, log_prob, entropy, ...)`` from an actor's result.
+
+    Raises:
+        TypeError / ValueError: the result is not a tuple of at least two values, shapes do not
+            fit ``n_rows``, or ``need_entropy`` and the actor returns no entropy.
+    """
+    if not isinstance(result, (tuple, list)) or len(result) < 2:
+        raise TypeError(
+            f"{where}: the actor returned a {type(result).__name__}; expected a tuple "
+            "(action, log_prob, entropy, ...)"
+        )
+    log_prob = result[1]
+    entropy = result[2] if len(result) > 2 else None
+    if need_entropy and entropy is None:
+        raise ValueError(
+            f"{where}: entropy_weight is set, but the actor returns no entropy; return "
+            "(action, log_prob, entropy) or set entropy_weight=None"
+        )
+    if isinstance(log_prob, Mapping):
+        names = list(log_prob)
+        lps = _flatten(log_prob, names, f"{where}: log_prob", n_rows)
+        flat = torch.cat([lp.data.reshape(-1) for lp in lps]) if lps else torch.zeros(0)  # [n_units]
+        row = torch.cat([lp.batch_index for lp in lps]) if lps else torch.zeros(0, dtype=torch.int64)  # [n_units]
+        ent = None
+        if entropy is not None:
+            if not isinstance(entropy, Mapping):
+                raise TypeError(f"{where}: log_prob is per actor, but entropy is a {type(entropy).__name__}")
+            ents = _flatten(entropy, names, f"{where}: entropy", n_rows)
+            ent = torch.cat([e.data.reshape(-1) for e in ents]) if ents else flat.new_zeros(0)  # [n_units]
+        return Units(flat, ent, row.to(flat.device), dict(zip(names, lps)))
+    flat = _dense(log_prob, n_rows, f"{where}: log_prob")  # [B]
+    ent = None if entropy is None else _dense(entropy, n_rows, f"{where}: entropy")  # [B]
+    return Units(flat, ent, torch.arange(n_rows, device=flat.device), None)
+
+
+def old_units(old: OldLogProbs, index: torch.Tensor) -> torch.Tensor:
+    """The old log-probs of rows ``index`` flattened like :func:`units_of` flattens new ones.
+
+    Shape:
+        index: ``[B]``; returns ``[n_units]``.
+    """
+    if isinstance(old, torch.Tensor):
+        return old[index.to(old.device)]  # [B]
+    parts = [rt[index].data.reshape(-1) for rt in old.values()]
+    return torch.cat(parts) if parts else torch.zeros(0)  # [n_units]
+
+
+def cat_old(chunks: List[Units]) -> OldLogProbs:
+    """Joins the per-chunk log-probs of a batched pass over all rows (detached)."""
+    if chunks[0].per_actor is None:
+        return torch.cat([c.log_prob.detach() for c in chunks])  # [N]
+    names = list(chunks[0].per_actor)
+    return {name: RaggedTensor.cat([c.per_actor[name].detach() for c in chunks]) for name in names}
+
+
+def normalized(advantage: torch.Tensor, row: torch.Tensor, per_actor: bool) -> torch.Tensor:
+    """Normalises row advantages over the rows that have units (all rows for dense actors).
+
+    Shape:
+        advantage: ``[B]``; row: ``[n_units]``; returns ``[B]``.
+    """
+    if per_actor:
+        has_units = torch.zeros_like(advantage, dtype=torch.bool)  # [B]
+        has_units[row] = True
+        values = advantage[has_units]  # [n_rows_with_actors]
+    else:
+        values = advantage
+    if values.numel() == 0:
+        return advantage
+    mean = values.mean()
+    std = values.std(unbiased=False) if values.numel() > 1 else values.new_zeros(())
+    return (advantage - mean) / (std + 1e-8)  # [B]
+
+
+class PolicyTerms(NamedTuple):
+    """Scalar tensors of one minibatch: the objective to maximise and diagnostics."""
+
+    surrogate: torch.Tensor
+    entropy: Optional[torch.Tensor]
+    approx_kl: Optional[torch.Tensor]
+    clip_fraction: Optional[torch.Tensor]
+
+
+def policy_terms(units: Units, old: Optional[torch.Tensor], advantage: torch.Tensor,
+                 clip: Optional[float]) -> PolicyTerms:
+    """Surrogate objective, mean entropy, approx KL and clip fraction of one minibatch.
+
+    ``clip=None`` is A2C's objective ``mean(log_prob * A)``; otherwise PPO's clipped one
+    ``mean(min(r A, clip(r, 1 - c, 1 + c) A))`` with ``r = exp(log_prob - old)``. Means run
+    over units; with no unit at all the objective is a differentiable zero.
+
+    Shape:
+        advantage: ``[B]`` row advantages; ``old``: ``[n_units]`` or None.
+    """
+    log_prob = units.log_prob
+    adv = advantage.to(log_prob.device, log_prob.dtype)[units.row]  # [n_units]
+    n_units = log_prob.shape[0]
+    entropy = None if units.entropy is None or n_units == 0 else units.entropy.mean()
+    if n_units == 0:
+        zero = log_prob.sum() * 0.0
+        return PolicyTerms(zero, entropy, None if old is None else zero.detach(), None if old is None else zero.detach())
+    approx_kl = clip_fraction = None
+    if old is not None:
+        log_ratio = log_prob - old.to(log_prob.device)  # [n_units]
+        ratio = log_ratio.exp()  # [n_units]
+        with torch.no_grad():
+            approx_kl = ((ratio - 1.0) - log_ratio).mean()
+            if clip is not None:
+                clip_fraction = ((ratio - 1.0).abs() > clip).to(log_prob.dtype).mean()
+    if clip is None:
+        surrogate = (log_prob * adv).mean()
+    else:
+        surrogate = torch.min(ratio * adv, ratio.clamp(1.0 - clip, 1.0 + clip) * adv).mean()
+    return PolicyTerms(surrogate, entropy, approx_kl, clip_fraction)

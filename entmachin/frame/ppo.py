@@ -1,0 +1,66 @@
+"""PPO: A2C with the clipped surrogate objective (Machin 0.4.2's ``PPO`` keywords).
+
+Example, RogueNet on an entity environment, sharing the trunk between actor and critic::
+
+    net = RogueNet(envs.obs_space(), envs.action_space())
+    ppo = PPO(net, net.critic(), torch.optim.Adam, nn.MSELoss(), batch_size=256,
+              actor_update_times=32, critic_update_times=32, entropy_weight=-0.01, gae_lambda=0.95)
+    collector = RolloutCollector(ppo, envs, n_steps=64)
+    for _ in range(100):
+        collector.collect()       # act -> env.act -> store_rollout
+        ppo.update()
+"""
+from __future__ import annotations
+
+from typing import Any, Optional, Union
+
+import torch
+from torch import nn
+
+from entmachin.frame.a2c import A2C
+from entmachin.frame.config import PPOConfig
+
+__all__ = ["PPO"]
+
+
+class PPO(A2C):
+    """Proximal policy optimisation with a clipped surrogate objective.
+
+    Every keyword of :class:`A2C`, with the same meaning and default, plus
+    ``surrogate_loss_clip``. The policy loss of a minibatch is
+    ``-mean(min(r A, clip(r, 1 - c, 1 + c) A))`` over actors (or rows for dense actors), with
+    ``r = exp(log_prob - old_log_prob)``; old log-probabilities are computed once per
+    ``update()``, before its first step, in batched passes of the actor as it stands (no
+    copy of the actor is made).
+
+    Args:
+        surrogate_loss_clip: ``c`` above, > 0.
+        (others): see :class:`A2C`.
+
+    Raises:
+        TypeError / ValueError: as :class:`A2C`, and for ``surrogate_loss_clip``.
+    """
+
+    _config_cls = PPOConfig
+
+    def __init__(
+        self, actor: nn.Module, critic: nn.Module, optimizer: Any, criterion: Any, *,
+        lr_scheduler: Any = None, lr_scheduler_args: Any = None, lr_scheduler_kwargs: Any = None,
+        batch_size: int = 100, actor_update_times: int = 5, critic_update_times: int = 10,
+        actor_learning_rate: float = 0.001, critic_learning_rate: float = 0.001,
+        entropy_weight: Optional[float] = None, value_weight: float = 0.5, surrogate_loss_clip: float = 0.2,
+        gradient_max: float = float("inf"), gae_lambda: float = 1.0, discount: float = 0.99,
+        normalize_advantage: bool = True, replay_size: int = 500000,
+        replay_device: Union[str, torch.device] = "cpu", replay_buffer: Any = None, visualize: bool = False,
+        visualize_dir: str = "", value_clip: Optional[float] = None, target_kl: Optional[float] = None,
+        n_anneal_updates: Optional[int] = None, writer: Any = None, seed: Optional[int] = None,
+    ) -> None:
+        settings = dict(locals())
+        for key in ("self", "actor", "critic", "optimizer", "criterion", "lr_scheduler", "lr_scheduler_args",
+                    "lr_scheduler_kwargs", "replay_buffer", "writer", "__class__"):
+            settings.pop(key, None)
+        self._setup(actor, critic, optimizer, criterion, lr_scheduler, lr_scheduler_args, lr_scheduler_kwargs,
+                    replay_buffer, writer, PPOConfig(**settings))
+
+    def _needs_old_log_probs(self) -> bool:
+        return True

@@ -1,0 +1,225 @@
+"""From an episode or a rollout to one stored transition with value targets and advantages.
+
+``read_episode`` (one environment's ``T`` one-row transitions) and ``read_rollout`` (``T``
+transitions of ``B`` rows each) check and stack the caller's transitions into a ``Steps``
+record without touching them. ``value_targets`` then evaluates the critic once on every
+row's state plus the ``next_state`` of the rows that bootstrap (truncated rows, and the last
+step's rows unless terminal), and runs GAE by ARCHITECTURE.md's terminal/truncated rules.
+``to_transition`` packs the result as a multi-row ``TransitionBase``; rows are ordered
+step-major (row ``t * B + b``).
+"""
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Dict, List, NamedTuple, Tuple
+
+import numpy as np
+import torch
+
+from entmachin.buffer import TransitionBase
+from entmachin.frame.gae import gae
+from entmachin.frame.rows import stack_trees, take_rows, tree_rows
+
+__all__ = ["Steps", "read_episode", "read_rollout", "value_targets", "to_transition"]
+
+_REQUIRED = ("state", "action", "next_state", "reward", "terminal")
+
+
+class Steps(NamedTuple):
+    """``T`` steps of ``B`` environments, stacked step-major (``N = T * B`` rows).
+
+    Attributes:
+        state: tree of ``N`` rows.
+        action: tree of ``N`` rows.
+        reward: float64 ``[T, B]``.
+        terminal: bool ``[T, B]``.
+        truncated: bool ``[T, B]``.
+        bootstrap: int64 ``[k]`` flat row indices whose ``next_state`` value is needed.
+        next_state: tree of the ``k`` ``next_state`` rows of ``bootstrap``, or None if ``k == 0``.
+    """
+
+    state: Dict[str, Any]
+    action: Dict[str, Any]
+    reward: np.ndarray
+    terminal: np.ndarray
+    truncated: np.ndarray
+    bootstrap: np.ndarray
+    next_state: Any
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.reward.size)
+
+
+def _check_transition(transition: Any, where: str) -> None:
+    if not isinstance(transition, Mapping) and not isinstance(transition, TransitionBase):
+        raise TypeError(f"{where} is a {type(transition).__name__}; expected a dict or a Transition")
+    missing = [k for k in _REQUIRED if k not in transition]
+    if missing:
+        raise ValueError(
+            f"{where} lacks {missing}; a transition needs {list(_REQUIRED)} (and optionally 'truncated')"
+        )
+
+
+def _column(value: Any, n_rows: int, where: str, flag: bool) -> np.ndarray:
+    """A per-row scalar (a number or bool for one row, else ``[n]`` / ``[n, 1]``) as ``[n]``."""
+    if n_rows == 1 and type(value) in ((bool,) if flag else (float, int)):
+        return np.array([value], dtype=np.bool_ if flag else np.float64)  # [1]
+    what = "a bool or a bool tensor/array" if flag else "a number or a numeric tensor/array"
+    if isinstance(value, (bool, np.bool_)) or (not flag and isinstance(value, (numbers.Real, np.generic))):
+        if flag != isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"{where} is {value!r}; expected {what}")
+        if n_rows != 1:
+            raise ValueError(f"{where} is a single value, but the transition holds {n_rows} rows; give [{n_rows}]")
+        return np.array([value], dtype=np.bool_ if flag else np.float64)  # [1]
+    if isinstance(value, torch.Tensor):
+        array = value.detach().cpu().numpy()
+    elif isinstance(value, np.ndarray):
+        array = value
+    else:
+        raise TypeError(f"{where} is a {type(value).__name__}; expected {what}")
+    if flag and array.dtype != np.bool_:
+        raise TypeError(f"{where} has dtype {value.dtype}; expected bool (for example terminal != 0)")
+    if not flag and (array.dtype == np.bool_ or not np.issubdtype(array.dtype, np.number)
+                     or np.issubdtype(array.dtype, np.complexfloating)):
+        raise TypeError(f"{where} has dtype {value.dtype}; expected real numbers")
+    if array.size != n_rows or array.ndim > 2 or (array.ndim == 2 and array.shape[1] != 1):
+        raise ValueError(
+            f"{where} has shape {tuple(array.shape)}; expected [{n_rows}] or [{n_rows}, 1] (one value per row)"
+        )
+    return array.reshape(n_rows).astype(np.bool_ if flag else np.float64)  # [n_rows]
+
+
+def _flag_column(values: List[Any], n_rows: int, name: str, key: str, flag: bool) -> np.ndarray:
+    """One key's per-row values of every transition as ``[T, B]`` (fast when all are plain)."""
+    plain = (bool,) if flag else (float, int)
+    if n_rows == 1 and all(type(v) in plain for v in values):
+        return np.array(values, dtype=np.bool_ if flag else np.float64).reshape(len(values), 1)  # [T, 1]
+    return np.stack([_column(v, n_rows, f"{name}[{t}][{key!r}]", flag) for t, v in enumerate(values)])  # [T, B]
+
+
+def _diagnose_rows(steps: Sequence[Any], key: str, n_envs: int, name: str, episode: bool) -> None:
+    """Finds the transition whose ``key`` has the wrong number of rows and raises about it."""
+    for t, transition in enumerate(steps):
+        rows = tree_rows(transition[key], f"{name}[{t}][{key!r}]")
+        if rows != n_envs:
+            if episode:
+                raise ValueError(
+                    f"{name}[{t}][{key!r}] holds {rows} rows; store_episode takes one environment's "
+                    "transitions (one row each); use store_rollout for steps of several environments"
+                )
+            raise ValueError(f"{name}[{t}][{key!r}] holds {rows} rows, but {name}[0]['state'] holds {n_envs}")
+
+
+def _read(steps: Sequence[Any], name: str, episode: bool) -> Steps:
+    if isinstance(steps, (Mapping, TransitionBase)) or not isinstance(steps, Sequence):
+        raise TypeError(f"{name}: expected a list of transitions, got {type(steps).__name__}")
+    if len(steps) == 0:
+        raise ValueError(f"{name}: got an empty list; store at least one transition")
+    for t, transition in enumerate(steps):
+        if type(transition) is not dict or any(k not in transition for k in _REQUIRED):
+            _check_transition(transition, f"{name}[{t}]")
+    n_envs = 1 if episode else tree_rows(steps[0]["state"], f"{name}[0]['state']")
+    n_steps = len(steps)
+    state = stack_trees([t["state"] for t in steps], lambda t: f"{name}[{t}]['state']")
+    action = stack_trees([t["action"] for t in steps], lambda t: f"{name}[{t}]['action']")
+    for key, tree in (("state", state), ("action", action)):
+        if tree_rows(tree, f"{name}[...][{key!r}]") != n_steps * n_envs:
+            _diagnose_rows(steps, key, n_envs, name, episode)
+    reward = _flag_column([t["reward"] for t in steps], n_envs, name, "reward", False)  # [T, B]
+    terminal = _flag_column([t["terminal"] for t in steps], n_envs, name, "terminal", True)  # [T, B]
+    if any("truncated" in t for t in steps):
+        truncated = _flag_column([t["truncated"] if "truncated" in t else np.zeros(n_envs, np.bool_) for t in steps],
+                                 n_envs, name, "truncated", True)  # [T, B]
+    else:
+        truncated = np.zeros((n_steps, n_envs), dtype=np.bool_)  # [T, B]
+    truncated = truncated & ~terminal  # [T, B]; terminal wins
+    needs = truncated.copy()  # [T, B]
+    needs[-1] |= ~terminal[-1]  # the rollout's last rows bootstrap unless terminal
+    bootstrap = np.flatnonzero(needs).astype(np.int64)  # [k]
+    next_state = None
+    if bootstrap.size:
+        used = np.unique(bootstrap // n_envs)  # steps whose next_state is read
+        parts = []
+        for t in used:
+            where = f"{name}[{t}]['next_state']"
+            tree = steps[t]["next_state"]
+            rows = tree_rows(tree, where)
+            if rows != n_envs:
+                raise ValueError(f"{where} holds {rows} rows, but {name}[{t}]['state'] holds {n_envs}")
+            envs = np.flatnonzero(needs[t]).astype(np.int64)  # [k_t]
+            parts.append(tree if envs.size == n_envs else take_rows(tree, envs))
+        # A single part may be the caller's own tree: it is only read.
+        next_state = stack_trees(parts, lambda i: f"{name}[{used[i]}]['next_state']") if len(parts) > 1 else parts[0]
+    return Steps(state, action, reward, terminal, truncated, bootstrap, next_state)
+
+
+def read_episode(episode: Sequence[Any], name: str = "store_episode") -> Steps:
+    """Checks and stacks one environment's transitions (one row each) into ``[T, 1]`` steps.
+
+    Raises:
+        TypeError / ValueError: not a list, empty, a transition lacking a key, rows that differ,
+            flags that are not bools; messages name the position and key.
+    """
+    return _read(episode, name, True)
+
+
+def read_rollout(steps: Sequence[Any], name: str = "store_rollout") -> Steps:
+    """Checks and stacks ``T`` transitions of ``B`` rows each into ``[T, B]`` steps."""
+    return _read(steps, name, False)
+
+
+def value_targets(
+    steps: Steps, criticize: Callable[[Any], torch.Tensor], discount: float, gae_lambda: float
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Returns ``(returns, advantages)``, float32 ``[N, 1]`` on the CPU, from one critic call.
+
+    Shape:
+        returns, advantages: ``[T * B, 1]``, step-major.
+    """
+    n_steps, n_envs = steps.reward.shape
+    n_rows = n_steps * n_envs
+    inputs = steps.state
+    if steps.next_state is not None:
+        try:
+            inputs = stack_trees([steps.state, steps.next_state], lambda i: ("state", "next_state")[i])
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"next_state must have the same keys and value kinds as state: {e}") from None
+    with torch.no_grad():
+        out = criticize(inputs)
+    values = out.detach().reshape(-1).to("cpu", torch.float64)  # [N + k]
+    if values.shape[0] != n_rows + steps.bootstrap.size:
+        raise ValueError(
+            f"the critic returned {values.shape[0]} values for {n_rows + steps.bootstrap.size} states; "
+            "expected one value per row ([B, 1] or [B])"
+        )
+    state_values = values[:n_rows].reshape(n_steps, n_envs)  # [T, B]
+    next_values = torch.zeros_like(state_values)  # [T, B]
+    next_values[:-1] = state_values[1:]
+    flat = next_values.view(-1)  # [N]
+    flat[torch.from_numpy(steps.bootstrap)] = values[n_rows:]
+    result = gae(
+        torch.from_numpy(steps.reward), state_values, next_values, torch.from_numpy(steps.terminal),
+        torch.from_numpy(steps.truncated), discount=discount, gae_lambda=gae_lambda,
+    )
+    returns = result.returns.reshape(n_rows, 1).to(torch.float32)  # [N, 1]
+    advantages = result.advantages.reshape(n_rows, 1).to(torch.float32)  # [N, 1]
+    return returns, advantages
+
+
+def to_transition(steps: Steps, returns: torch.Tensor, advantages: torch.Tensor) -> TransitionBase:
+    """One ``TransitionBase`` of ``N`` rows: ``state``, ``action``; ``reward``, ``terminal``,
+    ``truncated``, ``value`` (the return target) and ``gae`` (the advantage), each ``[N, 1]``."""
+    n_rows = steps.n_rows
+    reward = torch.from_numpy(steps.reward.reshape(n_rows, 1).astype(np.float32))  # [N, 1]
+    terminal = torch.from_numpy(steps.terminal.reshape(n_rows, 1))  # [N, 1]
+    truncated = torch.from_numpy(steps.truncated.reshape(n_rows, 1))  # [N, 1]
+    return TransitionBase(
+        ("state", "action"),
+        ("reward", "terminal", "truncated", "value", "gae"),
+        (),
+        (steps.state, steps.action),
+        (reward, terminal, truncated, returns, advantages),
+        (),
+    )

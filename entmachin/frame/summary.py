@@ -1,0 +1,112 @@
+"""Tensorboard glue for frames: per-update scalars and the autograd graph of a loss.
+
+Every ``update()`` writes these tags at step = the number of updates so far::
+
+    losses/policy_loss     mean policy loss (negated surrogate plus the entropy term)
+    losses/value_loss      mean value loss (criterion x value_weight)
+    losses/entropy         mean entropy of the policy over actors (or rows)
+    losses/approx_kl       mean of (r - 1) - log r over the minibatches, r the probability ratio
+    losses/clip_fraction   share of actors (or rows) whose ratio left [1 - clip, 1 + clip] (PPO)
+    charts/learning_rate   learning rate of the first parameter group of the first optimizer
+    charts/skipped_steps   optimizer steps skipped for non-finite losses or gradients
+    charts/minibatches     minibatches evaluated (fewer than asked when target_kl stopped early)
+"""
+from __future__ import annotations
+
+import math
+import os
+from typing import Any, Dict, NamedTuple, Optional, Set
+
+import torch
+
+__all__ = ["UpdateStats", "make_writer", "log_update", "autograd_dot", "write_graph"]
+
+
+class UpdateStats(NamedTuple):
+    """What one ``update()`` measured; losses are means over the minibatches that ran (nan: none)."""
+
+    policy_loss: float
+    value_loss: float
+    entropy: float
+    approx_kl: float
+    clip_fraction: float
+    learning_rate: float
+    skipped_steps: int
+    minibatches: int
+    stopped_early: bool
+
+
+def make_writer(writer: Any, where: str) -> Optional[Any]:
+    """Returns a ``SummaryWriter`` for a log dir (str / path), the writer given, or None.
+
+    Raises:
+        TypeError: ``writer`` is neither None, a path, nor an object with ``add_scalar``.
+    """
+    if writer is None:
+        return None
+    if isinstance(writer, (str, os.PathLike)):
+        from torch.utils.tensorboard import SummaryWriter  # imported only when asked for: slow
+
+        return SummaryWriter(log_dir=os.fspath(writer))
+    if not callable(getattr(writer, "add_scalar", None)):
+        raise TypeError(
+            f"{where}: writer must be None, a log directory or a SummaryWriter (anything with add_scalar), "
+            f"got {type(writer).__name__}"
+        )
+    return writer
+
+
+_TAGS = {
+    "policy_loss": "losses/policy_loss",
+    "value_loss": "losses/value_loss",
+    "entropy": "losses/entropy",
+    "approx_kl": "losses/approx_kl",
+    "clip_fraction": "losses/clip_fraction",
+    "learning_rate": "charts/learning_rate",
+    "skipped_steps": "charts/skipped_steps",
+    "minibatches": "charts/minibatches",
+}
+
+
+def log_update(writer: Any, stats: UpdateStats, step: int) -> None:
+    """Writes the finite fields of ``stats`` under the module's tags."""
+    values: Dict[str, Any] = stats._asdict()
+    for field, tag in _TAGS.items():
+        value = float(values[field])
+        if math.isfinite(value):
+            writer.add_scalar(tag, value, step)
+
+
+def autograd_dot(tensor: torch.Tensor, name: str) -> str:
+    """The backward graph that produced ``tensor`` in Graphviz DOT text (no graphviz needed)."""
+    lines = [f"digraph {name!r} {{".replace("'", '"'), '  node [shape=box, fontsize=10];']
+    seen: Set[int] = set()
+    stack = [tensor.grad_fn] if tensor.grad_fn is not None else []
+    while stack:
+        fn = stack.pop()
+        if id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        label = type(fn).__name__
+        variable = getattr(fn, "variable", None)
+        if variable is not None:  # a leaf: show the parameter's shape
+            label = f"{tuple(variable.shape)}"
+        lines.append(f'  n{id(fn)} [label="{label}"];')
+        for child, _ in fn.next_functions:
+            if child is not None:
+                lines.append(f"  n{id(child)} -> n{id(fn)};")
+                stack.append(child)
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def write_graph(tensor: torch.Tensor, name: str, directory: str, writer: Optional[Any]) -> str:
+    """Writes ``<directory>/<name>.dot`` (and the DOT text to tensorboard); returns the path."""
+    dot = autograd_dot(tensor, name)
+    os.makedirs(directory or ".", exist_ok=True)
+    path = os.path.join(directory or ".", f"{name}.dot")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(dot)
+    if writer is not None and callable(getattr(writer, "add_text", None)):
+        writer.add_text(f"graph/{name}", "```\n" + dot + "\n```", 0)
+    return path

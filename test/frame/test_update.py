@@ -1,0 +1,200 @@
+"""update(): minibatch walking, step counts, guarded steps, target_kl, annealing, value clipping, logging."""
+import glob
+import math
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from entmachin.env import EnvList
+from entmachin.frame.a2c import A2C
+from entmachin.frame.ppo import PPO
+from entmachin.frame.rollout import RolloutCollector
+from entmachin.frame.update import minibatch_schedule
+from entmachin.model import MLPActor
+from test.frame._frames import D_STATE, LinearCritic, Sparse, dense_episode, dense_frame, entity_frame
+
+
+class RecordingWriter:
+    def __init__(self):
+        self.scalars = []
+        self.texts = []
+
+    def add_scalar(self, tag, value, step):
+        self.scalars.append((tag, value, step))
+
+    def add_text(self, tag, text, step):
+        self.texts.append(tag)
+
+
+def filled(cls=PPO, episodes=3, length=10, **kwargs):
+    frame = dense_frame(cls, **kwargs)
+    rng = np.random.default_rng(0)
+    for _ in range(episodes):
+        frame.store_episode(dense_episode(rng, length))
+    return frame
+
+
+def adam_steps(optimizer):
+    states = list(optimizer.state.values())
+    return int(states[0]["step"]) if states else 0
+
+
+def test_schedule_walks_shuffled_epochs():
+    rng = np.random.default_rng(0)
+    schedule = minibatch_schedule(10, 4, 7, rng)
+    assert [len(b) for b in schedule] == [4, 3, 3, 4, 3, 3, 4]
+    for epoch in (schedule[:3], schedule[3:6]):
+        assert sorted(np.concatenate(epoch).tolist()) == list(range(10))
+    assert [len(b) for b in minibatch_schedule(5, 100, 2, rng)] == [5, 5]
+
+
+def test_update_returns_machins_pair_and_clears():
+    frame = filled()
+    objective, value_loss = frame.update()
+    stats = frame.last_update
+    assert objective == -stats.policy_loss and value_loss == stats.value_loss
+    assert frame.replay_buffer.size() == 0 and frame.n_updates == 1
+    assert stats.minibatches == 10 and not stats.stopped_early
+
+
+def test_empty_buffer_and_concatenate_errors():
+    frame = dense_frame()
+    with pytest.raises(RuntimeError, match=r"PPO.update: the replay buffer is empty; store transitions"):
+        frame.update()
+    with pytest.raises(ValueError, match=r"PPO.update: concatenate_samples must be True, got False"):
+        frame.update(concatenate_samples=False)
+
+
+def test_step_counts_follow_update_times():
+    frame = filled(actor_update_times=3, critic_update_times=5, batch_size=8)
+    frame.update()
+    assert adam_steps(frame.actor_optim) == 3 and adam_steps(frame.critic_optim) == 5
+    frame = filled(actor_update_times=0, critic_update_times=2)
+    objective, _ = frame.update()
+    assert math.isnan(objective) and adam_steps(frame.actor_optim) == 0
+
+
+def test_update_policy_false_leaves_the_actor():
+    frame = filled()
+    before = [p.detach().clone() for p in frame.actor.parameters()]
+    frame.update(update_policy=False)
+    assert all(torch.equal(a, b) for a, b in zip(before, frame.actor.parameters()))
+    assert adam_steps(frame.critic_optim) == 10
+
+
+def test_shared_network_steps_once_per_minibatch():
+    envs = EnvList(Sparse, 4, seed=0)
+    frame = entity_frame(envs, actor_update_times=3, critic_update_times=4, batch_size=6, entropy_weight=-0.01)
+    RolloutCollector(frame, envs, n_steps=5).collect()
+    objective, value_loss = frame.update()
+    assert math.isfinite(objective) and math.isfinite(value_loss)
+    assert adam_steps(frame.actor_optim) == 4
+
+
+def test_non_finite_value_loss_skips_the_critic_step():
+    frame = filled(actor_update_times=2, critic_update_times=2)
+    frame.critic.register_forward_hook(lambda m, args, out: out * float("nan") if m.training else out)
+    before = [p.detach().clone() for p in frame.critic.parameters()]
+    with pytest.warns(RuntimeWarning, match=r"PPO.update: non-finite value loss; skipped this critic step"):
+        frame.update()
+    assert all(torch.equal(a, b) for a, b in zip(before, frame.critic.parameters()))
+    assert adam_steps(frame.critic_optim) == 0 and adam_steps(frame.actor_optim) == 2
+    assert frame.last_update.skipped_steps == 2 and math.isnan(frame.last_update.value_loss)
+
+
+def test_non_finite_gradients_skip_the_actor_step():
+    frame = filled(actor_update_times=1, critic_update_times=1)
+    first = next(frame.actor.parameters())
+    first.register_hook(lambda grad: grad * float("inf"))
+    before = [p.detach().clone() for p in frame.actor.parameters()]
+    with pytest.warns(RuntimeWarning, match=r"non-finite gradients of policy loss; skipped this actor step"):
+        frame.update()
+    assert all(torch.equal(a, b) for a, b in zip(before, frame.actor.parameters()))
+    assert adam_steps(frame.actor_optim) == 0 and first.grad is None
+
+
+def test_target_kl_stops_early():
+    frame = filled(actor_update_times=20, critic_update_times=20, batch_size=5, actor_learning_rate=0.5,
+                   target_kl=1e-6)
+    frame.update()
+    stats = frame.last_update
+    assert stats.stopped_early and 1 <= stats.minibatches < 20
+
+
+def test_learning_rate_anneals_linearly():
+    frame = filled(episodes=1, n_anneal_updates=4, actor_learning_rate=0.4, critic_learning_rate=0.8)
+    rng = np.random.default_rng(1)
+    seen = []
+    for _ in range(5):
+        frame.store_episode(dense_episode(rng, 4))
+        frame.update()
+        seen.append([o.param_groups[0]["lr"] for o in frame.optimizers])
+    assert sum(seen[:4], []) == pytest.approx([0.4, 0.8, 0.3, 0.6, 0.2, 0.4, 0.1, 0.2])
+    assert seen[4] == [0.0, 0.0]
+
+
+def test_value_clip_keeps_predictions_near_the_stored_values():
+    frame = filled(episodes=1, length=8, actor_update_times=0, critic_update_times=1, batch_size=8,
+                   value_clip=1e-7, value_weight=1.0)
+    _, (advantage,) = frame.replay_buffer.sample_batch(8, sample_method="all", sample_attrs=["gae"])
+    _, value_loss = frame.update()
+    # clipped predictions equal the stored values, so the loss is the mean squared advantage
+    assert value_loss == pytest.approx(float((advantage**2).mean()), rel=1e-4)
+
+
+def test_gradient_max_clips_the_total_norm():
+    norms = []
+
+    class Recording(torch.optim.SGD):
+        def step(self, closure=None):
+            grads = [p.grad for g in self.param_groups for p in g["params"] if p.grad is not None]
+            norms.append(float(torch.nn.utils.get_total_norm(grads)))
+            return super().step(closure)
+
+    torch.manual_seed(0)
+    frame = PPO(MLPActor(D_STATE, 2), LinearCritic(), Recording, torch.nn.MSELoss(), gradient_max=1e-3,
+                actor_learning_rate=0.1, critic_learning_rate=0.1)
+    frame.store_episode(dense_episode(np.random.default_rng(0), 10))
+    frame.update()
+    assert norms and max(norms) <= 1e-3 * 1.0001
+
+
+@pytest.mark.parametrize("cls", [A2C, PPO])
+def test_every_update_logs_to_the_writer(cls):
+    writer = RecordingWriter()
+    frame = filled(cls, writer=writer, entropy_weight=-0.01)
+    frame.update()
+    tags = {tag for tag, _, step in writer.scalars if step == 1}
+    expected = {"losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/approx_kl",
+                "charts/learning_rate", "charts/skipped_steps", "charts/minibatches"}
+    assert expected <= tags
+    assert ("losses/clip_fraction" in tags) == (cls is PPO)
+
+
+def test_writer_from_a_log_dir(tmp_path):
+    frame = filled(writer=str(tmp_path / "run"))
+    frame.update()
+    frame.close()
+    assert glob.glob(str(tmp_path / "run" / "events.out.tfevents.*"))
+
+
+def test_visualize_writes_the_loss_graphs(tmp_path):
+    writer = RecordingWriter()
+    frame = filled(visualize=True, visualize_dir=str(tmp_path), writer=writer)
+    frame.update()
+    for name in ("actor", "critic"):
+        text = open(os.path.join(tmp_path, f"{name}.dot")).read()
+        assert text.startswith(f'digraph "{name}"') and "->" in text
+    assert writer.texts == ["graph/actor", "graph/critic"]
+
+
+def test_a2c_and_ppo_objectives_differ_only_by_ratio():
+    frame_a = filled(A2C, actor_update_times=1, critic_update_times=1, batch_size=30)
+    frame_p = filled(PPO, actor_update_times=1, critic_update_times=1, batch_size=30)
+    objective_a, loss_a = frame_a.update()
+    objective_p, loss_p = frame_p.update()
+    # first minibatch: ratio 1, so PPO's objective is mean(A) = 0 after normalisation
+    assert objective_p == pytest.approx(0.0, abs=1e-6) and loss_a == pytest.approx(loss_p)
+    assert objective_a != pytest.approx(0.0, abs=1e-6)
