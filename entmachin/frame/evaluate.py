@@ -1,0 +1,87 @@
+"""Evaluating a frame's policy: episodic returns over fresh, seeded environments."""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, List, NamedTuple, Optional
+
+import numpy as np
+
+from entmachin.env import EnvList, Environment, to_state
+from entmachin.frame.rollout import ActionFn, StateFn, default_actions
+
+__all__ = ["EvalResult", "evaluate"]
+
+logger = logging.getLogger(__name__)
+
+
+class EvalResult(NamedTuple):
+    """Undiscounted episodic returns of an evaluation."""
+
+    mean: float
+    min: float
+    max: float
+    returns: tuple
+
+
+def evaluate(
+    frame: Any, make_env: Callable[[], Environment], episodes: int, deterministic: bool = True,
+    seed: Optional[int] = None, *, num_envs: int = 16, max_steps: int = 10_000,
+    state_fn: Optional[StateFn] = None, action_fn: Optional[ActionFn] = None,
+) -> EvalResult:
+    """Runs ``episodes`` episodes with ``frame.act`` and returns their returns.
+
+    Episodes are spread evenly over ``min(num_envs, episodes)`` environments, each running
+    its share one after the other, so short episodes are not favoured. The policy does not
+    update its input statistics, and nothing is stored in the frame's buffer.
+
+    Args:
+        frame: an ``A2C`` / ``PPO`` frame.
+        make_env: builds one environment (as ``EnvList`` takes).
+        episodes: episodes to run, >= 1.
+        deterministic: take each actor's most likely action (the actor must accept a
+            ``deterministic`` keyword); False samples.
+        seed: seeds the environments (None: unseeded).
+        num_envs: most environments stepped together.
+        max_steps: vectorised steps after which unfinished episodes are counted with the
+            return they have so far (a warning is logged).
+        state_fn / action_fn: as for ``RolloutCollector`` (defaults suit RogueNet).
+
+    Raises:
+        ValueError: ``episodes``, ``num_envs`` or ``max_steps`` is not a positive int.
+    """
+    for name, value in (("episodes", episodes), ("num_envs", num_envs), ("max_steps", max_steps)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"evaluate: {name} must be an int >= 1, got {value!r}")
+    n_envs = min(num_envs, episodes)
+    quota = np.full(n_envs, episodes // n_envs, dtype=np.int64)  # [n_envs]
+    quota[: episodes % n_envs] += 1
+    envs = EnvList(make_env, n_envs, seed=seed)
+    space = envs.action_space()
+    state_fn = state_fn or (lambda obs: to_state(obs, space))
+    action_fn = action_fn or default_actions
+    running = np.zeros(n_envs, dtype=np.float64)  # [n_envs]
+    finished = np.zeros(n_envs, dtype=np.int64)  # [n_envs]
+    returns: List[float] = []
+    try:
+        obs = envs.reset()
+        for _ in range(max_steps):
+            result = frame.act(state_fn(obs), deterministic, collect_stats=False)
+            obs = envs.act(action_fn(result)[1])
+            running += obs.reward
+            for row in np.flatnonzero(obs.done):
+                if finished[row] < quota[row]:
+                    returns.append(float(running[row]))
+                    finished[row] += 1
+            running[obs.done] = 0.0
+            if np.all(finished >= quota):
+                break
+        else:
+            unfinished = [float(running[row]) for row in np.flatnonzero(finished < quota)]
+            logger.warning("evaluate: %d episode(s) unfinished after max_steps=%d; counting their returns so far",
+                           len(unfinished), max_steps)
+            returns.extend(unfinished)
+    finally:
+        envs.close()
+    values = np.array(returns, dtype=np.float64)  # [episodes]
+    return EvalResult(float(values.mean()), float(values.min()), float(values.max()), tuple(returns))

@@ -1,0 +1,167 @@
+"""Collecting rollouts from a ``VecEnv`` with a frame: act -> env.act -> ``store_rollout``.
+
+Example (RogueNet on an entity environment)::
+
+    envs = EnvList(MineSweeper, num_envs=16, seed=0)
+    collector = RolloutCollector(ppo, envs, n_steps=32)
+    for _ in range(n_iterations):
+        stats = collector.collect()     # 32 x 16 rows stored in ppo's buffer
+        ppo.update()
+        print(stats.mean_return)
+
+Dense models on adapted gymnasium environments use ``global_state`` / ``global_actions``,
+which read the ``__global__`` features as ``{"state": [B, d]}`` and turn an MLP's ``[B, 1]``
+choices into one global action per row.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+import torch
+
+from entmachin.env import GLOBAL_ENTITY, VecEnv, VecObs, to_state, to_vec_actions
+from entmachin.frame.rows import stack_trees, take_rows
+from entmachin.ragged.arrays import ragged_from_arrays
+
+__all__ = ["RolloutCollector", "RolloutStats", "default_actions", "global_state", "global_actions"]
+
+StateFn = Callable[[VecObs], Dict[str, Any]]
+# result of frame.act -> (action to store, actions for VecEnv.act)
+ActionFn = Callable[[Any], Tuple[Dict[str, Any], Dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class RolloutStats:
+    """What one :meth:`RolloutCollector.collect` saw.
+
+    Attributes:
+        n_env_steps: environment steps taken (``n_steps * num_envs``).
+        episode_returns: undiscounted return of every episode that ended, in order of ending.
+        episode_lengths: length of each of those episodes.
+    """
+
+    n_env_steps: int
+    episode_returns: Tuple[float, ...]
+    episode_lengths: Tuple[int, ...]
+
+    @property
+    def mean_return(self) -> float:
+        """Mean of ``episode_returns`` (nan when no episode ended)."""
+        return float(np.mean(self.episode_returns)) if self.episode_returns else math.nan
+
+
+def default_actions(result: Any) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """For RogueNet-like actors: stores ``{"action": {name: ragged}}``, steps with the same."""
+    env_actions = to_vec_actions(result[0])
+    return {"action": env_actions}, env_actions
+
+
+def global_state(obs: VecObs) -> Dict[str, Any]:
+    """``{"state": float32 [B, d]}`` from the global features of an adapted dense environment.
+
+    Raises:
+        ValueError: the rows do not each hold exactly one ``__global__`` entity.
+    """
+    feats = obs.features.get(GLOBAL_ENTITY)
+    if feats is None or not np.all(feats.size1() == 1):
+        raise ValueError(
+            "global_state: every row needs exactly one __global__ entity (an environment with global "
+            "features, such as from_gymnasium's); use the canonical state (to_state) for entity environments"
+        )
+    return {"state": torch.from_numpy(feats.as_array().copy())}  # [B, d]
+
+
+def global_actions(action_name: str = "action") -> ActionFn:
+    """An ``ActionFn`` for dense actors choosing one global categorical action per row.
+
+    The actor's ``[B, 1]`` (or ``[B]``) int choices are stored as ``{"action": [B, 1]}`` and
+    sent to the environments as one actor per row of ``action_name``.
+    """
+
+    def convert(result: Any) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+        action = result[0].detach().to("cpu", torch.int64).reshape(-1, 1)  # [B, 1]
+        lengths = np.ones(action.shape[0], dtype=np.int64)  # [B]
+        return {"action": action}, {action_name: ragged_from_arrays(action.numpy(), lengths)}
+
+    return convert
+
+
+class RolloutCollector:
+    """Steps a ``VecEnv`` with a frame's policy and stores each rollout with ``store_rollout``.
+
+    Episodes continue across calls; rows whose episode ended (environments auto-reset) are
+    stored as terminal or truncated, and truncated rows carry the final observation as
+    ``next_state`` so that they bootstrap from it.
+
+    Args:
+        frame: an ``A2C`` / ``PPO`` frame (anything with ``act`` and ``store_rollout``).
+        envs: the environments.
+        n_steps: steps per :meth:`collect` (``T``); each stores ``T * len(envs)`` rows.
+        state_fn: ``VecObs`` -> state dict (default: the canonical state with every mask).
+        action_fn: ``frame.act``'s result -> (stored action dict, ``VecEnv.act`` actions)
+            (default: :func:`default_actions`).
+
+    Raises:
+        ValueError: ``n_steps`` is not a positive int.
+    """
+
+    def __init__(self, frame: Any, envs: VecEnv, n_steps: int, *, state_fn: Optional[StateFn] = None,
+                 action_fn: Optional[ActionFn] = None) -> None:
+        if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 1:
+            raise ValueError(f"RolloutCollector: n_steps must be an int >= 1, got {n_steps!r}")
+        self.frame, self.envs, self.n_steps = frame, envs, n_steps
+        space = envs.action_space()
+        self.state_fn: StateFn = state_fn or (lambda obs: to_state(obs, space))
+        self.action_fn: ActionFn = action_fn or default_actions
+        self._state: Optional[Dict[str, Any]] = None
+        self._returns = np.zeros(len(envs), dtype=np.float64)  # [B]
+        self._lengths = np.zeros(len(envs), dtype=np.int64)  # [B]
+        self.total_env_steps = 0
+
+    def _next_state(self, obs: VecObs, state: Dict[str, Any]) -> Dict[str, Any]:
+        """The state after each row's step: the final observation where the episode ended."""
+        if obs.final_obs is None or len(obs.final_index) == 0:
+            return state
+        final = self.state_fn(obs.final_obs)
+        n_rows = len(obs)
+        index = np.arange(n_rows, dtype=np.int64)  # [B]
+        index[obs.final_index] = n_rows + np.arange(len(obs.final_index))
+        joined = stack_trees([state, final], lambda i: ("state", "final_obs state")[i])
+        return take_rows(joined, index)
+
+    def collect(self) -> RolloutStats:
+        """Runs ``n_steps`` steps, stores them with ``frame.store_rollout`` and returns statistics."""
+        if self._state is None:
+            self._state = self.state_fn(self.envs.reset())
+        steps: List[Dict[str, Any]] = []
+        returns: List[float] = []
+        lengths: List[int] = []
+        for _ in range(self.n_steps):
+            state = self._state
+            result = self.frame.act(state)
+            stored_action, env_actions = self.action_fn(result)
+            obs = self.envs.act(env_actions)
+            after = self.state_fn(obs)
+            done = np.asarray(obs.done, dtype=np.bool_)  # [B]
+            truncated = np.asarray(obs.truncated, dtype=np.bool_) & done  # [B]
+            steps.append({
+                "state": state, "action": stored_action, "next_state": self._next_state(obs, after),
+                "reward": np.asarray(obs.reward, dtype=np.float32), "terminal": done & ~truncated,
+                "truncated": truncated,
+            })
+            self._returns += obs.reward
+            self._lengths += 1
+            for row in np.flatnonzero(done):
+                returns.append(float(self._returns[row]))
+                lengths.append(int(self._lengths[row]))
+            self._returns[done] = 0.0
+            self._lengths[done] = 0
+            self._state = after
+        self.frame.store_rollout(steps)
+        n_env_steps = self.n_steps * len(self.envs)
+        self.total_env_steps += n_env_steps
+        return RolloutStats(n_env_steps, tuple(returns), tuple(lengths))
