@@ -16,7 +16,8 @@ Example:
 """
 
 import logging
-from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple, Union
+from collections.abc import Iterable, Mapping
+from typing import Any, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -91,11 +92,16 @@ class Buffer:
             raise TypeError(
                 f"store_episode: expected a list of transitions, got {type(episode).__name__}"
             )
-        checked = [self._prepare(t, f"store_episode: episode[{i}]") for i, t in enumerate(episode)]
-        for prepared in checked:
-            self._commit(prepared)
+        checked = [self._extract(t, f"store_episode: episode[{i}]") for i, t in enumerate(episode)]
+        for item in checked:
+            self._write(item)
 
     def _extract(self, transition: TransitionLike, where: str) -> Tuple[int, list, list]:
+        """Checks a transition against the schema (fixing it on the first call); writes nothing.
+
+        Returns:
+            ``(n_rows, values, customs)`` as ``Schema.extract`` returns them.
+        """
         if self._schema is None:
             transition = as_transition(transition, where)
             self._schema = Schema.of(transition)
@@ -116,14 +122,6 @@ class Buffer:
     def _attach(self, storage: RingStorage) -> None:
         self._storage = storage
         self._fast = FastPath.build(self._schema, storage) if storage.host_arrays else None
-
-    def _prepare(self, transition: TransitionLike, where: str) -> Tuple[int, list, list]:
-        """Checks a transition against the schema: ``(n_rows, values, customs)``, nothing written."""
-        return self._extract(transition, where)
-
-    def _commit(self, prepared: Tuple[int, list, list]) -> int:
-        """Writes what :meth:`_prepare` checked; returns the first slot written."""
-        return self._write(prepared)
 
     def size(self) -> int:
         """Rows stored."""

@@ -14,9 +14,10 @@ half-written file under ``path``. Loading checks everything before building the 
 truncated, corrupt or foreign file raises ``ValueError``.
 """
 
-import io
 import json
 import os
+import pickle
+import struct
 import zipfile
 from typing import Any, Dict, List, Optional, Tuple, Type
 
@@ -24,7 +25,7 @@ import dill
 import numpy as np
 import torch
 
-from entmachin.buffer.schema import LeafSpec, Schema, _nodes
+from entmachin.buffer.schema import LeafSpec, Schema, dict_nodes
 from entmachin.buffer.storage import RingStorage
 from entmachin.buffer.values import numpy_dtype_of
 
@@ -68,7 +69,7 @@ def _schema_from_json(data: Dict[str, Any], where: str) -> Schema:
                         tuple(int(d) for d in leaf["shape"]), numpy_dtype_of(dtype))
         leaves.append(spec)
     templates = data["templates"]
-    nodes = tuple(node for attr in data["major_attr"] for node in _nodes(attr, templates[attr], ()))
+    nodes = tuple(node for attr in data["major_attr"] for node in dict_nodes(attr, templates[attr], ()))
     return Schema(tuple(data["major_attr"]), tuple(data["sub_attr"]), tuple(data["custom_attr"]),
                   tuple(leaves), nodes, templates)
 
@@ -157,9 +158,8 @@ def load_buffer(cls: Type[Any], path: str, buffer_device: Any = None) -> Any:
             header = _read_header(archive, where)
             arrays = _read_arrays(archive, header, where)
             customs = dill.loads(archive.read(_CUSTOM))
-    except (zipfile.BadZipFile, EOFError, OSError, KeyError, json.JSONDecodeError, dill.UnpicklingError) as error:
-        if isinstance(error, FileNotFoundError):
-            raise
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, KeyError, struct.error, json.JSONDecodeError,
+            UnicodeDecodeError, pickle.UnpicklingError) as error:
         raise ValueError(f"{where}: the file is truncated, corrupt or not an entmachin buffer file ({error})") from None
     if header["class"] != cls.__name__:
         raise ValueError(f"{where}: the file holds a {header['class']}; load it with {header['class']}.load")

@@ -47,6 +47,8 @@ def _as_float_array(value: Any, where: str) -> np.ndarray:
 
 
 def _check_priorities(priorities: np.ndarray, where: str) -> None:
+    if not priorities.size or (priorities.min() >= 0 and priorities.max() < np.inf):  # NaN fails both
+        return
     bad = ~np.isfinite(priorities) | (priorities < 0)
     if bad.any():
         i = int(np.argmax(bad))
@@ -107,8 +109,8 @@ class PrioritizedBuffer(Buffer):
             ValueError: as ``Buffer.append``; or NaN, infinite, negative priorities, or a
                 number of priorities other than 1 or the transition's rows.
         """
-        prepared = self._prepare(transition, "append")
-        n_rows = prepared[0]
+        item = self._extract(transition, "append")
+        n_rows = item[0]
         weights = None
         if priority is not None:
             priorities = _as_float_array(priority, "append")
@@ -118,16 +120,17 @@ class PrioritizedBuffer(Buffer):
                     f"append: got {priorities.shape[0]} priorities for a transition of {n_rows} rows"
                 )
             weights = self._priority_weights(priorities)
-        self._store(prepared, weights)
+        self._store(item, weights)
 
-    def _commit(self, prepared: Tuple[int, list, list]) -> int:
-        return self._store(prepared, None)
+    def _write(self, item: Tuple[int, list, list]) -> int:
+        """Writes checked rows at the current maximum priority (``store_episode`` uses it)."""
+        return self._store(item, None)
 
-    def _store(self, prepared: Tuple[int, list, list], weights: Optional[np.ndarray]) -> int:
+    def _store(self, item: Tuple[int, list, list], weights: Optional[np.ndarray]) -> int:
         if weights is None:
             weights = np.array([self._default_weight()])  # [1]
-        first = Buffer._commit(self, prepared)
-        slots = (first + np.arange(prepared[0], dtype=np.int64)) % self.buffer_size  # [n_rows]
+        first = Buffer._write(self, item)
+        slots = (first + np.arange(item[0], dtype=np.int64)) % self.buffer_size  # [n_rows]
         self._tree.update(slots, np.broadcast_to(weights, slots.shape))
         return first
 
@@ -159,7 +162,7 @@ class PrioritizedBuffer(Buffer):
         _check_priorities(priorities, "update_priority")
         if self._storage is None or ids.size == 0:
             return
-        slots, alive = self._storage.slots_of_ids(ids.astype(np.int64))
+        slots, alive = self._storage.slots_of_ids(ids.astype(np.int64, copy=False))
         if not alive.all():
             logger.debug("update_priority: skipped %d rows overwritten since sampling", int((~alive).sum()))
         if alive.all():
@@ -220,12 +223,12 @@ class PrioritizedBuffer(Buffer):
             return 0, None, None, None
         total = self._tree.total()
         if total > 0:
-            segment = total / batch_size
-            values = (np.arange(batch_size) + self._rng.random(batch_size)) * segment  # [n]
-            slots = self._tree.find(values)  # [n]
-            probability = self._tree.leaves.take(slots) / total  # [n]
-            is_weight = np.power(size * probability, -self.curr_beta)  # [n]
-            is_weight /= is_weight.max()
+            values = self._rng.random(batch_size)  # [n] one value in each of n equal segments
+            values += np.arange(batch_size)
+            values *= total / batch_size
+            slots, priority = self._tree.find_unchecked(values)  # [n], [n]
+            # (N P(j)) ** -beta divided by its maximum, which belongs to the smallest priority
+            is_weight = np.power(priority.min() / priority, self.curr_beta)  # [n]
         else:  # every priority is zero (epsilon = 0): sample uniformly
             slots = self._rng.integers(0, size, batch_size, dtype=np.int64)
             is_weight = np.ones(batch_size)

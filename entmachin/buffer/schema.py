@@ -8,7 +8,8 @@ host arrays ready to be copied into the buffer's columns; it is the hot path of 
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
+from collections.abc import Mapping
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 import torch
@@ -52,14 +53,14 @@ class Schema:
     # major attribute -> its tree with each leaf replaced by the leaf's index in ``leaves``
     templates: Dict[str, Any]
 
-    @property
+    @cached_property
     def keys(self) -> Tuple[str, ...]:
         """All attribute names: major, then sub, then custom."""
         return self.major_attr + self.sub_attr + self.custom_attr
 
-    @property
+    @cached_property
     def n_attrs(self) -> int:
-        return len(self.major_attr) + len(self.sub_attr) + len(self.custom_attr)
+        return len(self.keys)
 
     @classmethod
     def of(cls, transition: TransitionBase) -> "Schema":
@@ -69,7 +70,7 @@ class Schema:
         templates: Dict[str, Any] = {}
         for attr in transition.major_attr:
             tree = transition[attr]
-            nodes.extend(_nodes(attr, tree, ()))
+            nodes.extend(dict_nodes(attr, tree, ()))
             templates[attr] = _template(tree, len(leaves))
             for path, leaf in leaf_paths(tree):
                 kind, dtype, shape = value_spec(leaf)
@@ -196,11 +197,12 @@ class Schema:
         # Fewer keys than the schema: each missing leaf is checked (ragged ones may be absent).
 
 
-def _nodes(attr: str, tree: Mapping[str, Any], path: Tuple[str, ...]):
+def dict_nodes(attr: str, tree: Mapping[str, Any], path: Tuple[str, ...]) -> Iterator[Tuple[str, Tuple[str, ...], frozenset]]:
+    """``(attr, path, keys)`` of every dict of a major attribute's tree, the root first."""
     yield attr, path, frozenset(tree.keys())
     for key, value in tree.items():
         if isinstance(value, Mapping):
-            yield from _nodes(attr, value, path + (key,))
+            yield from dict_nodes(attr, value, path + (key,))
 
 
 def _template(tree: Mapping[str, Any], first: int) -> Dict[str, Any]:

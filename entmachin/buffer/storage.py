@@ -97,15 +97,17 @@ class RingStorage:
 
     def ids_of(self, slots: np.ndarray) -> np.ndarray:
         """Ids of the rows in ``slots``."""
-        age = (slots - self.oldest) % self.capacity  # [n] 0 = oldest
-        return self.n_written - self.size + age
+        oldest, first_id = self.oldest, self.n_written - self.size
+        if oldest == 0:
+            return slots + first_id  # [n]
+        return (slots - oldest) % self.capacity + first_id  # [n] age + id of the oldest row
 
     def slots_of_ids(self, ids: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """``(slots, alive)``: where rows ``ids`` are, and whether they are still stored."""
-        first = self.n_written - self.size
-        alive = (ids >= first) & (ids < self.n_written)  # [n]
-        slots = (ids - first + self.oldest) % self.capacity  # [n]
-        return slots, alive
+        age = ids - (self.n_written - self.size)  # [n] 0 = oldest live row
+        alive = age.view(np.uint64) < self.size  # [n] (a negative age wraps to a huge unsigned one)
+        age += self.oldest
+        return age % self.capacity, alive
 
     def gather(self, slots: np.ndarray) -> List[Any]:
         """Every leaf of the rows ``slots``: tensors ``[n, *shape]`` / ``RaggedTensor``s."""

@@ -4,11 +4,11 @@ A binary tree stored heap-style in one array (children of node ``i`` at ``2i`` a
 leaves at ``n_base .. 2 n_base - 1``), whose nodes hold the sum of their leaves. Only the
 levels up to a *top level* of at most 4096 nodes are kept: a search takes one ``cumsum`` +
 ``searchsorted`` over the top level, then descends the few levels below it for all queries
-together; an update writes the leaves and recomputes their ancestors up to the top level, one
-level at a time. Either costs a few numpy calls per level for the whole batch, and no Python
-loop runs over items. Sums are recomputed from the children, never adjusted by deltas, so they
-do not drift. The maximum leaf is kept exactly: raised by updates, and recomputed (one
-vectorised pass) only when asked for after an update may have lowered it.
+together, a few numpy calls per level for the whole batch, and no Python
+loop runs over items. An update adds each leaf's change to all its kept ancestors in one
+``np.add.at``, and every 4096 updates the levels are rebuilt from the leaves, so rounding cannot
+pile up. The maximum leaf is kept exactly: raised by updates, and recomputed (one vectorised
+pass) only when asked for after an update may have lowered it.
 
 Example:
     >>> tree = SumTree(4)
@@ -19,13 +19,14 @@ Example:
     array([0, 2, 2, 3])
 """
 
-from typing import Any
+from typing import Any, Tuple
 
 import numpy as np
 
 __all__ = ["SumTree"]
 
 _TOP_LEVEL_BITS = 12  # the top level holds at most 2 ** 12 nodes
+_REBUILD_EVERY = 4096  # updates between exact rebuilds of the levels below the top
 
 
 class SumTree:
@@ -47,6 +48,8 @@ class SumTree:
         self._n_top = 1 << min(depth, _TOP_LEVEL_BITS)  # nodes of the top level kept
         self._depth_below_top = depth - min(depth, _TOP_LEVEL_BITS)
         self._sum = np.zeros(2 * self._n_base, dtype=np.float64)  # [2 n_base]; nodes above the top unused
+        self._shifts = np.arange(1, self._depth_below_top + 1)  # [depth_below_top] leaf -> ancestor
+        self._n_updates = 0
         self._total = 0.0
         self._max = 0.0
         self._max_stale = False
@@ -98,11 +101,20 @@ class SumTree:
         if self._total <= 0:
             raise ValueError("SumTree.find: every weight is zero; nothing can be found")
         np.maximum(remaining, 0.0, out=remaining)
-        top = self._sum[self._n_top : 2 * self._n_top]  # [n_top]
-        prefix = np.cumsum(top)  # [n_top]
-        nodes = np.searchsorted(prefix, remaining, side="right")  # [n] top-level node of each value
+        return self.find_unchecked(remaining)[0]
+
+    def find_unchecked(self, remaining: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """:meth:`find` for callers that already checked: ``[n]`` finite float64 values ``>= 0``
+        (the array is overwritten) and ``total() > 0``.
+
+        Returns:
+            ``(leaves, weights)``: ``[n]`` int64 leaf indices and ``[n]`` their weights.
+        """
+        before = np.zeros(self._n_top + 1)  # [n_top + 1] sum of the top-level nodes before each
+        np.cumsum(self._sum[self._n_top : 2 * self._n_top], out=before[1:])
+        nodes = np.searchsorted(before[1:], remaining, side="right")  # [n] top-level node of each value
         np.minimum(nodes, self._n_top - 1, out=nodes)
-        remaining -= prefix.take(nodes) - top.take(nodes)
+        remaining -= before.take(nodes)
         nodes += self._n_top
         for _ in range(self._depth_below_top):
             nodes <<= 1  # left child
@@ -110,11 +122,13 @@ class SumTree:
             go_right = remaining >= left  # [n]
             np.subtract(remaining, left, out=remaining, where=go_right)
             nodes += go_right
+        weights = self._sum.take(nodes)  # [n]
         leaves = nodes - self._n_base  # [n]
-        empty = self._sum.take(nodes) <= 0  # past the last positive leaf: a value >= total, or rounding
-        if empty.any():
+        if weights.min() <= 0:  # past the last positive leaf: a value >= total, or rounding
+            empty = weights <= 0
             leaves[empty] = self._last_positive_leaf_before(leaves[empty])
-        return leaves
+            weights = self._sum.take(leaves + self._n_base)
+        return leaves, weights
 
     def _last_positive_leaf_before(self, leaves: np.ndarray) -> np.ndarray:
         """For each leaf, the last leaf of positive weight at or before it (else the first one)."""
@@ -144,7 +158,7 @@ class SumTree:
             raise ValueError(
                 f"SumTree.update: got {leaves.shape[0]} indices but {weights.shape[0]} weights"
             )
-        if weights.size and (not np.isfinite(weights).all() or weights.min() < 0):
+        if weights.size and not (weights.min() >= 0 and weights.max() < np.inf):  # NaN fails both
             raise ValueError("SumTree.update: weights must be finite and >= 0")
         self.update_unchecked(leaves, weights)
 
@@ -158,18 +172,28 @@ class SumTree:
             if unique.size != leaves.size:  # repeated indices: keep the last weight of each
                 leaves, weights = unique, weights[::-1][last]
         nodes = leaves + self._n_base  # [n]
-        lowered = not self._max_stale and bool((self._sum.take(nodes) >= self._max).any())
+        old = self._sum.take(nodes)  # [n]
+        lowered = not self._max_stale and old.max() >= self._max
         self._sum[nodes] = weights
-        for _ in range(self._depth_below_top):
-            nodes >>= 1  # parents; a repeated parent computes the same value twice, harmlessly
-            left = nodes << 1  # [n]
-            self._sum[nodes] = self._sum.take(left) + self._sum.take(left + 1)
+        if self._depth_below_top:
+            # every ancestor up to the top level, for all leaves at once: [n, depth_below_top]
+            ancestors = nodes[:, None] >> self._shifts[None, :]
+            np.add.at(self._sum, ancestors.ravel(), np.repeat(weights - old, self._depth_below_top))
+            self._n_updates += 1
+            if self._n_updates % _REBUILD_EVERY == 0:
+                self._rebuild()
         self._total = float(self._sum[self._n_top : 2 * self._n_top].sum())
         highest = float(weights.max())
         if highest >= self._max and not self._max_stale:
             self._max = highest
         elif lowered:  # a leaf holding the maximum got less: recompute the maximum when asked
             self._max_stale = True
+
+    def _rebuild(self) -> None:
+        """Recomputes the levels below the top from the leaves (discarding accumulated rounding)."""
+        for height in range(1, self._depth_below_top + 1):
+            first = self._n_base >> height  # the level's first node
+            self._sum[first : 2 * first] = self._sum[2 * first : 4 * first].reshape(-1, 2).sum(axis=1)
 
     def clear(self) -> None:
         """Sets every weight to zero."""

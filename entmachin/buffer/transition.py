@@ -26,7 +26,8 @@ Example:
     >>> t.reward = np.array([0.5, 0.5], np.float32)  # really assigns (validated and copied)
 """
 
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, Sequence, Tuple, Union
+from collections.abc import Mapping
+from typing import Any, Dict, Iterable, Iterator, List, Sequence, Tuple, Union
 
 import numpy as np
 import torch

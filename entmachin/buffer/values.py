@@ -7,7 +7,8 @@ values may be anything that holds no tensor and no ragged value.
 """
 
 import copy
-from typing import Any, Dict, Iterator, Mapping, Optional, Tuple
+from collections.abc import Mapping
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 import numpy as np
 import torch

@@ -44,7 +44,7 @@ step_strategy = st.tuples(counts_strategy, st.booleans(), st.booleans()).map(
 )
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(
     steps=st.lists(step_strategy, min_size=1, max_size=12),
     buffer_size=st.integers(1, 9),

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from entmachin.buffer import SumTree
+from entmachin.buffer import SumTree, sum_tree
 
 
 def _reference_find(weights, values):
@@ -13,12 +13,14 @@ def _reference_find(weights, values):
     return np.searchsorted(cumsum, values, side="right")
 
 
-@pytest.mark.parametrize("n_leaves", [1, 2, 7, 64, 1000])
-def test_matches_cumsum_and_searchsorted_over_random_updates(n_leaves):
+@pytest.mark.parametrize("rebuild_every", [4096, 3])
+@pytest.mark.parametrize("n_leaves", [1, 2, 7, 64, 1000, 20_000])
+def test_matches_cumsum_and_searchsorted_over_random_updates(n_leaves, rebuild_every, monkeypatch):
+    monkeypatch.setattr(sum_tree, "_REBUILD_EVERY", rebuild_every)  # also exercise the rebuilds
     rng = np.random.default_rng(n_leaves)
     tree = SumTree(n_leaves)
     weights = np.zeros(n_leaves)
-    for _ in range(300):  # 300 batches of up to 20 updates: thousands of updates in all
+    for _ in range(150 if n_leaves < 10_000 else 50):  # batches of up to 20: thousands of updates
         k = int(rng.integers(1, 21))
         index = rng.integers(0, n_leaves, k)
         # multiples of 1/8 keep every sum exact, so tree and cumsum agree to the last bit
@@ -102,3 +104,17 @@ def test_scalar_weight_broadcast_clear_and_read_only_leaves():
     assert tree.total() == 0.0 and tree.max() == 0.0
     tree.update([], [])
     assert tree.total() == 0.0
+
+
+def test_rebuild_removes_accumulated_rounding(monkeypatch):
+    monkeypatch.setattr(sum_tree, "_REBUILD_EVERY", 10**9)
+    rng = np.random.default_rng(0)
+    tree = SumTree(30_000)
+    for _ in range(200):
+        tree.update(rng.integers(0, 30_000, 256), rng.random(256) * 1e3)
+    exact = SumTree(30_000)
+    exact.update(np.arange(30_000), tree.leaves)
+    exact._rebuild()  # every kept level summed from the leaves
+    np.testing.assert_allclose(tree._sum, exact._sum, rtol=1e-9)  # drifted, but only by rounding
+    tree._rebuild()
+    np.testing.assert_array_equal(tree._sum[tree._n_top :], exact._sum[exact._n_top :])
