@@ -113,10 +113,8 @@ class RingStorage:
         """Every leaf of the rows ``slots``: tensors ``[n, *shape]`` / ``RaggedTensor``s."""
         return [column.gather(slots) for column in self.columns]
 
-    def gather_leaf(self, index: int, slots: np.ndarray) -> Any:
-        return self.columns[index].gather(slots)
-
     def gather_custom(self, index: int, slots: np.ndarray) -> List[Any]:
+        """The values of custom attribute ``index`` for the rows ``slots``."""
         return self.customs[index].gather(slots)
 
     def nbytes(self) -> Dict[str, int]:
