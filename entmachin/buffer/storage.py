@@ -106,7 +106,10 @@ class RingStorage:
         """``(slots, alive)``: where rows ``ids`` are, and whether they are still stored."""
         age = ids - (self.n_written - self.size)  # [n] 0 = oldest live row
         alive = age.view(np.uint64) < self.size  # [n] (a negative age wraps to a huge unsigned one)
-        age += self.oldest
+        oldest = self.oldest
+        if oldest == 0:
+            return age, alive  # slot = age wherever alive
+        age += oldest
         return age % self.capacity, alive
 
     def gather(self, slots: np.ndarray) -> List[Any]:

@@ -49,6 +49,8 @@ class SumTree:
         self._depth_below_top = depth - min(depth, _TOP_LEVEL_BITS)
         self._sum = np.zeros(2 * self._n_base, dtype=np.float64)  # [2 n_base]; nodes above the top unused
         self._shifts = np.arange(1, self._depth_below_top + 1)  # [depth_below_top] leaf -> ancestor
+        self._writer = np.zeros(self.n_leaves, dtype=np.int64)  # [n_leaves] scratch to drop repeats
+        self._order = np.arange(0)
         self._n_updates = 0
         self._total = 0.0
         self._max = 0.0
@@ -167,10 +169,14 @@ class SumTree:
         ``[n]`` finite non-negative float64 weights."""
         if leaves.size == 0:
             return
-        if leaves.size > 1:
-            unique, last = np.unique(leaves[::-1], return_index=True)
-            if unique.size != leaves.size:  # repeated indices: keep the last weight of each
-                leaves, weights = unique, weights[::-1][last]
+        if leaves.size > 1:  # repeated indices: keep the last weight of each
+            if self._order.size < leaves.size:
+                self._order = np.arange(leaves.size)
+            order = self._order[: leaves.size]  # [n] 0, 1, ..., n - 1
+            self._writer[leaves] = order  # numpy writes repeated indices in order: the last stays
+            last = self._writer.take(leaves) == order  # [n]
+            if not last.all():
+                leaves, weights = leaves[last], weights[last]
         nodes = leaves + self._n_base  # [n]
         old = self._sum.take(nodes)  # [n]
         lowered = not self._max_stale and old.max() >= self._max
