@@ -19,7 +19,7 @@ import os
 import pickle
 import struct
 import zipfile
-from typing import Any, Dict, List, Optional, Tuple, Type
+from typing import Any, Dict, List, Optional, Type
 
 import dill
 import numpy as np

@@ -119,14 +119,14 @@ def collate(
     """
     schema = storage.schema
     if sample_attrs is None:
-        attrs = schema.keys
+        attrs, wanted = schema.keys, schema.key_set
     else:
         attrs = list(sample_attrs)
         _check_attrs(schema, attrs, "sample_attrs")
-    concat_attrs = set(additional_concat_attrs or ())
+        wanted = set(attrs)
+    concat_attrs = set(additional_concat_attrs) if additional_concat_attrs else ()
     if concat_attrs:
         _check_attrs(schema, list(concat_attrs), "additional_concat_attrs")
-    wanted = set(attrs)
     move = device != storage.device
     leaves: List[Any] = [None] * len(schema.leaves)
     for index, (spec, column) in enumerate(zip(schema.leaves, storage.columns)):

@@ -59,6 +59,11 @@ class Schema:
         return self.major_attr + self.sub_attr + self.custom_attr
 
     @cached_property
+    def key_set(self) -> frozenset:
+        """All attribute names, as a set."""
+        return frozenset(self.keys)
+
+    @cached_property
     def n_attrs(self) -> int:
         return len(self.keys)
 

@@ -50,6 +50,7 @@ class SumTree:
         self._sum = np.zeros(2 * self._n_base, dtype=np.float64)  # [2 n_base]; nodes above the top unused
         self._shifts = np.arange(1, self._depth_below_top + 1)  # [depth_below_top] leaf -> ancestor
         self._writer = np.zeros(self.n_leaves, dtype=np.int64)  # [n_leaves] scratch to drop repeats
+        self._before = np.zeros(self._n_top + 1)  # [n_top + 1] scratch for the top-level prefix sums
         self._order = np.arange(0)
         self._n_updates = 0
         self._total = 0.0
@@ -112,7 +113,7 @@ class SumTree:
         Returns:
             ``(leaves, weights)``: ``[n]`` int64 leaf indices and ``[n]`` their weights.
         """
-        before = np.zeros(self._n_top + 1)  # [n_top + 1] sum of the top-level nodes before each
+        before = self._before  # [n_top + 1] sum of the top-level nodes before each; before[0] = 0
         np.cumsum(self._sum[self._n_top : 2 * self._n_top], out=before[1:])
         nodes = np.searchsorted(before[1:], remaining, side="right")  # [n] top-level node of each value
         np.minimum(nodes, self._n_top - 1, out=nodes)

@@ -27,7 +27,7 @@ Example:
 """
 
 from collections.abc import Mapping
-from typing import Any, Dict, Iterable, Iterator, List, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Tuple, Union
 
 import numpy as np
 import torch
