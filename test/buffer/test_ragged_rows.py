@@ -147,3 +147,18 @@ def test_canonical_entity_states_from_an_environment():
     actors = state.action_masks["Move"]["actors"]
     assert isinstance(moves, RaggedTensor) and torch.equal(moves.lengths, actors.lengths)
     assert len(state.entities["Robot"]) == 5
+
+
+def test_sampled_ragged_tensors_pass_the_constructor_checks():
+    """Samples build RaggedTensors without re-running their checks; the checks must still hold."""
+    import dataclasses
+
+    assert [f.name for f in dataclasses.fields(RaggedTensor)] == ["data", "lengths", "offsets", "batch_index"]
+    rng = np.random.default_rng(0)
+    buffer = Buffer(5, seed=0)
+    for _ in range(4):
+        buffer.append(_transition(rng, {"A": [3, 0], "B": [1, 2]})[0])
+    _, (state,) = buffer.sample_batch(4, sample_attrs=["state"])
+    for rt in state.entities.values():
+        checked = RaggedTensor(rt.data, rt.lengths, rt.offsets, rt.batch_index)  # raises if inconsistent
+        assert torch.equal(checked.batch_index, RaggedTensor.from_lengths(rt.data, rt.lengths).batch_index)
