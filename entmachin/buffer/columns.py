@@ -171,9 +171,9 @@ class RaggedColumn:
         items = np.arange(offsets[-1]) + shift.take(batch_index)  # [n_items]
         if self.array is not None:
             data = torch.from_numpy(self.array.take(items, axis=0))  # [n_items, *shape]
-            return _ragged(data, torch.from_numpy(lengths), torch.from_numpy(offsets), torch.from_numpy(batch_index))
+            return RaggedTensor.trusted(data, torch.from_numpy(lengths), torch.from_numpy(offsets), torch.from_numpy(batch_index))
         data = self.tensor.index_select(0, torch.from_numpy(items).to(self.device))  # [n_items, *shape]
-        return _ragged(data, *(torch.from_numpy(a).to(self.device) for a in (lengths, offsets, batch_index)))
+        return RaggedTensor.trusted(data, *(torch.from_numpy(a).to(self.device) for a in (lengths, offsets, batch_index)))
 
     def export(self, slots: np.ndarray) -> Tuple[torch.Tensor, torch.Tensor]:
         """``(flat, lengths)`` of the rows of ``slots`` as CPU tensors, for saving."""
@@ -222,24 +222,6 @@ def _ring_assign(target: np.ndarray, slot: int, values: np.ndarray) -> None:
         split = capacity - slot
         target[slot:] = values[:split]
         target[: end - capacity] = values[split:]
-
-
-def _ragged(data: torch.Tensor, lengths: torch.Tensor, offsets: torch.Tensor, batch_index: torch.Tensor) -> RaggedTensor:
-    """Builds a ``RaggedTensor`` without re-checking it.
-
-    ``gather`` makes the four tensors consistent by construction (int64 lengths, offsets and
-    batch index derived from each other, all on ``data``'s device), and the constructor's
-    checks would cost as much as gathering a small batch.
-    """
-    ragged = object.__new__(RaggedTensor)
-    _set(ragged, "data", data)
-    _set(ragged, "lengths", lengths)
-    _set(ragged, "offsets", offsets)
-    _set(ragged, "batch_index", batch_index)
-    return ragged
-
-
-_set = object.__setattr__
 
 
 def make_column(spec: LeafSpec, capacity: int, device: torch.device) -> Any:

@@ -108,6 +108,21 @@ class RaggedTensor:
     # ----------------------------------------------------------------------- constructors
 
     @classmethod
+    def trusted(
+        cls, data: torch.Tensor, lengths: torch.Tensor, offsets: torch.Tensor, batch_index: torch.Tensor
+    ) -> "RaggedTensor":
+        """Builds a ragged tensor without checking it, for hot paths that derive the four
+        tensors from each other (int64, consistent, all on ``data``'s device) by construction.
+
+        The constructor's checks cost about as much as gathering a small batch; anything built
+        from user input must use the checked constructors instead.
+        """
+        ragged = object.__new__(cls)
+        for name, value in zip(_FIELDS, (data, lengths, offsets, batch_index)):
+            object.__setattr__(ragged, name, value)
+        return ragged
+
+    @classmethod
     def from_lengths(cls, data: Any, lengths: Any) -> "RaggedTensor":
         """Builds a ragged tensor from back-to-back items and per-sequence lengths.
 
