@@ -337,7 +337,13 @@ def ragged_equal(a: Any, b: Any) -> bool:
 
 
 def _reduce_ragged(buf: RaggedBuffer) -> Tuple[Any, Tuple[np.ndarray, np.ndarray]]:
-    return ragged_from_arrays, ragged_to_arrays(buf)
+    return _rebuild_ragged, (buf.as_array(), buf.size1())
+
+
+def _rebuild_ragged(flat: np.ndarray, lengths: np.ndarray) -> RaggedBuffer:
+    # The pickle was made from a valid buffer: skip ragged_from_arrays' checks, which cost
+    # more than the copy on ParallelEnvList's hot path.
+    return _CLASS_BY_DTYPE[flat.dtype].from_flattened(flat, lengths)
 
 
 for _cls in RAGGED_BUFFER_TYPES:
