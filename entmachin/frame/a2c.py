@@ -183,7 +183,7 @@ class A2C:
                 raise TypeError(f"{name}: replay_buffer has no {method}() method; pass an entmachin Buffer")
         self.replay_buffer = replay_buffer
         self.writer = make_writer(writer, name)
-        self._owns_writer = isinstance(writer, str)
+        self._owns_writer = self.writer is not None and self.writer is not writer  # made from a log dir
         self._rng = np.random.default_rng(config.seed)
         self._n_updates = 0
         self._visualized: set = set()

@@ -136,7 +136,7 @@ def test_shared_parameters_are_detected():
     assert len(groups[0]["params"]) == 2 and len(groups[1]["params"]) == 2
 
 
-@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\(\)` before")
+@pytest.mark.filterwarnings(r"ignore:Detected call of `lr_scheduler.step\(\)` before")
 def test_lr_scheduler_one_per_optimizer():
     frame = dense_frame(lr_scheduler=torch.optim.lr_scheduler.StepLR, lr_scheduler_args=((1,), (1,)),
                         lr_scheduler_kwargs=({"gamma": 0.5}, {"gamma": 0.1}))

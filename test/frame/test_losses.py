@@ -27,7 +27,7 @@ def batches(draw):
     return n_rows, lengths, new, old, adv
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(batches(), st.sampled_from([None, 0.2]))
 def test_per_actor_terms_match_a_loop(batch, clip):
     n_rows, lengths, new, old, adv = batch
