@@ -81,6 +81,8 @@ def test_load_errors(tmp_path):
         frame.load(str(tmp_path), version=-2)
     with pytest.raises(ValueError, match=r"PPO.save: version must be an int >= 0, got -1"):
         frame.save(str(tmp_path), version=-1)
+    with pytest.raises(TypeError, match=r"PPO.save: network_map must map 'actor' / 'critic' to file names, got \['a'\]"):
+        frame.save(str(tmp_path), network_map=["a"])
     with pytest.raises(ValueError, match=r"network_map has unknown key 'value'; allowed keys are \['actor', 'critic'\]"):
         frame.save(str(tmp_path), network_map={"value": "v"})
     from entmachin.frame.a2c import A2C

@@ -93,6 +93,7 @@ def test_shared_critic_from_the_actor():
         ({"models": ["entmachin.model.MLPActor", "@actor.value"]}, r"frame_config.models\[1\]: the actor has no method 'value'"),
         ({"models": ["entmachin.model.MLP_DIM", "x.y"]}, r"frame_config.models\[0\]: cannot find 'entmachin.model.MLP_DIM'"),
         ({"optimizer": "Adamm"}, r"frame_config.optimizer: cannot find 'Adamm'"),
+        ({"models": ["math.pi", "entmachin.model.MLPCritic"]}, r"frame_config.models\[0\]: 'math.pi' is not a class or a callable"),
         ({"models": ["MLPActor", "MLPCritic"]}, r"frame_config.models\[0\]: 'MLPActor' is not an import path"),
     ],
 )

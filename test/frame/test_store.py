@@ -186,6 +186,18 @@ def test_store_rollout_rows_must_agree():
         frame.store_rollout(steps)
 
 
+def test_rollout_flags_need_one_value_per_row():
+    rng = np.random.default_rng(12)
+    frame = dense_frame()
+    step = dense_step(rng, n_rows=3)
+    step["reward"] = 1.0
+    with pytest.raises(ValueError, match=r"store_rollout\[0\]\['reward'\] is a single value, but the transition holds 3 rows"):
+        frame.store_rollout([step])
+    step["reward"] = np.ones(3, dtype=bool)
+    with pytest.raises(TypeError, match=r"store_rollout\[0\]\['reward'\] has dtype bool; expected real numbers"):
+        frame.store_rollout([step])
+
+
 def test_next_state_must_look_like_state():
     rng = np.random.default_rng(9)
     frame = dense_frame()
