@@ -135,10 +135,11 @@ def stack_trees(trees: Sequence[Mapping[str, Any]], where: Callable[[int], str])
         TypeError: a tree is not a mapping, or a leaf is not a tensor, array or ragged value.
     """
     first = trees[0]
+    first_keys = first.keys() if isinstance(first, Mapping) else None
     for i, tree in enumerate(trees):
-        if not isinstance(tree, Mapping):
+        if type(tree) is not dict and not isinstance(tree, Mapping):
             raise TypeError(f"{where(i)} is a {type(tree).__name__}; expected a dict of named values")
-        if tree.keys() != first.keys():
+        if tree.keys() != first_keys:
             raise ValueError(
                 f"{where(i)} has keys {sorted(map(str, tree))}, but {where(0)} has {sorted(map(str, first))}; "
                 "every transition needs the same keys"

@@ -24,6 +24,7 @@ from entmachin.frame.rows import stack_trees, take_rows, tree_rows
 __all__ = ["Steps", "read_episode", "read_rollout", "value_targets", "to_transition"]
 
 _REQUIRED = ("state", "action", "next_state", "reward", "terminal")
+_REQUIRED_KEYS = frozenset(_REQUIRED)
 
 
 class Steps(NamedTuple):
@@ -118,7 +119,7 @@ def _read(steps: Sequence[Any], name: str, episode: bool) -> Steps:
     if len(steps) == 0:
         raise ValueError(f"{name}: got an empty list; store at least one transition")
     for t, transition in enumerate(steps):
-        if type(transition) is not dict or any(k not in transition for k in _REQUIRED):
+        if type(transition) is not dict or not transition.keys() >= _REQUIRED_KEYS:
             _check_transition(transition, f"{name}[{t}]")
     n_envs = 1 if episode else tree_rows(steps[0]["state"], f"{name}[0]['state']")
     n_steps = len(steps)
