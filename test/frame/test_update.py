@@ -198,3 +198,25 @@ def test_a2c_and_ppo_objectives_differ_only_by_ratio():
     # first minibatch: ratio 1, so PPO's objective is mean(A) = 0 after normalisation
     assert objective_p == pytest.approx(0.0, abs=1e-6) and loss_a == pytest.approx(loss_p)
     assert objective_a != pytest.approx(0.0, abs=1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("kind", ["dense", "entity"])
+def test_models_on_cuda_with_the_buffer_on_the_cpu(kind):
+    if kind == "dense":
+        frame = dense_frame(writer=RecordingWriter(), value_clip=0.5)
+        frame.actor.cuda()
+        frame.critic.cuda()
+        rng = np.random.default_rng(0)
+        for _ in range(3):
+            frame.store_episode(dense_episode(rng, 10))
+    else:
+        envs = EnvList(Sparse, 4, seed=0)
+        frame = entity_frame(envs, writer=RecordingWriter(), entropy_weight=-0.01, target_kl=10.0)
+        frame.actor.cuda()
+        RolloutCollector(frame, envs, n_steps=5).collect()
+    assert frame.replay_buffer.buffer_device.type == "cpu"
+    objective, value_loss = frame.update()
+    assert math.isfinite(objective) and math.isfinite(value_loss)
+    assert next(frame.actor.parameters()).device.type == "cuda"
