@@ -1,5 +1,23 @@
-"""Frames: ``safe_call`` (named, device-aware model calls) and GAE; PPO and A2C build on them."""
-from entmachin.frame.gae import GAEResult, gae, gae_episode
-from entmachin.frame.safe_call import model_devices, safe_call
+"""Frames: ``safe_call`` (named, device-aware model calls), GAE, and the A2C / PPO algorithms.
 
-__all__ = ["GAEResult", "gae", "gae_episode", "model_devices", "safe_call"]
+Example:
+    >>> ppo = PPO(net, net.critic(), torch.optim.Adam, torch.nn.MSELoss(reduction="sum"))
+    >>> collector = RolloutCollector(ppo, EnvList(MineSweeper, 16, seed=0), n_steps=64)
+    >>> for _ in range(100):
+    ...     collector.collect()          # act -> env.act -> store_rollout
+    ...     ppo.update()
+"""
+from entmachin.frame.a2c import A2C
+from entmachin.frame.config import A2CConfig, PPOConfig
+from entmachin.frame.evaluate import EvalResult, evaluate
+from entmachin.frame.gae import GAEResult, gae, gae_episode
+from entmachin.frame.ppo import PPO
+from entmachin.frame.rollout import RolloutCollector, RolloutStats, global_actions, global_state
+from entmachin.frame.safe_call import model_devices, safe_call
+from entmachin.frame.summary import UpdateStats
+
+__all__ = [
+    "A2C", "A2CConfig", "EvalResult", "GAEResult", "PPO", "PPOConfig", "RolloutCollector",
+    "RolloutStats", "UpdateStats", "evaluate", "gae", "gae_episode", "global_actions",
+    "global_state", "model_devices", "safe_call",
+]
