@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import logging
 import math
-from typing import Dict, List, Mapping, Optional
+from typing import List, Optional
 
 import numpy as np
 import torch
@@ -24,7 +24,7 @@ from torch import nn
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
-from entmachin.env import Action, ActionSpace, EnvList, Environment, Observation, ObsSpace
+from entmachin.env import EnvList, Environment, ObsSpace, TimeLimit
 from entmachin.env.examples import ENV_REGISTRY
 from entmachin.frame.evaluate import evaluate
 from entmachin.frame.ppo import PPO
@@ -60,37 +60,6 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     return args
-
-
-class TimeLimit(Environment):
-    """Cuts episodes after ``max_steps`` steps and marks the cut as truncated.
-
-    Some examples (MineSweeper) have no step limit: a policy that keeps its robots alive could
-    otherwise wander forever, and only the episodes that end would show in the statistics.
-    """
-
-    def __init__(self, env: Environment, max_steps: int) -> None:
-        self.env, self.max_steps, self.t = env, max_steps, 0
-
-    def obs_space(self) -> ObsSpace:
-        return self.env.obs_space()
-
-    def action_space(self) -> Dict[str, ActionSpace]:
-        return self.env.action_space()
-
-    def seed(self, seed: Optional[int]) -> None:
-        self.env.seed(seed)
-
-    def reset(self) -> Observation:
-        self.t = 0
-        return self.env.reset()
-
-    def act(self, actions: Mapping[str, Action]) -> Observation:
-        obs = self.env.act(actions)
-        self.t += 1
-        if self.t >= self.max_steps and not obs.done:
-            obs.done, obs.truncated = True, True
-        return obs
 
 
 def relative_positions(obs_space: ObsSpace) -> Optional[RelposEncodingConfig]:

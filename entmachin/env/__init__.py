@@ -30,6 +30,7 @@ from entmachin.env.parallel_env_list import EnvWorkerError, ParallelEnvList
 from entmachin.env.canonical import random_actions, to_state, to_vec_actions
 from entmachin.env.validator import ValidatingEnv, validate_observation
 from entmachin.env.add_metrics_wrapper import AddMetricsWrapper
+from entmachin.env.time_limit import TimeLimit
 from entmachin.env.adapters import EntityGymAdapter, GymnasiumEnvironment, ensure_environment, from_gymnasium
 
 __all__ = [
@@ -42,5 +43,5 @@ __all__ = [
     "VecSelectEntityActionMask", "env_seeds", "batch_obs", "EnvList", "ParallelEnvList", "EnvWorkerError",
     "random_actions", "to_state", "to_vec_actions",
     "EntityGymAdapter", "GymnasiumEnvironment", "ensure_environment", "from_gymnasium",
-    "ValidatingEnv", "validate_observation", "AddMetricsWrapper",
+    "ValidatingEnv", "validate_observation", "AddMetricsWrapper", "TimeLimit",
 ]

@@ -174,30 +174,3 @@ def entity_states(make_env, n_envs=3, n_steps=3, seed=0):
 
 
 __all__ = ["A2C", "PPO"]
-
-
-class TimeLimit(Environment):
-    """Cuts ``env``'s episodes at ``max_steps`` steps, marking the cut as truncated."""
-
-    def __init__(self, env, max_steps):
-        self.env, self.max_steps, self.t = env, max_steps, 0
-
-    def obs_space(self):
-        return self.env.obs_space()
-
-    def action_space(self):
-        return self.env.action_space()
-
-    def seed(self, seed):
-        self.env.seed(seed)
-
-    def reset(self):
-        self.t = 0
-        return self.env.reset()
-
-    def act(self, actions):
-        obs = self.env.act(actions)
-        self.t += 1
-        if self.t >= self.max_steps and not obs.done:
-            obs.done, obs.truncated = True, True
-        return obs

@@ -18,7 +18,7 @@ from entmachin.frame.evaluate import evaluate
 from entmachin.frame.ppo import PPO
 from entmachin.frame.rollout import RolloutCollector
 from entmachin.model import MLPActor, MLPCritic, RelposEncodingConfig, RogueNet, RogueNetConfig
-from test.frame._frames import TimeLimit
+from entmachin.env import TimeLimit
 
 pytestmark = pytest.mark.slow
 
