@@ -101,7 +101,8 @@ def main() -> None:
     print(f"env steps/s (collect only):     {steps / collect_s:,.0f}")
     print(f"{'phase':<18} {'s':>8} {'share':>7} {'ms/iteration':>13}")
     for phase in PHASES:
-        print(f"{phase:<18} {spent[phase]:>8.3f} {spent[phase] / total:>6.1%} {1e3 * spent[phase] / args.iterations:>13.1f}")
+        seconds = spent[phase]
+        print(f"{phase:<18} {seconds:>8.3f} {seconds / total:>6.1%} {1e3 * seconds / args.iterations:>13.1f}")
 
 
 if __name__ == "__main__":
