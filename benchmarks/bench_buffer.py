@@ -20,13 +20,13 @@ Without ``--machin-python`` the Machin column reads "skipped".
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 import torch
+from _competitor import run_competitor
 
 STATE_DIM, BATCH = 16, 256
 RAGGED_BATCHES = (256, 4096)
@@ -95,12 +95,8 @@ def _machin_worker(args: argparse.Namespace) -> None:
 def _machin(part: str, args: argparse.Namespace) -> Optional[float]:
     if not args.machin_python:
         return None
-    command = [args.machin_python, __file__, "--machin-part", part, "--n-transitions", str(args.n_transitions),
-               "--seconds", str(args.seconds)]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"the Machin side failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])["value"]
+    worker_args = ["--machin-part", part, "--n-transitions", str(args.n_transitions), "--seconds", str(args.seconds)]
+    return run_competitor(args.machin_python, __file__, worker_args, "Machin")["value"]
 
 
 # ------------------------------------------------------------------------------ ragged

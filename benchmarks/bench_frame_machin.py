@@ -16,7 +16,6 @@ Without ``--machin-python`` the Machin column reads "skipped".
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from typing import Any, Dict, List, Optional
@@ -24,6 +23,7 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 import torch
 from torch import nn
+from _competitor import best_alternating, run_competitor
 
 STATE_DIM, N_ACTIONS = 4, 2
 
@@ -99,12 +99,8 @@ def _measure(side: str, args: argparse.Namespace) -> Dict[str, float]:
 def _machin(args: argparse.Namespace) -> Optional[Dict[str, float]]:
     if not args.machin_python:
         return None
-    command = [args.machin_python, __file__, "--machin-worker", "--episodes", str(args.episodes),
-               "--length", str(args.length)]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"the Machin side failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    worker_args = ["--machin-worker", "--episodes", str(args.episodes), "--length", str(args.length)]
+    return run_competitor(args.machin_python, __file__, worker_args, "Machin")
 
 
 def main() -> None:
@@ -120,16 +116,8 @@ def main() -> None:
         print(json.dumps(_measure("machin", args)))
         return
 
-    ours: Optional[Dict[str, float]] = None
-    theirs: Optional[Dict[str, float]] = None
-    for _ in range(args.repeats):  # alternate the two sides, keep the best window of each
-        machin = _machin(args)
-        if machin is not None and (theirs is None or machin["rate"] > theirs["rate"]):
-            theirs = machin
-        mine = _measure("entmachin", args)
-        if ours is None or mine["rate"] > ours["rate"]:
-            ours = mine
-    assert ours is not None
+    # alternate the two sides, keep the best window of each
+    ours, theirs = best_alternating(lambda: _measure("entmachin", args), lambda: _machin(args), args.repeats)
     n = args.episodes * args.length
     print(f"PPO, Machin's workload: {args.episodes} episodes x {args.length} steps = {n} transitions, "
           f"actor 4-16-16-2, critic 4-32-32-1, Machin's defaults, torch threads 1, best of {args.repeats}")

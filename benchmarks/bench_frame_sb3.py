@@ -18,7 +18,6 @@ Without ``--sb3-python`` the SB3 column reads "skipped".
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from typing import Dict, List, Optional
@@ -26,6 +25,7 @@ from typing import Dict, List, Optional
 import numpy as np
 import torch
 from torch import nn
+from _competitor import best_alternating, run_competitor
 
 N_ENVS, N_STEPS, BATCH, EPOCHS = 8, 256, 256, 4
 
@@ -76,11 +76,7 @@ def _entmachin(args: argparse.Namespace) -> Dict[str, float]:
 def _run_sb3(args: argparse.Namespace) -> Optional[Dict[str, float]]:
     if not args.sb3_python:
         return None
-    command = [args.sb3_python, __file__, "--sb3-worker", "--total-steps", str(args.total_steps)]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"the SB3 side failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_competitor(args.sb3_python, __file__, ["--sb3-worker", "--total-steps", str(args.total_steps)], "SB3")
 
 
 def main() -> None:
@@ -95,16 +91,8 @@ def main() -> None:
         print(json.dumps(_sb3(args)))
         return
 
-    ours: Optional[Dict[str, float]] = None
-    theirs: Optional[Dict[str, float]] = None
-    for _ in range(args.repeats):  # alternate the two sides, keep the best run of each
-        sb3 = _run_sb3(args)
-        if sb3 is not None and (theirs is None or sb3["rate"] > theirs["rate"]):
-            theirs = sb3
-        mine = _entmachin(args)
-        if ours is None or mine["rate"] > ours["rate"]:
-            ours = mine
-    assert ours is not None
+    # alternate the two sides, keep the best run of each
+    ours, theirs = best_alternating(lambda: _entmachin(args), lambda: _run_sb3(args), args.repeats)
     print(f"PPO on CartPole-v1: {N_ENVS} envs, n_steps {N_STEPS}, batch {BATCH}, {EPOCHS} epochs, "
           f"{args.total_steps} steps, 64-64 tanh actor and critic, torch threads 1, best of {args.repeats}")
     print(f"{'side':<12} {'steps/s':>10} {'mean return (last episodes)':>29}")
