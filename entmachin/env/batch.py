@@ -103,7 +103,7 @@ def batch_obs(
         reward=np.array([o.reward for o in obs], dtype=np.float32),
         done=np.array([o.done for o in obs], dtype=np.bool_),
         metrics=metrics,
-        truncated=np.array([getattr(o, "truncated", False) for o in obs], dtype=np.bool_),
+        truncated=np.array([o.truncated for o in obs], dtype=np.bool_),
     )
 
 

@@ -102,7 +102,7 @@ class EnvList(VecEnv):
                 final_index.append(i)
                 new_obs = self._call(i, lambda e: e.reset_filter(obs_filter))
                 new_obs.done = True
-                new_obs.truncated = getattr(obs, "truncated", False)
+                new_obs.truncated = obs.truncated
                 new_obs.reward = obs.reward
                 new_obs.metrics = obs.metrics
                 obs = new_obs
