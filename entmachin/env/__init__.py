@@ -32,6 +32,7 @@ from entmachin.env.validator import ValidatingEnv, validate_observation
 from entmachin.env.add_metrics_wrapper import AddMetricsWrapper
 from entmachin.env.time_limit import TimeLimit
 from entmachin.env.adapters import EntityGymAdapter, GymnasiumEnvironment, ensure_environment, from_gymnasium
+from entmachin.env.gymnasium_vec import GymnasiumVecEnv
 
 __all__ = [
     "Action", "ActionMask", "ActionSpace", "ActionName", "EntityID", "EntityName", "Features",
@@ -43,5 +44,6 @@ __all__ = [
     "VecSelectEntityActionMask", "env_seeds", "batch_obs", "EnvList", "ParallelEnvList", "EnvWorkerError",
     "random_actions", "to_state", "to_vec_actions",
     "EntityGymAdapter", "GymnasiumEnvironment", "ensure_environment", "from_gymnasium",
+    "GymnasiumVecEnv",
     "ValidatingEnv", "validate_observation", "AddMetricsWrapper", "TimeLimit",
 ]
