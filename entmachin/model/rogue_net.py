@@ -184,12 +184,47 @@ class RogueNet(NormalisedModule):
             ValueError / TypeError: inputs that do not fit the spaces, indices out of range, an
                 actor without any allowed choice, or a given action its mask forbids.
         """
+        tokens, x, masks, given = self._encode_for_policy(entities, action_masks, visible, action)
+        return self._policy(tokens, x, masks, given, deterministic)
+
+    def forward_with_value(
+        self,
+        entities: Mapping[str, Any],
+        action_masks: Mapping[str, Any],
+        visible: Optional[Mapping[str, Any]] = None,
+        action: Optional[Mapping[str, Any]] = None,
+        *,
+        deterministic: bool = False,
+    ) -> Tuple[RogueNetOutput, torch.Tensor]:
+        """``(forward(...), value(entities))`` with the trunk run once when it can be.
+
+        The value sees every entity and the policy only visible ones, so without ``visible``
+        one pass of the trunk serves both; with ``visible`` this runs the two passes.
+        Frames call it for minibatches that train both the policy and the value.
+
+        Returns:
+            the :meth:`forward` output and the float ``[B, 1]`` value.
+        """
+        if visible is not None:
+            return self.forward(entities, action_masks, visible, action, deterministic=deterministic), \
+                self.value(entities)
+        tokens, x, masks, given = self._encode_for_policy(entities, action_masks, None, action)
+        return self._policy(tokens, x, masks, given, deterministic), self._value_head(tokens, x)
+
+    def _encode_for_policy(
+        self, entities: Mapping[str, Any], action_masks: Mapping[str, Any], visible: Optional[Mapping[str, Any]],
+        action: Optional[Mapping[str, Any]],
+    ) -> Tuple[TokenBatch, torch.Tensor, Dict[str, ParsedMask], Optional[Dict[str, torch.Tensor]]]:
         device = self._device()
         # Value checks registered here are decided together with the entities' ones in _encode.
         checks = DeferredChecks()
         masks = parse_action_masks(self.action_space, action_masks, device, checks)
         given = parse_actions(action, masks, device, checks) if action is not None else None
         tokens, x = self._encode(entities, visible, masks, given, checks)
+        return tokens, x, masks, given
+
+    def _policy(self, tokens: TokenBatch, x: torch.Tensor, masks: Dict[str, ParsedMask],
+                given: Optional[Dict[str, torch.Tensor]], deterministic: bool) -> RogueNetOutput:
         n_rows = tokens.layout.n_rows
         starts = tokens.layout.starts
         actions, log_probs, entropies = {}, {}, {}
@@ -227,7 +262,9 @@ class RogueNet(NormalisedModule):
         Returns:
             float ``[B, 1]``.
         """
-        tokens, x = self._encode(entities, None)
+        return self._value_head(*self._encode(entities, None))
+
+    def _value_head(self, tokens: TokenBatch, x: torch.Tensor) -> torch.Tensor:
         pooled = segment_pool(x, tokens.layout.batch_index, tokens.layout.n_rows, "mean")  # [B, d_model]
         value = self.value_head(pooled)  # [B, 1]
         return value.to(torch.promote_types(value.dtype, torch.float32))
@@ -249,6 +286,12 @@ class RogueNetCritic(NormalisedModule):
         if not isinstance(net, RogueNet):
             raise TypeError(f"RogueNetCritic: expected a RogueNet, got {type(net).__name__}")
         self.net = net
+
+    @property
+    def shared_actor(self) -> RogueNet:
+        """The network this critic is a view of; frames evaluate both in one pass through
+        :meth:`RogueNet.forward_with_value`."""
+        return self.net
 
     def forward(self, entities: Mapping[str, Any], visible: Optional[Mapping[str, Any]] = None) -> torch.Tensor:
         return self.net.value(entities, visible)

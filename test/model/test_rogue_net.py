@@ -134,6 +134,25 @@ def test_value_ignores_visibility_and_critic_shares_the_network():
     assert (fresh.value(state["entities"]) == 0).all()  # zero-initialised value head
 
 
+@pytest.mark.parametrize("with_visible", [False, True])
+def test_forward_with_value_equals_forward_and_value(with_visible):
+    net = _net()
+    state = zoo_state(zoo_observations(6, 5))
+    visible = state["visible"] if with_visible else None
+    given = _run(net, state).action
+    out, value = net.forward_with_value(state["entities"], state["action_masks"], visible, action=given)
+    expected = net(state["entities"], state["action_masks"], visible, action=given)
+    for name in expected.log_prob:
+        torch.testing.assert_close(out.log_prob[name].data, expected.log_prob[name].data, atol=1e-6, rtol=1e-6)
+        torch.testing.assert_close(out.entropy[name].data, expected.entropy[name].data, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(value, net.value(state["entities"]), atol=1e-6, rtol=1e-6)
+    calls = []
+    net.trunk.register_forward_hook(lambda *args: calls.append(1))
+    net.forward_with_value(state["entities"], state["action_masks"], visible, action=given)
+    assert len(calls) == (2 if with_visible else 1)  # the value sees invisible entities: a pass of its own
+    assert net.critic().shared_actor is net
+
+
 def test_statistics_move_only_inside_collecting_stats():
     net = _net()
     state = zoo_state(zoo_observations(7, 5))
