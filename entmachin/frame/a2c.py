@@ -33,7 +33,7 @@ from entmachin.frame.config import A2CConfig, check_callable, frame_kwargs_from_
 from entmachin.frame.safe_call import safe_call
 from entmachin.frame.summary import UpdateStats, log_update, make_writer
 from entmachin.frame.update import run_update
-from entmachin.model.input_norm import InputNorm, collecting_stats
+from entmachin.model.input_norm import InputNorm, collecting_stats_of
 
 __all__ = ["A2C"]
 
@@ -74,6 +74,10 @@ class A2C:
     ``[B, 1]`` (or a tuple whose first element it is). Actor and critic may share parameters
     (``net`` and ``net.critic()``): then one optimizer steps once per minibatch on the summed
     loss, with the critic-only parameters (if any) in a second group at the critic's rate.
+    When the critic is a view of the actor's network (its ``shared_actor`` attribute is the
+    actor, as for ``RogueNet.critic()``) and the actor has ``forward_with_value``, minibatches
+    that train both call that once instead of the actor and the critic separately, so the
+    shared trunk runs once forward and once backward.
 
     Args:
         actor: the policy module.
@@ -159,6 +163,8 @@ class A2C:
         actor_ids = {id(p) for p in self._actor_params}
         critic_params = list(critic.parameters())
         self.shared_parameters = any(id(p) in actor_ids for p in critic_params)
+        self._joint = getattr(critic, "shared_actor", None) is actor and callable(
+            getattr(actor, "forward_with_value", None))
         if self.shared_parameters:
             critic_only = [p for p in critic_params if id(p) not in actor_ids]
             groups = [{"params": self._actor_params, "lr": config.actor_learning_rate}]
@@ -187,7 +193,8 @@ class A2C:
         self._rng = np.random.default_rng(config.seed)
         self._n_updates = 0
         self._visualized: set = set()
-        actor_norms = {id(m) for m in actor.modules() if isinstance(m, InputNorm)}
+        self._actor_norms = [m for m in actor.modules() if isinstance(m, InputNorm)]
+        actor_norms = {id(m) for m in self._actor_norms}
         self._critic_only_norms = [m for m in critic.modules() if isinstance(m, InputNorm) and id(m) not in actor_norms]
         self.last_update: Optional[UpdateStats] = None
 
@@ -230,7 +237,7 @@ class A2C:
                     "takes no 'deterministic' parameter"
                 )
             extra["deterministic"] = True
-        stats = collecting_stats(self.actor) if collect_stats else contextlib.nullcontext()
+        stats = collecting_stats_of(self._actor_norms) if collect_stats and self._actor_norms else contextlib.nullcontext()
         with torch.no_grad(), stats:
             return safe_call(self.actor, state, extra)
 
@@ -240,12 +247,22 @@ class A2C:
 
     def criticize(self, state: Mapping[str, Any]) -> torch.Tensor:
         """The critic's value of ``state``, ``[B, 1]`` (the first element if it returns a tuple)."""
-        value = safe_call(self.critic, state)
+        return self._value_of(safe_call(self.critic, state), "criticize")
+
+    def _eval_act_and_criticize(self, state: Mapping[str, Any], action: Mapping[str, Any]) -> Tuple[Any, torch.Tensor]:
+        """``(eval_act(state, action), criticize(state))``, in one pass of a shared network
+        when the critic is a view of the actor (see the class docstring)."""
+        if not self._joint:
+            return self.eval_act(state, action), self.criticize(state)
+        result, value = safe_call(self.actor, state, action, method="forward_with_value")
+        return result, self._value_of(value, "criticize")
+
+    def _value_of(self, value: Any, where: str) -> torch.Tensor:
         if isinstance(value, (tuple, list)):
             value = value[0]
         if not isinstance(value, torch.Tensor):
             raise TypeError(
-                f"{type(self).__name__}.criticize: the critic returned a {type(value).__name__}; expected "
+                f"{type(self).__name__}.{where}: the critic returned a {type(value).__name__}; expected "
                 "a tensor [B, 1] or a tuple whose first element is one"
             )
         return value
@@ -287,9 +304,7 @@ class A2C:
                 f"{type(self).__name__}.{method}: storing {steps.n_rows} rows on top of {held} would exceed "
                 f"replay_size={capacity} and overwrite on-policy data; call update() first or raise replay_size"
             )
-        with contextlib.ExitStack() as stack:
-            for norm in self._critic_only_norms:  # the actor's statistics learn in act()
-                stack.enter_context(collecting_stats(norm))
+        with collecting_stats_of(self._critic_only_norms):  # the actor's statistics learn in act()
             returns, advantages = storing.value_targets(
                 steps, self.criticize, self.config.discount, self.config.gae_lambda
             )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 import torch
@@ -51,46 +51,80 @@ def _old_log_probs(frame: Any, state: Any, action: Any, rows: np.ndarray) -> Old
     return cat_old(parts)
 
 
-def _finite(values: Dict[str, torch.Tensor]) -> Tuple[bool, List[str]]:
-    """Checks several scalar tensors with one host sync; returns (all finite, bad names)."""
-    names = list(values)
-    flags = torch.stack([torch.isfinite(values[n].detach()).all().cpu() for n in names]).tolist()
-    bad = [n for n, ok in zip(names, flags) if not ok]
-    return not bad, bad
+def _flags(values: List[torch.Tensor]) -> List[bool]:
+    """Whether each scalar tensor is finite, with one host sync for all of them."""
+    if not values:
+        return []
+    first = values[0]
+    if all(v.dtype == first.dtype and v.device == first.device for v in values):
+        return torch.isfinite(torch.stack([v.detach().reshape(()) for v in values])).tolist()
+    return torch.stack([torch.isfinite(v.detach()).all().cpu() for v in values]).tolist()
 
 
-def _step(frame: Any, optimizer: Any, params: Sequence[torch.nn.Parameter], terms: Dict[str, torch.Tensor],
-          what: str) -> bool:
-    """Backward + clip + step on the sum of ``terms``; returns False (and warns) if skipped."""
-    ok, bad = _finite(terms)
-    name = type(frame).__name__
-    if not ok:
+class _Step(NamedTuple):
+    """One optimizer's share of a minibatch: the loss terms it trains on and its parameters."""
+
+    optimizer: Any
+    params: Sequence[torch.nn.Parameter]
+    terms: Dict[str, torch.Tensor]
+    what: str
+
+
+def _steps(frame: Any, policy_loss: Optional[torch.Tensor], value_loss: Optional[torch.Tensor]) -> List[_Step]:
+    policy = {} if policy_loss is None else {"policy loss": policy_loss}
+    value = {} if value_loss is None else {"value loss": value_loss}
+    if frame.shared_parameters:
+        return [_Step(frame.actor_optim, frame._params, {**policy, **value}, "shared")] if policy or value else []
+    return ([_Step(frame.actor_optim, frame._actor_params, policy, "actor")] if policy else []) + \
+        ([_Step(frame.critic_optim, frame._critic_params, value, "critic")] if value else [])
+
+
+def _apply(frame: Any, policy_loss: Optional[torch.Tensor], value_loss: Optional[torch.Tensor]) -> int:
+    """Steps the optimizer(s) on one minibatch's losses; returns the number of steps skipped.
+
+    One backward pass over the sum of the losses serves every optimizer: separate actor and
+    critic have disjoint parameters, so each gets exactly the gradients of its own loss. One
+    host sync then decides, per optimizer, whether its loss and gradients are finite; a step
+    that is not is skipped with a warning naming the term (its parameters and optimizer state
+    stay untouched).
+    """
+    steps = _steps(frame, policy_loss, value_loss)
+    if not steps:
+        return 0
+    for step in steps:
+        step.optimizer.zero_grad(set_to_none=True)
+    terms = [t for step in steps for t in step.terms.values()]
+    sum(terms).backward()
+    with_grad = [[p for p in step.params if p.grad is not None] for step in steps]
+    norms = [torch.nn.utils.get_total_norm([p.grad for p in ps]) if ps else None for ps in with_grad]
+    flags = iter(_flags(terms + [n for n in norms if n is not None]))
+    term_ok = [[next(flags) for _ in step.terms] for step in steps]
+    skipped = 0
+    for step, ok, ps, norm in zip(steps, term_ok, with_grad, norms):
+        norm_ok = norm is None or next(flags)
+        if all(ok) and norm_ok:
+            if norm is not None and math.isfinite(frame.config.gradient_max):
+                torch.nn.utils.clip_grads_with_norm_(ps, frame.config.gradient_max, norm)
+            step.optimizer.step()
+            continue
+        step.optimizer.zero_grad(set_to_none=True)
+        skipped += 1
+        what = f"{', '.join(n for n, good in zip(step.terms, ok) if not good)}" if not all(ok) else \
+            f"gradients of {' + '.join(step.terms)}"
         warnings.warn(
-            f"{name}.update: non-finite {', '.join(bad)}; skipped this {what} step (parameters and "
+            f"{type(frame).__name__}.update: non-finite {what}; skipped this {step.what} step (parameters and "
             "optimizer state unchanged)", RuntimeWarning, stacklevel=4,
         )
-        return False
-    optimizer.zero_grad(set_to_none=True)
-    sum(terms.values()).backward()
-    grads = [p.grad for p in params if p.grad is not None]
-    if grads:
-        norm = torch.nn.utils.get_total_norm(grads)
-        if not bool(torch.isfinite(norm)):
-            optimizer.zero_grad(set_to_none=True)
-            warnings.warn(
-                f"{name}.update: non-finite gradients of {' + '.join(terms)}; skipped this {what} step "
-                "(parameters and optimizer state unchanged)", RuntimeWarning, stacklevel=4,
-            )
-            return False
-        if math.isfinite(frame.config.gradient_max):
-            torch.nn.utils.clip_grads_with_norm_([p for p in params if p.grad is not None],
-                                                 frame.config.gradient_max, norm)
-    optimizer.step()
-    return True
+    return skipped
 
 
-def _mean(values: List[float]) -> float:
-    return float(np.mean(values)) if values else math.nan
+def _mean(values: List[torch.Tensor]) -> float:
+    """Mean of the finite values among scalar tensors (nan if none), with one host sync."""
+    if not values:
+        return math.nan
+    stacked = torch.stack([v.reshape(()).float() for v in values]).cpu().double()  # [n]
+    finite = stacked[torch.isfinite(stacked)]  # [n_finite]
+    return float(finite.mean()) if finite.numel() else math.nan
 
 
 def run_update(frame: Any, update_value: bool, update_policy: bool) -> UpdateStats:
@@ -126,9 +160,14 @@ def run_update(frame: Any, update_value: bool, update_policy: bool) -> UpdateSta
         index = torch.from_numpy(rows)  # [b]
         mb_state = state[index]
         policy_loss = value_loss = None
+        if i < n_policy and i < n_value:
+            result, value = frame._eval_act_and_criticize(mb_state, action[index])
+        elif i < n_policy:
+            result = frame.eval_act(mb_state, action[index])
+        else:
+            value = frame.criticize(mb_state)  # [b, 1]
         if i < n_policy:
-            units = units_of(frame.eval_act(mb_state, action[index]), rows.shape[0],
-                             cfg.entropy_weight is not None, f"{name}.update")
+            units = units_of(result, rows.shape[0], cfg.entropy_weight is not None, f"{name}.update")
             adv = advantage[index.to(advantage.device)].reshape(-1)  # [b]
             if cfg.normalize_advantage:
                 adv = normalized(adv.to(units.log_prob.device), units.row, units.per_actor is not None)
@@ -142,9 +181,8 @@ def run_update(frame: Any, update_value: bool, update_policy: bool) -> UpdateSta
                 policy_loss = policy_loss + cfg.entropy_weight * terms.entropy
             for values, term in ((entropies, terms.entropy), (kls, terms.approx_kl), (clips, terms.clip_fraction)):
                 if term is not None:
-                    values.append(float(term.detach()))
+                    values.append(term.detach())
         if i < n_value:
-            value = frame.criticize(mb_state)  # [b, 1]
             goal = target[index.to(target.device)].to(value.device, value.dtype)  # [b, 1]
             if cfg.value_clip is not None:
                 before = old_value[index.to(old_value.device)].to(value.device, value.dtype)  # [b, 1]
@@ -154,33 +192,14 @@ def run_update(frame: Any, update_value: bool, update_policy: bool) -> UpdateSta
         if cfg.visualize:
             _visualize(frame, policy_loss, value_loss)
         for loss, losses in ((policy_loss, policy_losses), (value_loss, value_losses)):
-            if loss is not None and math.isfinite(float(loss.detach())):
-                losses.append(float(loss.detach()))
+            if loss is not None:
+                losses.append(loss.detach())
         skipped += _apply(frame, policy_loss if update_policy else None, value_loss if update_value else None)
     frame.actor.eval()
     frame.critic.eval()
     lr = frame.optimizers[0].param_groups[0]["lr"]
     return UpdateStats(_mean(policy_losses), _mean(value_losses), _mean(entropies), _mean(kls), _mean(clips),
                        float(lr), skipped, ran, stopped)
-
-
-def _apply(frame: Any, policy_loss: Optional[torch.Tensor], value_loss: Optional[torch.Tensor]) -> int:
-    """Steps the optimizer(s); returns the number of steps skipped."""
-    if frame.shared_parameters:
-        terms = {}
-        if policy_loss is not None:
-            terms["policy loss"] = policy_loss
-        if value_loss is not None:
-            terms["value loss"] = value_loss
-        if not terms:
-            return 0
-        return 0 if _step(frame, frame.actor_optim, frame._params, terms, "shared") else 1
-    skipped = 0
-    if policy_loss is not None:
-        skipped += not _step(frame, frame.actor_optim, frame._actor_params, {"policy loss": policy_loss}, "actor")
-    if value_loss is not None:
-        skipped += not _step(frame, frame.critic_optim, frame._critic_params, {"value loss": value_loss}, "critic")
-    return skipped
 
 
 def _visualize(frame: Any, policy_loss: Optional[torch.Tensor], value_loss: Optional[torch.Tensor]) -> None:

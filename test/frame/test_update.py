@@ -93,6 +93,31 @@ def test_shared_network_steps_once_per_minibatch():
     assert adam_steps(frame.actor_optim) == 4
 
 
+def _entity_update(joint):
+    envs = EnvList(Sparse, 4, seed=0)
+    frame = entity_frame(envs, actor_update_times=3, critic_update_times=4, batch_size=6, entropy_weight=-0.01)
+    RolloutCollector(frame, envs, n_steps=5).collect()
+    frame._joint = joint
+    calls = []
+    frame.actor.trunk.register_forward_hook(lambda *args: calls.append(1))
+    frame.update()
+    return frame, len(calls)
+
+
+def test_shared_network_runs_its_trunk_once_per_minibatch():
+    joint, joint_calls = _entity_update(True)
+    separate, separate_calls = _entity_update(False)
+    assert separate._joint is False and joint.critic.shared_actor is joint.actor
+    # 1 pass for the old log-probs, then 3 minibatches train both (1 pass each, or 2) and 1 only the value.
+    assert joint_calls == 1 + 3 + 1 and separate_calls == 1 + 3 * 2 + 1
+    for a, b in zip(joint.actor.parameters(), separate.actor.parameters()):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+def test_separate_critic_is_not_evaluated_jointly():
+    assert filled()._joint is False
+
+
 def test_non_finite_value_loss_skips_the_critic_step():
     frame = filled(actor_update_times=2, critic_update_times=2)
     frame.critic.register_forward_hook(lambda m, args, out: out * float("nan") if m.training else out)
