@@ -8,7 +8,7 @@ batch has normalised it with the old statistics.
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from typing import ContextManager, Iterator, Sequence
 
 import torch
 from torch import nn
@@ -100,15 +100,19 @@ class InputNorm(nn.Module):
         self.count += n
 
 
-@contextlib.contextmanager
-def collecting_stats(module: nn.Module) -> Iterator[None]:
+def collecting_stats(module: nn.Module) -> ContextManager[None]:
     """Lets every ``InputNorm`` inside ``module`` update its statistics within the block.
 
     Example:
         >>> with collecting_stats(model):
         ...     out = model(**state)   # normalises with the old statistics, then updates them
     """
-    norms = [m for m in module.modules() if isinstance(m, InputNorm)]
+    return collecting_stats_of([m for m in module.modules() if isinstance(m, InputNorm)])
+
+
+@contextlib.contextmanager
+def collecting_stats_of(norms: Sequence["InputNorm"]) -> Iterator[None]:
+    """:func:`collecting_stats` over given ``InputNorm``s (for callers that found them once)."""
     for norm in norms:
         norm._collecting += 1
     try:

@@ -50,7 +50,8 @@ class _DenseTrunk(NormalisedModule):
         self.d_out = d_in
 
     def features(self, state: Any) -> torch.Tensor:
-        device = next(self.parameters()).device
+        # The first layer's weight says where the trunk is (cheaper than walking parameters()).
+        device = self.hidden[0].weight.device if len(self.hidden) else next(self.parameters()).device
         if not isinstance(state, torch.Tensor):
             try:
                 state = torch.as_tensor(state, dtype=torch.float32)

@@ -45,6 +45,21 @@ def test_masked_categorical_matches_torch_distribution():
     torch.testing.assert_close(out.entropy, dist.entropy())
 
 
+def test_masked_categorical_samples_each_choice_with_its_probability():
+    torch.manual_seed(0)
+    logits = torch.tensor([[0.0, 1.0, -1.0, 2.0], [3.0, 0.0, 0.0, -2.0]])  # [2, 4]
+    allowed = torch.tensor([[True, True, True, False], [True, True, True, True]])
+    n = 40_000
+    out = masked_categorical(logits.repeat(n, 1), allowed.repeat(n, 1))  # rows alternate between the two
+    expected = torch.softmax(logits.masked_fill(~allowed, float("-inf")), dim=-1)  # [2, 4]
+    for row in range(2):
+        counts = torch.bincount(out.action[row::2], minlength=4).double()  # [4]
+        # 5 standard deviations of a binomial count; the forbidden choice is never drawn.
+        sd = (n * expected[row] * (1 - expected[row])).double().sqrt()
+        assert ((counts - n * expected[row]).abs() <= 5 * sd + 1e-9).all(), (counts, n * expected[row])
+    assert (out.action[0::2] != 3).all()
+
+
 @pytest.mark.parametrize("fallback", [0, 1000])  # 0: pair by pair; 1000: padded batched product
 def test_select_entity_head_logits_are_query_key_products(fallback, monkeypatch):
     monkeypatch.setattr(SelectEntityHead, "PAIR_FALLBACK", fallback)
