@@ -3,8 +3,8 @@
 Workload (as in the frame issue): 8 environments, n_steps 256, batch 256, 4 epochs, 16,384
 environment steps, one torch thread, SB3's ``MlpPolicy`` sizes on both sides (separate 64-64
 tanh actor and critic), learning rate 3e-4, GAE lambda 0.95, clip 0.2, gradient norm 0.5.
-entmachin collects through ``RolloutCollector`` (``store_rollout``) on ``EnvList`` of
-``from_gymnasium`` CartPole; SB3 learns on its ``DummyVecEnv``. The figure is environment
+entmachin collects through ``RolloutCollector`` (``store_rollout``) on ``GymnasiumVecEnv``
+(the vectorised ``from_gymnasium``) of CartPole; SB3 learns on its ``DummyVecEnv``. The figure is environment
 steps per second of the whole training loop (collection + updates); the mean return of the
 last episodes is printed as a sanity check.
 
@@ -51,12 +51,12 @@ def _sb3(args: argparse.Namespace) -> Dict[str, float]:
 def _entmachin(args: argparse.Namespace) -> Dict[str, float]:
     import gymnasium as gym
 
-    from entmachin.env import EnvList, from_gymnasium
+    from entmachin.env import GymnasiumVecEnv
     from entmachin.frame import PPO, RolloutCollector, global_actions, global_state
     from entmachin.model import MLPActor, MLPCritic
 
     torch.manual_seed(0)
-    envs = EnvList(lambda: from_gymnasium(gym.make("CartPole-v1")), N_ENVS, seed=0)
+    envs = GymnasiumVecEnv(lambda: gym.make("CartPole-v1"), N_ENVS, seed=0)
     actor = MLPActor(4, 2, d_hidden=(64, 64), activation="tanh")
     critic = MLPCritic(4, d_hidden=(64, 64), activation="tanh")
     n_minibatches = EPOCHS * (N_ENVS * N_STEPS // BATCH)

@@ -176,7 +176,9 @@ class GymnasiumEnvironment(Environment):
         return self._observation(obs, reward, bool(terminated), bool(truncated), info)
 
     def _observation(self, obs: Any, reward: Any, terminated: bool, truncated: bool, info: Any) -> Observation:
-        flat = np.asarray(obs, dtype=np.float32).reshape(-1)  # [n_features]
+        # A copy: environments may reuse their observation array, and EnvList keeps this one
+        # (final_obs) after resetting the environment.
+        flat = np.array(obs, dtype=np.float32).reshape(-1)  # [n_features]
         if flat.shape[0] != self.n_features:
             raise ValueError(
                 f"GymnasiumEnvironment: observation has {flat.shape[0]} values; the observation space "
