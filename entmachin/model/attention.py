@@ -19,19 +19,56 @@ from entmachin.model.layout import Bucket, RowLayout
 from entmachin.model.relpos import RelativePositionEncoding, TokenPositions
 
 
+# On CPUs, attention kernels pay a fixed price per (sequence, head), so many short rows cost far
+# more than their few query x key pairs. Rows of a bucket narrower than this many tokens are
+# packed side by side, ``group`` rows per attention sequence, with a block-diagonal mask that
+# keeps every row to itself (``_group_size``; measured with benchmarks/bench_rogue_net.py).
+GROUP_WIDTH = 28
+
+
 class BucketPlan(NamedTuple):
     """What attention needs per bucket, computed once per forward and shared by the layers.
 
     Attributes:
         bucket: the bucket.
-        mask: bool ``[n_rows, 1, T, T]`` or ``[n_rows, 1, 1, T]`` (True: may attend), or ``None``.
+        mask: bool ``[n_seq, 1, L, L]`` or ``[n_rows, 1, 1, T]`` (True: may attend), or ``None``;
+            ``n_seq = ceil(n_rows / group)`` sequences of ``L = group * T`` tokens.
         key_cells / value_cells: int64 ``[n_rows, T, T]`` relative-position cells, or ``None``.
+        group: rows packed into one attention sequence (1: none).
     """
 
     bucket: Bucket
     mask: Optional[torch.Tensor]
     key_cells: Optional[torch.Tensor]
     value_cells: Optional[torch.Tensor]
+    group: int = 1
+
+
+def _group_size(bucket: Bucket, device: torch.device) -> int:
+    """Rows per attention sequence for ``bucket``: packs narrow rows on CPUs only (GPU kernels
+    run every sequence in parallel, so packing would only add work)."""
+    if device.type != "cpu" or bucket.width == 0:
+        return 1
+    return max(1, min(bucket.n_rows, GROUP_WIDTH // bucket.width))
+
+
+def _grouped_mask(mask: Optional[torch.Tensor], n_rows: int, width: int, group: int) -> torch.Tensor:
+    """Block-diagonal ``[n_seq, 1, L, L]`` mask of ``group`` rows per sequence.
+
+    Each row's block holds its own mask (``[n_rows, 1, T, T]``, ``[n_rows, 1, 1, T]`` or None:
+    all allowed); every token may also attend to itself, so padding rows added to fill the
+    last sequence never see an empty softmax.
+    """
+    n_seq = -(-n_rows // group)
+    device = mask.device if mask is not None else None
+    per_row = torch.ones(n_seq * group, width, width, dtype=torch.bool, device=device)  # [n_seq * G, T, T]
+    if mask is not None:
+        per_row[:n_rows] = mask[:, 0].expand(n_rows, width, width)
+    same_row = torch.eye(group, dtype=torch.bool, device=device)  # [G, G]
+    blocks = per_row.view(n_seq, group, width, 1, width) & same_row.view(1, group, 1, group, 1)  # [n_seq, G, T, G, T]
+    length = group * width
+    allowed = blocks.reshape(n_seq, length, length) | torch.eye(length, dtype=torch.bool, device=device)
+    return allowed[:, None]  # [n_seq, 1, L, L]
 
 
 def plan_attention(
@@ -64,7 +101,12 @@ def plan_attention(
         if relpos is not None and positions is not None:
             key_cells = relpos.cells(positions, index, b.n_rows, b.width)  # [n_rows, T, T]
             value_cells = relpos.value_cells(positions, index, key_cells)  # [n_rows, T, T]
-        plans.append(BucketPlan(b, mask, key_cells, value_cells))
+            plans.append(BucketPlan(b, mask, key_cells, value_cells))
+            continue
+        group = _group_size(b, index.device)
+        if group > 1:
+            mask = _grouped_mask(mask, b.n_rows, b.width, group)  # [n_seq, 1, L, L]
+        plans.append(BucketPlan(b, mask, None, None, group))
     return plans
 
 
@@ -97,14 +139,21 @@ class RaggedSelfAttention(nn.Module):
         outs = []
         for plan, part in zip(plans, parts):
             b = plan.bucket
-            if b.valid is not None:
-                grid = part.new_zeros(b.n_rows * b.width, part.shape[1])  # [n_rows * T, 3 * d_model]
-                part = grid.index_copy(0, b.valid, part)
-            qkv_rows = part.view(b.n_rows, b.width, 3, self.n_head, d_head)  # [n_rows, T, 3, h, d_head]
-            q, k, v = qkv_rows.permute(2, 0, 3, 1, 4)  # [n_rows, h, T, d_head] each
-            y = self._attend(q, k, v, plan)  # [n_rows, h, T, d_head]
-            y = y.transpose(1, 2).reshape(b.n_rows * b.width, self.d_model)  # [n_rows * T, d_model]
-            outs.append(y if b.valid is None else y.index_select(0, b.valid))  # [n_bucket_tokens, d_model]
+            n_seq = -(-b.n_rows // plan.group)
+            length = plan.group * b.width
+            if b.valid is not None or n_seq * length != b.n_tokens:
+                valid = b.valid
+                if valid is None:
+                    valid = torch.arange(b.n_tokens, device=part.device)  # [n_tokens]
+                grid = part.new_zeros(n_seq * length, part.shape[1])  # [n_seq * L, 3 * d_model]
+                part = grid.index_copy(0, valid, part)
+            else:
+                valid = None
+            qkv_rows = part.view(n_seq, length, 3, self.n_head, d_head)  # [n_seq, L, 3, h, d_head]
+            q, k, v = qkv_rows.permute(2, 0, 3, 1, 4)  # [n_seq, h, L, d_head] each
+            y = self._attend(q, k, v, plan)  # [n_seq, h, L, d_head]
+            y = y.transpose(1, 2).reshape(n_seq * length, self.d_model)  # [n_seq * L, d_model]
+            outs.append(y if valid is None else y.index_select(0, valid))  # [n_bucket_tokens, d_model]
         y = outs[0] if len(outs) == 1 else torch.cat(outs)  # [n_tokens, d_model]
         return self.resid_drop(self.proj(y))
 

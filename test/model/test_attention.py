@@ -93,6 +93,27 @@ def test_ragged_attention_property(lengths, with_visible, seed, overhead):
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("group_width", [0, 6, 20, 1000])  # 0: never pack rows; 1000: pack a whole bucket
+@pytest.mark.parametrize("with_visible", [False, True])
+def test_rows_packed_into_one_sequence_stay_apart(monkeypatch, group_width, with_visible):
+    monkeypatch.setattr("entmachin.model.attention.GROUP_WIDTH", group_width)
+    torch.manual_seed(0)
+    trunk = RaggedTransformer(RogueNetConfig(d_model=8, n_head=2, n_layer=2))
+    for p in trunk.parameters():
+        torch.nn.init.normal_(p, std=0.5)
+    lengths = [3, 3, 3, 2, 1, 1, 0, 4, 4, 4, 4, 4]  # a bucket whose rows do not fill the last sequence
+    layout, x, visible = _random_case(torch.Generator().manual_seed(2), lengths, with_visible=with_visible)
+    x.requires_grad_(True)
+    out = trunk(x, layout, visible)
+    for got, want in zip(_stream_rows(out, layout), padded_reference(trunk, x, layout, visible)):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    _stream_rows(out, layout)[1].sum().backward()  # row 1 shares a sequence with rows 0 and 2
+    grads = _stream_rows(x.grad, layout)
+    assert grads[1].abs().sum() > 0
+    assert all(g.abs().sum() == 0 for i, g in enumerate(grads) if i != 1)
+    assert torch.isfinite(x.grad).all()
+
+
 def test_gradients_flow_only_within_rows():
     torch.manual_seed(0)
     trunk = RaggedTransformer(RogueNetConfig(d_model=8, n_head=2, n_layer=2))
