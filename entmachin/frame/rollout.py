@@ -22,10 +22,10 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
+from ragged_buffer import RaggedBufferI64
 
 from entmachin.env import GLOBAL_ENTITY, VecEnv, VecObs, to_state, to_vec_actions
 from entmachin.frame.rows import stack_trees, take_rows
-from entmachin.ragged.arrays import ragged_from_arrays
 
 __all__ = ["RolloutCollector", "RolloutStats", "default_actions", "global_state", "global_actions"]
 
@@ -82,10 +82,16 @@ def global_actions(action_name: str = "action") -> ActionFn:
     sent to the environments as one actor per row of ``action_name``.
     """
 
+    ones = np.ones(0, dtype=np.int64)
+
     def convert(result: Any) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+        nonlocal ones
         action = result[0].detach().to("cpu", torch.int64).reshape(-1, 1)  # [B, 1]
-        lengths = np.ones(action.shape[0], dtype=np.int64)  # [B]
-        return {"action": action}, {action_name: ragged_from_arrays(action.numpy(), lengths)}
+        if ones.shape[0] != action.shape[0]:
+            ones = np.ones(action.shape[0], dtype=np.int64)  # [B]: one actor per row
+        # Built here from a [B, 1] int64 array and B ones, so the buffer needs no checks.
+        flat = np.ascontiguousarray(action.numpy())  # [B, 1]
+        return {"action": action}, {action_name: RaggedBufferI64.from_flattened(flat, ones)}
 
     return convert
 
