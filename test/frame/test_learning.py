@@ -83,7 +83,7 @@ def test_rock_paper_scissors_hidden_opponent_gives_nothing_away():
 
 
 def test_rock_paper_scissors_visible_opponent_is_beaten():
-    _, returns = train(lambda: RockPaperScissors(cheat=True), 20)
+    _, returns = train(lambda: RockPaperScissors(cheat=True), 30)
     assert last_100(returns) > 1.9
 
 
