@@ -31,10 +31,10 @@ class LinearCritic(nn.Module):
         return self.fc(state)
 
 
-def dense_frame(cls=PPO, **kwargs):
+def dense_frame(cls=PPO, optimizer_factory=torch.optim.Adam, **kwargs):
     torch.manual_seed(0)
     kwargs.setdefault("seed", 0)
-    return cls(MLPActor(D_STATE, 2, d_hidden=(8,)), LinearCritic(), torch.optim.Adam, nn.MSELoss(), **kwargs)
+    return cls(MLPActor(D_STATE, 2, d_hidden=(8,)), LinearCritic(), optimizer_factory, nn.MSELoss(), **kwargs)
 
 
 def dense_step(rng, terminal=False, truncated=None, n_rows=1, reward=None):

@@ -113,6 +113,16 @@ def test_separate_networks_get_two_optimizers_with_their_rates():
     assert frame.actor_optim is not frame.critic_optim
 
 
+def test_torch_optimizer_classes_are_fused_and_factories_are_called_as_given():
+    import functools
+
+    assert dense_frame().actor_optim.defaults["fused"] is True
+    plain = dense_frame(optimizer_factory=functools.partial(torch.optim.Adam, fused=False))
+    assert plain.actor_optim.defaults["fused"] is False
+    rms = dense_frame(optimizer_factory=torch.optim.RMSprop)  # has no fused implementation
+    assert isinstance(rms.actor_optim, torch.optim.RMSprop)
+
+
 def test_shared_parameters_are_detected():
     envs, _ = entity_states(NotHotdog, 2, 1)
     frame = entity_frame(envs, actor_learning_rate=0.01, critic_learning_rate=0.02)
