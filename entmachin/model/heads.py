@@ -35,6 +35,7 @@ def masked_categorical(
     allowed: Optional[torch.Tensor],
     action: Optional[torch.Tensor] = None,
     deterministic: bool = False,
+    keepdim: bool = False,
 ) -> HeadOutput:
     """Samples (or scores given) choices from rows of logits restricted to ``allowed``.
 
@@ -45,6 +46,7 @@ def masked_categorical(
         allowed: bool ``[n, n_choices]`` or ``None`` (all allowed).
         action: int64 ``[n]`` choices to score; ``None`` chooses.
         deterministic: choose the most likely allowed choice instead of sampling.
+        keepdim: return ``[n, 1]`` action, log-probability and entropy instead of ``[n]``.
     """
     logits = logits.float()  # [n, n_choices]
     if allowed is not None:
@@ -53,24 +55,29 @@ def masked_categorical(
     p = log_p.exp()  # [n, n_choices]
     if action is None:
         if logits.shape[0] == 0 or logits.shape[1] == 0:
-            action = torch.zeros(logits.shape[0], dtype=torch.int64, device=logits.device)  # [n]
+            action = torch.zeros(logits.shape[0], 1, dtype=torch.int64, device=logits.device)  # [n, 1]
         elif deterministic:
-            action = logits.argmax(dim=-1)  # [n]
+            action = logits.argmax(dim=-1, keepdim=True)  # [n, 1]
         else:
             with torch.no_grad():
                 # Exponential race: argmax p_i / E_i with E_i ~ Exp(1) i.i.d. is choice i with
                 # probability p_i (several times cheaper than multinomial on small batches).
                 # E is kept above 0 so that forbidden choices (p = 0) score 0, never nan.
                 race = torch.empty_like(p).exponential_().clamp_min_(torch.finfo(p.dtype).tiny)  # [n, n_choices]
-                action = (p / race).argmax(dim=-1)  # [n]
+                action = (p / race).argmax(dim=-1, keepdim=True)  # [n, 1]
+    else:
+        action = action[:, None]  # [n, 1]
     if logits.shape[1] == 0:
-        zeros = logits.new_zeros(logits.shape[0])  # [n]
-        return HeadOutput(action, zeros, zeros)
-    log_prob = log_p.gather(1, action[:, None])[:, 0]  # [n]
-    # Zero out forbidden entries before the product: 0 * -inf would poison values and gradients.
-    finite = log_p if allowed is None else log_p.masked_fill(~allowed, 0.0)  # [n, n_choices]
-    entropy = -(p * finite).sum(dim=-1)  # [n]
-    return HeadOutput(action, log_prob, entropy)
+        zeros = logits.new_zeros(logits.shape[0], 1)  # [n, 1]
+        log_prob = entropy = zeros
+    else:
+        log_prob = log_p.gather(1, action)  # [n, 1]
+        # Zero out forbidden entries before the product: 0 * -inf would poison values and gradients.
+        finite = log_p if allowed is None else log_p.masked_fill(~allowed, 0.0)  # [n, n_choices]
+        entropy = -(p * finite).sum(dim=-1, keepdim=True)  # [n, 1]
+    if keepdim:
+        return HeadOutput(action, log_prob, entropy)
+    return HeadOutput(action[:, 0], log_prob[:, 0], entropy[:, 0])
 
 
 class CategoricalHead(nn.Module):

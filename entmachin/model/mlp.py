@@ -119,8 +119,7 @@ class MLPActor(_DenseTrunk):
             bad = (action < 0) | (action >= self.n_actions)
             if bad.any():
                 raise ValueError(f"MLPActor.forward: action {int(action[bad][0])} is outside [0, {self.n_actions})")
-        out = masked_categorical(logits, mask, action, deterministic)
-        return out.action[:, None], out.log_prob[:, None], out.entropy[:, None]
+        return tuple(masked_categorical(logits, mask, action, deterministic, keepdim=True))  # [B, 1] each
 
 
 class MLPGaussianActor(_DenseTrunk):
