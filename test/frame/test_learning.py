@@ -83,7 +83,9 @@ def test_rock_paper_scissors_hidden_opponent_gives_nothing_away():
 
 
 def test_rock_paper_scissors_visible_opponent_is_beaten():
-    _, returns = train(lambda: RockPaperScissors(cheat=True), 30)
+    # Once every throw wins, all advantages are ~0 and normalising them would turn their noise
+    # into unit-sized policy steps that knock the policy off its optimum; raw advantages do not.
+    _, returns = train(lambda: RockPaperScissors(cheat=True), 30, normalize_advantage=False)
     assert last_100(returns) > 1.9
 
 
