@@ -9,8 +9,11 @@ processes run it in parallel) and shows four entities with one categorical actio
 vector environments step the same number of environments with the same seed in the same run;
 the figures are environment-steps per second over ``--steps`` steps after a short warm-up,
 worker start-up excluded. The two alternate in blocks of ``--block`` steps, so that on a shared
-machine both meet the same load; a third pair of timings per block, bare processes burning the
-same work alone and together, shows what the cores themselves give and so bounds the ratio.
+machine both meet the same load. Bare processes burning the same work alone and together show
+what the cores themselves give, and so bound the ratio: once with one round trip per block, and
+once with one round trip per step, the synchronisation that a vector step imposes (on a busy
+or virtualised machine, waking a process and waiting for the slower one costs more than the
+pickling does).
 """
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ import argparse
 import multiprocessing as mp
 import os
 import time
-from typing import Dict, List, Mapping
+from typing import Dict, List, Mapping, Optional
 
 import numpy as np
 
@@ -96,6 +99,15 @@ class Grind(Environment):
         )
 
 
+def steal_seconds() -> Optional[float]:
+    """CPU time the hypervisor gave to other machines so far (Linux guests), or None."""
+    try:
+        with open("/proc/stat") as f:
+            return int(f.readline().split()[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 class Stepper:
     """Steps a vector environment with seeded random actions, a block of steps at a time."""
 
@@ -139,12 +151,14 @@ class Ceiling:
             burn(n_iterations)
         return time.perf_counter() - t
 
-    def run_together(self, n_iterations: int) -> float:
+    def run_together(self, n_iterations: int, n_round_trips: int = 1) -> float:
+        """Seconds for the processes to burn ``n_iterations`` each, in ``n_round_trips`` requests."""
         t = time.perf_counter()
-        for conn, _ in self.pipes:
-            conn.send(n_iterations)
-        for conn, _ in self.pipes:
-            conn.recv()
+        for _ in range(n_round_trips):
+            for conn, _ in self.pipes:
+                conn.send(n_iterations // n_round_trips)
+            for conn, _ in self.pipes:
+                conn.recv()
         return time.perf_counter() - t
 
     def close(self) -> None:
@@ -177,12 +191,15 @@ def main() -> None:
     # Other tenants come and go on a shared machine: alternating short blocks lets both vector
     # environments (and the bare processes) see the same conditions.
     per_worker = n_iterations * args.block * args.num_envs // parallel_envs.num_processes
-    times: Dict[str, List[float]] = {"serial": [], "parallel": [], "alone": [], "together": []}
+    times: Dict[str, List[float]] = {"serial": [], "parallel": [], "alone": [], "together": [], "stepwise": []}
+    steal_before = steal_seconds()
     for _ in range(max(1, args.steps // args.block)):
         times["serial"].append(serial.run(args.block))
         times["parallel"].append(parallel.run(args.block))
         times["alone"].append(ceiling.run_alone(per_worker))
         times["together"].append(ceiling.run_together(per_worker))
+        times["stepwise"].append(ceiling.run_together(per_worker, n_round_trips=args.block))
+    steal_after = steal_seconds()
     parallel_envs.close()
     ceiling.close()
 
@@ -190,7 +207,9 @@ def main() -> None:
     serial_rate = n_env_steps / sum(times["serial"])
     parallel_rate = n_env_steps / sum(times["parallel"])
     block_ratio = np.median(np.array(times["serial"]) / np.array(times["parallel"]))
-    bare_ratio = np.median(np.array(times["alone"]) / np.array(times["together"]))
+    alone = np.array(times["alone"])
+    bare_ratio = np.median(alone / np.array(times["together"]))
+    stepwise_ratio = np.median(alone / np.array(times["stepwise"]))
     print(
         f"{args.num_envs} environments, {args.work_ms:g} ms of CPU per act ({n_iterations} iterations), "
         f"{n_env_steps // args.num_envs} steps in blocks of {args.block}, {os.cpu_count()} CPUs"
@@ -203,6 +222,9 @@ def main() -> None:
     print(f"  ratio parallel / serial                    {parallel_rate / serial_rate:9.2f}x  (target >= 1.6x on 2 cores)")
     print(f"  median ratio over blocks                   {block_ratio:9.2f}x")
     print(f"  bare processes, median over blocks         {bare_ratio:9.2f}x  (what the cores give; bounds the ratio)")
+    print(f"  bare processes, one round trip per step    {stepwise_ratio:9.2f}x  (the same, synchronised like a step)")
+    if steal_before is not None and steal_after is not None:
+        print(f"  CPU taken by the hypervisor (steal)        {steal_after - steal_before:9.1f} s  (0 on a quiet host)")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""ParallelEnvList: equality with EnvList, splits, worker failures, reaping, start methods.
+"""ParallelEnvList: equality with EnvList, wire format, splits, worker failures, reaping, start methods.
 
 Most tests use the ``fork`` start method because it starts a worker in milliseconds; the
 start method does not change what the workers compute, and ``spawn`` / ``forkserver`` (the
@@ -30,6 +30,8 @@ from entmachin.env import (
     Entity,
     EnvList,
     Environment,
+    GlobalCategoricalActionMask,
+    GlobalCategoricalActionSpace,
     Observation,
     ObsSpace,
     SelectEntityAction,
@@ -38,8 +40,16 @@ from entmachin.env import (
     random_actions,
 )
 from entmachin.env.examples.move_to_origin import MoveToOrigin
-from entmachin.env.parallel_env_list import EnvWorkerError, ParallelEnvList, _split
-from entmachin.ragged.arrays import ragged_equal, ragged_from_arrays
+from entmachin.env.parallel_env_list import (
+    EnvWorkerError,
+    ParallelEnvList,
+    _pack,
+    _pack_actions,
+    _split,
+    _unpack,
+    _unpack_actions,
+)
+from entmachin.ragged.arrays import ragged_equal, ragged_from_arrays, take
 
 
 class Toy(Environment):
@@ -94,6 +104,67 @@ class Toy(Environment):
 
     def render(self, **kwargs) -> np.ndarray:
         return np.full((2, 3, 3), len(self.balls) * 10 + kwargs.get("shift", 0), dtype=np.uint8)
+
+
+class Patchy(Environment):
+    """Fields that only some steps carry: visibility, both kinds of mask, metrics, a global action.
+
+    Workers then return batches with different keys and optional masks, which the merge must
+    fill exactly as ``EnvList`` batching does.
+    """
+
+    def __init__(self) -> None:
+        self.rng = np.random.default_rng()
+
+    def obs_space(self) -> ObsSpace:
+        return ObsSpace(global_features=["t"], entities={"Ball": Entity(["x", "y"]), "Wall": Entity([])})
+
+    def action_space(self) -> Dict[str, ActionSpace]:
+        return {
+            "move": CategoricalActionSpace(["left", "stay", "right"]),
+            "pick": SelectEntityActionSpace(),
+            "mode": GlobalCategoricalActionSpace(["calm", "wild"]),
+        }
+
+    def reset(self) -> Observation:
+        self.t = 0
+        return self._observe(0.0)
+
+    def act(self, actions: Mapping[str, Action]) -> Observation:
+        self.t += 1
+        return self._observe(float(self.rng.random()))
+
+    def _sometimes(self) -> bool:
+        return bool(self.rng.random() < 0.4)
+
+    def _observe(self, reward: float) -> Observation:
+        n_balls, n_walls = int(self.rng.integers(0, 4)), int(self.rng.integers(1, 3))
+        some = self._sometimes
+        move_mask = self.rng.random((n_balls, 3)) < 0.7  # [n_balls, 3]
+        move_mask[:, 1] = True
+        pick_mask = self.rng.random((n_balls, n_walls)) < 0.7  # [n_balls, n_walls]
+        pick_mask[:, 0] = True
+        done = self.rng.random() < 0.3
+        return Observation(
+            global_features=np.array([self.t], dtype=np.float32),
+            features={
+                "Ball": self.rng.random((n_balls, 2)).astype(np.float32),  # [n_balls, 2]
+                "Wall": np.zeros((n_walls, 0), dtype=np.float32),  # [n_walls, 0]
+            },
+            ids={"Ball": [("ball", k) for k in range(n_balls)], "Wall": [("wall", k) for k in range(n_walls)]},
+            visible={"Wall": self.rng.random(n_walls) < 0.5} if some() else {},
+            actions={
+                "move": CategoricalActionMask(actor_types=["Ball"], mask=move_mask if some() else None),
+                "pick": SelectEntityActionMask(
+                    actor_types=["Ball"], actee_types=["Wall"], mask=pick_mask if some() else None
+                ),
+                "mode": GlobalCategoricalActionMask(mask=np.array([True, some()]) if some() else None),
+            },
+            done=done,
+            truncated=done and some(),
+            reward=reward,
+            metrics={"t": float(self.t), "balls": float(n_balls)} if done else ({"t": float(self.t)} if some() else {}),
+        )
 
 
 FATES = ["live", "raise", "exit"]
@@ -217,6 +288,60 @@ def test_same_observations_under_obs_filters():
     wide = ObsSpace(global_features=["t"], entities={"Wall": Entity(["h"]), "Ball": Entity(["y", "x"])})
     with ParallelEnvList(Toy, 5, 2, start_method="fork", seed=3) as parallel:
         _run_both(parallel, EnvList(Toy, 5, seed=3), n_steps=6, obs_filters=(narrow, None, wide))
+
+
+def test_same_observations_when_workers_return_different_fields():
+    with ParallelEnvList(Patchy, 7, 3, start_method="fork", seed=11) as parallel:
+        n_done, n_truncated = _run_both(parallel, EnvList(Patchy, 7, seed=11), n_steps=25)
+    assert n_done > n_truncated > 0
+
+
+def _batches(create_env, num_envs: int, n_steps: int, seed: int):
+    """Every VecObs that an EnvList of ``create_env`` returns over ``n_steps`` random steps."""
+    envs, rng = EnvList(create_env, num_envs, seed=seed), np.random.default_rng(seed)
+    vec = envs.reset()
+    batches = [vec]
+    for _ in range(n_steps):
+        vec = envs.act(random_actions(vec, envs.action_space(), rng))
+        batches.append(vec)
+    return batches
+
+
+@pytest.mark.parametrize("create_env", [Toy, Patchy])
+def test_wire_format_round_trips_every_field(create_env):
+    batches = _batches(create_env, 4, n_steps=20, seed=5)
+    assert any(v.final_obs is not None for v in batches)
+    if create_env is Patchy:  # optional fields present in some batches and absent in others
+        assert any(v.visible for v in batches) and any(not v.visible for v in batches)
+        assert {v.action_masks["pick"].mask is None for v in batches} == {True, False}
+        assert any(v.final_obs is not None and v.final_obs.metrics for v in batches)
+    for vec in batches:
+        copy = _unpack(pickle.loads(pickle.dumps(_pack(vec), protocol=5)))
+        assert_same(copy, vec)
+        for name, m in vec.metrics.items():  # exactly, not up to rounding
+            assert copy.metrics[name] == m
+        for arr, dtype in ((copy.reward, np.float32), (copy.done, np.bool_), (copy.truncated, np.bool_),
+                           (copy.final_index, np.int64)):
+            assert arr.dtype == dtype and arr.flags.writeable  # not a view of the message's bytes
+        assert {n: type(m) for n, m in copy.action_masks.items()} == {n: type(m) for n, m in vec.action_masks.items()}
+
+
+@given(
+    lengths=st.lists(st.integers(0, 3), min_size=1, max_size=12),
+    n_workers=st.integers(1, 5),
+    width=st.integers(1, 2),
+)
+def test_actions_reach_each_worker_as_its_rows(lengths, n_workers, width):
+    rng = np.random.default_rng(len(lengths))
+    values = rng.integers(0, 9, size=(sum(lengths), width))  # [n_actors_total, width]
+    nothing = np.zeros((0, 1), dtype=np.int64)  # [0, 1]: an action that no row takes
+    actions = {"move": ragged_from_arrays(values, lengths), "none": ragged_from_arrays(nothing, [0] * len(lengths))}
+    bounds = _split(len(lengths), min(n_workers, len(lengths)))
+    for (start, stop), message in zip(bounds, _pack_actions(actions, bounds)):
+        received = _unpack_actions(pickle.loads(pickle.dumps(message, protocol=5)))
+        assert received.keys() == actions.keys()
+        for name, a in actions.items():
+            assert ragged_equal(received[name], take(a, slice(start, stop))), (name, start, stop)
 
 
 def test_render_concatenates_frames_in_env_order():
