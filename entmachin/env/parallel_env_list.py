@@ -7,7 +7,7 @@ whatever the number of workers: a seeded ``ParallelEnvList`` returns exactly wha
 
 Wire format: each message is one pickle (protocol 5) frame sent with ``Connection.send_bytes``.
 A worker's actions and its ``VecObs`` travel as nested tuples of names, numbers and raw array
-bytes (``_pack`` / ``_unpack``), never as pickled numpy arrays or ragged buffers: a step costs a
+bytes (``entmachin.env.wire``), never as pickled numpy arrays or ragged buffers: a step costs a
 few copies, not a few microseconds per array. The parent unpacks each reply as it arrives, while
 slower workers are still stepping, and joins the batches with ``VecObs.extend``. Only
 ``create_env`` goes through ``dill``, once per worker, so lambdas and classes defined inside
@@ -33,22 +33,14 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import dill
 import numpy as np
 import numpy.typing as npt
-from ragged_buffer import RaggedBufferBool, RaggedBufferF32, RaggedBufferI64
+from ragged_buffer import RaggedBufferI64
 
 from entmachin.env.action import ActionSpace
 from entmachin.env.common import ActionName
 from entmachin.env.env_list import EnvList, check_actions
 from entmachin.env.environment import Environment, ObsSpace
-from entmachin.env.vec_env import (
-    Metric,
-    VecActionMask,
-    VecCategoricalActionMask,
-    VecEnv,
-    VecObs,
-    VecSelectEntityActionMask,
-    env_seeds,
-)
-from entmachin.ragged.arrays import RaggedBuffer
+from entmachin.env.vec_env import VecEnv, VecObs, env_seeds
+from entmachin.env.wire import pack, pack_actions, unpack, unpack_actions
 
 logger = logging.getLogger(__name__)
 
@@ -127,97 +119,6 @@ def _failure(e: BaseException) -> _Failure:
     return _Failure(name, str(e), text, getattr(e, "env_index", None))
 
 
-# --- wire format ----------------------------------------------------------------------------
-# Pickling a numpy array costs several microseconds, a dozen of them per batch: on the hot path
-# arrays travel as raw bytes beside their shape instead, and only names and numbers are pickled.
-
-_Wire = Tuple[bytes, Tuple[int, ...], bytes]  # a ragged buffer: values, their shape, lengths
-_DTYPES = {RaggedBufferF32: np.float32, RaggedBufferI64: np.int64, RaggedBufferBool: np.bool_}
-
-
-def _put(flat: npt.NDArray[Any], lengths: npt.NDArray[np.int64]) -> _Wire:
-    return flat.tobytes(), flat.shape, lengths.tobytes()
-
-
-def _put_ragged(buf: Optional[RaggedBuffer]) -> Optional[_Wire]:
-    return None if buf is None else _put(buf.as_array(), buf.size1())
-
-
-def _get_ragged(cls: Any, wire: Optional[_Wire]) -> Any:
-    if wire is None:
-        return None
-    values, shape, lengths = wire
-    flat = np.frombuffer(values, _DTYPES[cls]).reshape(shape)  # [n_items, n_features]
-    return cls.from_flattened(flat, np.frombuffer(lengths, np.int64))  # copies: views of the message will do
-
-
-def _put_array(arr: npt.NDArray[Any], dtype: Any) -> bytes:
-    return np.asarray(arr, dtype).tobytes()
-
-
-def _get_array(data: bytes, dtype: Any) -> npt.NDArray[Any]:
-    return np.frombuffer(data, dtype).copy()  # writable, unlike a view of the message
-
-
-def _pack_actions(
-    actions: Mapping[ActionName, RaggedBufferI64], bounds: Sequence[Tuple[int, int]]
-) -> List[Dict[ActionName, _Wire]]:
-    """One message per ``(start, stop)`` slice of rows: ``{name: _Wire}`` of those rows."""
-    messages: List[Dict[ActionName, _Wire]] = [{} for _ in bounds]
-    for name, a in actions.items():
-        flat, lengths = a.as_array(), a.size1()  # [n_actors_total, 1], [num_envs]
-        offsets = [0] + lengths.cumsum().tolist()  # [num_envs + 1]
-        for message, (start, stop) in zip(messages, bounds):
-            message[name] = _put(flat[offsets[start] : offsets[stop]], lengths[start:stop])
-    return messages
-
-
-def _unpack_actions(message: Mapping[ActionName, _Wire]) -> Dict[ActionName, RaggedBufferI64]:
-    return {name: _get_ragged(RaggedBufferI64, wire) for name, wire in message.items()}
-
-
-def _pack(vec: VecObs) -> Tuple[Any, ...]:
-    """``vec`` as nested tuples of names, numbers and raw bytes, which ``_unpack`` reads."""
-    masks = []
-    for name, m in vec.action_masks.items():
-        actees = m.actees if isinstance(m, VecSelectEntityActionMask) else None
-        masks.append((name, _put_ragged(m.actors), _put_ragged(actees), _put_ragged(m.mask)))
-    dense = [_put_array(vec.reward, np.float32), _put_array(vec.done, np.bool_), _put_array(vec.truncated, np.bool_)]
-    final = None if vec.final_obs is None else (_put_array(vec.final_index, np.int64), _pack(vec.final_obs))
-    return (
-        [(etype, _put_ragged(buf)) for etype, buf in vec.features.items()],
-        [(etype, _put_ragged(buf)) for etype, buf in vec.visible.items()],
-        masks,
-        dense,
-        [(name, m.count, m.sum, m.min, m.max) for name, m in vec.metrics.items()],
-        final,
-    )
-
-
-def _unpack(packed: Tuple[Any, ...]) -> VecObs:
-    """The ``VecObs`` that ``_pack`` packed, with arrays and buffers of its own."""
-    features, visible, masks, (reward, done, truncated), metrics, final = packed
-    action_masks: Dict[ActionName, VecActionMask] = {}
-    for name, actors, actees, mask in masks:
-        actors, mask = _get_ragged(RaggedBufferI64, actors), _get_ragged(RaggedBufferBool, mask)
-        action_masks[name] = (
-            VecCategoricalActionMask(actors, mask) if actees is None
-            else VecSelectEntityActionMask(actors, _get_ragged(RaggedBufferI64, actees), mask)
-        )
-    vec = VecObs(
-        features={etype: _get_ragged(RaggedBufferF32, wire) for etype, wire in features},
-        visible={etype: _get_ragged(RaggedBufferBool, wire) for etype, wire in visible},
-        action_masks=action_masks,
-        reward=_get_array(reward, np.float32),
-        done=_get_array(done, np.bool_),
-        metrics={name: Metric(*stats) for name, *stats in metrics},
-        truncated=_get_array(truncated, np.bool_),
-    )
-    if final is not None:
-        vec.final_index, vec.final_obs = _get_array(final[0], np.int64), _unpack(final[1])
-    return vec
-
-
 # --- worker -------------------------------------------------------------------------------
 
 
@@ -269,10 +170,10 @@ def _serve(envs: EnvList, data: bytes) -> Any:
     """Decodes one request and runs it on the worker's ``EnvList``."""
     cmd, args = pickle.loads(data)
     if cmd == "reset":
-        return _pack(envs.reset(args))
+        return pack(envs.reset(args))
     if cmd == "act":
         message, obs_filter = args
-        return _pack(envs.act(_unpack_actions(message), obs_filter))
+        return pack(envs.act(unpack_actions(message), obs_filter))
     if cmd == "render":
         return envs.render(**args)
     raise ValueError(f"ParallelEnvList worker: unknown command {cmd!r}")
@@ -436,7 +337,7 @@ class ParallelEnvList(VecEnv):
             raise RuntimeError("ParallelEnvList.act called before reset()")
         # Checked here so that a bad batch raises ValueError and leaves the workers running.
         check_actions(actions, self._last_vec, self._action_space)
-        messages = _pack_actions(actions, [(w.start, w.stop) for w in self._workers])
+        messages = pack_actions(actions, [(w.start, w.stop) for w in self._workers])
         self._last_vec = self._merge(self._request("act", [(m, obs_filter) for m in messages]))
         return self._last_vec
 
@@ -533,7 +434,7 @@ class ParallelEnvList(VecEnv):
                     problems[k] = self._raised(w, cmd, payload)
                 else:
                     # Unpacked on arrival, while slower workers are still stepping.
-                    results[k] = _unpack(payload) if cmd in ("reset", "act") else payload
+                    results[k] = unpack(payload) if cmd in ("reset", "act") else payload
             if problems and deadline is None:
                 deadline = time.monotonic() + _CLOSE_TIMEOUT_S
         if problems:

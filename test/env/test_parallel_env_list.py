@@ -40,15 +40,8 @@ from entmachin.env import (
     random_actions,
 )
 from entmachin.env.examples.move_to_origin import MoveToOrigin
-from entmachin.env.parallel_env_list import (
-    EnvWorkerError,
-    ParallelEnvList,
-    _pack,
-    _pack_actions,
-    _split,
-    _unpack,
-    _unpack_actions,
-)
+from entmachin.env.parallel_env_list import EnvWorkerError, ParallelEnvList, _split
+from entmachin.env.wire import pack, pack_actions, unpack, unpack_actions
 from entmachin.ragged.arrays import ragged_equal, ragged_from_arrays, take
 
 
@@ -316,7 +309,7 @@ def test_wire_format_round_trips_every_field(create_env):
         assert {v.action_masks["pick"].mask is None for v in batches} == {True, False}
         assert any(v.final_obs is not None and v.final_obs.metrics for v in batches)
     for vec in batches:
-        copy = _unpack(pickle.loads(pickle.dumps(_pack(vec), protocol=5)))
+        copy = unpack(pickle.loads(pickle.dumps(pack(vec), protocol=5)))
         assert_same(copy, vec)
         for name, m in vec.metrics.items():  # exactly, not up to rounding
             assert copy.metrics[name] == m
@@ -337,8 +330,8 @@ def test_actions_reach_each_worker_as_its_rows(lengths, n_workers, width):
     nothing = np.zeros((0, 1), dtype=np.int64)  # [0, 1]: an action that no row takes
     actions = {"move": ragged_from_arrays(values, lengths), "none": ragged_from_arrays(nothing, [0] * len(lengths))}
     bounds = _split(len(lengths), min(n_workers, len(lengths)))
-    for (start, stop), message in zip(bounds, _pack_actions(actions, bounds)):
-        received = _unpack_actions(pickle.loads(pickle.dumps(message, protocol=5)))
+    for (start, stop), message in zip(bounds, pack_actions(actions, bounds)):
+        received = unpack_actions(pickle.loads(pickle.dumps(message, protocol=5)))
         assert received.keys() == actions.keys()
         for name, a in actions.items():
             assert ragged_equal(received[name], take(a, slice(start, stop))), (name, start, stop)

@@ -1,0 +1,113 @@
+"""How ``ParallelEnvList`` moves actions and ``VecObs`` between processes.
+
+Pickling a numpy array costs several microseconds, and a step would pickle a dozen on each side
+of every pipe. Instead arrays travel as raw bytes beside their shape, inside nested tuples of
+names and numbers that one pickle frame carries: ``pack`` / ``unpack`` for a ``VecObs``,
+``pack_actions`` / ``unpack_actions`` for each worker's slice of the actions.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+import numpy.typing as npt
+from ragged_buffer import RaggedBufferBool, RaggedBufferF32, RaggedBufferI64
+
+from entmachin.env.common import ActionName
+from entmachin.env.vec_env import (
+    Metric,
+    VecActionMask,
+    VecCategoricalActionMask,
+    VecObs,
+    VecSelectEntityActionMask,
+)
+from entmachin.ragged.arrays import RaggedBuffer
+
+__all__ = ["pack", "unpack", "pack_actions", "unpack_actions"]
+
+
+_Wire = Tuple[bytes, Tuple[int, ...], bytes]  # a ragged buffer: values, their shape, lengths
+_DTYPES = {RaggedBufferF32: np.float32, RaggedBufferI64: np.int64, RaggedBufferBool: np.bool_}
+
+
+def _put(flat: npt.NDArray[Any], lengths: npt.NDArray[np.int64]) -> _Wire:
+    return flat.tobytes(), flat.shape, lengths.tobytes()
+
+
+def _put_ragged(buf: Optional[RaggedBuffer]) -> Optional[_Wire]:
+    return None if buf is None else _put(buf.as_array(), buf.size1())
+
+
+def _get_ragged(cls: Any, wire: Optional[_Wire]) -> Any:
+    if wire is None:
+        return None
+    values, shape, lengths = wire
+    flat = np.frombuffer(values, _DTYPES[cls]).reshape(shape)  # [n_items, n_features]
+    return cls.from_flattened(flat, np.frombuffer(lengths, np.int64))  # copies: views of the message will do
+
+
+def _put_array(arr: npt.NDArray[Any], dtype: Any) -> bytes:
+    return np.asarray(arr, dtype).tobytes()
+
+
+def _get_array(data: bytes, dtype: Any) -> npt.NDArray[Any]:
+    return np.frombuffer(data, dtype).copy()  # writable, unlike a view of the message
+
+
+def pack_actions(
+    actions: Mapping[ActionName, RaggedBufferI64], bounds: Sequence[Tuple[int, int]]
+) -> List[Dict[ActionName, _Wire]]:
+    """One message per ``(start, stop)`` slice of rows: ``{name: _Wire}`` of those rows."""
+    messages: List[Dict[ActionName, _Wire]] = [{} for _ in bounds]
+    for name, a in actions.items():
+        flat, lengths = a.as_array(), a.size1()  # [n_actors_total, 1], [num_envs]
+        offsets = [0] + lengths.cumsum().tolist()  # [num_envs + 1]
+        for message, (start, stop) in zip(messages, bounds):
+            message[name] = _put(flat[offsets[start] : offsets[stop]], lengths[start:stop])
+    return messages
+
+
+def unpack_actions(message: Mapping[ActionName, _Wire]) -> Dict[ActionName, RaggedBufferI64]:
+    return {name: _get_ragged(RaggedBufferI64, wire) for name, wire in message.items()}
+
+
+def pack(vec: VecObs) -> Tuple[Any, ...]:
+    """``vec`` as nested tuples of names, numbers and raw bytes, which ``unpack`` reads."""
+    masks = []
+    for name, m in vec.action_masks.items():
+        actees = m.actees if isinstance(m, VecSelectEntityActionMask) else None
+        masks.append((name, _put_ragged(m.actors), _put_ragged(actees), _put_ragged(m.mask)))
+    dense = [_put_array(vec.reward, np.float32), _put_array(vec.done, np.bool_), _put_array(vec.truncated, np.bool_)]
+    final = None if vec.final_obs is None else (_put_array(vec.final_index, np.int64), pack(vec.final_obs))
+    return (
+        [(etype, _put_ragged(buf)) for etype, buf in vec.features.items()],
+        [(etype, _put_ragged(buf)) for etype, buf in vec.visible.items()],
+        masks,
+        dense,
+        [(name, m.count, m.sum, m.min, m.max) for name, m in vec.metrics.items()],
+        final,
+    )
+
+
+def unpack(packed: Tuple[Any, ...]) -> VecObs:
+    """The ``VecObs`` that ``pack`` packed, with arrays and buffers of its own."""
+    features, visible, masks, (reward, done, truncated), metrics, final = packed
+    action_masks: Dict[ActionName, VecActionMask] = {}
+    for name, actors, actees, mask in masks:
+        actors, mask = _get_ragged(RaggedBufferI64, actors), _get_ragged(RaggedBufferBool, mask)
+        action_masks[name] = (
+            VecCategoricalActionMask(actors, mask) if actees is None
+            else VecSelectEntityActionMask(actors, _get_ragged(RaggedBufferI64, actees), mask)
+        )
+    vec = VecObs(
+        features={etype: _get_ragged(RaggedBufferF32, wire) for etype, wire in features},
+        visible={etype: _get_ragged(RaggedBufferBool, wire) for etype, wire in visible},
+        action_masks=action_masks,
+        reward=_get_array(reward, np.float32),
+        done=_get_array(done, np.bool_),
+        metrics={name: Metric(*stats) for name, *stats in metrics},
+        truncated=_get_array(truncated, np.bool_),
+    )
+    if final is not None:
+        vec.final_index, vec.final_obs = _get_array(final[0], np.int64), unpack(final[1])
+    return vec
