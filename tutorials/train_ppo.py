@@ -39,6 +39,8 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--env", default="MineSweeper", choices=sorted(ENV_REGISTRY), help="example environment")
     parser.add_argument("--total-steps", type=int, default=30_000, help="environment steps to train for")
     parser.add_argument("--seed", type=int, default=0, help="seeds torch, the frame and the environments")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads; 1 makes a seed's run repeat exactly (more may be faster)")
     parser.add_argument("--num-envs", type=int, default=32, help="environments stepped together")
     parser.add_argument("--n-steps", type=int, default=16, help="steps per environment and iteration")
     parser.add_argument("--max-episode-steps", type=int, default=200, help="episodes are cut (truncated) here")
@@ -56,7 +58,8 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.smoke:
         args.total_steps, args.num_envs, args.n_steps, args.eval_episodes = 64, 4, 8, 4
-    for name in ("total_steps", "num_envs", "n_steps", "max_episode_steps", "batch_size", "n_epochs", "eval_episodes"):
+    for name in ("total_steps", "threads", "num_envs", "n_steps", "max_episode_steps", "batch_size", "n_epochs",
+                 "eval_episodes"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     return args
@@ -70,8 +73,18 @@ def relative_positions(obs_space: ObsSpace) -> Optional[RelposEncodingConfig]:
 
 
 def main(argv: Optional[List[str]] = None) -> float:
-    """Trains, evaluates and returns the mean evaluation return."""
+    """Trains, evaluates and returns the mean evaluation return (torch's thread count is restored)."""
     args = parse_args(argv)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(args.threads)  # several threads reduce in varying orders: runs drift apart
+    try:
+        return train(args)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def train(args: argparse.Namespace) -> float:
+    """The training run of :func:`main` for parsed arguments."""
     torch.manual_seed(args.seed)
     env_class = ENV_REGISTRY[args.env]
 
