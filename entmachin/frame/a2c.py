@@ -266,7 +266,7 @@ class A2C:
 
     def criticize(self, state: Mapping[str, Any]) -> torch.Tensor:
         """The critic's value of ``state``, ``[B, 1]`` (the first element if it returns a tuple)."""
-        return self._value_of(safe_call(self.critic, state), "criticize")
+        return self._value_of(safe_call(self.critic, state))
 
     def _eval_act_and_criticize(self, state: Mapping[str, Any], action: Mapping[str, Any]) -> Tuple[Any, torch.Tensor]:
         """``(eval_act(state, action), criticize(state))``, in one pass of a shared network
@@ -274,14 +274,14 @@ class A2C:
         if not self._joint:
             return self.eval_act(state, action), self.criticize(state)
         result, value = safe_call(self.actor, state, action, method="forward_with_value")
-        return result, self._value_of(value, "criticize")
+        return result, self._value_of(value)
 
-    def _value_of(self, value: Any, where: str) -> torch.Tensor:
+    def _value_of(self, value: Any) -> torch.Tensor:
         if isinstance(value, (tuple, list)):
             value = value[0]
         if not isinstance(value, torch.Tensor):
             raise TypeError(
-                f"{type(self).__name__}.{where}: the critic returned a {type(value).__name__}; expected "
+                f"{type(self).__name__}.criticize: the critic returned a {type(value).__name__}; expected "
                 "a tensor [B, 1] or a tuple whose first element is one"
             )
         return value

@@ -22,7 +22,8 @@ from entmachin.model.relpos import RelativePositionEncoding, TokenPositions
 # On CPUs, attention kernels pay a fixed price per (sequence, head), so many short rows cost far
 # more than their few query x key pairs. Rows of a bucket narrower than this many tokens are
 # packed side by side, ``group`` rows per attention sequence, with a block-diagonal mask that
-# keeps every row to itself (``_group_size``; measured with benchmarks/bench_rogue_net.py).
+# keeps every row to itself (``_group_size``; tuned on MineSweeper's minibatches, whose rows are
+# about 7 tokens wide: see benchmarks/bench_frame_minesweeper.py).
 GROUP_WIDTH = 28
 
 
@@ -52,7 +53,8 @@ def _group_size(bucket: Bucket, device: torch.device) -> int:
     return max(1, min(bucket.n_rows, GROUP_WIDTH // bucket.width))
 
 
-def _grouped_mask(mask: Optional[torch.Tensor], n_rows: int, width: int, group: int) -> torch.Tensor:
+def _grouped_mask(mask: Optional[torch.Tensor], n_rows: int, width: int, group: int,
+                  device: torch.device) -> torch.Tensor:
     """Block-diagonal ``[n_seq, 1, L, L]`` mask of ``group`` rows per sequence.
 
     Each row's block holds its own mask (``[n_rows, 1, T, T]``, ``[n_rows, 1, 1, T]`` or None:
@@ -60,7 +62,6 @@ def _grouped_mask(mask: Optional[torch.Tensor], n_rows: int, width: int, group: 
     last sequence never see an empty softmax.
     """
     n_seq = -(-n_rows // group)
-    device = mask.device if mask is not None else None
     per_row = torch.ones(n_seq * group, width, width, dtype=torch.bool, device=device)  # [n_seq * G, T, T]
     if mask is not None:
         per_row[:n_rows] = mask[:, 0].expand(n_rows, width, width)
@@ -105,7 +106,7 @@ def plan_attention(
             continue
         group = _group_size(b, index.device)
         if group > 1:
-            mask = _grouped_mask(mask, b.n_rows, b.width, group)  # [n_seq, 1, L, L]
+            mask = _grouped_mask(mask, b.n_rows, b.width, group, index.device)  # [n_seq, 1, L, L]
         plans.append(BucketPlan(b, mask, None, None, group))
     return plans
 
