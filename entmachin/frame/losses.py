@@ -27,13 +27,13 @@ class Units(NamedTuple):
     Attributes:
         log_prob: ``[n_units]``.
         entropy: ``[n_units]`` or None when the actor returns no entropy.
-        row: ``[n_units]`` int64 row of each unit (``arange(B)`` for dense actors).
+        row: ``[n_units]`` int64 row of each unit; None for dense actors (unit ``i`` is row ``i``).
         per_actor: per action name ``RaggedTensor`` of log-probs (ragged actors), else None.
     """
 
     log_prob: torch.Tensor
     entropy: Optional[torch.Tensor]
-    row: torch.Tensor
+    row: Optional[torch.Tensor]
     per_actor: Optional[Dict[str, RaggedTensor]]
 
 
@@ -93,7 +93,7 @@ def units_of(result: Any, n_rows: int, need_entropy: bool, where: str) -> Units:
         return Units(flat, ent, row.to(flat.device), dict(zip(names, lps)))
     flat = _dense(log_prob, n_rows, f"{where}: log_prob")  # [B]
     ent = None if entropy is None else _dense(entropy, n_rows, f"{where}: entropy")  # [B]
-    return Units(flat, ent, torch.arange(n_rows, device=flat.device), None)
+    return Units(flat, ent, None, None)
 
 
 def old_units(old: OldLogProbs, index: torch.Tensor) -> torch.Tensor:
@@ -116,13 +116,14 @@ def cat_old(chunks: List[Units]) -> OldLogProbs:
     return {name: RaggedTensor.cat([c.per_actor[name].detach() for c in chunks]) for name in names}
 
 
-def normalized(advantage: torch.Tensor, row: torch.Tensor, per_actor: bool) -> torch.Tensor:
-    """Normalises row advantages over the rows that have units (all rows for dense actors).
+def normalized(advantage: torch.Tensor, row: Optional[torch.Tensor]) -> torch.Tensor:
+    """Normalises row advantages over the rows that have units (all rows for dense actors,
+    whose ``row`` is None).
 
     Shape:
-        advantage: ``[B]``; row: ``[n_units]``; returns ``[B]``.
+        advantage: ``[B]``; row: ``[n_units]`` or None; returns ``[B]``.
     """
-    if per_actor:
+    if row is not None:
         has_units = torch.zeros_like(advantage, dtype=torch.bool)  # [B]
         has_units[row] = True
         values = advantage[has_units]  # [n_rows_with_actors]
@@ -156,7 +157,9 @@ def policy_terms(units: Units, old: Optional[torch.Tensor], advantage: torch.Ten
         advantage: ``[B]`` row advantages; ``old``: ``[n_units]`` or None.
     """
     log_prob = units.log_prob
-    adv = advantage.to(log_prob.device, log_prob.dtype)[units.row]  # [n_units]
+    adv = advantage.to(log_prob.device, log_prob.dtype)  # [B]
+    if units.row is not None:
+        adv = adv[units.row]  # [n_units]: each actor gets its row's advantage
     n_units = log_prob.shape[0]
     entropy = None if units.entropy is None or n_units == 0 else units.entropy.mean()
     if n_units == 0:

@@ -170,7 +170,7 @@ def run_update(frame: Any, update_value: bool, update_policy: bool) -> UpdateSta
             units = units_of(result, rows.shape[0], cfg.entropy_weight is not None, f"{name}.update")
             adv = advantage[index.to(advantage.device)].reshape(-1)  # [b]
             if cfg.normalize_advantage:
-                adv = normalized(adv.to(units.log_prob.device), units.row, units.per_actor is not None)
+                adv = normalized(adv.to(units.log_prob.device), units.row)
             old_mb = None if old is None else old_units(old, torch.from_numpy(position[rows]))
             terms = policy_terms(units, old_mb, adv, clip)
             if cfg.target_kl is not None and terms.approx_kl is not None and float(terms.approx_kl) > cfg.target_kl:

@@ -65,7 +65,7 @@ def test_zero_actor_rows_contribute_nothing():
     b = policy_terms(units, None, torch.tensor([1.0, -7.0, -2.0]), None).surrogate
     assert a.item() == b.item() == pytest.approx((-0.5 * 1 + -1.0 * -2 + -0.2 * -2) / 3)
     # normalisation only sees the rows that have actors
-    adv = normalized(torch.tensor([1.0, 100.0, 3.0]), units.row, per_actor=True)
+    adv = normalized(torch.tensor([1.0, 100.0, 3.0]), units.row)
     assert adv[0].item() == pytest.approx(-1.0, abs=1e-6) and adv[2].item() == pytest.approx(1.0, abs=1e-6)
 
 
@@ -80,9 +80,11 @@ def test_no_actor_at_all_gives_a_differentiable_zero():
 def test_dense_log_probs_are_rows(shape):
     lp = torch.full(shape, -0.7, requires_grad=True)
     units = units_of((None, lp, torch.ones(shape)), 4, True, "t")
-    assert units.log_prob.shape == (4,) and units.per_actor is None
+    assert units.log_prob.shape == (4,) and units.per_actor is None and units.row is None
     terms = policy_terms(units, torch.full((4,), -0.7), torch.tensor([1.0, -1.0, 2.0, 0.0]), 0.2)
     assert terms.surrogate.item() == pytest.approx(0.5) and terms.clip_fraction.item() == 0.0
+    adv = normalized(torch.tensor([1.0, 3.0]), units.row)  # every row counts
+    assert adv.tolist() == pytest.approx([-1.0, 1.0], abs=1e-6)
 
 
 @pytest.mark.parametrize(
