@@ -8,6 +8,13 @@ entmachin collects through ``RolloutCollector`` (``store_rollout``) on ``Gymnasi
 steps per second of the whole training loop (collection + updates); the mean return of the
 last episodes is printed as a sanity check.
 
+A third side, "plain PyTorch", is the same PPO written out by hand as one loop with no
+framework at all (CleanRL's style: the eight environments stepped in a Python loop, one Adam
+over both networks, no checks, no episode bookkeeping beyond returns). It is not a competitor
+but a reference point: the speed any PPO on these environments and sizes can reach in this
+interpreter with torch's per-call costs, so the distance of each framework from it is what the
+framework itself costs.
+
 SB3 runs in its own interpreter (``--sb3-python``, a venv with ``stable-baselines3==2.9.2``
 beside torch 2.13), as a subprocess of this script::
 
@@ -73,6 +80,75 @@ def _entmachin(args: argparse.Namespace) -> Dict[str, float]:
     return {"rate": collector.total_env_steps / seconds, "return": float(np.mean(returns[-100:]))}
 
 
+def _plain(args: argparse.Namespace) -> Dict[str, float]:
+    """The same PPO written by hand with no framework (see the module docstring)."""
+    import gymnasium as gym
+    import torch.nn.functional as F
+
+    def mlp(d_out: int) -> nn.Sequential:
+        return nn.Sequential(nn.Linear(4, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, d_out))
+
+    torch.manual_seed(0)
+    envs = [gym.make("CartPole-v1") for _ in range(N_ENVS)]
+    obs = np.stack([env.reset(seed=i)[0] for i, env in enumerate(envs)]).astype(np.float32)  # [B, 4]
+    actor, critic = mlp(2), mlp(1)
+    params = [*actor.parameters(), *critic.parameters()]
+    optimizer = torch.optim.Adam(params, lr=3e-4, fused=True)
+    n_rows = N_STEPS * N_ENVS
+    episode_return, returns, steps = np.zeros(N_ENVS), [], 0
+    start = time.perf_counter()
+    while steps < args.total_steps:
+        states = np.zeros((N_STEPS, N_ENVS, 4), np.float32)  # [T, B, 4]
+        actions = np.zeros((N_STEPS, N_ENVS), np.int64)  # [T, B]
+        log_probs = np.zeros((N_STEPS, N_ENVS), np.float32)  # [T, B]
+        rewards = np.zeros((N_STEPS, N_ENVS), np.float32)  # [T, B]
+        dones = np.zeros((N_STEPS, N_ENVS), np.float32)  # [T, B]
+        for t in range(N_STEPS):
+            states[t] = obs
+            with torch.no_grad():
+                log_p = F.log_softmax(actor(torch.from_numpy(obs)), dim=-1)  # [B, 2]
+                action = torch.multinomial(log_p.exp(), 1)  # [B, 1]
+                log_probs[t] = log_p.gather(1, action)[:, 0].numpy()
+            actions[t] = action[:, 0].numpy()
+            for i, env in enumerate(envs):
+                o, r, terminated, truncated, _ = env.step(int(actions[t, i]))
+                episode_return[i] += r
+                if terminated or truncated:
+                    returns.append(episode_return[i])
+                    episode_return[i] = 0.0
+                    o, _ = env.reset()
+                obs[i], rewards[t, i], dones[t, i] = o, r, terminated or truncated
+        steps += n_rows
+        with torch.no_grad():
+            values = critic(torch.from_numpy(states.reshape(n_rows, 4))).reshape(N_STEPS, N_ENVS).numpy()  # [T, B]
+            last = critic(torch.from_numpy(obs))[:, 0].numpy()  # [B]
+        advantages = np.zeros((N_STEPS, N_ENVS), np.float32)  # [T, B]
+        gae = np.zeros(N_ENVS, np.float32)  # [B]
+        for t in reversed(range(N_STEPS)):
+            following = last if t == N_STEPS - 1 else values[t + 1]
+            delta = rewards[t] + 0.99 * following * (1 - dones[t]) - values[t]
+            gae = advantages[t] = delta + 0.99 * 0.95 * (1 - dones[t]) * gae
+        b_states = torch.from_numpy(states.reshape(n_rows, 4))  # [N, 4]
+        b_actions = torch.from_numpy(actions.reshape(n_rows, 1))  # [N, 1]
+        b_log_probs = torch.from_numpy(log_probs.reshape(n_rows))  # [N]
+        b_advantages = torch.from_numpy(advantages.reshape(n_rows))  # [N]
+        b_returns = torch.from_numpy((advantages + values).reshape(n_rows, 1))  # [N, 1]
+        for _ in range(EPOCHS):
+            for rows in torch.randperm(n_rows).split(BATCH):
+                log_p = F.log_softmax(actor(b_states[rows]), dim=-1)  # [b, 2]
+                ratio = (log_p.gather(1, b_actions[rows])[:, 0] - b_log_probs[rows]).exp()  # [b]
+                adv = b_advantages[rows]
+                adv = (adv - adv.mean()) / (adv.std() + 1e-8)  # [b]
+                policy_loss = -torch.min(ratio * adv, ratio.clamp(0.8, 1.2) * adv).mean()
+                value_loss = F.mse_loss(critic(b_states[rows]), b_returns[rows])
+                optimizer.zero_grad()
+                (policy_loss + 0.5 * value_loss).backward()
+                nn.utils.clip_grad_norm_(params, 0.5)
+                optimizer.step()
+    seconds = time.perf_counter() - start
+    return {"rate": steps / seconds, "return": float(np.mean(returns[-100:]))}
+
+
 def _run_sb3(args: argparse.Namespace) -> Optional[Dict[str, float]]:
     if not args.sb3_python:
         return None
@@ -91,20 +167,29 @@ def main() -> None:
         print(json.dumps(_sb3(args)))
         return
 
-    # alternate the two sides, keep the best run of each
-    ours, theirs = best_alternating(lambda: _entmachin(args), lambda: _run_sb3(args), args.repeats)
+    # alternate the sides, keep the best run of each
+    plain_runs: List[Dict[str, float]] = []
+
+    def plain_then_ours() -> Dict[str, float]:
+        plain_runs.append(_plain(args))
+        return _entmachin(args)
+
+    ours, theirs = best_alternating(plain_then_ours, lambda: _run_sb3(args), args.repeats)
+    plain = max(plain_runs, key=lambda figures: figures["rate"])
     print(f"PPO on CartPole-v1: {N_ENVS} envs, n_steps {N_STEPS}, batch {BATCH}, {EPOCHS} epochs, "
           f"{args.total_steps} steps, 64-64 tanh actor and critic, torch threads 1, best of {args.repeats}")
-    print(f"{'side':<12} {'steps/s':>10} {'mean return (last episodes)':>29}")
-    for side, figures in (("entmachin", ours), ("sb3", theirs)):
+    print(f"{'side':<14} {'steps/s':>10} {'of plain':>9} {'mean return (last episodes)':>29}")
+    for side, figures in (("entmachin", ours), ("sb3", theirs), ("plain PyTorch", plain)):
         if figures is None:
-            print(f"{side:<12} {'skipped':>10}")
+            print(f"{side:<14} {'skipped':>10}")
         else:
-            print(f"{side:<12} {figures['rate']:>10,.0f} {figures['return']:>29.1f}")
+            share = f"{figures['rate'] / plain['rate']:.0%}"
+            print(f"{side:<14} {figures['rate']:>10,.0f} {share:>9} {figures['return']:>29.1f}")
     if theirs is None:
         print("sb3: skipped (pass --sb3-python PATH to measure it)")
     else:
-        print(f"ratio: {ours['rate'] / theirs['rate']:.2f}x (target >= 1.5x)")
+        print(f"ratio entmachin / sb3: {ours['rate'] / theirs['rate']:.2f}x (target >= 1.5x); "
+              f"plain PyTorch / sb3: {plain['rate'] / theirs['rate']:.2f}x")
 
 
 if __name__ == "__main__":
