@@ -1,15 +1,18 @@
 """Steps per second of ``ParallelEnvList`` against ``EnvList`` on CPU-bound environments.
 
-Usage: ``python benchmarks/bench_parallel_env_list.py [--num-envs 16] [--processes 2]
-[--steps 200] [--block 10] [--work-ms 1.0] [--start-method forkserver]``
+Usage: ``python benchmarks/bench_parallel_env_list.py [--num-envs 16 64] [--processes 2]
+[--env-steps 3200] [--block-env-steps 160] [--work-ms 1.0] [--start-method forkserver]``
 
 The benchmark environment burns a fixed amount of pure-Python CPU work in every ``act``
 (calibrated here to ``--work-ms`` milliseconds on one core; Python holds the GIL, so only
 processes run it in parallel) and shows four entities with one categorical action. Both
 vector environments step the same number of environments with the same seed in the same run;
-the figures are environment-steps per second over ``--steps`` steps after a short warm-up,
-worker start-up excluded. The two alternate in blocks of ``--block`` steps, so that on a shared
-machine both meet the same load. Bare processes burning the same work alone and together show
+the figures are environment-steps per second over ``--env-steps`` environment steps after a
+short warm-up, worker start-up excluded. The two alternate in blocks of ``--block-env-steps``
+environment steps, so that on a shared machine both meet the same load. Each count of
+environments in ``--num-envs`` is measured in turn: a vector step costs a fixed round trip
+to every worker and some serial work in the parent (checking and packing the actions, merging
+the replies, choosing the next actions), which more environments per step amortise. Bare processes burning the same work alone and together show
 what the cores themselves give, and so bound the ratio: once with one round trip per block, and
 once with one round trip per step, the synchronisation that a vector step imposes (on a busy
 or virtualised machine, waking a process and waiting for the slower one costs more than the
@@ -168,63 +171,71 @@ class Ceiling:
             process.join()
 
 
+def measure(args: argparse.Namespace, num_envs: int, n_iterations: int) -> Dict[str, float]:
+    """Env-steps/s of EnvList and ParallelEnvList over ``num_envs`` environments, and the bare
+    processes' ratios, alternating in blocks."""
+
+    def create_env() -> Grind:
+        return Grind(n_iterations)
+
+    block = max(1, args.block_env_steps // num_envs)  # steps per block
+    n_blocks = max(1, args.env_steps // (block * num_envs))
+    parallel_envs = ParallelEnvList(create_env, num_envs, args.processes, args.start_method, seed=0)
+    serial, parallel = Stepper(EnvList(create_env, num_envs, seed=0)), Stepper(parallel_envs)
+    ceiling = Ceiling(parallel_envs.num_processes, parallel_envs.start_method)
+    serial.run(args.warmup), parallel.run(args.warmup)
+    # Other tenants come and go on a shared machine: alternating short blocks lets both vector
+    # environments (and the bare processes) see the same conditions.
+    per_worker = n_iterations * block * num_envs // parallel_envs.num_processes
+    times: Dict[str, List[float]] = {"serial": [], "parallel": [], "alone": [], "together": [], "stepwise": []}
+    for _ in range(n_blocks):
+        times["serial"].append(serial.run(block))
+        times["parallel"].append(parallel.run(block))
+        times["alone"].append(ceiling.run_alone(per_worker))
+        times["together"].append(ceiling.run_together(per_worker))
+        times["stepwise"].append(ceiling.run_together(per_worker, n_round_trips=block))
+    parallel_envs.close()
+    ceiling.close()
+    n_env_steps = n_blocks * block * num_envs
+    alone = np.array(times["alone"])
+    return {
+        "steps": n_blocks * block,
+        "serial": n_env_steps / sum(times["serial"]),
+        "parallel": n_env_steps / sum(times["parallel"]),
+        "block_ratio": float(np.median(np.array(times["serial"]) / np.array(times["parallel"]))),
+        "bare": float(np.median(alone / np.array(times["together"]))),
+        "stepwise": float(np.median(alone / np.array(times["stepwise"]))),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--num-envs", type=int, default=16)
+    parser.add_argument("--num-envs", type=int, nargs="+", default=[16, 64])
     parser.add_argument("--processes", type=int, default=2)
-    parser.add_argument("--steps", type=int, default=200, help="timed steps of each vector environment")
-    parser.add_argument("--block", type=int, default=10, help="steps per block; the two alternate by block")
-    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--env-steps", type=int, default=3200, help="timed environment steps of each vector env")
+    parser.add_argument("--block-env-steps", type=int, default=160,
+                        help="environment steps per block; the vector envs alternate by block")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed steps of each vector env")
     parser.add_argument("--work-ms", type=float, default=1.0, help="CPU work per environment act")
     parser.add_argument("--start-method", default=None, choices=["fork", "spawn", "forkserver"])
     args = parser.parse_args()
 
     n_iterations = calibrate(args.work_ms)
-
-    def create_env() -> Grind:
-        return Grind(n_iterations)
-
-    parallel_envs = ParallelEnvList(create_env, args.num_envs, args.processes, args.start_method, seed=0)
-    serial, parallel = Stepper(EnvList(create_env, args.num_envs, seed=0)), Stepper(parallel_envs)
-    ceiling = Ceiling(parallel_envs.num_processes, parallel_envs.start_method)
-    serial.run(args.warmup), parallel.run(args.warmup)
-    # Other tenants come and go on a shared machine: alternating short blocks lets both vector
-    # environments (and the bare processes) see the same conditions.
-    per_worker = n_iterations * args.block * args.num_envs // parallel_envs.num_processes
-    times: Dict[str, List[float]] = {"serial": [], "parallel": [], "alone": [], "together": [], "stepwise": []}
     steal_before = steal_seconds()
-    for _ in range(max(1, args.steps // args.block)):
-        times["serial"].append(serial.run(args.block))
-        times["parallel"].append(parallel.run(args.block))
-        times["alone"].append(ceiling.run_alone(per_worker))
-        times["together"].append(ceiling.run_together(per_worker))
-        times["stepwise"].append(ceiling.run_together(per_worker, n_round_trips=args.block))
+    results = {n: measure(args, n, n_iterations) for n in args.num_envs}
     steal_after = steal_seconds()
-    parallel_envs.close()
-    ceiling.close()
-
-    n_env_steps = len(times["serial"]) * args.block * args.num_envs
-    serial_rate = n_env_steps / sum(times["serial"])
-    parallel_rate = n_env_steps / sum(times["parallel"])
-    block_ratio = np.median(np.array(times["serial"]) / np.array(times["parallel"]))
-    alone = np.array(times["alone"])
-    bare_ratio = np.median(alone / np.array(times["together"]))
-    stepwise_ratio = np.median(alone / np.array(times["stepwise"]))
-    print(
-        f"{args.num_envs} environments, {args.work_ms:g} ms of CPU per act ({n_iterations} iterations), "
-        f"{n_env_steps // args.num_envs} steps in blocks of {args.block}, {os.cpu_count()} CPUs"
-    )
-    print(f"  EnvList                                    {serial_rate:9.1f} env-steps/s")
-    print(
-        f"  ParallelEnvList, {parallel_envs.num_processes} processes ({parallel_envs.start_method:>10}) "
-        f"{parallel_rate:9.1f} env-steps/s"
-    )
-    print(f"  ratio parallel / serial                    {parallel_rate / serial_rate:9.2f}x  (target >= 1.6x on 2 cores)")
-    print(f"  median ratio over blocks                   {block_ratio:9.2f}x")
-    print(f"  bare processes, median over blocks         {bare_ratio:9.2f}x  (what the cores give; bounds the ratio)")
-    print(f"  bare processes, one round trip per step    {stepwise_ratio:9.2f}x  (the same, synchronised like a step)")
+    print(f"{args.work_ms:g} ms of CPU per act ({n_iterations} iterations), {args.processes} processes, "
+          f"{os.cpu_count()} CPUs; env-steps/s (target: parallel / serial >= 1.6x on 2 cores)")
+    print(f"{'envs':>5} {'steps':>6} {'EnvList':>9} {'Parallel':>9} {'ratio':>6} {'median':>7} "
+          f"{'bare':>6} {'bare/step':>9} {'of bare':>8}")
+    for n, r in results.items():
+        print(f"{n:>5} {r['steps']:>6} {r['serial']:>9.1f} {r['parallel']:>9.1f} {r['parallel'] / r['serial']:>5.2f}x "
+              f"{r['block_ratio']:>6.2f}x {r['bare']:>5.2f}x {r['stepwise']:>8.2f}x {r['block_ratio'] / r['bare']:>8.0%}")
+    print("ratio: ParallelEnvList / EnvList over all blocks; median: over blocks; bare: two bare processes "
+          "burning the same work together vs one after the other (what the cores give, bounding the ratio); "
+          "bare/step: the same with one round trip per vector step; of bare: median / bare")
     if steal_before is not None and steal_after is not None:
-        print(f"  CPU taken by the hypervisor (steal)        {steal_after - steal_before:9.1f} s  (0 on a quiet host)")
+        print(f"CPU taken by the hypervisor (steal): {steal_after - steal_before:.1f} s (0 on a quiet host)")
 
 
 if __name__ == "__main__":
