@@ -140,10 +140,19 @@ class Observation:
         obs_space: ObsSpace,
         ids: Optional[Sequence[EntityID]],
         types: Optional[Sequence[EntityName]],
+        atype: ActionName,
     ) -> npt.NDArray[np.int64]:
         if ids is not None:
             id_to_index = self.id_to_index(obs_space)
-            return np.array([id_to_index[i] for i in ids], dtype=np.int64)
+            try:
+                return np.array([id_to_index[i] for i in ids], dtype=np.int64)
+            except KeyError:
+                missing = [i for i in ids if i not in id_to_index]
+                raise ValueError(
+                    f"action '{atype}' refers to entity ids {missing[:5]}{' ...' if len(missing) > 5 else ''}, "
+                    f"which this observation lacks (or the observation filter dropped); observed entity types "
+                    f"{list(obs_space.entities)}"
+                ) from None
         ranges = self._type_ranges(obs_space)
         if types is None:
             return np.arange(ranges[GLOBAL_ENTITY][0], dtype=np.int64)
@@ -173,11 +182,11 @@ class Observation:
         if kind == "actee":
             if not isinstance(mask, SelectEntityActionMask):
                 raise TypeError(f"action '{atype}' has a {type(mask).__name__}; actees need a SelectEntityActionMask")
-            indices = self._indices(obs_space, mask.actee_ids, mask.actee_types)
+            indices = self._indices(obs_space, mask.actee_ids, mask.actee_types, atype)
         elif isinstance(mask, GlobalCategoricalActionMask):
             indices = np.array([self._type_ranges(obs_space)[GLOBAL_ENTITY][0]], dtype=np.int64)
         else:
-            indices = self._indices(obs_space, mask.actor_ids, mask.actor_types)
+            indices = self._indices(obs_space, mask.actor_ids, mask.actor_types, atype)
         self._index_cache[(kind, atype)] = (mask, obs_space, indices)
         return indices
 
@@ -266,7 +275,12 @@ class Environment(ABC):
             if feats is None:
                 continue
             if not isinstance(feats, np.ndarray):
-                feats = np.asarray(feats, dtype=np.float32).reshape(len(feats), -1)
+                feats = np.asarray(feats, dtype=np.float32)
+            if feats.ndim != 2:
+                if len(feats) == 0:  # an empty list or array has no width to reshape by
+                    features[etype] = np.zeros((0, len(selector)), np.float32)
+                    continue
+                feats = feats.reshape(len(feats), -1)
             features[etype] = feats[:, selector]
         global_features = obs.global_features
         if selectors.global_features is not None:

@@ -114,6 +114,16 @@ def test_filter_dropping_a_type_that_actions_use_is_explained():
         envs.reset(ObsSpace(global_features=["t"], entities={"A": Entity(["y"])}))
 
 
+def test_filter_dropping_a_type_whose_ids_actions_use_is_explained():
+    from entmachin.env.examples import MineSweeper
+
+    envs = EnvList(lambda: MineSweeper(orbital_cannon=True, cooldown_period=0), 1, seed=0)
+    no_mines = ObsSpace(entities={"Robot": Entity(["y", "x"]), "Orbital Cannon": Entity(["cooldown"])})
+    with pytest.raises(ValueError, match=r"action 'Fire Orbital Cannon' refers to entity ids \[\('Mine', 0\).*which this "
+                                         r"observation lacks \(or the observation filter dropped\)"):
+        envs.reset(no_mines)
+
+
 def test_act_before_reset_and_bad_sizes():
     with pytest.raises(RuntimeError, match="before reset"):
         EnvList(Toy, 1).act({})

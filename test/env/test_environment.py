@@ -89,6 +89,17 @@ def test_filter_drops_and_reorders_features():
     assert o.done == full.done and o.truncated == full.truncated
 
 
+def test_filter_accepts_list_features_including_empty_ones():
+    class Lists(Toy):
+        def reset(self):
+            return Observation(features={"A": [], "B": [[1.0], [2.0]]}, ids={"B": ["b0", "b1"]},
+                               global_features=[3.0], actions={}, done=False, reward=0.0)
+
+    o = Lists().reset_filter(ObsSpace(global_features=[], entities={"A": Entity(["y"]), "B": Entity(["z"])}))
+    assert o.features["A"].shape == (0, 1) and o.features["A"].dtype == np.float32
+    np.testing.assert_array_equal(o.features["B"], [[1.0], [2.0]])
+
+
 def test_filter_equal_to_space_is_a_no_op():
     env = Toy()
     assert compile_feature_filter(env.obs_space(), env.obs_space()) is None
