@@ -45,12 +45,13 @@ def _as_2d(values, width: int, dtype: type, where: str) -> np.ndarray:
 
 
 def batch_obs(
-    obs: List[Observation], obs_space: ObsSpace, action_space: Mapping[ActionName, ActionSpace]
+    obs: List[Observation], obs_space: ObsSpace, action_space: Mapping[ActionName, ActionSpace], *, first_row: int = 0
 ) -> VecObs:
     """Batch observations into a ``VecObs`` (one row each), in ``obs_space``'s layout.
 
     Entity types missing from an observation become zero-length sequences; masks are filled
-    with True where an observation gives none.
+    with True where an observation gives none. Error messages number the observations from
+    ``first_row`` ("row 3: features['Unit'] has shape ...").
     """
     n = len(obs)
     features: Dict[EntityName, RaggedBufferF32] = {}
@@ -62,7 +63,7 @@ def batch_obs(
             feats = o.features.get(etype)
             if feats is None:
                 continue
-            arr = _as_2d(feats, width, np.float32, f"row {i}: features['{etype}']")
+            arr = _as_2d(feats, width, np.float32, f"row {first_row + i}: features['{etype}']")
             parts.append(arr)
             lengths[i] = arr.shape[0]
         features[etype] = _ragged(parts, lengths, width, np.float32, RaggedBufferF32, f"features['{etype}']")
@@ -74,7 +75,7 @@ def batch_obs(
         for i, row in enumerate(rows):
             if row.shape[1] != width:
                 raise ValueError(
-                    f"row {i}: global_features has {row.shape[1]} values; ObsSpace.global_features declares {width}"
+                    f"row {first_row + i}: global_features has {row.shape[1]} values; ObsSpace.global_features declares {width}"
                 )
         features[GLOBAL_ENTITY] = _ragged(rows, [1] * n, width, np.float32, RaggedBufferF32, "global_features")
 
@@ -89,7 +90,7 @@ def batch_obs(
         visible[etype] = _ragged(parts, list(lengths), 1, np.bool_, RaggedBufferBool, f"visible['{etype}']")
 
     action_masks: Dict[ActionName, VecActionMask] = {
-        name: _batch_mask(obs, obs_space, name, space, counts) for name, space in action_space.items()
+        name: _batch_mask(obs, obs_space, name, space, counts, first_row) for name, space in action_space.items()
     }
 
     metrics: Dict[str, Metric] = {}
@@ -108,7 +109,7 @@ def batch_obs(
 
 
 def _batch_mask(
-    obs: List[Observation], obs_space: ObsSpace, name: str, space: ActionSpace, counts: np.ndarray
+    obs: List[Observation], obs_space: ObsSpace, name: str, space: ActionSpace, counts: np.ndarray, first_row: int
 ) -> VecActionMask:
     n = len(obs)
     actors: List[np.ndarray] = []
@@ -128,10 +129,10 @@ def _batch_mask(
             actors.append(idx)
             m = amask.mask
             if m is not None:
-                m = _as_2d(m, width, np.bool_, f"row {i}: actions['{name}'].mask")
+                m = _as_2d(m, width, np.bool_, f"row {first_row + i}: actions['{name}'].mask")
                 if m.shape[0] != len(idx):
                     raise ValueError(
-                        f"row {i}: actions['{name}'].mask has shape {m.shape}; expected "
+                        f"row {first_row + i}: actions['{name}'].mask has shape {m.shape}; expected "
                         f"(n_actors, n_choices) = ({len(idx)}, {width})"
                     )
             masks.append(m)
@@ -152,7 +153,7 @@ def _batch_mask(
                 m = np.asarray(m, dtype=np.bool_)
                 if m.shape != (len(a), len(e)):
                     raise ValueError(
-                        f"row {i}: actions['{name}'].mask has shape {m.shape}; expected "
+                        f"row {first_row + i}: actions['{name}'].mask has shape {m.shape}; expected "
                         f"(n_actors, n_actees) = ({len(a)}, {len(e)})"
                     )
                 m = m.reshape(-1, 1)

@@ -95,8 +95,8 @@ class EnvList(VecEnv):
         final_index: List[int] = []
         for i, env in enumerate(self.envs):
             choices = {name: flats[name][offsets[name][i] : offsets[name][i + 1]] for name in flats}
-            env_actions = to_env_actions(obs_filter, self._action_space, choices, self.last_obs[i])
-            obs = self._call(i, lambda e: e.act_filter(env_actions, obs_filter))
+            obs = self._call(i, lambda e: e.act_filter(
+                to_env_actions(obs_filter, self._action_space, choices, self.last_obs[i]), obs_filter))
             if obs.done:
                 finals.append(obs)
                 final_index.append(i)
@@ -109,7 +109,7 @@ class EnvList(VecEnv):
             observations.append(obs)
         vec = self._batch(observations)
         if finals:
-            vec.final_obs = batch_obs(finals, obs_filter, self._action_space)
+            vec.final_obs = self._batch_obs(finals, final_index)
             vec.final_index = np.array(final_index, dtype=np.int64)
         return vec
 
@@ -117,15 +117,33 @@ class EnvList(VecEnv):
         try:
             return fn(self.envs[i])
         except Exception as e:
-            e.env_index = self.first_index + i  # read by ParallelEnvList's workers
-            if hasattr(e, "add_note"):  # Python >= 3.11
-                e.add_note(f"in environment {self.first_index + i} ({type(self.envs[i]).__name__})")
+            self._mark(e, i)
             raise
+
+    def _mark(self, e: Exception, i: int) -> None:
+        e.env_index = self.first_index + i  # read by ParallelEnvList's workers
+        if hasattr(e, "add_note"):  # Python >= 3.11
+            e.add_note(f"in environment {self.first_index + i} ({type(self.envs[i]).__name__})")
 
     def _batch(self, observations: List[Observation]) -> VecObs:
         self.last_obs = observations
-        self._last_vec = batch_obs(observations, self._obs_filter, self._action_space)
+        self._last_vec = self._batch_obs(observations, range(len(observations)))
         return self._last_vec
+
+    def _batch_obs(self, observations: List[Observation], rows: Sequence[int]) -> VecObs:
+        """``batch_obs`` of the observations of environments ``rows``; a malformed observation
+        raises with the index of its environment (in this list's numbering, which a worker of
+        ParallelEnvList offsets), found by batching the rows one at a time."""
+        try:
+            return batch_obs(observations, self._obs_filter, self._action_space)
+        except (ValueError, TypeError):
+            for obs, i in zip(observations, rows):
+                try:
+                    batch_obs([obs], self._obs_filter, self._action_space, first_row=self.first_index + i)
+                except (ValueError, TypeError) as e:
+                    self._mark(e, i)
+                    raise e from None
+            raise
 
     def render(self, **kwargs: Any) -> npt.NDArray[np.uint8]:
         return np.stack([e.render(**kwargs) for e in self.envs])

@@ -143,6 +143,28 @@ def test_env_errors_carry_the_environment_index():
     assert info.value.env_index == 0
 
 
+@pytest.mark.parametrize("done", [False, True])
+def test_malformed_observations_carry_the_environment_index(done):
+    class Wide(Toy):
+        def act(self, actions):
+            obs = super().act(actions)
+            obs.features["A"] = np.zeros((len(obs.features["A"]), 5), np.float32)
+            obs.done = done
+            return obs
+
+    made = []
+
+    def create():
+        made.append(None)
+        return Wide() if len(made) == 2 else Toy()  # environment 1 is the second one made
+
+    envs = EnvList(create, 3, seed=0)
+    obs = envs.reset()
+    with pytest.raises(ValueError, match=r"row 1: features\['A'\] has shape \(\d+, 5\)") as info:
+        envs.act(random_actions(obs, envs.action_space(), np.random.default_rng(0)))
+    assert info.value.env_index == 1
+
+
 def test_to_env_actions_skips_actions_absent_from_the_step():
     env = Toy()
     env.seed(0)

@@ -160,11 +160,12 @@ class Patchy(Environment):
         )
 
 
-FATES = ["live", "raise", "exit"]
+FATES = ["live", "raise", "exit", "malformed", "malformed end"]
 
 
 class Fragile(Environment):
-    """One unit whose action chooses its fate: live, raise ValueError, or ``os._exit(3)``."""
+    """One unit whose action chooses its fate: live, raise ValueError, ``os._exit(3)``, or return
+    an observation with two features instead of one (as the episode goes on, or as it ends)."""
 
     def __init__(self, fail_on_reset: bool = False, fail_on_close: bool = False) -> None:
         self.fail_on_reset, self.fail_on_close = fail_on_reset, fail_on_close
@@ -186,14 +187,14 @@ class Fragile(Environment):
             raise ValueError("the unit was told to fail")
         if fate == "exit":
             os._exit(3)
-        return self._observe()
+        return self._observe(width=1 if fate == "live" else 2, done=fate == "malformed end")
 
-    def _observe(self) -> Observation:
+    def _observe(self, width: int = 1, done: bool = False) -> Observation:
         return Observation(
-            features={"Unit": np.ones((1, 1), dtype=np.float32)},  # [1, 1]
+            features={"Unit": np.ones((1, width), dtype=np.float32)},  # [1, width]
             ids={"Unit": [0]},
             actions={"fate": CategoricalActionMask(actor_types=["Unit"])},
-            done=False,
+            done=done,
             reward=0.0,
         )
 
@@ -382,6 +383,17 @@ def test_error_in_act_names_worker_env_and_traceback_then_closes():
     envs.close()
 
 
+@pytest.mark.parametrize("fate", ["malformed", "malformed end"])
+def test_malformed_observation_names_the_environment_not_the_workers_row(fate):
+    envs = ParallelEnvList(Fragile, 4, 2, start_method="fork")
+    envs.reset()
+    with pytest.raises(EnvWorkerError, match=r"(?s)worker 1 .* raised ValueError in environment 3 during act\(\): "
+                       r"row 3: features\['Unit'\] has shape \(1, 2\)") as info:
+        envs.act(_fates("live", "live", "live", fate))
+    assert (info.value.worker, info.value.env_index) == (1, 3)
+    envs.close()
+
+
 def test_error_in_reset_reports_the_first_failing_worker():
     envs = ParallelEnvList(lambda: Fragile(fail_on_reset=True), 3, 2, start_method="fork")
     with pytest.raises(EnvWorkerError, match=r"(?s)worker 0 .* raised KeyError in environment 0 during reset\(\).*"
@@ -499,8 +511,8 @@ def test_wrong_actions_raise_in_the_parent_and_keep_the_workers():
         envs.reset()
         with pytest.raises(ValueError, match=r"actions\['fate'\] has 2 rows; expected one per environment \(3\)"):
             envs.act(_fates("live", "live"))
-        with pytest.raises(ValueError, match=r"actions\['fate'\] item 1 is 5; expected a value in \[0, 3\)"):
-            envs.act({"fate": ragged_from_arrays(np.array([[0], [5], [0]]), [1, 1, 1])})
+        with pytest.raises(ValueError, match=r"actions\['fate'\] item 1 is 7; expected a value in \[0, 5\)"):
+            envs.act({"fate": ragged_from_arrays(np.array([[0], [7], [0]]), [1, 1, 1])})
         assert len(envs.act(_fates("live", "live", "live"))) == 3
 
 
