@@ -17,6 +17,11 @@ Actions:
 
 Reward: 1.0 on the step on which the last mine disappears, 0.0 otherwise. The game ends when
 no mines or no robots remain; there is no step limit.
+
+Unlike entity-gym 0.1.10's MineSweeper, the move mask follows the labels above (entity-gym's
+allows Up/Down/Left/Right by the edge tests of Right/Left/Up/Down) and the cooldown counts down
+by one per step (entity-gym's never decreases, so with ``cooldown_period > 0`` its cannon never
+fires).
 """
 from __future__ import annotations
 
