@@ -94,7 +94,9 @@ class A2C:
     When the critic is a view of the actor's network (its ``shared_actor`` attribute is the
     actor, as for ``RogueNet.critic()``) and the actor has ``forward_with_value``, minibatches
     that train both call that once instead of the actor and the critic separately, so the
-    shared trunk runs once forward and once backward.
+    shared trunk runs once forward and once backward. The frame puts both models in eval mode
+    when it is built and keeps them there except during ``update()``'s minibatches (train
+    mode): dropout, if any, acts only where gradients are taken.
 
     Args:
         actor: the policy module.
@@ -178,6 +180,10 @@ class A2C:
         sched_kwargs = _pair(lr_scheduler_kwargs, {}, f"{name}: lr_scheduler_kwargs", dict)
         self.config = config
         self.actor, self.critic, self.criterion = actor, critic, criterion
+        # Eval mode outside update() from the start, not only after the first update: acting,
+        # storing and old log-probabilities never see dropout, and a resumed run acts alike.
+        actor.eval()
+        critic.eval()
         self._actor_params = list(actor.parameters())
         actor_ids = {id(p) for p in self._actor_params}
         critic_params = list(critic.parameters())

@@ -55,6 +55,36 @@ def test_versions_and_network_map(tmp_path):
     assert other.n_updates == 1
 
 
+def test_models_act_in_eval_mode_from_construction_so_a_resumed_frame_acts_alike(tmp_path):
+    from torch import nn
+
+    from entmachin.frame.ppo import PPO
+    from entmachin.model import RogueNet, RogueNetConfig
+    from test.frame._frames import entity_states
+
+    def make():
+        torch.manual_seed(0)
+        envs = EnvList(Sparse, 4, seed=0)
+        config = RogueNetConfig(d_model=8, n_layer=1, n_head=1, d_qk=8, resid_pdrop=0.5, embd_pdrop=0.5)
+        net = RogueNet(envs.obs_space(), envs.action_space(), config)
+        return PPO(net, net.critic(), torch.optim.Adam, nn.MSELoss(), seed=0, batch_size=8)
+
+    frame = make()
+    assert not frame.actor.training and not frame.critic.training  # dropout off while acting
+    RolloutCollector(frame, EnvList(Sparse, 4, seed=1), n_steps=5).collect()
+    frame.update()
+    assert not frame.actor.training and not frame.critic.training
+    frame.save(str(tmp_path))
+    resumed = make()
+    resumed.load(str(tmp_path))
+    _, states = entity_states(Sparse, 4, 1, seed=3)
+    rng = torch.get_rng_state()
+    a = frame.act(states[0], collect_stats=False)
+    torch.set_rng_state(rng)
+    b = resumed.act(states[0], collect_stats=False)
+    assert all(torch.equal(a.log_prob[k].data, b.log_prob[k].data) for k in a.log_prob)
+
+
 def test_input_statistics_are_saved(tmp_path):
     envs = EnvList(Sparse, 3, seed=0)
     frame = entity_frame(envs)
