@@ -133,19 +133,12 @@ def _as_device(value: Any) -> torch.device:
     return torch.device(value)
 
 
-_CLASS_HAS: Dict[Tuple[type, str], bool] = {}  # (class, attribute) -> defined on the class
-
-
 def _explicit_device(obj: Any, name: str) -> Optional[torch.device]:
     instance_dict = getattr(obj, "__dict__", None)
     if instance_dict is not None and name in instance_dict:
         value = instance_dict[name]
     else:
-        key = (type(obj), name)
-        on_class = _CLASS_HAS.get(key)
-        if on_class is None:
-            on_class = _CLASS_HAS[key] = hasattr(type(obj), name)
-        if not on_class:
+        if not hasattr(type(obj), name):  # looked up every call: a class may gain it later
             return None
         value = getattr(obj, name)  # a class attribute or a property
     if value is None or isinstance(value, torch.device):

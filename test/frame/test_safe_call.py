@@ -210,6 +210,15 @@ def test_explicit_attributes_may_be_properties_and_none_means_unset():
     assert model_devices(echo) == (CPU, CPU)
 
 
+def test_class_attributes_set_after_a_call_are_seen():
+    class Late(Echo):
+        pass
+
+    assert model_devices(Late()) == (CPU, CPU)
+    Late.input_device = Late.output_device = "meta"
+    assert model_devices(Late()) == (META, META)
+
+
 def test_invalid_explicit_device_raises():
     echo = Echo()
     echo.input_device = "gpu0"
