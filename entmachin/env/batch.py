@@ -4,7 +4,6 @@ from __future__ import annotations
 from typing import Dict, List, Mapping, Optional
 
 import numpy as np
-import numpy.typing as npt
 from ragged_buffer import RaggedBufferBool, RaggedBufferF32, RaggedBufferI64
 
 from entmachin.env.action import (
@@ -111,7 +110,6 @@ def batch_obs(
 def _batch_mask(
     obs: List[Observation], obs_space: ObsSpace, name: str, space: ActionSpace, counts: np.ndarray, first_row: int
 ) -> VecActionMask:
-    n = len(obs)
     actors: List[np.ndarray] = []
     masks: List[Optional[np.ndarray]] = []
     if isinstance(space, (CategoricalActionSpace, GlobalCategoricalActionSpace)):

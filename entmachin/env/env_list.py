@@ -22,7 +22,7 @@ from entmachin.env.adapters import ensure_environment
 from entmachin.env.batch import batch_obs
 from entmachin.env.common import ActionName
 from entmachin.env.environment import Environment, Observation, ObsSpace
-from entmachin.env.vec_env import VecEnv, VecObs, VecSelectEntityActionMask, env_seeds
+from entmachin.env.vec_env import VecEnv, VecObs, env_seeds
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ import numpy.typing as npt
 from ragged_buffer import RaggedBufferBool, RaggedBufferF32, RaggedBufferI64
 
 from entmachin.env.action import ActionSpace, GlobalCategoricalActionSpace
-from entmachin.env.common import GLOBAL_ENTITY, ActionName, EntityName
+from entmachin.env.common import ActionName, EntityName
 from entmachin.env.environment import ObsSpace
 from entmachin.ragged.arrays import empty_ragged, ragged_full, take
 

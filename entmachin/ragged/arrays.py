@@ -26,7 +26,7 @@ Example:
 
 import copyreg
 import sys
-from typing import Any, Optional, Sequence, Tuple, Union
+from typing import Any, Sequence, Tuple, Union
 
 import numpy as np
 from ragged_buffer import RaggedBufferBool, RaggedBufferF32, RaggedBufferI64

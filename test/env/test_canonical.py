@@ -1,6 +1,5 @@
 import numpy as np
 import pytest
-import torch
 
 from entmachin.env import EnvList, random_actions, to_state, to_vec_actions
 from entmachin.ragged.arrays import ragged_from_arrays, ragged_to_arrays

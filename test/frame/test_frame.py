@@ -2,13 +2,11 @@
 import inspect
 import math
 
-import numpy as np
 import pytest
 import torch
 from torch import nn
 
 from entmachin.buffer import Buffer
-from entmachin.env import EnvList
 from entmachin.env.examples import NotHotdog
 from entmachin.frame.a2c import A2C
 from entmachin.frame.config import A2CConfig, PPOConfig
