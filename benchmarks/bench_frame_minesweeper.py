@@ -24,25 +24,13 @@ import argparse
 import sys
 import time
 from collections import defaultdict
-from typing import Any, Callable, Dict
+from typing import Dict
 
 import torch
+from _phases import timed
 from torch import nn
 
 PHASES = ("env step", "acting", "state conversion", "storing", "update", "other")
-
-
-def _timed(fn: Callable[..., Any], phase: str, spent: Dict[str, float]) -> Callable[..., Any]:
-    """``fn``, adding the seconds of each call to ``spent[phase]``."""
-
-    def call(*args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            spent[phase] += time.perf_counter() - start
-
-    return call
 
 
 def main() -> None:
@@ -72,12 +60,12 @@ def main() -> None:
     collector = RolloutCollector(ppo, envs, n_steps=args.n_steps)
 
     spent: Dict[str, float] = defaultdict(float)
-    envs.act = _timed(envs.act, "env step", spent)  # instance attributes shadow the methods
-    ppo.act = _timed(ppo.act, "acting", spent)
-    collector.action_fn = _timed(collector.action_fn, "acting", spent)
-    collector.state_fn = _timed(collector.state_fn, "state conversion", spent)
-    ppo.store_rollout = _timed(ppo.store_rollout, "storing", spent)
-    update = _timed(ppo.update, "update", spent)
+    envs.act = timed(envs.act, "env step", spent)  # instance attributes shadow the methods
+    ppo.act = timed(ppo.act, "acting", spent)
+    collector.action_fn = timed(collector.action_fn, "acting", spent)
+    collector.state_fn = timed(collector.state_fn, "state conversion", spent)
+    ppo.store_rollout = timed(ppo.store_rollout, "storing", spent)
+    update = timed(ppo.update, "update", spent)
 
     collector.collect()  # warm-up (first reset, allocations)
     update()

@@ -13,7 +13,8 @@ framework at all (CleanRL's style: the eight environments stepped in a Python lo
 over both networks, no checks, no episode bookkeeping beyond returns). It is not a competitor
 but a reference point: the speed any PPO on these environments and sizes can reach in this
 interpreter with torch's per-call costs, so the distance of each framework from it is what the
-framework itself costs.
+framework itself costs. A table of seconds per phase (acting, env step, storing, update, other)
+of entmachin's and the plain loop's best runs says where that cost lies.
 
 SB3 runs in its own interpreter (``--sb3-python``, a venv with ``stable-baselines3==2.9.2``
 beside torch 2.13), as a subprocess of this script::
@@ -27,14 +28,19 @@ import argparse
 import json
 import sys
 import time
+from collections import defaultdict
 from typing import Dict, List, Optional
 
 import numpy as np
 import torch
-from torch import nn
 from _competitor import best_alternating, run_competitor
+from _phases import timed
+from torch import nn
 
 N_ENVS, N_STEPS, BATCH, EPOCHS = 8, 256, 256, 4
+# Seconds per phase of the entmachin and plain sides, in this order; "acting" includes turning
+# observations into model inputs and actions back, "storing" the values and GAE.
+PHASES = ("acting", "env step", "storing", "update", "other")
 
 
 def _sb3(args: argparse.Namespace) -> Dict[str, float]:
@@ -71,13 +77,21 @@ def _entmachin(args: argparse.Namespace) -> Dict[str, float]:
               critic_update_times=n_minibatches, actor_learning_rate=3e-4, critic_learning_rate=3e-4,
               gae_lambda=0.95, discount=0.99, gradient_max=0.5, seed=0)
     collector = RolloutCollector(ppo, envs, n_steps=N_STEPS, state_fn=global_state, action_fn=global_actions())
+    spent: Dict[str, float] = defaultdict(float)
+    envs.act = timed(envs.act, "env step", spent)  # instance attributes shadow the methods
+    ppo.act = timed(ppo.act, "acting", spent)
+    collector.action_fn = timed(collector.action_fn, "acting", spent)
+    collector.state_fn = timed(collector.state_fn, "acting", spent)
+    ppo.store_rollout = timed(ppo.store_rollout, "storing", spent)
+    update = timed(ppo.update, "update", spent)
     returns: List[float] = []
     start = time.perf_counter()
     while collector.total_env_steps < args.total_steps:
         returns.extend(collector.collect().episode_returns)
-        ppo.update()
+        update()
     seconds = time.perf_counter() - start
-    return {"rate": collector.total_env_steps / seconds, "return": float(np.mean(returns[-100:]))}
+    spent["other"] = seconds - sum(spent.values())
+    return {"rate": collector.total_env_steps / seconds, "return": float(np.mean(returns[-100:])), **spent}
 
 
 def _plain(args: argparse.Namespace) -> Dict[str, float]:
@@ -96,6 +110,7 @@ def _plain(args: argparse.Namespace) -> Dict[str, float]:
     optimizer = torch.optim.Adam(params, lr=3e-4, fused=True)
     n_rows = N_STEPS * N_ENVS
     episode_return, returns, steps = np.zeros(N_ENVS), [], 0
+    spent: Dict[str, float] = defaultdict(float)
     start = time.perf_counter()
     while steps < args.total_steps:
         states = np.zeros((N_STEPS, N_ENVS, 4), np.float32)  # [T, B, 4]
@@ -104,12 +119,15 @@ def _plain(args: argparse.Namespace) -> Dict[str, float]:
         rewards = np.zeros((N_STEPS, N_ENVS), np.float32)  # [T, B]
         dones = np.zeros((N_STEPS, N_ENVS), np.float32)  # [T, B]
         for t in range(N_STEPS):
+            acting = time.perf_counter()
             states[t] = obs
             with torch.no_grad():
                 log_p = F.log_softmax(actor(torch.from_numpy(obs)), dim=-1)  # [B, 2]
                 action = torch.multinomial(log_p.exp(), 1)  # [B, 1]
                 log_probs[t] = log_p.gather(1, action)[:, 0].numpy()
             actions[t] = action[:, 0].numpy()
+            stepping = time.perf_counter()
+            spent["acting"] += stepping - acting
             for i, env in enumerate(envs):
                 o, r, terminated, truncated, _ = env.step(int(actions[t, i]))
                 episode_return[i] += r
@@ -118,7 +136,9 @@ def _plain(args: argparse.Namespace) -> Dict[str, float]:
                     episode_return[i] = 0.0
                     o, _ = env.reset()
                 obs[i], rewards[t, i], dones[t, i] = o, r, terminated or truncated
+            spent["env step"] += time.perf_counter() - stepping
         steps += n_rows
+        storing = time.perf_counter()
         with torch.no_grad():
             values = critic(torch.from_numpy(states.reshape(n_rows, 4))).reshape(N_STEPS, N_ENVS).numpy()  # [T, B]
             last = critic(torch.from_numpy(obs))[:, 0].numpy()  # [B]
@@ -133,6 +153,8 @@ def _plain(args: argparse.Namespace) -> Dict[str, float]:
         b_log_probs = torch.from_numpy(log_probs.reshape(n_rows))  # [N]
         b_advantages = torch.from_numpy(advantages.reshape(n_rows))  # [N]
         b_returns = torch.from_numpy((advantages + values).reshape(n_rows, 1))  # [N, 1]
+        updating = time.perf_counter()
+        spent["storing"] += updating - storing
         for _ in range(EPOCHS):
             for rows in torch.randperm(n_rows).split(BATCH):
                 log_p = F.log_softmax(actor(b_states[rows]), dim=-1)  # [b, 2]
@@ -145,8 +167,10 @@ def _plain(args: argparse.Namespace) -> Dict[str, float]:
                 (policy_loss + 0.5 * value_loss).backward()
                 nn.utils.clip_grad_norm_(params, 0.5)
                 optimizer.step()
+        spent["update"] += time.perf_counter() - updating
     seconds = time.perf_counter() - start
-    return {"rate": steps / seconds, "return": float(np.mean(returns[-100:]))}
+    spent["other"] = seconds - sum(spent.values())
+    return {"rate": steps / seconds, "return": float(np.mean(returns[-100:])), **spent}
 
 
 def _run_sb3(args: argparse.Namespace) -> Optional[Dict[str, float]]:
@@ -185,6 +209,9 @@ def main() -> None:
         else:
             share = f"{figures['rate'] / plain['rate']:.0%}"
             print(f"{side:<14} {figures['rate']:>10,.0f} {share:>9} {figures['return']:>29.1f}")
+    print(f"seconds per phase (best runs)  {'entmachin':>9} {'plain':>7} {'difference':>10}")
+    for phase in PHASES:
+        print(f"  {phase:<27} {ours[phase]:>9.3f} {plain[phase]:>7.3f} {ours[phase] - plain[phase]:>+10.3f}")
     if theirs is None:
         print("sb3: skipped (pass --sb3-python PATH to measure it)")
     else:
