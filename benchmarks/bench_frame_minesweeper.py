@@ -27,7 +27,7 @@ from collections import defaultdict
 from typing import Dict
 
 import torch
-from _phases import timed
+from _phases import time_collection
 from torch import nn
 
 PHASES = ("env step", "acting", "state conversion", "storing", "update", "other")
@@ -60,12 +60,7 @@ def main() -> None:
     collector = RolloutCollector(ppo, envs, n_steps=args.n_steps)
 
     spent: Dict[str, float] = defaultdict(float)
-    envs.act = timed(envs.act, "env step", spent)  # instance attributes shadow the methods
-    ppo.act = timed(ppo.act, "acting", spent)
-    collector.action_fn = timed(collector.action_fn, "acting", spent)
-    collector.state_fn = timed(collector.state_fn, "state conversion", spent)
-    ppo.store_rollout = timed(ppo.store_rollout, "storing", spent)
-    update = timed(ppo.update, "update", spent)
+    update = time_collection(collector, spent, "state conversion")
 
     collector.collect()  # warm-up (first reset, allocations)
     update()

@@ -34,7 +34,7 @@ from typing import Dict, List, Optional
 import numpy as np
 import torch
 from _competitor import best_alternating, run_competitor
-from _phases import timed
+from _phases import time_collection
 from torch import nn
 
 N_ENVS, N_STEPS, BATCH, EPOCHS = 8, 256, 256, 4
@@ -78,12 +78,7 @@ def _entmachin(args: argparse.Namespace) -> Dict[str, float]:
               gae_lambda=0.95, discount=0.99, gradient_max=0.5, seed=0)
     collector = RolloutCollector(ppo, envs, n_steps=N_STEPS, state_fn=global_state, action_fn=global_actions())
     spent: Dict[str, float] = defaultdict(float)
-    envs.act = timed(envs.act, "env step", spent)  # instance attributes shadow the methods
-    ppo.act = timed(ppo.act, "acting", spent)
-    collector.action_fn = timed(collector.action_fn, "acting", spent)
-    collector.state_fn = timed(collector.state_fn, "acting", spent)
-    ppo.store_rollout = timed(ppo.store_rollout, "storing", spent)
-    update = timed(ppo.update, "update", spent)
+    update = time_collection(collector, spent, "acting")
     returns: List[float] = []
     start = time.perf_counter()
     while collector.total_env_steps < args.total_steps:
