@@ -20,6 +20,7 @@ closes itself (the environments are left half-stepped) and reaps every worker.
 from __future__ import annotations
 
 import logging
+import math
 import multiprocessing as mp
 import pickle
 import signal
@@ -229,19 +230,25 @@ class ParallelEnvList(VecEnv):
             process that runs threads (torch's thread pools, a tensorboard writer, a data
             loader) copies locks that those threads hold, and the worker can deadlock on them.
         seed: as for ``EnvList``: environment ``i`` gets ``env_seeds(seed, num_envs)[i]``.
+        timeout: seconds the workers may take to answer one request (building their
+            environments, ``reset``, ``act``, ``render``); a worker still busy after that is
+            reported with ``EnvWorkerError`` and the list is closed, its workers terminated.
+            ``None`` (the default) waits as long as the environments take.
 
     Under ``spawn`` and ``forkserver`` the workers import the main script, so a script must
     guard its entry point with ``if __name__ == "__main__":``. Workers are daemon processes (they
     never outlive the parent), so an environment cannot start ``multiprocessing`` children of
     its own; ``subprocess`` works.
 
-    ``reset``, ``act`` and ``render`` raise ``EnvWorkerError`` when a worker raised or died;
+    ``reset``, ``act`` and ``render`` raise ``EnvWorkerError`` when a worker raised, died or
+    (with ``timeout``) did not answer in time;
     the list is then closed (its environments were left half-stepped) and every later call
     raises ``RuntimeError``. Actions that do not fit the last observation raise ``ValueError``
     before anything is sent, and the list stays usable.
 
     Raises:
-        ValueError: ``num_envs``, ``num_processes``, ``start_method`` or ``seed`` is invalid.
+        ValueError: ``num_envs``, ``num_processes``, ``start_method``, ``seed`` or ``timeout`` is
+            invalid.
         TypeError: ``create_env`` is not callable or cannot be serialised with ``dill``.
         EnvWorkerError: a worker failed to build its environments.
 
@@ -259,6 +266,7 @@ class ParallelEnvList(VecEnv):
         num_processes: int,
         start_method: Optional[str] = None,
         seed: Optional[int] = None,
+        timeout: Optional[float] = None,
     ) -> None:
         self._workers: List[_Worker] = []
         self._closed_reason: Optional[str] = None
@@ -275,6 +283,9 @@ class ParallelEnvList(VecEnv):
         self.start_method = start_method
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
             raise ValueError(f"ParallelEnvList: seed must be None or an int >= 0, got {seed!r}")
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+            raise ValueError(f"ParallelEnvList: timeout must be None or a number of seconds > 0, got {timeout!r}")
+        self.timeout = timeout
         if not callable(create_env):
             raise TypeError(f"ParallelEnvList: create_env must be callable, got {type(create_env).__name__}")
         try:
@@ -406,12 +417,14 @@ class ParallelEnvList(VecEnv):
         """Waits for one reply from every worker, watching each one's pipe and process together.
 
         After a failure the other workers get ``_CLOSE_TIMEOUT_S`` to answer, so that the
-        failure reported is the lowest-numbered worker's whatever the timing.
+        failure reported is the lowest-numbered worker's whatever the timing. With a
+        ``timeout``, workers that have not answered by then are reported as late.
         """
         results: List[Any] = [None] * len(self._workers)
         problems: Dict[int, _Problem] = {}
         pending = {w.number: w for w in self._workers}
-        deadline: Optional[float] = None
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        failed_at: Optional[float] = None
         while pending:
             handles = {}
             for w in pending.values():
@@ -435,8 +448,13 @@ class ParallelEnvList(VecEnv):
                 else:
                     # Unpacked on arrival, while slower workers are still stepping.
                     results[k] = unpack(payload) if cmd in ("reset", "act") else payload
-            if problems and deadline is None:
-                deadline = time.monotonic() + _CLOSE_TIMEOUT_S
+            if problems and failed_at is None:
+                failed_at = time.monotonic()
+                deadline = min(deadline or math.inf, failed_at + _CLOSE_TIMEOUT_S)
+        if not problems and pending:  # the timeout passed
+            for k, w in sorted(pending.items()):
+                error = EnvWorkerError(f"{w.describe()} did not answer within {self.timeout:g} s {_during(cmd)}", k)
+                problems[k] = _Problem(f"worker {k} did not answer within {self.timeout:g} s", error)
         if problems:
             first = problems[min(problems)]
             self._abandon(f"closed after {first.summary}")

@@ -160,12 +160,13 @@ class Patchy(Environment):
         )
 
 
-FATES = ["live", "raise", "exit", "malformed", "malformed end"]
+FATES = ["live", "raise", "exit", "malformed", "malformed end", "hang"]
 
 
 class Fragile(Environment):
-    """One unit whose action chooses its fate: live, raise ValueError, ``os._exit(3)``, or return
-    an observation with two features instead of one (as the episode goes on, or as it ends)."""
+    """One unit whose action chooses its fate: live, raise ValueError, ``os._exit(3)``, return
+    an observation with two features instead of one (as the episode goes on, or as it ends), or
+    hang for a minute."""
 
     def __init__(self, fail_on_reset: bool = False, fail_on_close: bool = False) -> None:
         self.fail_on_reset, self.fail_on_close = fail_on_reset, fail_on_close
@@ -187,6 +188,8 @@ class Fragile(Environment):
             raise ValueError("the unit was told to fail")
         if fate == "exit":
             os._exit(3)
+        if fate == "hang":
+            time.sleep(60)
         return self._observe(width=1 if fate == "live" else 2, done=fate == "malformed end")
 
     def _observe(self, width: int = 1, done: bool = False) -> Observation:
@@ -413,6 +416,37 @@ def test_error_while_building_the_environments():
     assert not [p for p in mp.active_children() if p.name.startswith("ParallelEnvList")]
 
 
+def test_a_worker_that_hangs_past_the_timeout_is_reported_and_reaped():
+    envs = ParallelEnvList(Fragile, 4, 2, start_method="fork", timeout=0.5)
+    pids = envs.worker_pids
+    envs.reset()
+    envs.act(_fates("live", "live", "live", "live"))
+    start = time.monotonic()
+    with _no_hang(10.0), pytest.raises(EnvWorkerError, match=r"worker 1 \(environments 2\.\.3, pid \d+\) did not answer "
+                                                             r"within 0\.5 s during act\(\)") as info:
+        envs.act(_fates("live", "live", "hang", "live"))
+    assert 0.5 <= time.monotonic() - start < 5.0
+    assert (info.value.worker, info.value.env_index, info.value.exitcode) == (1, None, None)
+    assert _alive(pids) == []
+    with pytest.raises(RuntimeError, match=r"act: the list is unusable, it was closed after worker 1 did not answer"):
+        envs.act(_fates("live", "live", "live", "live"))
+
+
+def test_a_failure_does_not_wait_out_a_long_timeout_for_a_hung_worker():
+    envs = ParallelEnvList(Fragile, 4, 2, start_method="fork", timeout=30.0)
+    envs.reset()
+    start = time.monotonic()
+    with _no_hang(15.0), pytest.raises(EnvWorkerError, match=r"worker 0 .* raised ValueError in environment 0"):
+        envs.act(_fates("raise", "live", "hang", "live"))
+    assert time.monotonic() - start < 10.0
+
+
+@pytest.mark.parametrize("timeout", [0, -1.0, "5", True])
+def test_timeout_must_be_positive_seconds(timeout):
+    with pytest.raises(ValueError, match=r"timeout must be None or a number of seconds > 0, got"):
+        ParallelEnvList(Fragile, 2, 2, start_method="fork", timeout=timeout)
+
+
 @pytest.mark.parametrize("how", ["sigkill", "os._exit"])
 def test_dead_worker_raises_instead_of_hanging(how):
     envs = ParallelEnvList(Fragile, 4, 2, start_method="fork")
@@ -511,7 +545,7 @@ def test_wrong_actions_raise_in_the_parent_and_keep_the_workers():
         envs.reset()
         with pytest.raises(ValueError, match=r"actions\['fate'\] has 2 rows; expected one per environment \(3\)"):
             envs.act(_fates("live", "live"))
-        with pytest.raises(ValueError, match=r"actions\['fate'\] item 1 is 7; expected a value in \[0, 5\)"):
+        with pytest.raises(ValueError, match=r"actions\['fate'\] item 1 is 7; expected a value in \[0, 6\)"):
             envs.act({"fate": ragged_from_arrays(np.array([[0], [7], [0]]), [1, 1, 1])})
         assert len(envs.act(_fates("live", "live", "live"))) == 3
 
