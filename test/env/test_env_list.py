@@ -3,6 +3,7 @@ import pytest
 
 from entmachin.env import EnvList, ObsSpace, Entity, env_seeds, random_actions
 from entmachin.env.env_list import to_env_actions
+from entmachin.env.examples import MineSweeper
 from entmachin.ragged.arrays import ragged_from_arrays, ragged_to_arrays
 from test.env.toy import Toy
 
@@ -115,8 +116,6 @@ def test_filter_dropping_a_type_that_actions_use_is_explained():
 
 
 def test_filter_dropping_a_type_whose_ids_actions_use_is_explained():
-    from entmachin.env.examples import MineSweeper
-
     envs = EnvList(lambda: MineSweeper(orbital_cannon=True, cooldown_period=0), 1, seed=0)
     no_mines = ObsSpace(entities={"Robot": Entity(["y", "x"]), "Orbital Cannon": Entity(["cooldown"])})
     with pytest.raises(ValueError, match=r"action 'Fire Orbital Cannon' refers to entity ids \[\('Mine', 0\).*which this "

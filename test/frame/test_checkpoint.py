@@ -8,10 +8,13 @@ import textwrap
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
 from entmachin.env import EnvList
+from entmachin.frame.ppo import PPO
 from entmachin.frame.rollout import RolloutCollector
-from test.frame._frames import Sparse, dense_episode, dense_frame, entity_frame
+from entmachin.model import RogueNet, RogueNetConfig
+from test.frame._frames import Sparse, dense_episode, dense_frame, entity_frame, entity_states
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -56,12 +59,6 @@ def test_versions_and_network_map(tmp_path):
 
 
 def test_models_act_in_eval_mode_from_construction_so_a_resumed_frame_acts_alike(tmp_path):
-    from torch import nn
-
-    from entmachin.frame.ppo import PPO
-    from entmachin.model import RogueNet, RogueNetConfig
-    from test.frame._frames import entity_states
-
     def make():
         torch.manual_seed(0)
         envs = EnvList(Sparse, 4, seed=0)
