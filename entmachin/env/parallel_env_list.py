@@ -4,6 +4,7 @@ Worker ``k`` owns a contiguous slice of the environments and steps it with an ``
 built by ``EnvList._with_seeds``, so environment ``i`` receives ``env_seeds(seed, num_envs)[i]``
 whatever the number of workers: a seeded ``ParallelEnvList`` returns exactly what an
 ``EnvList`` with the same seed returns.
+The worker process itself is ``entmachin.env.env_worker``; this module is the parent's side.
 
 Wire format: each message is one pickle (protocol 5) frame sent with ``Connection.send_bytes``.
 A worker's actions and its ``VecObs`` travel as nested tuples of names, numbers and raw array
@@ -25,7 +26,6 @@ import multiprocessing as mp
 import pickle
 import signal
 import time
-import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
@@ -38,17 +38,16 @@ from ragged_buffer import RaggedBufferI64
 
 from entmachin.env.action import ActionSpace
 from entmachin.env.common import ActionName
-from entmachin.env.env_list import EnvList, check_actions
+from entmachin.env.env_list import check_actions
+from entmachin.env.env_worker import CLOSE, PROTOCOL, Failure, worker_main
 from entmachin.env.environment import Environment, ObsSpace
 from entmachin.env.vec_env import VecEnv, VecObs, env_seeds
-from entmachin.env.wire import pack, pack_actions, unpack, unpack_actions
+from entmachin.env.wire import pack_actions, unpack
 
 logger = logging.getLogger(__name__)
 
-_PROTOCOL = 5
 _CLOSE_TIMEOUT_S = 2.0  # for the workers to close their environments and exit
 _KILL_TIMEOUT_S = 1.0  # for each of SIGTERM and then SIGKILL to take effect
-_CLOSE = pickle.dumps(("close", None), protocol=_PROTOCOL)
 
 
 class EnvWorkerError(RuntimeError):
@@ -81,16 +80,6 @@ class EnvWorkerError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class _Failure:
-    """An exception raised in a worker, as plain strings (the exception may not pickle)."""
-
-    type_name: str
-    message: str
-    traceback: str
-    env_index: Optional[int]
-
-
-@dataclass(frozen=True)
 class _Worker:
     """The parent's handle on one worker: its process, its pipe end and its environments."""
 
@@ -111,73 +100,6 @@ class _Problem:
 
     summary: str  # e.g. "worker 1 raised ValueError in environment 3"
     error: EnvWorkerError
-
-
-def _failure(e: BaseException) -> _Failure:
-    kind = type(e)
-    name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
-    text = "".join(traceback.format_exception(kind, e, e.__traceback__))
-    return _Failure(name, str(e), text, getattr(e, "env_index", None))
-
-
-# --- worker -------------------------------------------------------------------------------
-
-
-def _run(fn: Callable[[], Any]) -> bytes:
-    """Runs ``fn`` and pickles ``(True, result)``, or ``(False, _Failure)`` if either step raised."""
-    try:
-        return pickle.dumps((True, fn()), protocol=_PROTOCOL)
-    except Exception as e:
-        return pickle.dumps((False, _failure(e)), protocol=_PROTOCOL)
-
-
-def _worker_main(
-    conn: Connection, create_env_bytes: bytes, seeds: Sequence[Optional[int]], seeded: bool, first_index: int
-) -> None:
-    """Body of a worker process: build an ``EnvList``, then answer commands until told to close."""
-    # Ctrl-C reaches the whole process group; the parent handles it and closes the workers.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    parent = mp.parent_process()
-    watched = [conn] if parent is None else [conn, parent.sentinel]
-    envs: Optional[EnvList] = None
-
-    def start() -> Tuple[ObsSpace, Dict[ActionName, ActionSpace]]:
-        nonlocal envs
-        envs = EnvList._with_seeds(dill.loads(create_env_bytes), seeds, seeded, first_index)
-        return envs.obs_space(), envs.action_space()
-
-    try:
-        conn.send_bytes(_run(start))
-        while envs is not None:
-            if conn not in wait(watched):
-                return  # the parent died without closing us
-            data = conn.recv_bytes()
-            if data == _CLOSE:
-                closing, envs = envs, None
-                conn.send_bytes(_run(closing.close))
-            else:
-                conn.send_bytes(_run(lambda: _serve(envs, data)))
-    except (EOFError, OSError):
-        return  # the parent closed its end of the pipe
-    finally:
-        if envs is not None:
-            try:
-                envs.close()
-            except Exception:
-                logger.exception("worker for environments from %d: close() raised", first_index)
-
-
-def _serve(envs: EnvList, data: bytes) -> Any:
-    """Decodes one request and runs it on the worker's ``EnvList``."""
-    cmd, args = pickle.loads(data)
-    if cmd == "reset":
-        return pack(envs.reset(args))
-    if cmd == "act":
-        message, obs_filter = args
-        return pack(envs.act(unpack_actions(message), obs_filter))
-    if cmd == "render":
-        return envs.render(**args)
-    raise ValueError(f"ParallelEnvList worker: unknown command {cmd!r}")
 
 
 def _split(num_envs: int, n_workers: int) -> List[Tuple[int, int]]:
@@ -302,7 +224,7 @@ class ParallelEnvList(VecEnv):
             for k, (start, stop) in enumerate(_split(self.num_envs, self.num_processes)):
                 conn, child_conn = ctx.Pipe()
                 process = ctx.Process(
-                    target=_worker_main,
+                    target=worker_main,
                     args=(child_conn, payload, seeds[start:stop], seed is not None, start),
                     name=f"ParallelEnvList-worker-{k}",
                     daemon=True,  # never outlive the parent
@@ -369,7 +291,7 @@ class ParallelEnvList(VecEnv):
         workers, self._workers = self._workers, []
         for w in workers:
             try:
-                w.conn.send_bytes(_CLOSE)
+                w.conn.send_bytes(CLOSE)
             except OSError:
                 pass  # already gone; reaped below
         deadline = time.monotonic() + _CLOSE_TIMEOUT_S
@@ -404,7 +326,7 @@ class ParallelEnvList(VecEnv):
         try:
             for w, a in zip(self._workers, args):
                 try:
-                    w.conn.send_bytes(pickle.dumps((cmd, a), protocol=_PROTOCOL))
+                    w.conn.send_bytes(pickle.dumps((cmd, a), protocol=PROTOCOL))
                 except OSError:
                     pass  # the worker is gone; _gather finds its process exited and says so
             return self._gather(cmd)
@@ -470,7 +392,7 @@ class ParallelEnvList(VecEnv):
             merged.extend(batch)  # offsets final_index by the rows before
         return merged
 
-    def _raised(self, w: _Worker, cmd: str, failure: _Failure) -> _Problem:
+    def _raised(self, w: _Worker, cmd: str, failure: Failure) -> _Problem:
         where = "" if failure.env_index is None else f" in environment {failure.env_index}"
         message = (
             f"{w.describe()} raised {failure.type_name}{where} {_during(cmd)}: {failure.message}\n"
