@@ -12,11 +12,11 @@ short warm-up, worker start-up excluded. The two alternate in blocks of ``--bloc
 environment steps, so that on a shared machine both meet the same load. Each count of
 environments in ``--num-envs`` is measured in turn: a vector step costs a fixed round trip
 to every worker and some serial work in the parent (checking and packing the actions, merging
-the replies, choosing the next actions), which more environments per step amortise. Bare processes burning the same work alone and together show
-what the cores themselves give, and so bound the ratio: once with one round trip per block, and
-once with one round trip per step, the synchronisation that a vector step imposes (on a busy
-or virtualised machine, waking a process and waiting for the slower one costs more than the
-pickling does).
+the replies, choosing the next actions), which more environments per step amortise. Bare
+processes burning the same work alone and together show what the cores themselves give, and so
+bound the ratio: once with one round trip per block, and once with one round trip per step, the
+synchronisation that a vector step imposes (on a busy or virtualised machine, waking a process
+and waiting for the slower one costs more than the pickling does).
 """
 from __future__ import annotations
 

@@ -74,7 +74,8 @@ def batch_obs(
         for i, row in enumerate(rows):
             if row.shape[1] != width:
                 raise ValueError(
-                    f"row {first_row + i}: global_features has {row.shape[1]} values; ObsSpace.global_features declares {width}"
+                    f"row {first_row + i}: global_features has {row.shape[1]} values; "
+                    f"ObsSpace.global_features declares {width}"
                 )
         features[GLOBAL_ENTITY] = _ragged(rows, [1] * n, width, np.float32, RaggedBufferF32, "global_features")
 

@@ -372,7 +372,7 @@ class ParallelEnvList(VecEnv):
                     results[k] = unpack(payload) if cmd in ("reset", "act") else payload
             if problems and failed_at is None:
                 failed_at = time.monotonic()
-                deadline = min(deadline or math.inf, failed_at + _CLOSE_TIMEOUT_S)
+                deadline = min(math.inf if deadline is None else deadline, failed_at + _CLOSE_TIMEOUT_S)
         if not problems and pending:  # the timeout passed
             for k, w in sorted(pending.items()):
                 error = EnvWorkerError(f"{w.describe()} did not answer within {self.timeout:g} s {_during(cmd)}", k)
