@@ -8,6 +8,7 @@ Example:
     ...     ppo.update()
 """
 from entmachin.frame.a2c import A2C
+from entmachin.frame.checkpoint import CheckpointError
 from entmachin.frame.config import A2CConfig, PPOConfig
 from entmachin.frame.evaluate import EvalResult, evaluate
 from entmachin.frame.gae import GAEResult, gae, gae_episode
@@ -17,7 +18,7 @@ from entmachin.frame.safe_call import model_devices, safe_call
 from entmachin.frame.summary import UpdateStats
 
 __all__ = [
-    "A2C", "A2CConfig", "EvalResult", "GAEResult", "PPO", "PPOConfig", "RolloutCollector",
+    "A2C", "A2CConfig", "CheckpointError", "EvalResult", "GAEResult", "PPO", "PPOConfig", "RolloutCollector",
     "RolloutStats", "UpdateStats", "evaluate", "gae", "gae_episode", "global_actions",
     "global_state", "model_devices", "safe_call",
 ]

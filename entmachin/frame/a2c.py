@@ -383,16 +383,27 @@ class A2C:
     def save(self, model_dir: str, network_map: Optional[Mapping[str, str]] = None, version: int = 0) -> None:
         """Saves models, optimizers, schedulers, normalisation statistics and RNG states.
 
-        Files: ``<model_dir>/<name>_<version>.pt`` for ``actor`` and ``critic`` (names from
-        ``network_map``) and ``frame_state_<version>.pt``; the (on-policy) buffer is not saved.
+        The version is published atomically: a process killed at any instant of a save leaves
+        the previous version or the new one, complete and loadable
+        (:mod:`entmachin.frame.checkpoint`). ``network_map`` names the actor's and critic's
+        files; the (on-policy) buffer is not saved.
         """
         from entmachin.frame.checkpoint import save_frame
 
         save_frame(self, model_dir, network_map, version)
 
     def load(self, model_dir: str, network_map: Optional[Mapping[str, str]] = None, version: int = -1) -> None:
-        """Restores what :meth:`save` wrote (``version=-1``: the highest saved), including
-        torch's global RNG state, with ``torch.load(weights_only=True)``."""
+        """Restores what :meth:`save` wrote (``version=-1``: the highest saved), torch's global RNG
+        state included.
+
+        Every file is read and checked before anything is assigned: on any error the frame is
+        left exactly as it was. Files are read with ``torch.load(weights_only=True)``.
+
+        Raises:
+            FileNotFoundError: the directory, the version or one of its files is missing.
+            CheckpointError: (a ``ValueError``) a file is not a checkpoint, is damaged, or was
+                saved by another frame class or for other models / optimizers.
+        """
         from entmachin.frame.checkpoint import load_frame
 
         load_frame(self, model_dir, network_map, version)

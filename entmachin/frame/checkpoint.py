@@ -1,33 +1,52 @@
-"""Saving and restoring a frame: state dicts and RNG states, read back with ``weights_only=True``.
+"""Saving and restoring a frame: atomic versions, all-or-nothing loads, ``weights_only`` files.
 
-Layout of a save directory (``version`` defaults to 0; Machin's naming)::
+A save publishes one version of the checkpoint directory atomically
+(:mod:`entmachin.frame.checkpoint_files`): ``checkpoint_<version>.json`` names three files,
 
-    <actor name>_<version>.pt       actor.state_dict() (input normalisation statistics included)
-    <critic name>_<version>.pt      critic.state_dict()
-    frame_state_<version>.pt        optimizers, schedulers, update count, and the RNG states:
-                                    the frame's shuffling generator and torch's global
-                                    generators (CPU and, where initialised, CUDA), which
-                                    sample actions
+    actor       actor.state_dict() (input normalisation statistics included)
+    critic      critic.state_dict()
+    frame_state optimizers, schedulers, update count, and the RNG states: the frame's
+                shuffling generator and torch's global generators (CPU and, where
+                initialised, CUDA), which sample actions
 
-Restoring all of it makes a resumed run repeat an uninterrupted one exactly (on CPU, one
-thread, deterministic algorithms, environments re-created with the same seeds).
+with their checksums. A process killed at any instant of a save leaves the previous version or
+the new one, complete. A load reads and checks every file (format, frame class, network names,
+each ``state_dict``'s keys and shapes, optimizer and scheduler layout, RNG states) before it
+assigns anything, and restores the frame's earlier state if assigning fails, so it either
+applies completely or changes nothing. Files are read with ``torch.load(weights_only=True)``:
+no code from a file ever runs.
+
+Directories written before manifests existed (``<name>_<version>.pt`` and
+``frame_state_<version>.pt``) still load. Restoring everything makes a resumed run repeat an
+uninterrupted one exactly (on CPU, one thread, deterministic algorithms, environments
+re-created with the same seeds).
 """
 from __future__ import annotations
 
+import copy
+import io
 import logging
 import os
 import re
 from collections.abc import Mapping
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 import torch
 
-__all__ = ["save_frame", "load_frame"]
+from entmachin.frame.checkpoint_files import (CheckpointError, describe_bytes, manifest_versions, publish, read_blob,
+                                              read_manifest)
+
+__all__ = ["CheckpointError", "LoadedCheckpoint", "save_frame", "load_frame", "read_frame_checkpoint",
+           "latest_version"]
 
 logger = logging.getLogger(__name__)
 
 _FORMAT = 1
-_STATE_FILE = "frame_state"
+_STATE = "frame_state"
+_LEGACY_STATE = re.compile(rf"^{_STATE}_(\d+)\.pt$")
+_STATE_KEYS = {"format", "frame", "optimizers", "lr_schedulers", "n_updates", "shuffle_rng", "torch_rng", "cuda_rng"}
+# torch optimizers whose per-parameter state tensors all have the parameter's shape
+_ELEMENTWISE = {"Adam", "AdamW", "SGD", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam", "ASGD", "Adadelta", "Rprop"}
 
 
 def _names(network_map: Optional[Mapping[str, str]], where: str) -> Dict[str, str]:
@@ -39,6 +58,10 @@ def _names(network_map: Optional[Mapping[str, str]], where: str) -> Dict[str, st
     unknown = sorted(set(network_map) - set(names))
     if unknown:
         raise ValueError(f"{where}: network_map has unknown key {unknown[0]!r}; allowed keys are ['actor', 'critic']")
+    bad = [v for v in network_map.values() if not isinstance(v, str) or not re.fullmatch(r"[A-Za-z0-9_\-]+", v)]
+    if bad:
+        raise ValueError(f"{where}: network_map names must be non-empty and use only letters, digits, '_' and '-', "
+                         f"got {bad[0]!r}")
     names.update(network_map)
     return names
 
@@ -49,18 +72,14 @@ def _check_version(version: Any, where: str, allow_latest: bool) -> None:
         raise ValueError(f"{where}: version must be an int >= {low}, got {version!r}")
 
 
-def save_frame(frame: Any, model_dir: str, network_map: Optional[Mapping[str, str]], version: int) -> None:
-    """Writes the files described in the module docstring."""
-    where = f"{type(frame).__name__}.save"
-    _check_version(version, where, allow_latest=False)
-    names = _names(network_map, where)
-    os.makedirs(model_dir, exist_ok=True)
-    if frame.replay_buffer.size():
-        logger.warning("%s: %d stored rows are not saved (the on-policy buffer is only kept until update())",
-                       where, frame.replay_buffer.size())
-    for attr, name in names.items():
-        torch.save(getattr(frame, attr).state_dict(), os.path.join(model_dir, f"{name}_{version}.pt"))
-    state = {
+def _encode(obj: Any) -> bytes:
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    return buffer.getvalue()
+
+
+def _frame_state(frame: Any) -> Dict[str, Any]:
+    return {
         "format": _FORMAT,
         "frame": type(frame).__name__,
         "optimizers": [opt.state_dict() for opt in frame.optimizers],
@@ -70,53 +89,174 @@ def save_frame(frame: Any, model_dir: str, network_map: Optional[Mapping[str, st
         "torch_rng": torch.get_rng_state(),
         "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else [],
     }
-    torch.save(state, os.path.join(model_dir, f"{_STATE_FILE}_{version}.pt"))
 
 
-def _latest(model_dir: str, where: str) -> int:
-    pattern = re.compile(rf"^{_STATE_FILE}_(\d+)\.pt$")
-    versions = [int(m.group(1)) for f in os.listdir(model_dir) if (m := pattern.match(f))]
+def save_frame(frame: Any, model_dir: str, network_map: Optional[Mapping[str, str]], version: int,
+               extras: Optional[Mapping[str, bytes]] = None) -> None:
+    """Publishes version ``version`` of ``model_dir`` atomically (see the module docstring).
+
+    Args:
+        extras: more blobs (key -> bytes) published in the same manifest, e.g. a runner's state;
+            read back with :func:`read_frame_checkpoint`.
+    """
+    where = f"{type(frame).__name__}.save"
+    _check_version(version, where, allow_latest=False)
+    names = _names(network_map, where)
+    extras = dict(extras or {})
+    clash = sorted(set(extras) & {"actor", "critic", _STATE})
+    if clash or not all(isinstance(k, str) and re.fullmatch(r"[a-z0-9_]+", k) for k in extras):
+        raise ValueError(f"{where}: extras keys must be lower-case names other than actor, critic and {_STATE}, "
+                         f"got {sorted(extras)}")
+    if frame.replay_buffer.size():
+        logger.warning("%s: %d stored rows are not saved (the on-policy buffer is only kept until update())",
+                       where, frame.replay_buffer.size())
+    blobs = {attr: _encode(getattr(frame, attr).state_dict()) for attr in names}
+    blobs[_STATE] = _encode(_frame_state(frame))
+    blobs.update(extras)
+    stems = {**names, _STATE: _STATE, **{k: k for k in extras}}
+    legacy = {f"{name}_{version}.pt" for name in stems.values()}
+    publish(model_dir, version, blobs, stems, {"frame": type(frame).__name__, "networks": names},
+            obsolete=legacy.__contains__)
+
+
+def _legacy_versions(model_dir: str) -> List[int]:
+    return [int(m.group(1)) for f in os.listdir(model_dir) if (m := _LEGACY_STATE.match(f))]
+
+
+def latest_version(model_dir: str, where: str = "load") -> int:
+    """The highest version saved in ``model_dir`` (manifests and the older layout alike)."""
+    if not os.path.isdir(model_dir):
+        raise FileNotFoundError(f"{where}: {model_dir!r} is not a directory")
+    versions = manifest_versions(model_dir) + _legacy_versions(model_dir)
     if not versions:
-        raise FileNotFoundError(f"{where}: {model_dir!r} holds no {_STATE_FILE}_<version>.pt; nothing was saved there")
+        raise FileNotFoundError(f"{where}: {model_dir!r} holds no checkpoint_<version>.json (nor an older "
+                                f"{_STATE}_<version>.pt); nothing was saved there")
     return max(versions)
 
 
-def load_frame(frame: Any, model_dir: str, network_map: Optional[Mapping[str, str]], version: int) -> None:
-    """Restores a frame from :func:`save_frame`'s files (trusted or not: no pickled code runs).
+def _decode(path: str, data: bytes) -> Any:
+    try:
+        if not data.startswith(b"PK\x03\x04"):  # torch.save writes a zip archive
+            raise ValueError("not a zip archive")
+        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except Exception as e:  # torch raises several types; the message is what matters
+        if "weights only load failed" in str(e).lower():
+            raise CheckpointError(
+                f"{path!r} holds Python objects other than tensors and plain containers; entmachin loads "
+                "checkpoints with weights_only=True and never runs code from a file"
+            ) from None
+        raise CheckpointError(
+            f"{path!r} is not a checkpoint file: expected a file written by torch.save, found {describe_bytes(data)}"
+        ) from None
 
-    Raises:
-        FileNotFoundError: a file is missing.
-        ValueError: the files belong to another frame class, another format, or another
-            parameter layout (e.g. shared vs separate optimizers).
-    """
-    where = f"{type(frame).__name__}.load"
-    _check_version(version, where, allow_latest=True)
-    names = _names(network_map, where)
-    if not os.path.isdir(model_dir):
-        raise FileNotFoundError(f"{where}: {model_dir!r} is not a directory")
-    if version == -1:
-        version = _latest(model_dir, where)
-    path = os.path.join(model_dir, f"{_STATE_FILE}_{version}.pt")
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{where}: {path!r} does not exist")
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    if state.get("format") != _FORMAT or state.get("frame") != type(frame).__name__:
-        raise ValueError(
-            f"{where}: {path!r} holds a {state.get('frame')!r} save of format {state.get('format')!r}; "
-            f"expected a {type(frame).__name__!r} save of format {_FORMAT}"
-        )
+
+def _check_state_dict(path: str, what: str, saved: Any, module: torch.nn.Module) -> None:
+    if not isinstance(saved, Mapping) or not all(isinstance(v, torch.Tensor) for v in saved.values()):
+        raise CheckpointError(f"{path!r}: expected the {what}'s state_dict (names -> tensors), "
+                              f"found {type(saved).__name__}")
+    current = module.state_dict()
+    missing, unexpected = sorted(set(current) - set(saved)), sorted(set(saved) - set(current))
+    if missing or unexpected:
+        raise CheckpointError(f"{path!r}: the {what}'s state_dict does not match this frame's {what}: missing "
+                              f"keys {missing[:5]}, unexpected keys {unexpected[:5]} (another model or config?)")
+    for key, tensor in current.items():
+        if saved[key].shape != tensor.shape:
+            raise CheckpointError(f"{path!r}: the {what}'s {key!r} has shape {tuple(saved[key].shape)} in the file "
+                                  f"and {tuple(tensor.shape)} in this frame's {what} (another model config?)")
+
+
+def _check_optimizer(path: str, i: int, saved: Any, opt: torch.optim.Optimizer) -> None:
+    where = f"{path!r}: optimizer {i} ({type(opt).__name__})"
+    if not isinstance(saved, Mapping) or not isinstance(saved.get("param_groups"), list) \
+            or not isinstance(saved.get("state"), Mapping):
+        raise CheckpointError(f"{where}: expected an optimizer state_dict with 'state' and 'param_groups', "
+                              f"found {type(saved).__name__}")
+    groups = [len(g["params"]) for g in opt.param_groups]
+    found = [len(g.get("params", ())) if isinstance(g, Mapping) else None for g in saved["param_groups"]]
+    if found != groups:
+        raise CheckpointError(f"{where}: expected {len(groups)} parameter group(s) of sizes {groups}, found "
+                              f"{found} (another model, or shared vs separate parameters?)")
+    params = [p for g in opt.param_groups for p in g["params"]]
+    ids = [i for g in saved["param_groups"] for i in g["params"]]
+    for index, entry in saved["state"].items():
+        if index not in ids or not isinstance(entry, Mapping):
+            raise CheckpointError(f"{where}: state for parameter {index!r}, which no parameter group names")
+        param = params[ids.index(index)]
+        for name, value in entry.items():
+            if type(opt).__name__ in _ELEMENTWISE and isinstance(value, torch.Tensor) and value.dim() > 0 \
+                    and value.shape != param.shape:
+                raise CheckpointError(f"{where}: state {name!r} of parameter {index} has shape {tuple(value.shape)}; "
+                                      f"the parameter has shape {tuple(param.shape)}")
+
+
+def _check_header(path: str, state: Any, frame: Any) -> None:
+    name = type(frame).__name__
+    if not isinstance(state, Mapping) or state.get("format") != _FORMAT or state.get("frame") != name:
+        found = (f"a {state.get('frame')!r} save of format {state.get('format')!r}" if isinstance(state, Mapping)
+                 else f"a {type(state).__name__}")
+        raise CheckpointError(f"{path!r} holds {found}; expected a {name!r} save of format {_FORMAT}")
+    missing = sorted(_STATE_KEYS - set(state))
+    if missing:
+        raise CheckpointError(f"{path!r}: the frame state lacks {missing}; the file is damaged")
+
+
+def _check_frame_state(path: str, state: Any, frame: Any) -> None:
     if len(state["optimizers"]) != len(frame.optimizers) or len(state["lr_schedulers"]) != len(frame.lr_schedulers):
-        raise ValueError(
-            f"{where}: {path!r} holds {len(state['optimizers'])} optimizer(s) and {len(state['lr_schedulers'])} "
+        raise CheckpointError(
+            f"{path!r} holds {len(state['optimizers'])} optimizer(s) and {len(state['lr_schedulers'])} "
             f"scheduler(s); this frame has {len(frame.optimizers)} and {len(frame.lr_schedulers)} (shared "
             "parameters and lr_scheduler must match the saved frame)"
         )
-    models = {}
-    for attr, name in names.items():
-        model_path = os.path.join(model_dir, f"{name}_{version}.pt")
-        if not os.path.exists(model_path):
-            raise FileNotFoundError(f"{where}: {model_path!r} does not exist")
-        models[attr] = torch.load(model_path, map_location="cpu", weights_only=True)
+    for i, (saved, opt) in enumerate(zip(state["optimizers"], frame.optimizers)):
+        _check_optimizer(path, i, saved, opt)
+    if any(not isinstance(s, Mapping) for s in state["lr_schedulers"]):
+        raise CheckpointError(f"{path!r}: expected scheduler state_dicts, found {state['lr_schedulers']!r:.100}")
+    n_updates = state["n_updates"]
+    if isinstance(n_updates, bool) or not isinstance(n_updates, int) or n_updates < 0:
+        raise CheckpointError(f"{path!r}: expected an update count >= 0, found {n_updates!r}")
+    rng = state["shuffle_rng"]
+    kind = frame._rng.bit_generator.state["bit_generator"]
+    if not isinstance(rng, Mapping) or rng.get("bit_generator") != kind:
+        raise CheckpointError(f"{path!r}: expected the shuffling generator's {kind} state, found {rng!r:.100}")
+    torch_rng, like = state["torch_rng"], torch.get_rng_state()
+    if not isinstance(torch_rng, torch.Tensor) or torch_rng.dtype != like.dtype or torch_rng.shape != like.shape:
+        raise CheckpointError(f"{path!r}: expected torch's RNG state (uint8 {tuple(like.shape)}), found "
+                              f"{getattr(torch_rng, 'dtype', type(torch_rng).__name__)} "
+                              f"{tuple(getattr(torch_rng, 'shape', ()))}")
+    if not isinstance(state["cuda_rng"], (list, tuple)):
+        raise CheckpointError(f"{path!r}: expected a list of CUDA RNG states, found {state['cuda_rng']!r:.100}")
+
+
+class LoadedCheckpoint:
+    """A checkpoint read and checked against a frame, not yet applied.
+
+    Attributes:
+        version: the version read.
+        extras: the extra blobs published with it (key -> bytes), e.g. a runner's state.
+    """
+
+    def __init__(self, frame: Any, version: int, models: Dict[str, Any], state: Dict[str, Any],
+                 extras: Dict[str, bytes]):
+        self.frame, self.version, self.extras = frame, version, extras
+        self._models, self._state = models, state
+
+    def apply(self) -> None:
+        """Assigns everything to the frame; if any part fails, the frame is restored as it was."""
+        frame = self.frame
+        before = _snapshot(frame)
+        try:
+            _assign(frame, self._models, self._state)
+        except BaseException:
+            _assign(frame, *before)
+            raise
+
+
+def _snapshot(frame: Any) -> tuple:
+    models = {attr: copy.deepcopy(getattr(frame, attr).state_dict()) for attr in ("actor", "critic")}
+    return models, copy.deepcopy(_frame_state(frame))
+
+
+def _assign(frame: Any, models: Dict[str, Any], state: Dict[str, Any]) -> None:
     for attr, state_dict in models.items():
         getattr(frame, attr).load_state_dict(state_dict)
     for opt, opt_state in zip(frame.optimizers, state["optimizers"]):
@@ -128,3 +268,77 @@ def load_frame(frame: Any, model_dir: str, network_map: Optional[Mapping[str, st
     torch.set_rng_state(state["torch_rng"])
     if state["cuda_rng"] and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda_rng"])
+
+
+def _read_legacy(model_dir: str, names: Dict[str, str], version: int) -> Dict[str, tuple]:
+    out = {}
+    for key, stem in {**names, _STATE: _STATE}.items():
+        path = os.path.join(model_dir, f"{stem}_{version}.pt")
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{path!r} does not exist")
+        with open(path, "rb") as f:
+            out[key] = (path, f.read())
+    return out
+
+
+def _read_manifest_files(model_dir: str, names: Dict[str, str], version: int, frame_name: str
+                         ) -> tuple:
+    manifest = read_manifest(model_dir, version)
+    saved = manifest.meta.get("networks")
+    if saved != names:
+        raise CheckpointError(f"{manifest.path!r} was saved with network names {saved!r}; this load asks for "
+                              f"{names!r} (pass the network_map used when saving)")
+    if manifest.meta.get("frame") != frame_name:
+        raise CheckpointError(f"{manifest.path!r} holds a {manifest.meta.get('frame')!r} save; expected a "
+                              f"{frame_name!r} save")
+    files = {key: (os.path.join(model_dir, str(manifest.files[key]["file"])) if key in manifest.files
+                   else manifest.path, read_blob(model_dir, manifest, key)) for key in (*names, _STATE)}
+    extras = {key: read_blob(model_dir, manifest, key) for key in manifest.files if key not in files}
+    return files, extras
+
+
+def read_frame_checkpoint(frame: Any, model_dir: str, network_map: Optional[Mapping[str, str]] = None,
+                          version: int = -1) -> LoadedCheckpoint:
+    """Reads and checks version ``version`` (-1: the highest) of ``model_dir`` against ``frame``.
+
+    Raises:
+        FileNotFoundError: the directory, the version or a file it names is missing.
+        CheckpointError: (a ``ValueError``) a file is not a checkpoint, is damaged, or belongs to
+            another frame class, format, model or parameter layout; the message names the file.
+    """
+    where = f"{type(frame).__name__}.load"
+    _check_version(version, where, allow_latest=True)
+    names = _names(network_map, where)
+    if version == -1:
+        version = latest_version(model_dir, where)
+    elif not os.path.isdir(model_dir):
+        raise FileNotFoundError(f"{where}: {model_dir!r} is not a directory")
+    saved = manifest_versions(model_dir)
+    if version not in saved and version not in _legacy_versions(model_dir):
+        raise FileNotFoundError(f"{where}: {model_dir!r} holds no version {version}; saved versions are "
+                                f"{sorted(set(saved + _legacy_versions(model_dir)))}")
+    try:
+        if version in saved:
+            files, extras = _read_manifest_files(model_dir, names, version, type(frame).__name__)
+        else:
+            files, extras = _read_legacy(model_dir, names, version), {}
+    except FileNotFoundError as e:
+        raise FileNotFoundError(f"{where}: {e}") from None
+    except CheckpointError as e:
+        raise CheckpointError(f"{where}: {e}") from None
+    try:
+        decoded = {key: _decode(path, data) for key, (path, data) in files.items()}
+        _check_header(files[_STATE][0], decoded[_STATE], frame)
+        for attr in names:
+            _check_state_dict(files[attr][0], attr, decoded[attr], getattr(frame, attr))
+        _check_frame_state(files[_STATE][0], decoded[_STATE], frame)
+    except CheckpointError as e:
+        raise CheckpointError(f"{where}: {e}") from None
+    models = {attr: decoded[attr] for attr in names}
+    return LoadedCheckpoint(frame, version, models, decoded[_STATE], extras)
+
+
+def load_frame(frame: Any, model_dir: str, network_map: Optional[Mapping[str, str]], version: int) -> None:
+    """Restores a frame from :func:`save_frame`'s files, completely or not at all."""
+    read_frame_checkpoint(frame, model_dir, network_map, version).apply()
+

@@ -1,6 +1,7 @@
 """save / load: round trips, weights_only files, versions, errors, and exact resume in a new process."""
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -39,9 +40,11 @@ def test_round_trip_restores_models_optimizers_and_rng(tmp_path):
     assert other.n_updates == 1 and torch.equal(torch.get_rng_state(), expected_rng)
     assert other._rng.bit_generator.state == frame._rng.bit_generator.state
     names = sorted(os.listdir(tmp_path))
-    assert names == ["actor_0.pt", "critic_0.pt", "frame_state_0.pt"]
+    assert [re.sub(r"\.[0-9a-f]{12}\.", ".*.", n) for n in names] == [
+        "actor_0.*.pt", "checkpoint_0.json", "critic_0.*.pt", "frame_state_0.*.pt"]
     for name in names:  # plain tensors and containers: loadable without unpickling code
-        torch.load(os.path.join(tmp_path, name), weights_only=True)
+        if name.endswith(".pt"):
+            torch.load(os.path.join(tmp_path, name), weights_only=True)
 
 
 def test_versions_and_network_map(tmp_path):
@@ -99,10 +102,11 @@ def test_load_errors(tmp_path):
     frame = trained()
     with pytest.raises(FileNotFoundError, match=r"PPO.load: '.*nowhere' is not a directory"):
         frame.load(str(tmp_path / "nowhere"))
-    with pytest.raises(FileNotFoundError, match=r"holds no frame_state_<version>.pt; nothing was saved there"):
+    with pytest.raises(FileNotFoundError, match=r"holds no checkpoint_<version>.json \(nor an older "
+                       r"frame_state_<version>.pt\); nothing was saved there"):
         frame.load(str(tmp_path))
     frame.save(str(tmp_path))
-    with pytest.raises(FileNotFoundError, match=r"frame_state_4.pt' does not exist"):
+    with pytest.raises(FileNotFoundError, match=r"holds no version 4; saved versions are \[0\]"):
         frame.load(str(tmp_path), version=4)
     with pytest.raises(ValueError, match=r"PPO.load: version must be an int >= -1 \(the highest saved\), got -2"):
         frame.load(str(tmp_path), version=-2)
@@ -114,13 +118,15 @@ def test_load_errors(tmp_path):
         frame.save(str(tmp_path), network_map={"value": "v"})
     from entmachin.frame.a2c import A2C
 
-    with pytest.raises(ValueError, match=r"A2C.load: .* holds a 'PPO' save of format 1; expected a 'A2C' save"):
+    with pytest.raises(ValueError, match=r"A2C.load: .* holds a 'PPO' save; expected a 'A2C' save"):
         dense_frame(A2C).load(str(tmp_path))
     lr_frame = dense_frame(lr_scheduler=torch.optim.lr_scheduler.StepLR, lr_scheduler_args=((1,), (1,)))
     with pytest.raises(ValueError, match=r"holds 2 optimizer\(s\) and 0 scheduler\(s\); this frame has 2 and 2"):
         lr_frame.load(str(tmp_path))
-    os.remove(tmp_path / "critic_0.pt")
-    with pytest.raises(FileNotFoundError, match=r"critic_0.pt' does not exist"):
+    critic_file = json.loads((tmp_path / "checkpoint_0.json").read_text())["files"]["critic"]["file"]
+    os.remove(tmp_path / critic_file)
+    with pytest.raises(FileNotFoundError, match=r"critic_0\.[0-9a-f]{12}\.pt' does not exist, but .*checkpoint_0.json' "
+                       r"names it as 'critic'"):
         frame.load(str(tmp_path))
 
 
