@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
+import dill
 import numpy as np
 import numpy.typing as npt
 from ragged_buffer import RaggedBufferI64
@@ -151,6 +152,28 @@ class EnvList(VecEnv):
     def close(self) -> None:
         for env in self.envs:
             env.close()
+
+    def get_state(self) -> bytes:
+        """The environments and the observations they last returned, pickled with ``dill``.
+
+        With :meth:`set_state` this continues the episodes in progress exactly (a run's
+        checkpoint holds it). Loading it runs code from the data: restore only your own.
+        """
+        return dill.dumps((self.envs, self.last_obs, getattr(self, "_last_vec", None), self._obs_filter))
+
+    def set_state(self, state: bytes) -> None:
+        """Restores :meth:`get_state`'s environments (the same number of them).
+
+        Raises:
+            ValueError: the state holds another number of environments.
+        """
+        envs, last_obs, last_vec, obs_filter = dill.loads(state)
+        if len(envs) != len(self.envs):
+            raise ValueError(f"EnvList.set_state: the state holds {len(envs)} environments; this EnvList has "
+                             f"{len(self.envs)}")
+        self.envs, self.last_obs, self._obs_filter = list(envs), last_obs, obs_filter
+        if last_vec is not None:
+            self._last_vec = last_vec
 
 
 def check_actions(
