@@ -6,7 +6,7 @@ Every ``update()`` writes these tags at step = the number of updates so far::
     losses/value_loss      mean value loss (criterion x value_weight)
     losses/entropy         mean entropy of the policy over actors (or rows)
     losses/approx_kl       mean of (r - 1) - log r over the minibatches, r the probability ratio
-    losses/clip_fraction   share of actors (or rows) whose ratio left [1 - clip, 1 + clip] (PPO)
+    losses/clipfrac        share of actors (or rows) whose ratio left [1 - clip, 1 + clip] (PPO)
     charts/learning_rate   learning rate of the first parameter group of the first optimizer
     charts/skipped_steps   optimizer steps skipped for non-finite losses or gradients
     charts/minibatches     minibatches evaluated (fewer than asked when target_kl stopped early)
@@ -61,7 +61,7 @@ _TAGS = {
     "value_loss": "losses/value_loss",
     "entropy": "losses/entropy",
     "approx_kl": "losses/approx_kl",
-    "clip_fraction": "losses/clip_fraction",
+    "clip_fraction": "losses/clipfrac",
     "learning_rate": "charts/learning_rate",
     "skipped_steps": "charts/skipped_steps",
     "minibatches": "charts/minibatches",

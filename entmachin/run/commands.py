@@ -67,8 +67,15 @@ def train(args: argparse.Namespace) -> int:
         runner = Runner(config, run_dir, force=args.force, progress=not args.no_progress)
     result = runner.train()
     if result.final_eval is not None:
-        print(f"mean evaluation return {result.final_eval['mean']:.3f} over {result.final_eval['episodes']} episodes "
-              f"after {result.env_steps} environment steps; run directory: {result.run_dir}")
+        from entmachin.run.build import EnvFactory, seeds
+        from entmachin.run.evaluation import random_policy_return
+
+        final = result.final_eval
+        baseline = random_policy_return(EnvFactory(runner.config.env), int(final["episodes"]),
+                                        seeds(runner.config)["eval"])
+        print(f"mean evaluation return {final['mean']:.3f} over {final['episodes']} episodes after "
+              f"{result.env_steps} environment steps (a random policy: {baseline.mean:.3f}); run directory: "
+              f"{result.run_dir}")
         return 0
     print(f"stopped by {result.stopped} at {result.env_steps} environment steps; resume with: entmachin train "
           f"--resume {result.run_dir}")

@@ -5,6 +5,9 @@ import json
 import os
 from typing import Any, Optional, Tuple
 
+import numpy as np
+
+from entmachin.env import random_actions
 from entmachin.frame import EvalResult, evaluate
 from entmachin.frame.checkpoint import latest_version, read_frame_checkpoint
 from entmachin.frame.checkpoint_files import manifest_versions, read_blob, read_manifest
@@ -12,7 +15,7 @@ from entmachin.run.build import EnvFactory, make_frame, seeds
 from entmachin.run.config import RunConfig
 from entmachin.run.spaces import space_differences, spaces_record
 
-__all__ = ["load_trained", "evaluate_checkpoint"]
+__all__ = ["load_trained", "evaluate_checkpoint", "random_policy_return"]
 
 
 def _run_dir_of(path: str) -> str:
@@ -77,3 +80,22 @@ def evaluate_checkpoint(path: str, episodes: int, deterministic: bool, seed: Opt
     frame, config, factory = load_trained(path)
     return evaluate(frame, factory, episodes, deterministic=deterministic,
                     seed=seeds(config)["eval"] if seed is None else seed)
+
+
+class _RandomPolicy:
+    """Acts like a frame in :func:`evaluate`: a uniformly random allowed choice for every actor."""
+
+    def __init__(self, action_space: Any, seed: int) -> None:
+        self.action_space, self.rng = action_space, np.random.default_rng(seed)
+
+    def act(self, obs: Any, deterministic: bool = False, collect_stats: bool = False) -> Any:
+        return random_actions(obs, self.action_space, self.rng)
+
+
+def random_policy_return(factory: EnvFactory, episodes: int, seed: int) -> EvalResult:
+    """A random policy's returns on the same environments as an evaluation: the baseline to beat."""
+    env = factory()
+    policy = _RandomPolicy(env.action_space(), seed)
+    env.close()
+    return evaluate(policy, factory, episodes, seed=seed, state_fn=lambda obs: obs,
+                    action_fn=lambda actions: (None, actions))

@@ -182,7 +182,7 @@ class Runner:
             self._build()
             if not self.resume:
                 logs.write_config(self.run_dir, config)
-            writer = logs.make_writer(self.run_dir, purge_step=self.state.env_steps if self.resume else None)
+            writer = logs.make_writer(self.run_dir, purge_step=self.state.env_steps + 1 if self.resume else None)
             if not self.resume:
                 writer.add_text("config", "```yaml\n" + dump_yaml(config_to_dict(config)) + "\n```", 0)
             with _StopSignals() as signals, logs.progress_bar(config, self.state.env_steps, self.progress) as bar:

@@ -195,7 +195,7 @@ def test_every_update_logs_to_the_writer(cls):
     expected = {"losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/approx_kl",
                 "charts/learning_rate", "charts/skipped_steps", "charts/minibatches"}
     assert expected <= tags
-    assert ("losses/clip_fraction" in tags) == (cls is PPO)
+    assert ("losses/clipfrac" in tags) == (cls is PPO)
 
 
 def test_writer_from_a_log_dir(tmp_path):
