@@ -30,6 +30,7 @@ from torch import nn
 from entmachin.buffer import Buffer
 from entmachin.frame import storing
 from entmachin.frame.config import A2CConfig, check_callable, frame_kwargs_from_config, generate_config
+from entmachin.frame.interrupts import InterruptGuard
 from entmachin.frame.safe_call import safe_call
 from entmachin.frame.summary import UpdateStats, log_update, make_writer
 from entmachin.frame.update import run_update
@@ -344,6 +345,12 @@ class A2C:
                ) -> Tuple[float, float]:
         """Trains on every stored row, then clears the buffer.
 
+        An update that raises (a ``KeyboardInterrupt`` included) leaves the frame usable: each
+        minibatch's optimizer steps, actor's and critic's, were made entirely or not at all
+        (Ctrl-C during the steps is raised right after them, see ``entmachin.frame.interrupts``),
+        the buffer keeps its rows, and ``n_updates`` and the annealed learning rates are as
+        before the call, so ``update()`` can simply be called again.
+
         Args:
             update_value: step the critic (value losses are computed either way).
             update_policy: step the actor.
@@ -360,18 +367,32 @@ class A2C:
         """
         if concatenate_samples is not True:
             raise ValueError(f"{type(self).__name__}.update: concatenate_samples must be True, got {concatenate_samples!r}")
-        if self.config.n_anneal_updates is not None:
-            frac = max(0.0, 1.0 - self._n_updates / self.config.n_anneal_updates)
-            for opt, lrs in zip(self.optimizers, self._initial_lrs):
-                for group, lr in zip(opt.param_groups, lrs):
-                    group["lr"] = lr * frac
-        stats = run_update(self, update_value, update_policy)
-        self.replay_buffer.clear()
-        self._n_updates += 1
-        self.last_update = stats
+        with InterruptGuard() as guard:
+            lrs = [[group["lr"] for group in opt.param_groups] for opt in self.optimizers]
+            committed = False
+            try:
+                if self.config.n_anneal_updates is not None:
+                    with guard.step:
+                        frac = max(0.0, 1.0 - self._n_updates / self.config.n_anneal_updates)
+                        self._set_learning_rates([[lr * frac for lr in initial] for initial in self._initial_lrs])
+                stats = run_update(self, update_value, update_policy, guard)
+                with guard.step:  # the update counts: rows consumed and counters moved together
+                    self.replay_buffer.clear()
+                    self._n_updates += 1
+                    self.last_update = stats
+                    committed = True
+            finally:
+                if not committed:  # the schedule stays where it was, as n_updates does
+                    with guard.step:
+                        self._set_learning_rates(lrs)
         if self.writer is not None:
             log_update(self.writer, stats, self._n_updates)
         return -stats.policy_loss, stats.value_loss
+
+    def _set_learning_rates(self, lrs: List[List[float]]) -> None:
+        for opt, values in zip(self.optimizers, lrs):
+            for group, lr in zip(opt.param_groups, values):
+                group["lr"] = lr
 
     def close(self) -> None:
         """Flushes and closes a writer the frame created from a log directory."""

@@ -140,6 +140,15 @@ def test_non_finite_gradients_skip_the_actor_step():
     assert adam_steps(frame.actor_optim) == 0 and first.grad is None
 
 
+def test_non_finite_entropy_is_named():
+    frame = filled(actor_update_times=1, critic_update_times=1, entropy_weight=-0.01)
+    frame.actor.register_forward_hook(lambda m, args, out: (*out[:2], out[2] * math.inf) if m.training else out)
+    with pytest.warns(RuntimeWarning, match=r"PPO.update: non-finite entropy; skipped this actor step"):
+        frame.update()
+    assert frame.last_update.non_finite == ("entropy",)
+    assert frame.last_update.optimizer_steps == {"actor": (1, 1), "critic": (1, 0)}
+
+
 def test_target_kl_stops_early():
     frame = filled(actor_update_times=20, critic_update_times=20, batch_size=5, actor_learning_rate=0.5,
                    target_kl=1e-6)
