@@ -30,6 +30,7 @@ from torch import nn
 from entmachin.buffer import Buffer
 from entmachin.frame import storing
 from entmachin.frame.config import A2CConfig, check_callable, frame_kwargs_from_config, generate_config
+from entmachin.frame.health import count_skipped_updates, non_finite_error
 from entmachin.frame.interrupts import InterruptGuard
 from entmachin.frame.safe_call import safe_call
 from entmachin.frame.summary import UpdateStats, log_update, make_writer
@@ -218,6 +219,7 @@ class A2C:
         self._owns_writer = self.writer is not None and self.writer is not writer  # made from a log dir
         self._rng = np.random.default_rng(config.seed)
         self._n_updates = 0
+        self._skipped_updates: Dict[str, int] = {}  # optimizer -> updates in a row that skipped all its steps
         self._visualized: set = set()
         self._actor_norms = [m for m in actor.modules() if isinstance(m, InputNorm)]
         actor_norms = {id(m) for m in self._actor_norms}
@@ -364,6 +366,9 @@ class A2C:
         Raises:
             RuntimeError: the buffer is empty.
             ValueError: ``concatenate_samples`` is False.
+            NonFiniteUpdateError: this update is the third in a row in which every step of the
+                actor's (or critic's) optimizer was skipped for non-finite values; the update
+                itself completed (see ``entmachin.frame.health``).
         """
         if concatenate_samples is not True:
             raise ValueError(f"{type(self).__name__}.update: concatenate_samples must be True, got {concatenate_samples!r}")
@@ -380,6 +385,7 @@ class A2C:
                     self.replay_buffer.clear()
                     self._n_updates += 1
                     self.last_update = stats
+                    failing = count_skipped_updates(self._skipped_updates, stats)
                     committed = True
             finally:
                 if not committed:  # the schedule stays where it was, as n_updates does
@@ -387,6 +393,8 @@ class A2C:
                         self._set_learning_rates(lrs)
         if self.writer is not None:
             log_update(self.writer, stats, self._n_updates)
+        if failing:
+            raise non_finite_error(self, stats, failing)
         return -stats.policy_loss, stats.value_loss
 
     def _set_learning_rates(self, lrs: List[List[float]]) -> None:
