@@ -37,3 +37,24 @@ def test_cuda_index_past_the_last_device():
         if N_CUDA else NO_CUDA
     with pytest.raises(RuntimeError, match=rf"X: d is '{value}', (but this machine )?{expected}"):
         check_device(value, "X: d")
+
+
+@pytest.mark.parametrize("n_devices, value, match", [
+    (1, "cuda:7", r"X: d is 'cuda:7', but this machine has 1 CUDA device\(s\), cuda:0 to cuda:0; use an index below 1"),
+    (2, 2, r"X: d is 2, but this machine has 2 CUDA device\(s\), cuda:0 to cuda:1; use an index below 2"),
+    (0, "cuda", r"X: d is 'cuda', but this machine has no CUDA device that torch can use \(torch.cuda.device_count\(\) "
+                r"is 0: check the driver and CUDA_VISIBLE_DEVICES\); use 'cpu'"),
+])
+def test_messages_of_a_cuda_build(monkeypatch, n_devices, value, match):
+    """The other branches, on any machine: a CUDA build of torch with ``n_devices`` GPUs."""
+    monkeypatch.setattr(torch.backends.cuda, "is_built", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: n_devices)
+    with pytest.raises(RuntimeError, match=match):
+        check_device(value, "X: d")
+
+
+def test_a_cuda_build_accepts_the_devices_it_has(monkeypatch):
+    monkeypatch.setattr(torch.backends.cuda, "is_built", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert check_device("cuda:1", "X: d") == torch.device("cuda", 1)
+    assert check_device("cuda", "X: d") == torch.device("cuda")
