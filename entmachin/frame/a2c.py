@@ -30,6 +30,8 @@ from torch import nn
 from entmachin.buffer import Buffer
 from entmachin.frame import storing
 from entmachin.frame.config import A2CConfig, check_callable, frame_kwargs_from_config, generate_config
+from entmachin.frame.health import count_skipped_updates, non_finite_error
+from entmachin.frame.interrupts import InterruptGuard
 from entmachin.frame.safe_call import safe_call
 from entmachin.frame.summary import UpdateStats, log_update, make_writer
 from entmachin.frame.update import run_update
@@ -217,6 +219,7 @@ class A2C:
         self._owns_writer = self.writer is not None and self.writer is not writer  # made from a log dir
         self._rng = np.random.default_rng(config.seed)
         self._n_updates = 0
+        self._skipped_updates: Dict[str, int] = {}  # optimizer -> updates in a row that skipped all its steps
         self._visualized: set = set()
         self._actor_norms = [m for m in actor.modules() if isinstance(m, InputNorm)]
         actor_norms = {id(m) for m in self._actor_norms}
@@ -344,6 +347,12 @@ class A2C:
                ) -> Tuple[float, float]:
         """Trains on every stored row, then clears the buffer.
 
+        An update that raises (a ``KeyboardInterrupt`` included) leaves the frame usable: each
+        minibatch's optimizer steps, actor's and critic's, were made entirely or not at all
+        (Ctrl-C during the steps is raised right after them, see ``entmachin.frame.interrupts``),
+        the buffer keeps its rows, and ``n_updates`` and the annealed learning rates are as
+        before the call, so ``update()`` can simply be called again.
+
         Args:
             update_value: step the critic (value losses are computed either way).
             update_policy: step the actor.
@@ -357,21 +366,41 @@ class A2C:
         Raises:
             RuntimeError: the buffer is empty.
             ValueError: ``concatenate_samples`` is False.
+            NonFiniteUpdateError: this update is the third in a row in which every step of the
+                actor's (or critic's) optimizer was skipped for non-finite values; the update
+                itself completed (see ``entmachin.frame.health``).
         """
         if concatenate_samples is not True:
             raise ValueError(f"{type(self).__name__}.update: concatenate_samples must be True, got {concatenate_samples!r}")
-        if self.config.n_anneal_updates is not None:
-            frac = max(0.0, 1.0 - self._n_updates / self.config.n_anneal_updates)
-            for opt, lrs in zip(self.optimizers, self._initial_lrs):
-                for group, lr in zip(opt.param_groups, lrs):
-                    group["lr"] = lr * frac
-        stats = run_update(self, update_value, update_policy)
-        self.replay_buffer.clear()
-        self._n_updates += 1
-        self.last_update = stats
+        with InterruptGuard() as guard:
+            lrs = [[group["lr"] for group in opt.param_groups] for opt in self.optimizers]
+            committed = False
+            try:
+                if self.config.n_anneal_updates is not None:
+                    with guard.step:
+                        frac = max(0.0, 1.0 - self._n_updates / self.config.n_anneal_updates)
+                        self._set_learning_rates([[lr * frac for lr in initial] for initial in self._initial_lrs])
+                stats = run_update(self, update_value, update_policy, guard)
+                with guard.step:  # the update counts: rows consumed and counters moved together
+                    self.replay_buffer.clear()
+                    self._n_updates += 1
+                    self.last_update = stats
+                    failing = count_skipped_updates(self._skipped_updates, stats)
+                    committed = True
+            finally:
+                if not committed:  # the schedule stays where it was, as n_updates does
+                    with guard.step:
+                        self._set_learning_rates(lrs)
         if self.writer is not None:
             log_update(self.writer, stats, self._n_updates)
+        if failing:
+            raise non_finite_error(self, stats, failing)
         return -stats.policy_loss, stats.value_loss
+
+    def _set_learning_rates(self, lrs: List[List[float]]) -> None:
+        for opt, values in zip(self.optimizers, lrs):
+            for group, lr in zip(opt.param_groups, values):
+                group["lr"] = lr
 
     def close(self) -> None:
         """Flushes and closes a writer the frame created from a log directory."""

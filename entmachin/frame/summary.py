@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Dict, NamedTuple, Optional, Set
+from typing import Any, Dict, NamedTuple, Optional, Set, Tuple
 
 import torch
 
@@ -34,6 +34,8 @@ class UpdateStats(NamedTuple):
     skipped_steps: int
     minibatches: int
     stopped_early: bool
+    optimizer_steps: Dict[str, Tuple[int, int]]  # "actor" / "critic" / "shared" -> steps (attempted, skipped)
+    non_finite: Tuple[str, ...]  # what made steps skip: "policy loss", "entropy", "value loss", "gradients of ..."
 
 
 def make_writer(writer: Any, where: str) -> Optional[Any]:
