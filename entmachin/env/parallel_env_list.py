@@ -156,6 +156,10 @@ class ParallelEnvList(VecEnv):
             environments, ``reset``, ``act``, ``render``); a worker still busy after that is
             reported with ``EnvWorkerError`` and the list is closed, its workers terminated.
             ``None`` (the default) waits as long as the environments take.
+        check_finite: the workers raise ``NonFiniteObservationError`` (reported as
+            ``EnvWorkerError`` naming the environment, entity type and feature) when an
+            observation, final observation or reward holds NaN or infinity, as ``EnvList``
+            does; False turns the check off.
 
     Under ``spawn`` and ``forkserver`` the workers import the main script, so a script must
     guard its entry point with ``if __name__ == "__main__":``. Workers are daemon processes (they
@@ -189,6 +193,8 @@ class ParallelEnvList(VecEnv):
         start_method: Optional[str] = None,
         seed: Optional[int] = None,
         timeout: Optional[float] = None,
+        *,
+        check_finite: bool = True,
     ) -> None:
         self._workers: List[_Worker] = []
         self._closed_reason: Optional[str] = None
@@ -208,6 +214,8 @@ class ParallelEnvList(VecEnv):
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
             raise ValueError(f"ParallelEnvList: timeout must be None or a number of seconds > 0, got {timeout!r}")
         self.timeout = timeout
+        if not isinstance(check_finite, bool):
+            raise TypeError(f"ParallelEnvList: check_finite must be a bool, got {check_finite!r}")
         if not callable(create_env):
             raise TypeError(f"ParallelEnvList: create_env must be callable, got {type(create_env).__name__}")
         try:
@@ -225,7 +233,7 @@ class ParallelEnvList(VecEnv):
                 conn, child_conn = ctx.Pipe()
                 process = ctx.Process(
                     target=worker_main,
-                    args=(child_conn, payload, seeds[start:stop], seed is not None, start),
+                    args=(child_conn, payload, seeds[start:stop], seed is not None, start, check_finite),
                     name=f"ParallelEnvList-worker-{k}",
                     daemon=True,  # never outlive the parent
                 )
