@@ -25,6 +25,7 @@ import math
 import multiprocessing as mp
 import pickle
 import signal
+import sys
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
@@ -41,6 +42,7 @@ from entmachin.env.common import ActionName
 from entmachin.env.env_list import check_actions
 from entmachin.env.env_worker import CLOSE, PROTOCOL, Failure, worker_main
 from entmachin.env.environment import Environment, ObsSpace
+from entmachin.env.main_guard import guard_advice, refuse_while_bootstrapping, unguarded_main_line
 from entmachin.env.vec_env import VecEnv, VecObs, env_seeds
 from entmachin.env.wire import pack_actions, unpack
 
@@ -162,7 +164,8 @@ class ParallelEnvList(VecEnv):
             does; False turns the check off.
 
     Under ``spawn`` and ``forkserver`` the workers import the main script, so a script must
-    guard its entry point with ``if __name__ == "__main__":``. Workers are daemon processes (they
+    guard its entry point with ``if __name__ == "__main__":`` (without it, the error says which
+    line to put under the guard). Workers are daemon processes (they
     never outlive the parent), so an environment cannot start ``multiprocessing`` children of
     its own; ``subprocess`` works.
 
@@ -196,6 +199,7 @@ class ParallelEnvList(VecEnv):
         *,
         check_finite: bool = True,
     ) -> None:
+        refuse_while_bootstrapping()  # a worker importing a main script that lacks the guard
         self._workers: List[_Worker] = []
         self._closed_reason: Optional[str] = None
         self._last_vec: Optional[VecObs] = None
@@ -243,6 +247,13 @@ class ParallelEnvList(VecEnv):
             spaces = self._gather("start")
         except BaseException as e:
             self._abandon(f"closed because starting the workers failed ({type(e).__name__})")
+            if isinstance(e, EnvWorkerError) and e.exitcode and start_method != "fork":
+                unguarded = unguarded_main_line(sys._getframe())
+                if unguarded is not None:
+                    raise EnvWorkerError(
+                        f"{e.args[0].split(';')[0]}: {guard_advice(start_method, *unguarded)}", e.worker, None,
+                        e.exitcode,
+                    ) from e
             raise
         self._obs_space, self._action_space = spaces[0]
 
