@@ -131,6 +131,7 @@ class GymnasiumVecEnv(VecEnv):
 
         Raises:
             ValueError: ``obs_config`` names entity types or features the environments lack.
+            NonFiniteObservationError: with ``check_finite``, an observation holds NaN or infinity.
         """
         self._set_filter(obs_config or self._obs_space)
         metrics: Dict[str, Metric] = {}
@@ -162,6 +163,8 @@ class GymnasiumVecEnv(VecEnv):
                 or a choice is out of range; ``obs_filter`` names what the environments lack.
             TypeError: an action is not a ``RaggedBufferI64``, or an environment breaks the
                 gymnasium API.
+            NonFiniteObservationError: with ``check_finite``, an observation, final observation
+                or reward holds NaN or infinity (a ``ValueError``).
         """
         if not self._started:
             raise RuntimeError("GymnasiumVecEnv.act called before reset()")

@@ -179,7 +179,10 @@ class ParallelEnvList(VecEnv):
         ValueError: ``num_envs``, ``num_processes``, ``start_method``, ``seed`` or ``timeout`` is
             invalid.
         TypeError: ``create_env`` is not callable or cannot be serialised with ``dill``.
-        EnvWorkerError: a worker failed to build its environments.
+        EnvWorkerError: a worker failed to build its environments (or, from a script without
+            the ``__main__`` guard under ``spawn`` / ``forkserver``, to start: the message says
+            which line to guard).
+        RuntimeError: created in a worker process while it imports such a script.
 
     Example:
         >>> with ParallelEnvList(MineSweeper, num_envs=16, num_processes=2, seed=0) as envs:
