@@ -21,3 +21,10 @@ def test_readme_python_blocks_run():
         obs = envs.act(random_actions(obs, envs.action_space(), rng))
         ended += int(obs.done.sum())
     assert ended > 0
+
+
+def test_readme_creates_parallel_env_lists_under_the_main_guard():
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S) if "ParallelEnvList(" in b]
+    assert blocks, "README shows no ParallelEnvList"
+    for block in blocks:
+        assert 'if __name__ == "__main__":' in block, block

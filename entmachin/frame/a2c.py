@@ -29,6 +29,7 @@ from torch import nn
 
 from entmachin.buffer import Buffer
 from entmachin.frame import storing
+from entmachin.frame.store_checks import check_steps
 from entmachin.frame.config import A2CConfig, check_callable, frame_kwargs_from_config, generate_config
 from entmachin.frame.health import count_skipped_updates, non_finite_error
 from entmachin.frame.interrupts import InterruptGuard
@@ -308,9 +309,15 @@ class A2C:
         ``value`` (return target) and ``gae`` (advantage) are stored; the caller's
         transitions are not modified.
 
+        Transitions that ``update()`` could not train on are refused here, with the buffer, the
+        frame and the critic's input statistics left as they were: a state that lacks what the
+        actor needs (an entity type or the action masks of RogueNet's spaces, the width of an
+        MLP), actions that do not match the state's actors, and NaN or infinity in rewards,
+        states or the critic's values.
+
         Raises:
-            TypeError / ValueError: malformed transitions (the message names the position and
-                key), or more rows than the buffer holds before ``update()``.
+            TypeError / ValueError: malformed transitions (the message names the position, key
+                and, in a rollout, the row), or more rows than the buffer holds before ``update()``.
         """
         self._store(storing.read_episode(episode, f"{type(self).__name__}.store_episode"), "store_episode")
 
@@ -325,18 +332,28 @@ class A2C:
         self._store(storing.read_rollout(steps, f"{type(self).__name__}.store_rollout"), "store_rollout")
 
     def _store(self, steps: storing.Steps, method: str) -> None:
+        name = f"{type(self).__name__}.{method}"
+        check_steps(steps, self.actor, self.critic, name)  # before anything changes
         capacity = getattr(self.replay_buffer, "buffer_size", self.config.replay_size)
         held = self.replay_buffer.size()
         if held + steps.n_rows > capacity:
             raise ValueError(
-                f"{type(self).__name__}.{method}: storing {steps.n_rows} rows on top of {held} would exceed "
+                f"{name}: storing {steps.n_rows} rows on top of {held} would exceed "
                 f"replay_size={capacity} and overwrite on-policy data; call update() first or raise replay_size"
             )
-        with collecting_stats_of(self._critic_only_norms):  # the actor's statistics learn in act()
-            returns, advantages = storing.value_targets(
-                steps, self.criticize, self.config.discount, self.config.gae_lambda
-            )
-        self.replay_buffer.append(storing.to_transition(steps, returns, advantages))
+        # The critic's own statistics learn from this call; a call refused after the critic ran
+        # (non-finite values, a buffer that refuses the rows) puts them back as they were.
+        saved = [{k: v.clone() for k, v in norm.state_dict().items()} for norm in self._critic_only_norms]
+        try:
+            with collecting_stats_of(self._critic_only_norms):  # the actor's statistics learn in act()
+                returns, advantages = storing.value_targets(
+                    steps, self.criticize, self.config.discount, self.config.gae_lambda, name
+                )
+            self.replay_buffer.append(storing.to_transition(steps, returns, advantages))
+        except BaseException:
+            for norm, state in zip(self._critic_only_norms, saved):
+                norm.load_state_dict(state)
+            raise
 
     # -------------------------------------------------------------------------- update
 
