@@ -20,7 +20,6 @@ from entmachin.frame.summary import UpdateStats
 
 __all__ = [
     "A2C", "A2CConfig", "CheckpointError", "EvalResult", "GAEResult", "NonFiniteUpdateError", "PPO", "PPOConfig",
-    "RolloutCollector",
-    "RolloutStats", "UpdateStats", "evaluate", "gae", "gae_episode", "global_actions",
+    "RolloutCollector", "RolloutStats", "UpdateStats", "evaluate", "gae", "gae_episode", "global_actions",
     "global_state", "model_devices", "safe_call",
 ]

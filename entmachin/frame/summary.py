@@ -7,6 +7,7 @@ Every ``update()`` writes these tags at step = the number of updates so far::
     losses/entropy         mean entropy of the policy over actors (or rows)
     losses/approx_kl       mean of (r - 1) - log r over the minibatches, r the probability ratio
     losses/clipfrac        share of actors (or rows) whose ratio left [1 - clip, 1 + clip] (PPO)
+    losses/explained_variance  how much of the returns' variance the stored values explain (1: all)
     charts/learning_rate   learning rate of the first parameter group of the first optimizer
     charts/skipped_steps   optimizer steps skipped for non-finite losses or gradients
     charts/minibatches     minibatches evaluated (fewer than asked when target_kl stopped early)
@@ -30,6 +31,7 @@ class UpdateStats(NamedTuple):
     entropy: float
     approx_kl: float
     clip_fraction: float
+    explained_variance: float  # 1 - Var(return - value) / Var(return) of the stored rows (nan: constant returns)
     learning_rate: float
     skipped_steps: int
     minibatches: int
@@ -64,6 +66,7 @@ _TAGS = {
     "entropy": "losses/entropy",
     "approx_kl": "losses/approx_kl",
     "clip_fraction": "losses/clipfrac",
+    "explained_variance": "losses/explained_variance",
     "learning_rate": "charts/learning_rate",
     "skipped_steps": "charts/skipped_steps",
     "minibatches": "charts/minibatches",

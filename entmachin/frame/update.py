@@ -233,8 +233,16 @@ def run_update(frame: Any, update_value: bool, update_policy: bool, guard: Optio
             frame.critic.eval()
     lr = frame.optimizers[0].param_groups[0]["lr"]
     return UpdateStats(_mean(policy_losses), _mean(value_losses), _mean(entropies), _mean(kls), _mean(clips),
-                       float(lr), sum(c[1] for c in tally.values()), ran, stopped,
+                       _explained_variance(target, old_value), float(lr), sum(c[1] for c in tally.values()), ran, stopped,
                        {what: (c[0], c[1]) for what, c in tally.items()}, tuple(non_finite))
+
+
+def _explained_variance(target: torch.Tensor, value: torch.Tensor) -> float:
+    """``1 - Var(target - value) / Var(target)`` over every stored row (CleanRL's diagnostic)."""
+    variance = float(target.var(unbiased=False))
+    if not variance > 0:
+        return math.nan
+    return 1.0 - float((target - value).var(unbiased=False)) / variance
 
 
 def _visualize(frame: Any, policy_loss: Optional[torch.Tensor], value_loss: Optional[torch.Tensor]) -> None:

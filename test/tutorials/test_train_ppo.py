@@ -18,7 +18,7 @@ def test_smoke_run_trains_evaluates_and_saves(tutorial, tmp_path):
     threads = torch.get_num_threads()
     mean = tutorial["main"](["--smoke", "--env", "NotHotdog", "--save-dir", str(tmp_path / "ppo")])
     assert math.isfinite(mean)
-    assert (tmp_path / "ppo" / "frame_state_0.pt").exists()
+    assert (tmp_path / "ppo" / "checkpoint_0.json").exists()
     assert torch.get_num_threads() == threads  # --threads (default 1) applies to the run only
 
 
