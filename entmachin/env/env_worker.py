@@ -60,8 +60,11 @@ def worker_main(
     check_finite: bool = True,
 ) -> None:
     """Body of a worker process: build an ``EnvList``, then answer commands until told to close."""
-    # Ctrl-C reaches the whole process group; the parent handles it and closes the workers.
+    # Ctrl-C (and a SIGTERM sent to the whole process group, as job schedulers and containers
+    # do) reaches the workers too; the parent handles it and closes them. A worker still exits
+    # when the parent dies, and close() falls back to SIGKILL.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     parent = mp.parent_process()
     watched = [conn] if parent is None else [conn, parent.sentinel]
     envs: Optional[EnvList] = None
@@ -103,4 +106,8 @@ def serve(envs: EnvList, data: bytes) -> Any:
         return pack(envs.act(unpack_actions(message), obs_filter))
     if cmd == "render":
         return envs.render(**args)
+    if cmd == "get_state":
+        return envs.get_state()
+    if cmd == "set_state":
+        return envs.set_state(args)
     raise ValueError(f"ParallelEnvList worker: unknown command {cmd!r}")

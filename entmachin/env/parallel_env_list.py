@@ -296,6 +296,34 @@ class ParallelEnvList(VecEnv):
         self._last_vec = self._merge(self._request("act", [(m, obs_filter) for m in messages]))
         return self._last_vec
 
+    def get_state(self) -> bytes:
+        """Every worker's environments and the last observations, pickled with ``dill``.
+
+        With :meth:`set_state` (on a ParallelEnvList of the same ``num_envs`` and
+        ``num_processes``) this continues the episodes in progress exactly. Loading it runs
+        code from the data: restore only your own.
+        """
+        self._check_open("get_state")
+        states = self._request("get_state", [None] * len(self._workers))
+        return dill.dumps({"split": [(w.start, w.stop) for w in self._workers], "workers": states,
+                           "last_vec": self._last_vec})
+
+    def set_state(self, state: bytes) -> None:
+        """Restores :meth:`get_state`'s environments into the workers.
+
+        Raises:
+            ValueError: the state was taken with another split of environments over workers.
+        """
+        self._check_open("set_state")
+        data = dill.loads(state)
+        split = [(w.start, w.stop) for w in self._workers]
+        if [tuple(s) for s in data["split"]] != split:
+            raise ValueError(f"ParallelEnvList.set_state: the state splits environments over workers as "
+                             f"{data['split']}; this ParallelEnvList splits them as {split} (same num_envs and "
+                             "num_processes needed)")
+        self._request("set_state", data["workers"])
+        self._last_vec = data["last_vec"]
+
     def render(self, **kwargs: Any) -> npt.NDArray[np.uint8]:
         """Every environment's frame, in environment order: ``[num_envs, ...]``."""
         self._check_open("render")

@@ -257,6 +257,14 @@ class VecEnv(ABC):
     def render(self, **kwargs: Any) -> npt.NDArray[np.uint8]:
         raise NotImplementedError(f"{type(self).__name__} does not implement render()")
 
+    def get_state(self) -> bytes:
+        """The environments' state, to continue their episodes with :meth:`set_state` (optional)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement get_state()")
+
+    def set_state(self, state: bytes) -> None:
+        """Restores :meth:`get_state`'s environments (optional)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement set_state()")
+
     @abstractmethod
     def __len__(self) -> int:
         """Number of environments."""
