@@ -89,7 +89,6 @@ class EntityEmbedding(nn.Module):
     ) -> None:
         super().__init__()
         self.translate = TranslatePositions(translation, obs_space) if translation is not None else None
-        n_global = len(obs_space.global_features)
         self.token_types: List[str] = list(obs_space.entities) + ([GLOBAL_ENTITY] if global_token else [])
         self.global_token = global_token
         names: Dict[str, List[str]] = {}  # the features each type's embedding sees, in order
