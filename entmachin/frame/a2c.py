@@ -360,8 +360,8 @@ class A2C:
     def _needs_old_log_probs(self) -> bool:
         return self.config.target_kl is not None or self.writer is not None
 
-    def update(self, update_value: bool = True, update_policy: bool = True, concatenate_samples: bool = True
-               ) -> Tuple[float, float]:
+    def update(self, update_value: bool = True, update_policy: bool = True, concatenate_samples: bool = True,
+               *, log_step: Optional[int] = None) -> Tuple[float, float]:
         """Trains on every stored row, then clears the buffer.
 
         An update that raises (a ``KeyboardInterrupt`` included) leaves the frame usable: each
@@ -374,6 +374,9 @@ class A2C:
             update_value: step the critic (value losses are computed either way).
             update_policy: step the actor.
             concatenate_samples: must be True (kept for Machin scripts).
+            log_step: the step of this update's tensorboard scalars when a ``writer`` was given
+                (e.g. environment steps, as the ``entmachin`` runner logs); default: the number
+                of updates so far.
 
         Returns:
             ``(mean surrogate objective, mean value loss)``: the negated mean policy loss
@@ -409,7 +412,7 @@ class A2C:
                     with guard.step:
                         self._set_learning_rates(lrs)
         if self.writer is not None:
-            log_update(self.writer, stats, self._n_updates)
+            log_update(self.writer, stats, self._n_updates if log_step is None else log_step)
         if failing:
             raise non_finite_error(self, stats, failing)
         return -stats.policy_loss, stats.value_loss

@@ -297,6 +297,9 @@ def test_every_update_logs_to_the_writer(cls):
                 "charts/learning_rate", "charts/skipped_steps", "charts/minibatches"}
     assert expected <= tags
     assert ("losses/clipfrac" in tags) == (cls is PPO)
+    frame.store_episode(dense_episode(np.random.default_rng(1), 8))
+    frame.update(log_step=4096)  # the caller's step, e.g. environment steps
+    assert {tag for tag, _, step in writer.scalars if step == 4096} == tags
 
 
 def test_writer_from_a_log_dir(tmp_path):
