@@ -3,8 +3,10 @@
 The figures themselves are never checked here: timing assertions have no place in tests on
 shared machines. What is checked is that each script finishes and prints its table.
 """
+import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,9 @@ TINY = {
     "bench_frame_machin.py": (["--episodes", "2", "--length", "20", "--repeats", "1"], "machin"),
     "bench_frame_minesweeper.py": (["--n-envs", "8", "--n-steps", "4", "--batch-size", "16", "--epochs", "1",
                                     "--iterations", "1"], "update"),
+    "bench_learning.py": (["--env", "Count", "--frame", "PPO", "--seeds", "0", "--budget-scale", "0.05", "--results",
+                           os.path.join(tempfile.mkdtemp(prefix="entmachin-bench-"), "learning.jsonl")],
+                          "| Count | PPO | 102 |"),
     "bench_frame_sb3.py": (["--total-steps", "2048", "--repeats", "1"], "plain PyTorch"),
     "bench_parallel_env_list.py": (["--num-envs", "3", "--env-steps", "12", "--block-env-steps", "6",
                                     "--work-ms", "0.05", "--warmup", "1"], "EnvList"),

@@ -1,0 +1,155 @@
+"""The learning table: each bundled config's final return per seed, against entity-gym's published results.
+
+    python benchmarks/bench_learning.py                      # every job not yet in the results file
+    python benchmarks/bench_learning.py --env Count --seeds 0  # a subset
+    python benchmarks/bench_learning.py --table-only           # print the table of what was run
+
+Each (environment, frame, seed) is one job: ``entmachin``'s runner trains the bundled config
+(``entmachin train ENV [--frame A2C] --set train.seed=S``) and the job appends one JSON line to
+the results file (default ``benchmarks/results/learning.jsonl``): the evaluations along the
+way, the final evaluation sampled and deterministic, the random policy's return and the wall
+time. Jobs already in the file are skipped, so the table fills over several sittings.
+``--budget-scale`` shrinks every budget (the smoke test runs 0.01).
+
+A target is met when the median seed's final return (the better of sampled and deterministic
+evaluation) reaches it within the budget.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+# (env, frame) -> (budget in environment steps, target return or None: report only, what is compared)
+TARGETS: Dict[Tuple[str, str], Tuple[int, Optional[float], str]] = {
+    ("MultiArmedBandit", "PPO"): (32_000, 1.0, "1.0 within 32k"),
+    ("Count", "PPO"): (2_048, 1.0, "1.0 within 2k"),
+    ("NotHotdog", "PPO"): (32_000, 1.0, "1.0 within 32k"),
+    ("Xor", "PPO"): (500_000, 1.0, "1.0 within 500k"),
+    ("CherryPick", "PPO"): (250_000, 0.99, "> 0.99 within 250k"),
+    ("MoveToOrigin", "PPO"): (1_000_000, 0.99, "> 0.99 within 1M"),
+    ("FloorIsLava", "PPO"): (32_000, 0.99, "> 0.99 within 32k (relative positions)"),
+    ("PickMatchingBalls", "PPO"): (500_000, 0.99, "> 0.99 within 500k"),
+    ("MineSweeper", "PPO"): (1_000_000, None, "return within 1M, steps to 90% of it"),
+    ("MultiSnake", "PPO"): (1_000_000, None, "return within 1M, steps to 90% of it"),
+    ("Count", "A2C"): (4_096, 1.0, "PPO's target within twice its budget"),
+    ("NotHotdog", "A2C"): (64_000, 1.0, "PPO's target within twice its budget"),
+    ("MultiArmedBandit", "A2C"): (64_000, 1.0, "PPO's target within twice its budget"),
+    ("MineSweeper", "A2C"): (1_000_000, None, ">= 80% of PPO's return at the same budget"),
+}
+
+
+def run_job(env: str, frame: str, seed: int, budget: int, runs_dir: str) -> Dict[str, Any]:
+    """Trains one bundled config and returns its results record."""
+    from entmachin.frame import evaluate
+    from entmachin.run.build import EnvFactory, seeds
+    from entmachin.run.cli import bundled_config_path
+    from entmachin.run.config import load_config
+    from entmachin.run.evaluation import load_trained, random_policy_return
+    from entmachin.run.runner import Runner
+
+    path = bundled_config_path(env, frame)
+    if path is None:
+        raise SystemExit(f"bench_learning: {env} has no bundled {frame} config")
+    interval = max(budget // 10, 1)
+    config = load_config(path, [f"train.seed={seed}", f"train.total_steps={budget}",
+                                f"log.eval_interval={interval}", f"log.checkpoint_interval={budget * 2}"])
+    run_dir = os.path.join(runs_dir, f"{env}-{frame}-{seed}")
+    started = time.perf_counter()
+    runner = Runner(config, run_dir, force=True, progress=False)
+    result = runner.train()
+    wall = time.perf_counter() - started
+    factory, eval_seed = EnvFactory(config.env), seeds(config)["eval"]
+    trained, _, _ = load_trained(run_dir)
+    deterministic = evaluate(trained, factory, config.log.eval_episodes, deterministic=True, seed=eval_seed)
+    random = random_policy_return(factory, config.log.eval_episodes, eval_seed)
+    return {"env": env, "frame": frame, "seed": seed, "budget": budget, "env_steps": result.env_steps,
+            "sampled": result.final_eval["mean"], "deterministic": deterministic.mean, "random": random.mean,
+            "evals": [[e["env_steps"], e["mean"]] for e in runner.state.evals], "wall_s": round(wall, 1),
+            "loadavg": os.getloadavg()[0]}
+
+
+def read_results(path: str) -> List[Dict[str, Any]]:
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def steps_to_90(record: Dict[str, Any]) -> Optional[int]:
+    """Environment steps at the first evaluation reaching 90% of the final sampled return."""
+    goal = 0.9 * record["sampled"]
+    return next((step for step, mean in record["evals"] if mean >= goal), None) if goal > 0 else None
+
+
+def table(records: List[Dict[str, Any]]) -> str:
+    lines = ["| env | frame | budget | target | seeds | sampled | deterministic | random | median | steps to 90% "
+             "| wall s | met |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for (env, frame), (budget, target, words) in TARGETS.items():
+        rows = sorted((r for r in records if r["env"] == env and r["frame"] == frame), key=lambda r: r["seed"])
+        if not rows:
+            continue
+        best = [max(r["sampled"], r["deterministic"]) for r in rows]
+        median = statistics.median(best)
+        met = "n/a" if target is None else ("yes" if median >= target - 1e-9 else "no")
+        to90 = [steps_to_90(r) for r in rows]
+        seeds = ",".join(str(r["seed"]) for r in rows)
+        sampled = " / ".join(f"{r['sampled']:.3f}" for r in rows)
+        deterministic = " / ".join(f"{r['deterministic']:.3f}" for r in rows)
+        reached = " / ".join("-" if s is None else f"{s:,}" for s in to90)
+        random = statistics.mean(r["random"] for r in rows)
+        wall = statistics.median(r["wall_s"] for r in rows)
+        lines.append(f"| {env} | {frame} | {rows[0]['budget']:,} | {words} | {seeds} | {sampled} | {deterministic} | "
+                     f"{random:.3f} | {median:.3f} | {reached} | {wall:.0f} | {met} |")
+    return "\n".join(lines)
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--env", action="append", default=None, help="only these environments (repeatable)")
+    parser.add_argument("--frame", action="append", default=None, choices=["PPO", "A2C"])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--budget-scale", type=float, default=1.0, help="multiply every budget (smoke: 0.01)")
+    parser.add_argument("--results", default=os.path.join(HERE, "results", "learning.jsonl"))
+    parser.add_argument("--runs-dir", default=None, help="keep the run directories here (default: a temp dir)")
+    parser.add_argument("--table-only", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    import torch
+
+    torch.set_num_threads(1)
+    done = read_results(args.results)
+    if not args.table_only:
+        runs_dir = args.runs_dir or tempfile.mkdtemp(prefix="entmachin-learning-")
+        os.makedirs(os.path.dirname(os.path.abspath(args.results)), exist_ok=True)
+        for (env, frame), (budget, _, _) in TARGETS.items():
+            if (args.env and env not in args.env) or (args.frame and frame not in args.frame):
+                continue
+            scaled = max(int(budget * args.budget_scale), 1)
+            for seed in args.seeds:
+                if any(r["env"] == env and r["frame"] == frame and r["seed"] == seed and r["budget"] == scaled
+                       for r in done):
+                    continue
+                print(f"running {env} {frame} seed {seed} for {scaled:,} steps", flush=True)
+                record = run_job(env, frame, seed, scaled, runs_dir)
+                with open(args.results, "a", encoding="utf-8") as f:
+                    f.write(json.dumps(record) + "\n")
+                done.append(record)
+        if args.runs_dir is None:
+            shutil.rmtree(runs_dir, ignore_errors=True)
+    print(f"load average {os.getloadavg()[0]:.2f}; one torch thread per job")
+    print(table(done))
+
+
+if __name__ == "__main__":
+    main()
