@@ -17,11 +17,13 @@ setup(
         "tensorboard>=2.10",
         "pyyaml>=6.0",
         "tqdm>=4.60",
+        "matplotlib>=3.6",
     ],
     extras_require={
         "test": ["pytest>=7", "hypothesis>=6.50", "gymnasium>=0.29"],
     },
-    entry_points={"console_scripts": []},
+    entry_points={"console_scripts": ["entmachin = entmachin.run.cli:main"]},
+    package_data={"entmachin.run": ["configs/*.yaml"]},
     classifiers=[
         "Programming Language :: Python :: 3",
         "Programming Language :: Python :: 3.10",

@@ -8,13 +8,17 @@ import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "entmachin"
 
-# layer -> entmachin layers it may import
+# layer -> entmachin layers it may import; top-level modules are layers of their own
+LAYERS = {"ragged", "env", "buffer", "model", "frame", "run"}
 ALLOWED = {
     "ragged": {"ragged"},
     "env": {"ragged", "env"},
     "buffer": {"ragged", "env", "buffer"},
     "model": {"ragged", "env", "model"},
     "frame": {"ragged", "env", "buffer", "model", "frame"},
+    "run": LAYERS,
+    "__main__": LAYERS,  # `python -m entmachin` is the command line
+    "__init__": set(),  # `import entmachin` loads no layer
 }
 # (layer, module-path prefix inside entmachin) -> third-party packages it must not import
 FORBIDDEN_PACKAGES = {"env": {"torch"}, "ragged/arrays.py": {"torch"}, "ragged/arrdict.py": {"torch"}}
@@ -22,7 +26,7 @@ FORBIDDEN_PACKAGES = {"env": {"torch"}, "ragged/arrays.py": {"torch"}, "ragged/a
 
 def _layer(path: pathlib.Path) -> str:
     parts = path.relative_to(PACKAGE).parts
-    return parts[0] if len(parts) > 1 else ""
+    return parts[0] if len(parts) > 1 else path.stem
 
 
 def _imports(path: pathlib.Path):
@@ -34,9 +38,14 @@ def _imports(path: pathlib.Path):
         elif isinstance(node, ast.ImportFrom):
             if node.level:  # relative import: resolve against the module's package
                 base = list(path.relative_to(PACKAGE.parent).with_suffix("").parts[: -node.level])
-                yield node.lineno, ".".join(base + ([node.module] if node.module else []))
+                module = ".".join(base + ([node.module] if node.module else []))
             else:
-                yield node.lineno, node.module or ""
+                module = node.module or ""
+            if module == "entmachin":  # `from entmachin import frame`, `from .. import model`: the names are layers
+                for alias in node.names:
+                    yield node.lineno, f"entmachin.{alias.name}"
+            else:
+                yield node.lineno, module
 
 
 def _violations():
@@ -49,7 +58,7 @@ def _violations():
                 banned |= pkgs
         for lineno, name in _imports(path):
             top, *rest = name.split(".")
-            if top == "entmachin" and rest and layer in ALLOWED and rest[0] in ALLOWED and rest[0] not in ALLOWED[layer]:
+            if top == "entmachin" and rest and layer in ALLOWED and rest[0] in LAYERS and rest[0] not in ALLOWED[layer]:
                 yield f"{rel}:{lineno} imports {name}: layer '{layer}' may import only {sorted(ALLOWED[layer])}"
             if top in banned:
                 yield f"{rel}:{lineno} imports {name}: {rel} must not import {top}"
@@ -64,10 +73,18 @@ def test_detects_a_violation(tmp_path, monkeypatch):
     fake = tmp_path / "entmachin"
     (fake / "env").mkdir(parents=True)
     (fake / "env" / "bad.py").write_text("import torch\nfrom entmachin.frame import ppo\n")
+    (fake / "env" / "sly.py").write_text("from entmachin import frame\nfrom .. import model\n")
+    (fake / "frame").mkdir()
+    (fake / "frame" / "up.py").write_text("from entmachin.run import cli\n")
+    (fake / "__init__.py").write_text("from entmachin import run\n")
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
     found = list(_violations())
     assert any("must not import torch" in v for v in found)
-    assert any("layer 'env' may import only" in v for v in found)
+    assert any("env/bad.py:2 imports entmachin.frame: layer 'env' may import only" in v for v in found)
+    assert any("env/sly.py:1 imports entmachin.frame: layer 'env'" in v for v in found)
+    assert any("env/sly.py:2 imports entmachin.model: layer 'env'" in v for v in found)
+    assert any("frame/up.py:1 imports entmachin.run: layer 'frame'" in v for v in found)
+    assert any("__init__.py:1 imports entmachin.run: layer '__init__' may import only []" in v for v in found)
 
 
 @pytest.mark.parametrize("module", ["entmachin.env", "entmachin.env.examples", "entmachin.ragged"])

@@ -76,3 +76,10 @@ def test_checkpoints_and_tensorboard_files_were_written(namespace):
     assert list(directory.glob("checkpoints/collect/checkpoint_*.json"))
     assert list(directory.glob("runs/collect-a2c/events.out.tfevents.*"))
     assert namespace["a2c"].n_updates == 3
+
+
+def test_readme_creates_parallel_env_lists_under_the_main_guard():
+    blocks = [b for b in python_blocks() if "ParallelEnvList(" in b]
+    assert blocks, "README shows no ParallelEnvList"
+    for block in blocks:
+        assert 'if __name__ == "__main__":' in block, block

@@ -27,6 +27,7 @@ from entmachin.buffer.sampling import SampleMethod, check_batch_size, choose_row
 from entmachin.buffer.schema import Schema
 from entmachin.buffer.storage import RingStorage
 from entmachin.buffer.transition import TransitionBase, as_transition
+from entmachin.ragged.device import check_device
 
 __all__ = ["Buffer"]
 
@@ -53,14 +54,15 @@ class Buffer:
         seed: seeds the buffer's own random generator (None: fresh entropy).
 
     Raises:
-        ValueError: ``buffer_size`` is not a positive int.
+        ValueError: ``buffer_size`` is not a positive int, or ``buffer_device`` is not a device.
+        RuntimeError: ``buffer_device`` is a CUDA device this torch build or machine lacks.
     """
 
     def __init__(self, buffer_size: int, buffer_device: Union[str, torch.device] = "cpu", *, seed: Optional[int] = None) -> None:
         if isinstance(buffer_size, bool) or not isinstance(buffer_size, (int, np.integer)) or buffer_size < 1:
             raise ValueError(f"Buffer: buffer_size must be an int >= 1, got {buffer_size!r}")
         self.buffer_size = int(buffer_size)
-        self.buffer_device = torch.device(buffer_device)
+        self.buffer_device = check_device(buffer_device, f"{type(self).__name__}: buffer_device")
         self._rng = np.random.default_rng(seed)
         self._schema: Optional[Schema] = None
         self._storage: Optional[RingStorage] = None

@@ -27,6 +27,7 @@ from entmachin.env.vec_env import (
 from entmachin.env.batch import batch_obs
 from entmachin.env.env_list import EnvList
 from entmachin.env.parallel_env_list import EnvWorkerError, ParallelEnvList
+from entmachin.env.finite import NonFiniteObservationError
 from entmachin.env.canonical import random_actions, to_state, to_vec_actions
 from entmachin.env.validator import ValidatingEnv, validate_observation
 from entmachin.env.add_metrics_wrapper import AddMetricsWrapper
@@ -42,6 +43,7 @@ __all__ = [
     "Entity", "Environment", "Observation", "ObsSpace", "GLOBAL_ENTITY",
     "Metric", "VecActionMask", "VecCategoricalActionMask", "VecEnv", "VecObs",
     "VecSelectEntityActionMask", "env_seeds", "batch_obs", "EnvList", "ParallelEnvList", "EnvWorkerError",
+    "NonFiniteObservationError",
     "random_actions", "to_state", "to_vec_actions",
     "EntityGymAdapter", "GymnasiumEnvironment", "ensure_environment", "from_gymnasium",
     "GymnasiumVecEnv",

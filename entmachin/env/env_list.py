@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
+import dill
 import numpy as np
 import numpy.typing as npt
 from ragged_buffer import RaggedBufferI64
@@ -22,6 +23,7 @@ from entmachin.env.adapters import ensure_environment
 from entmachin.env.batch import batch_obs
 from entmachin.env.common import ActionName
 from entmachin.env.environment import Environment, Observation, ObsSpace
+from entmachin.env.finite import NonFiniteObservationError, refuse_non_finite
 from entmachin.env.vec_env import VecEnv, VecObs, env_seeds
 
 logger = logging.getLogger(__name__)
@@ -41,23 +43,41 @@ class EnvList(VecEnv):
         num_envs: number of environments.
         seed: ``None`` leaves the environments unseeded; an int gives environment ``i`` its own
             seed derived from it (``env_seeds``), so equal seeds give equal observations.
+        check_finite: raise ``NonFiniteObservationError`` (naming the environment, entity type
+            and feature) when an observation, final observation or reward holds NaN or
+            infinity, instead of handing it to a model whose running statistics it would
+            poison. One vectorised test per entity type and step; False turns it off.
+
+    Raises:
+        NonFiniteObservationError: from ``reset`` / ``act``, see ``check_finite``.
     """
 
-    def __init__(self, create_env: Callable[[], Environment], num_envs: int, seed: Optional[int] = None):
+    def __init__(
+        self, create_env: Callable[[], Environment], num_envs: int, seed: Optional[int] = None, *,
+        check_finite: bool = True,
+    ):
         if num_envs < 1:
             raise ValueError(f"EnvList: num_envs must be >= 1, got {num_envs}")
-        self._init(create_env, env_seeds(seed, num_envs), seeded=seed is not None, first_index=0)
+        self._init(create_env, env_seeds(seed, num_envs), seeded=seed is not None, first_index=0,
+                   check_finite=check_finite)
 
     @classmethod
     def _with_seeds(
-        cls, create_env: Callable[[], Environment], seeds: Sequence[Optional[int]], seeded: bool, first_index: int
+        cls, create_env: Callable[[], Environment], seeds: Sequence[Optional[int]], seeded: bool, first_index: int,
+        check_finite: bool = True, owner: str = "EnvList",
     ) -> "EnvList":
-        """An EnvList of ``len(seeds)`` environments numbered from ``first_index`` (worker side)."""
+        """An EnvList of ``len(seeds)`` environments numbered from ``first_index`` (worker side;
+        ``owner`` names the list in its messages)."""
         self = cls.__new__(cls)
-        self._init(create_env, seeds, seeded, first_index)
+        self._init(create_env, seeds, seeded, first_index, check_finite, owner)
         return self
 
-    def _init(self, create_env: Callable[[], Environment], seeds: Sequence[Optional[int]], seeded: bool, first_index: int) -> None:
+    def _init(self, create_env: Callable[[], Environment], seeds: Sequence[Optional[int]], seeded: bool,
+              first_index: int, check_finite: bool, owner: str = "EnvList") -> None:
+        if not isinstance(check_finite, bool):
+            raise TypeError(f"{owner}: check_finite must be a bool, got {check_finite!r}")
+        self.check_finite = check_finite
+        self._owner = owner
         self.envs = [ensure_environment(create_env()) for _ in seeds]
         self.first_index = first_index
         if seeded:
@@ -109,7 +129,7 @@ class EnvList(VecEnv):
             observations.append(obs)
         vec = self._batch(observations)
         if finals:
-            vec.final_obs = self._batch_obs(finals, final_index)
+            vec.final_obs = self._batch_obs(finals, final_index, final=True)
             vec.final_index = np.array(final_index, dtype=np.int64)
         return vec
 
@@ -130,12 +150,13 @@ class EnvList(VecEnv):
         self._last_vec = self._batch_obs(observations, range(len(observations)))
         return self._last_vec
 
-    def _batch_obs(self, observations: List[Observation], rows: Sequence[int]) -> VecObs:
+    def _batch_obs(self, observations: List[Observation], rows: Sequence[int], final: bool = False) -> VecObs:
         """``batch_obs`` of the observations of environments ``rows``; a malformed observation
         raises with the index of its environment (in this list's numbering, which a worker of
-        ParallelEnvList offsets), found by batching the rows one at a time."""
+        ParallelEnvList offsets), found by batching the rows one at a time. With
+        ``check_finite``, NaN or infinity raises ``NonFiniteObservationError`` likewise."""
         try:
-            return batch_obs(observations, self._obs_filter, self._action_space)
+            vec = batch_obs(observations, self._obs_filter, self._action_space)
         except (ValueError, TypeError):
             for obs, i in zip(observations, rows):
                 try:
@@ -144,6 +165,13 @@ class EnvList(VecEnv):
                     self._mark(e, i)
                     raise e from None
             raise
+        if self.check_finite:
+            try:
+                refuse_non_finite(vec, self._obs_filter, rows, self._owner, final, self.first_index)
+            except NonFiniteObservationError as e:
+                self._mark(e, e.env_index - self.first_index)
+                raise
+        return vec
 
     def render(self, **kwargs: Any) -> npt.NDArray[np.uint8]:
         return np.stack([e.render(**kwargs) for e in self.envs])
@@ -151,6 +179,28 @@ class EnvList(VecEnv):
     def close(self) -> None:
         for env in self.envs:
             env.close()
+
+    def get_state(self) -> bytes:
+        """The environments and the observations they last returned, pickled with ``dill``.
+
+        With :meth:`set_state` this continues the episodes in progress exactly (a run's
+        checkpoint holds it). Loading it runs code from the data: restore only your own.
+        """
+        return dill.dumps((self.envs, self.last_obs, getattr(self, "_last_vec", None), self._obs_filter))
+
+    def set_state(self, state: bytes) -> None:
+        """Restores :meth:`get_state`'s environments (the same number of them).
+
+        Raises:
+            ValueError: the state holds another number of environments.
+        """
+        envs, last_obs, last_vec, obs_filter = dill.loads(state)
+        if len(envs) != len(self.envs):
+            raise ValueError(f"EnvList.set_state: the state holds {len(envs)} environments; this EnvList has "
+                             f"{len(self.envs)}")
+        self.envs, self.last_obs, self._obs_filter = list(envs), last_obs, obs_filter
+        if last_vec is not None:
+            self._last_vec = last_vec
 
 
 def check_actions(

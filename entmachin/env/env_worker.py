@@ -56,7 +56,8 @@ def run(fn: Callable[[], Any]) -> bytes:
 
 
 def worker_main(
-    conn: Connection, create_env_bytes: bytes, seeds: Sequence[Optional[int]], seeded: bool, first_index: int
+    conn: Connection, create_env_bytes: bytes, seeds: Sequence[Optional[int]], seeded: bool, first_index: int,
+    check_finite: bool = True,
 ) -> None:
     """Body of a worker process: build an ``EnvList``, then answer commands until told to close."""
     # Ctrl-C reaches the whole process group; the parent handles it and closes the workers.
@@ -67,7 +68,8 @@ def worker_main(
 
     def start() -> Tuple[ObsSpace, Dict[ActionName, ActionSpace]]:
         nonlocal envs
-        envs = EnvList._with_seeds(dill.loads(create_env_bytes), seeds, seeded, first_index)
+        envs = EnvList._with_seeds(dill.loads(create_env_bytes), seeds, seeded, first_index, check_finite,
+                                   "ParallelEnvList")
         return envs.obs_space(), envs.action_space()
 
     try:

@@ -25,6 +25,7 @@ from entmachin.env.adapters import GymnasiumEnvironment, _numeric_info
 from entmachin.env.common import GLOBAL_ENTITY, ActionName
 from entmachin.env.env_list import check_actions
 from entmachin.env.environment import FeatureFilter, ObsSpace, compile_feature_filter
+from entmachin.env.finite import refuse_non_finite
 from entmachin.env.vec_env import Metric, VecCategoricalActionMask, VecEnv, VecObs, env_seeds
 
 _NO_METRICS: Mapping[str, float] = MappingProxyType({})  # an empty info's metrics, shared and read-only
@@ -45,10 +46,13 @@ class GymnasiumVecEnv(VecEnv):
         num_envs: number of environments.
         seed: ``None`` leaves the environments unseeded; an int seeds environment ``i``'s first
             reset with ``env_seeds(seed, num_envs)[i]``; later resets continue its stream.
+        check_finite: ``reset`` and ``act`` raise ``NonFiniteObservationError`` (naming the
+            environment and the feature) when an observation, final observation or reward
+            holds NaN or infinity, as ``EnvList`` does; False turns the check off.
 
     Raises:
-        TypeError: ``num_envs`` is not an int, or an environment is not a supported gymnasium
-            environment (``from_gymnasium``'s messages).
+        TypeError: ``num_envs`` or ``check_finite`` has the wrong type, or an environment is not
+            a supported gymnasium environment (``from_gymnasium``'s messages).
         ValueError: ``num_envs < 1``, or the environments' spaces differ.
 
     Example:
@@ -57,11 +61,16 @@ class GymnasiumVecEnv(VecEnv):
         >>> obs = envs.act({"action": actions})  # RaggedBufferI64, one [1, 1] row per env
     """
 
-    def __init__(self, create_env: Callable[[], Any], num_envs: int, seed: Optional[int] = None) -> None:
+    def __init__(
+        self, create_env: Callable[[], Any], num_envs: int, seed: Optional[int] = None, *, check_finite: bool = True
+    ) -> None:
         if isinstance(num_envs, bool) or not isinstance(num_envs, numbers.Integral):
             raise TypeError(f"GymnasiumVecEnv: num_envs must be an int, got {type(num_envs).__name__}")
         if num_envs < 1:
             raise ValueError(f"GymnasiumVecEnv: num_envs must be >= 1, got {num_envs}")
+        if not isinstance(check_finite, bool):
+            raise TypeError(f"GymnasiumVecEnv: check_finite must be a bool, got {check_finite!r}")
+        self.check_finite = check_finite
         n = int(num_envs)
         self.adapters: List[GymnasiumEnvironment] = [_adapt(create_env()) for _ in range(n)]
         self.envs = [a.env for a in self.adapters]  # the gymnasium environments, stepped directly
@@ -93,6 +102,7 @@ class GymnasiumVecEnv(VecEnv):
         self._n_features = first.n_features
         self._limits = [(name, len(space.index_to_label)) for name, space in self._action_space.items()]
         self._ones = np.ones(n, dtype=np.int64)  # [num_envs], one item per row
+        self._rows = np.arange(n, dtype=np.int64)  # [num_envs], the environment of each row
         self._ones_list = [1] * n  # [num_envs], what size1() of a valid action lists
         self._actors = np.zeros((n, 1), dtype=np.int64)  # [num_envs, 1]: the __global__ entity, after no others
         self._buf = np.zeros((n,) + self._obs_shape, dtype=np.float32)  # [num_envs, *obs_shape]
@@ -121,6 +131,7 @@ class GymnasiumVecEnv(VecEnv):
 
         Raises:
             ValueError: ``obs_config`` names entity types or features the environments lack.
+            NonFiniteObservationError: with ``check_finite``, an observation holds NaN or infinity.
         """
         self._set_filter(obs_config or self._obs_space)
         metrics: Dict[str, Metric] = {}
@@ -138,7 +149,10 @@ class GymnasiumVecEnv(VecEnv):
         n = len(self.envs)
         zeros = np.zeros(n, dtype=np.float32)  # [num_envs]
         unset = np.zeros(n, dtype=np.bool_)  # [num_envs]
-        return self._vec(self._flat, zeros, unset, unset.copy(), metrics)
+        vec = self._vec(self._flat, zeros, unset, unset.copy(), metrics)
+        if self.check_finite:
+            refuse_non_finite(vec, self._obs_filter, self._rows, "GymnasiumVecEnv")
+        return vec
 
     def act(self, actions: Mapping[ActionName, RaggedBufferI64], obs_filter: Optional[ObsSpace] = None) -> VecObs:
         """Step every environment with one choice per row of each action; see ``VecEnv.act``.
@@ -149,6 +163,8 @@ class GymnasiumVecEnv(VecEnv):
                 or a choice is out of range; ``obs_filter`` names what the environments lack.
             TypeError: an action is not a ``RaggedBufferI64``, or an environment breaks the
                 gymnasium API.
+            NonFiniteObservationError: with ``check_finite``, an observation, final observation
+                or reward holds NaN or infinity (a ``ValueError``).
         """
         if not self._started:
             raise RuntimeError("GymnasiumVecEnv.act called before reset()")
@@ -195,6 +211,10 @@ class GymnasiumVecEnv(VecEnv):
         if finals.index:
             vec.final_obs = self._final_obs(finals)
             vec.final_index = np.array(finals.index, dtype=np.int64)  # [n_final]
+        if self.check_finite:
+            refuse_non_finite(vec, self._obs_filter, self._rows, "GymnasiumVecEnv")
+            if vec.final_obs is not None:
+                refuse_non_finite(vec.final_obs, self._obs_filter, vec.final_index, "GymnasiumVecEnv", final=True)
         return vec
 
     def render(self, **kwargs: Any) -> npt.NDArray[np.uint8]:

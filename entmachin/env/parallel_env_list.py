@@ -25,6 +25,7 @@ import math
 import multiprocessing as mp
 import pickle
 import signal
+import sys
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
@@ -41,6 +42,7 @@ from entmachin.env.common import ActionName
 from entmachin.env.env_list import check_actions
 from entmachin.env.env_worker import CLOSE, PROTOCOL, Failure, worker_main
 from entmachin.env.environment import Environment, ObsSpace
+from entmachin.env.main_guard import guard_advice, refuse_while_bootstrapping, unguarded_main_line
 from entmachin.env.vec_env import VecEnv, VecObs, env_seeds
 from entmachin.env.wire import pack_actions, unpack
 
@@ -156,9 +158,14 @@ class ParallelEnvList(VecEnv):
             environments, ``reset``, ``act``, ``render``); a worker still busy after that is
             reported with ``EnvWorkerError`` and the list is closed, its workers terminated.
             ``None`` (the default) waits as long as the environments take.
+        check_finite: the workers raise ``NonFiniteObservationError`` (reported as
+            ``EnvWorkerError`` naming the environment, entity type and feature) when an
+            observation, final observation or reward holds NaN or infinity, as ``EnvList``
+            does; False turns the check off.
 
     Under ``spawn`` and ``forkserver`` the workers import the main script, so a script must
-    guard its entry point with ``if __name__ == "__main__":``. Workers are daemon processes (they
+    guard its entry point with ``if __name__ == "__main__":`` (without it, the error says which
+    line to put under the guard). Workers are daemon processes (they
     never outlive the parent), so an environment cannot start ``multiprocessing`` children of
     its own; ``subprocess`` works.
 
@@ -172,7 +179,10 @@ class ParallelEnvList(VecEnv):
         ValueError: ``num_envs``, ``num_processes``, ``start_method``, ``seed`` or ``timeout`` is
             invalid.
         TypeError: ``create_env`` is not callable or cannot be serialised with ``dill``.
-        EnvWorkerError: a worker failed to build its environments.
+        EnvWorkerError: a worker failed to build its environments (or, from a script without
+            the ``__main__`` guard under ``spawn`` / ``forkserver``, to start: the message says
+            which line to guard).
+        RuntimeError: created in a worker process while it imports such a script.
 
     Example:
         >>> with ParallelEnvList(MineSweeper, num_envs=16, num_processes=2, seed=0) as envs:
@@ -189,7 +199,10 @@ class ParallelEnvList(VecEnv):
         start_method: Optional[str] = None,
         seed: Optional[int] = None,
         timeout: Optional[float] = None,
+        *,
+        check_finite: bool = True,
     ) -> None:
+        refuse_while_bootstrapping()  # a worker importing a main script that lacks the guard
         self._workers: List[_Worker] = []
         self._closed_reason: Optional[str] = None
         self._last_vec: Optional[VecObs] = None
@@ -208,6 +221,8 @@ class ParallelEnvList(VecEnv):
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
             raise ValueError(f"ParallelEnvList: timeout must be None or a number of seconds > 0, got {timeout!r}")
         self.timeout = timeout
+        if not isinstance(check_finite, bool):
+            raise TypeError(f"ParallelEnvList: check_finite must be a bool, got {check_finite!r}")
         if not callable(create_env):
             raise TypeError(f"ParallelEnvList: create_env must be callable, got {type(create_env).__name__}")
         try:
@@ -225,7 +240,7 @@ class ParallelEnvList(VecEnv):
                 conn, child_conn = ctx.Pipe()
                 process = ctx.Process(
                     target=worker_main,
-                    args=(child_conn, payload, seeds[start:stop], seed is not None, start),
+                    args=(child_conn, payload, seeds[start:stop], seed is not None, start, check_finite),
                     name=f"ParallelEnvList-worker-{k}",
                     daemon=True,  # never outlive the parent
                 )
@@ -235,6 +250,13 @@ class ParallelEnvList(VecEnv):
             spaces = self._gather("start")
         except BaseException as e:
             self._abandon(f"closed because starting the workers failed ({type(e).__name__})")
+            if isinstance(e, EnvWorkerError) and e.exitcode and start_method != "fork":
+                unguarded = unguarded_main_line(sys._getframe())
+                if unguarded is not None:
+                    raise EnvWorkerError(
+                        f"{e.args[0].split(';')[0]}: {guard_advice(start_method, *unguarded)}", e.worker, None,
+                        e.exitcode,
+                    ) from e
             raise
         self._obs_space, self._action_space = spaces[0]
 

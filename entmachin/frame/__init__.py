@@ -12,13 +12,14 @@ from entmachin.frame.checkpoint import CheckpointError
 from entmachin.frame.config import A2CConfig, PPOConfig
 from entmachin.frame.evaluate import EvalResult, evaluate
 from entmachin.frame.gae import GAEResult, gae, gae_episode
+from entmachin.frame.health import NonFiniteUpdateError
 from entmachin.frame.ppo import PPO
 from entmachin.frame.rollout import RolloutCollector, RolloutStats, global_actions, global_state
 from entmachin.frame.safe_call import model_devices, safe_call
 from entmachin.frame.summary import UpdateStats
 
 __all__ = [
-    "A2C", "A2CConfig", "CheckpointError", "EvalResult", "GAEResult", "PPO", "PPOConfig", "RolloutCollector",
-    "RolloutStats", "UpdateStats", "evaluate", "gae", "gae_episode", "global_actions",
+    "A2C", "A2CConfig", "CheckpointError", "EvalResult", "GAEResult", "NonFiniteUpdateError", "PPO", "PPOConfig",
+    "RolloutCollector", "RolloutStats", "UpdateStats", "evaluate", "gae", "gae_episode", "global_actions",
     "global_state", "model_devices", "safe_call",
 ]

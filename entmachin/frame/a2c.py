@@ -29,7 +29,10 @@ from torch import nn
 
 from entmachin.buffer import Buffer
 from entmachin.frame import storing
+from entmachin.frame.store_checks import check_steps
 from entmachin.frame.config import A2CConfig, check_callable, frame_kwargs_from_config, generate_config
+from entmachin.frame.health import count_skipped_updates, non_finite_error
+from entmachin.frame.interrupts import InterruptGuard
 from entmachin.frame.safe_call import safe_call
 from entmachin.frame.summary import UpdateStats, log_update, make_writer
 from entmachin.frame.update import run_update
@@ -217,6 +220,7 @@ class A2C:
         self._owns_writer = self.writer is not None and self.writer is not writer  # made from a log dir
         self._rng = np.random.default_rng(config.seed)
         self._n_updates = 0
+        self._skipped_updates: Dict[str, int] = {}  # optimizer -> updates in a row that skipped all its steps
         self._visualized: set = set()
         self._actor_norms = [m for m in actor.modules() if isinstance(m, InputNorm)]
         actor_norms = {id(m) for m in self._actor_norms}
@@ -305,9 +309,15 @@ class A2C:
         ``value`` (return target) and ``gae`` (advantage) are stored; the caller's
         transitions are not modified.
 
+        Transitions that ``update()`` could not train on are refused here, with the buffer, the
+        frame and the critic's input statistics left as they were: a state that lacks what the
+        actor needs (an entity type or the action masks of RogueNet's spaces, the width of an
+        MLP), actions that do not match the state's actors, and NaN or infinity in rewards,
+        states or the critic's values.
+
         Raises:
-            TypeError / ValueError: malformed transitions (the message names the position and
-                key), or more rows than the buffer holds before ``update()``.
+            TypeError / ValueError: malformed transitions (the message names the position, key
+                and, in a rollout, the row), or more rows than the buffer holds before ``update()``.
         """
         self._store(storing.read_episode(episode, f"{type(self).__name__}.store_episode"), "store_episode")
 
@@ -322,18 +332,28 @@ class A2C:
         self._store(storing.read_rollout(steps, f"{type(self).__name__}.store_rollout"), "store_rollout")
 
     def _store(self, steps: storing.Steps, method: str) -> None:
+        name = f"{type(self).__name__}.{method}"
+        check_steps(steps, self.actor, self.critic, name)  # before anything changes
         capacity = getattr(self.replay_buffer, "buffer_size", self.config.replay_size)
         held = self.replay_buffer.size()
         if held + steps.n_rows > capacity:
             raise ValueError(
-                f"{type(self).__name__}.{method}: storing {steps.n_rows} rows on top of {held} would exceed "
+                f"{name}: storing {steps.n_rows} rows on top of {held} would exceed "
                 f"replay_size={capacity} and overwrite on-policy data; call update() first or raise replay_size"
             )
-        with collecting_stats_of(self._critic_only_norms):  # the actor's statistics learn in act()
-            returns, advantages = storing.value_targets(
-                steps, self.criticize, self.config.discount, self.config.gae_lambda
-            )
-        self.replay_buffer.append(storing.to_transition(steps, returns, advantages))
+        # The critic's own statistics learn from this call; a call refused after the critic ran
+        # (non-finite values, a buffer that refuses the rows) puts them back as they were.
+        saved = [{k: v.clone() for k, v in norm.state_dict().items()} for norm in self._critic_only_norms]
+        try:
+            with collecting_stats_of(self._critic_only_norms):  # the actor's statistics learn in act()
+                returns, advantages = storing.value_targets(
+                    steps, self.criticize, self.config.discount, self.config.gae_lambda, name
+                )
+            self.replay_buffer.append(storing.to_transition(steps, returns, advantages))
+        except BaseException:
+            for norm, state in zip(self._critic_only_norms, saved):
+                norm.load_state_dict(state)
+            raise
 
     # -------------------------------------------------------------------------- update
 
@@ -343,6 +363,12 @@ class A2C:
     def update(self, update_value: bool = True, update_policy: bool = True, concatenate_samples: bool = True
                ) -> Tuple[float, float]:
         """Trains on every stored row, then clears the buffer.
+
+        An update that raises (a ``KeyboardInterrupt`` included) leaves the frame usable: each
+        minibatch's optimizer steps, actor's and critic's, were made entirely or not at all
+        (Ctrl-C during the steps is raised right after them, see ``entmachin.frame.interrupts``),
+        the buffer keeps its rows, and ``n_updates`` and the annealed learning rates are as
+        before the call, so ``update()`` can simply be called again.
 
         Args:
             update_value: step the critic (value losses are computed either way).
@@ -357,21 +383,41 @@ class A2C:
         Raises:
             RuntimeError: the buffer is empty.
             ValueError: ``concatenate_samples`` is False.
+            NonFiniteUpdateError: this update is the third in a row in which every step of the
+                actor's (or critic's) optimizer was skipped for non-finite values; the update
+                itself completed (see ``entmachin.frame.health``).
         """
         if concatenate_samples is not True:
             raise ValueError(f"{type(self).__name__}.update: concatenate_samples must be True, got {concatenate_samples!r}")
-        if self.config.n_anneal_updates is not None:
-            frac = max(0.0, 1.0 - self._n_updates / self.config.n_anneal_updates)
-            for opt, lrs in zip(self.optimizers, self._initial_lrs):
-                for group, lr in zip(opt.param_groups, lrs):
-                    group["lr"] = lr * frac
-        stats = run_update(self, update_value, update_policy)
-        self.replay_buffer.clear()
-        self._n_updates += 1
-        self.last_update = stats
+        with InterruptGuard() as guard:
+            lrs = [[group["lr"] for group in opt.param_groups] for opt in self.optimizers]
+            committed = False
+            try:
+                if self.config.n_anneal_updates is not None:
+                    with guard.step:
+                        frac = max(0.0, 1.0 - self._n_updates / self.config.n_anneal_updates)
+                        self._set_learning_rates([[lr * frac for lr in initial] for initial in self._initial_lrs])
+                stats = run_update(self, update_value, update_policy, guard)
+                with guard.step:  # the update counts: rows consumed and counters moved together
+                    self.replay_buffer.clear()
+                    self._n_updates += 1
+                    self.last_update = stats
+                    failing = count_skipped_updates(self._skipped_updates, stats)
+                    committed = True
+            finally:
+                if not committed:  # the schedule stays where it was, as n_updates does
+                    with guard.step:
+                        self._set_learning_rates(lrs)
         if self.writer is not None:
             log_update(self.writer, stats, self._n_updates)
+        if failing:
+            raise non_finite_error(self, stats, failing)
         return -stats.policy_loss, stats.value_loss
+
+    def _set_learning_rates(self, lrs: List[List[float]]) -> None:
+        for opt, values in zip(self.optimizers, lrs):
+            for group, lr in zip(opt.param_groups, values):
+                group["lr"] = lr
 
     def close(self) -> None:
         """Flushes and closes a writer the frame created from a log directory."""

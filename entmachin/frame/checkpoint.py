@@ -85,6 +85,7 @@ def _frame_state(frame: Any) -> Dict[str, Any]:
         "optimizers": [opt.state_dict() for opt in frame.optimizers],
         "lr_schedulers": [s.state_dict() for s in frame.lr_schedulers],
         "n_updates": frame._n_updates,
+        "skipped_updates": dict(frame._skipped_updates),
         "shuffle_rng": frame._rng.bit_generator.state,
         "torch_rng": torch.get_rng_state(),
         "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else [],
@@ -214,6 +215,10 @@ def _check_frame_state(path: str, state: Any, frame: Any) -> None:
     n_updates = state["n_updates"]
     if isinstance(n_updates, bool) or not isinstance(n_updates, int) or n_updates < 0:
         raise CheckpointError(f"{path!r}: expected an update count >= 0, found {n_updates!r}")
+    skipped = state.get("skipped_updates", {})
+    if not isinstance(skipped, Mapping) or not all(isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+                                                   for k, v in skipped.items()):
+        raise CheckpointError(f"{path!r}: expected counts of skipped updates per optimizer, found {skipped!r:.100}")
     rng = state["shuffle_rng"]
     kind = frame._rng.bit_generator.state["bit_generator"]
     if not isinstance(rng, Mapping) or rng.get("bit_generator") != kind:
@@ -264,6 +269,7 @@ def _assign(frame: Any, models: Dict[str, Any], state: Dict[str, Any]) -> None:
     for scheduler, sched_state in zip(frame.lr_schedulers, state["lr_schedulers"]):
         scheduler.load_state_dict(sched_state)
     frame._n_updates = int(state["n_updates"])
+    frame._skipped_updates = dict(state.get("skipped_updates", {}))  # absent from checkpoints of entmachin 0.1
     frame._rng.bit_generator.state = state["shuffle_rng"]
     torch.set_rng_state(state["torch_rng"])
     if state["cuda_rng"] and torch.cuda.is_available():

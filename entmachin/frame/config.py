@@ -18,6 +18,8 @@ from typing import Any, Dict, Optional, Union
 
 import torch
 
+from entmachin.ragged.device import check_device
+
 __all__ = ["A2CConfig", "PPOConfig", "generate_config", "frame_kwargs_from_config", "resolve"]
 
 
@@ -100,13 +102,7 @@ class A2CConfig:
         self._real("discount", 0.0, 1.0)
         self._bool("normalize_advantage")
         self._int("replay_size", 1)
-        try:
-            torch.device(self.replay_device)
-        except (TypeError, RuntimeError) as e:
-            raise ValueError(
-                f"{self._where('replay_device')} must be a torch.device or a device string such as 'cpu', "
-                f"got {self.replay_device!r}"
-            ) from e
+        check_device(self.replay_device, self._where("replay_device"))
         self._bool("visualize")
         if not isinstance(self.visualize_dir, str):
             raise TypeError(f"{self._where('visualize_dir')} must be a str, got {self.visualize_dir!r}")
@@ -232,6 +228,7 @@ def frame_kwargs_from_config(
     where = f"{frame_name}.init_from_config"
     if not isinstance(config, Mapping) or "frame_config" not in config:
         raise ValueError(f"{where}: expected a dict with a 'frame_config' entry, as generate_config returns")
+    check_device(model_device, f"{where}: model_device")
     if config.get("frame", frame_name) != frame_name:
         raise ValueError(f"{where}: config['frame'] is {config['frame']!r}; expected {frame_name!r}")
     user = config["frame_config"]

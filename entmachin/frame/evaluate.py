@@ -16,12 +16,13 @@ logger = logging.getLogger(__name__)
 
 
 class EvalResult(NamedTuple):
-    """Undiscounted episodic returns of an evaluation."""
+    """Undiscounted episodic returns of an evaluation, and the episodes' lengths."""
 
     mean: float
     min: float
     max: float
     returns: tuple
+    lengths: tuple = ()
 
 
 def evaluate(
@@ -61,6 +62,8 @@ def evaluate(
     state_fn = state_fn or (lambda obs: to_state(obs, space))
     action_fn = action_fn or default_actions
     running = np.zeros(n_envs, dtype=np.float64)  # [n_envs]
+    steps = np.zeros(n_envs, dtype=np.int64)  # [n_envs]
+    lengths: List[int] = []
     finished = np.zeros(n_envs, dtype=np.int64)  # [n_envs]
     returns: List[float] = []
     try:
@@ -69,11 +72,14 @@ def evaluate(
             result = frame.act(state_fn(obs), deterministic, collect_stats=False)
             obs = envs.act(action_fn(result)[1])
             running += obs.reward
+            steps += 1
             for row in np.flatnonzero(obs.done):
                 if finished[row] < quota[row]:
                     returns.append(float(running[row]))
+                    lengths.append(int(steps[row]))
                     finished[row] += 1
             running[obs.done] = 0.0
+            steps[obs.done] = 0
             if np.all(finished >= quota):
                 break
         else:
@@ -81,7 +87,8 @@ def evaluate(
             logger.warning("evaluate: %d episode(s) unfinished after max_steps=%d; counting their returns so far",
                            len(unfinished), max_steps)
             returns.extend(unfinished)
+            lengths.extend(int(steps[row]) for row in np.flatnonzero(finished < quota))
     finally:
         envs.close()
     values = np.array(returns, dtype=np.float64)  # [episodes]
-    return EvalResult(float(values.mean()), float(values.min()), float(values.max()), tuple(returns))
+    return EvalResult(float(values.mean()), float(values.min()), float(values.max()), tuple(returns), tuple(lengths))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 import torch
@@ -138,6 +138,22 @@ class RolloutCollector:
         index[obs.final_index] = n_rows + np.arange(len(obs.final_index))
         joined = stack_trees([state, final], lambda i: ("state", "final_obs state")[i])
         return take_rows(joined, index)
+
+    def snapshot(self) -> Dict[str, Any]:
+        """What :meth:`restore` needs to continue the episodes in progress (picklable)."""
+        return {"state": self._state, "returns": self._returns.copy(), "lengths": self._lengths.copy(),
+                "total_env_steps": self.total_env_steps}
+
+    def restore(self, snapshot: Mapping[str, Any]) -> None:
+        """Continues from :meth:`snapshot`'s episodes; the environments must be restored alike."""
+        returns = np.asarray(snapshot["returns"], dtype=np.float64)  # [B]
+        if returns.shape != self._returns.shape:
+            raise ValueError(f"RolloutCollector.restore: the snapshot has {returns.shape[0]} rows; this collector "
+                             f"steps {self._returns.shape[0]} environments")
+        self._state = snapshot["state"]
+        self._returns = returns
+        self._lengths = np.asarray(snapshot["lengths"], dtype=np.int64)  # [B]
+        self.total_env_steps = int(snapshot["total_env_steps"])
 
     def collect(self) -> RolloutStats:
         """Runs ``n_steps`` steps, stores them with ``frame.store_rollout`` and returns statistics."""

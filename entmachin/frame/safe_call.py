@@ -17,6 +17,8 @@ Devices, decided at every call (nothing is cached, so ``model.to(...)`` is alway
 * otherwise the single device of the module's parameters and buffers;
 * a module without parameters or buffers uses the explicit attribute that is set, or the CPU;
 * parameters on several devices need both attributes (``RuntimeError`` otherwise);
+* an explicit attribute naming a CUDA device that this torch build or machine lacks raises
+  ``RuntimeError`` naming the model and attribute (checked once per value, not per call);
 * a callable that is not a module (a plain function, a ``functools.partial``) gets no device
   moves at all unless it has the attributes. A bound method of a module (``safe_call(net.value,
   state)``) uses its module's devices.
@@ -34,7 +36,6 @@ import inspect
 import types
 import weakref
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import torch
@@ -42,6 +43,7 @@ from torch import nn
 
 from entmachin.ragged.arrays import is_ragged_buffer
 from entmachin.ragged.arrdict import arrdict
+from entmachin.ragged.device import check_device
 from entmachin.ragged.tensor import RaggedTensor
 
 __all__ = ["safe_call", "model_devices"]
@@ -128,9 +130,9 @@ def _callable_signature(fn: Any) -> _Signature:
 # ------------------------------------------------------------------------------- devices
 
 
-@lru_cache(maxsize=64)
-def _as_device(value: Any) -> torch.device:
-    return torch.device(value)
+# Explicit device values already checked by check_device: each value is checked once, so a
+# model with a Machin-style ``input_device`` pays one dict lookup per call.
+_CHECKED: Dict[Any, torch.device] = {}
 
 
 def _explicit_device(obj: Any, name: str) -> Optional[torch.device]:
@@ -141,15 +143,16 @@ def _explicit_device(obj: Any, name: str) -> Optional[torch.device]:
         if not hasattr(type(obj), name):  # looked up every call: a class may gain it later
             return None
         value = getattr(obj, name)  # a class attribute or a property
-    if value is None or isinstance(value, torch.device):
-        return value
+    if value is None:
+        return None
     try:
-        return _as_device(value)
-    except (TypeError, RuntimeError) as e:
-        raise ValueError(
-            f"safe_call: {type(obj).__name__}.{name} is {value!r}; expected a torch.device or "
-            "a device string such as 'cpu' or 'cuda:0'"
-        ) from e
+        return _CHECKED[value]
+    except (KeyError, TypeError):  # not seen yet, or unhashable
+        pass
+    device = check_device(value, f"safe_call: {type(obj).__name__}.{name}")
+    if len(_CHECKED) < 64:
+        _CHECKED[value] = device
+    return device
 
 
 def _tensor_devices(module: nn.Module) -> List[torch.device]:
@@ -187,7 +190,8 @@ def model_devices(model: Any) -> Tuple[Optional[torch.device], Optional[torch.de
 
     Raises:
         RuntimeError: the module's parameters are on several devices and it lacks an explicit
-            ``input_device`` or ``output_device``.
+            ``input_device`` or ``output_device``; or an explicit attribute names a CUDA device
+            this torch build or machine does not have (see ``entmachin.ragged.device``).
         ValueError: an explicit attribute is not a device.
     """
     return _devices(model.module if isinstance(model, _WRAPPERS) else model)

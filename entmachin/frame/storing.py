@@ -172,12 +172,20 @@ def read_rollout(steps: Sequence[Any], name: str = "store_rollout") -> Steps:
 
 
 def value_targets(
-    steps: Steps, criticize: Callable[[Any], torch.Tensor], discount: float, gae_lambda: float
+    steps: Steps, criticize: Callable[[Any], torch.Tensor], discount: float, gae_lambda: float,
+    name: str = "store",
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """Returns ``(returns, advantages)``, float32 ``[N, 1]`` on the CPU, from one critic call.
 
+    Args:
+        name: the call in error messages, e.g. ``"PPO.store_rollout"``.
+
     Shape:
         returns, advantages: ``[T * B, 1]``, step-major.
+
+    Raises:
+        ValueError: the critic returned the wrong number of values, or NaN or infinity (the
+            message names the transition and row whose state it was).
     """
     n_steps, n_envs = steps.reward.shape
     n_rows = n_steps * n_envs
@@ -194,6 +202,16 @@ def value_targets(
         raise ValueError(
             f"the critic returned {values.shape[0]} values for {n_rows + steps.bootstrap.size} states; "
             "expected one value per row ([B, 1] or [B])"
+        )
+    finite = torch.isfinite(values)  # [N + k]
+    if not bool(finite.all()):
+        i = int(torch.nonzero(~finite)[0, 0])
+        key, r = ("state", i) if i < n_rows else ("next_state", int(steps.bootstrap[i - n_rows]))
+        t, b = divmod(r, n_envs)
+        row = f" row {b}" if n_envs > 1 else ""
+        raise ValueError(
+            f"{name}: the critic returned {float(values[i])} for {name}[{t}][{key!r}]{row}; values must be finite "
+            "(the critic's weights may hold NaN or infinity); nothing was stored"
         )
     state_values = values[:n_rows].reshape(n_steps, n_envs)  # [T, B]
     next_values = torch.zeros_like(state_values)  # [T, B]

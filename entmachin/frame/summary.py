@@ -6,7 +6,8 @@ Every ``update()`` writes these tags at step = the number of updates so far::
     losses/value_loss      mean value loss (criterion x value_weight)
     losses/entropy         mean entropy of the policy over actors (or rows)
     losses/approx_kl       mean of (r - 1) - log r over the minibatches, r the probability ratio
-    losses/clip_fraction   share of actors (or rows) whose ratio left [1 - clip, 1 + clip] (PPO)
+    losses/clipfrac        share of actors (or rows) whose ratio left [1 - clip, 1 + clip] (PPO)
+    losses/explained_variance  how much of the returns' variance the stored values explain (1: all)
     charts/learning_rate   learning rate of the first parameter group of the first optimizer
     charts/skipped_steps   optimizer steps skipped for non-finite losses or gradients
     charts/minibatches     minibatches evaluated (fewer than asked when target_kl stopped early)
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Dict, NamedTuple, Optional, Set
+from typing import Any, Dict, NamedTuple, Optional, Set, Tuple
 
 import torch
 
@@ -30,10 +31,13 @@ class UpdateStats(NamedTuple):
     entropy: float
     approx_kl: float
     clip_fraction: float
+    explained_variance: float  # 1 - Var(return - value) / Var(return) of the stored rows (nan: constant returns)
     learning_rate: float
     skipped_steps: int
     minibatches: int
     stopped_early: bool
+    optimizer_steps: Dict[str, Tuple[int, int]]  # "actor" / "critic" / "shared" -> steps (attempted, skipped)
+    non_finite: Tuple[str, ...]  # what made steps skip: "policy loss", "entropy", "value loss", "gradients of ..."
 
 
 def make_writer(writer: Any, where: str) -> Optional[Any]:
@@ -61,7 +65,8 @@ _TAGS = {
     "value_loss": "losses/value_loss",
     "entropy": "losses/entropy",
     "approx_kl": "losses/approx_kl",
-    "clip_fraction": "losses/clip_fraction",
+    "clip_fraction": "losses/clipfrac",
+    "explained_variance": "losses/explained_variance",
     "learning_rate": "charts/learning_rate",
     "skipped_steps": "charts/skipped_steps",
     "minibatches": "charts/minibatches",

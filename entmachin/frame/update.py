@@ -16,6 +16,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 import numpy as np
 import torch
 
+from entmachin.frame.interrupts import InterruptGuard
 from entmachin.frame.losses import OldLogProbs, Units, cat_old, normalized, old_units, policy_terms, units_of
 from entmachin.frame.summary import UpdateStats, write_graph
 
@@ -79,18 +80,32 @@ def _steps(frame: Any, policy_loss: Optional[torch.Tensor], value_loss: Optional
         ([_Step(frame.critic_optim, frame._critic_params, value, "critic")] if value else [])
 
 
-def _apply(frame: Any, policy_loss: Optional[torch.Tensor], value_loss: Optional[torch.Tensor]) -> int:
-    """Steps the optimizer(s) on one minibatch's losses; returns the number of steps skipped.
+def _non_finite_terms(step: _Step, ok: List[bool], policy_parts: Dict[str, Optional[torch.Tensor]]) -> List[str]:
+    """Names of the step's non-finite terms; a policy loss is traced to its surrogate or entropy."""
+    bad = [n for n, good in zip(step.terms, ok) if not good]
+    if "policy loss" in bad:  # a rare path: extra host syncs are fine
+        parts = [n for n, t in policy_parts.items() if t is not None and not bool(torch.isfinite(t.detach()).all())]
+        bad = [*(parts or ["policy loss"]), *(n for n in bad if n != "policy loss")]
+    return bad
+
+
+def _apply(frame: Any, policy_loss: Optional[torch.Tensor], value_loss: Optional[torch.Tensor],
+           policy_parts: Dict[str, Optional[torch.Tensor]], guard: InterruptGuard, non_finite: Dict[str, None],
+           tally: Dict[str, List[int]]) -> None:
+    """Steps the optimizer(s) on one minibatch's losses, counting steps in ``tally``.
 
     One backward pass over the sum of the losses serves every optimizer: separate actor and
     critic have disjoint parameters, so each gets exactly the gradients of its own loss. One
     host sync then decides, per optimizer, whether its loss and gradients are finite; a step
     that is not is skipped with a warning naming the term (its parameters and optimizer state
-    stay untouched).
+    stay untouched), and the term is added to ``non_finite``. ``tally[step.what]`` counts
+    ``[attempted, skipped]`` steps per optimizer (``"actor"``, ``"critic"`` or ``"shared"``).
+    The steps of the minibatch run inside ``guard.step``: a Ctrl-C arriving meanwhile is
+    raised once all of them are done.
     """
     steps = _steps(frame, policy_loss, value_loss)
     if not steps:
-        return 0
+        return
     for step in steps:
         step.optimizer.zero_grad(set_to_none=True)
     terms = [t for step in steps for t in step.terms.values()]
@@ -99,23 +114,25 @@ def _apply(frame: Any, policy_loss: Optional[torch.Tensor], value_loss: Optional
     norms = [torch.nn.utils.get_total_norm([p.grad for p in ps]) if ps else None for ps in with_grad]
     flags = iter(_flags(terms + [n for n in norms if n is not None]))
     term_ok = [[next(flags) for _ in step.terms] for step in steps]
-    skipped = 0
-    for step, ok, ps, norm in zip(steps, term_ok, with_grad, norms):
-        norm_ok = norm is None or next(flags)
-        if all(ok) and norm_ok:
-            if norm is not None and math.isfinite(frame.config.gradient_max):
-                torch.nn.utils.clip_grads_with_norm_(ps, frame.config.gradient_max, norm)
-            step.optimizer.step()
-            continue
-        step.optimizer.zero_grad(set_to_none=True)
-        skipped += 1
-        what = f"{', '.join(n for n, good in zip(step.terms, ok) if not good)}" if not all(ok) else \
-            f"gradients of {' + '.join(step.terms)}"
-        warnings.warn(
-            f"{type(frame).__name__}.update: non-finite {what}; skipped this {step.what} step (parameters and "
-            "optimizer state unchanged)", RuntimeWarning, stacklevel=4,
-        )
-    return skipped
+    norm_ok = [norm is None or next(flags) for norm in norms]
+    with guard.step:  # every step of the minibatch, or none
+        for step, ok, ps, norm, grads_ok in zip(steps, term_ok, with_grad, norms, norm_ok):
+            counts = tally.setdefault(step.what, [0, 0])
+            counts[0] += 1
+            if all(ok) and grads_ok:
+                if norm is not None and math.isfinite(frame.config.gradient_max):
+                    torch.nn.utils.clip_grads_with_norm_(ps, frame.config.gradient_max, norm)
+                step.optimizer.step()
+                continue
+            step.optimizer.zero_grad(set_to_none=True)
+            counts[1] += 1
+            names = _non_finite_terms(step, ok, policy_parts) if not all(ok) else \
+                [f"gradients of {' + '.join(step.terms)}"]
+            non_finite.update(dict.fromkeys(names))
+            warnings.warn(
+                f"{type(frame).__name__}.update: non-finite {', '.join(names)}; skipped this {step.what} step "
+                "(parameters and optimizer state unchanged)", RuntimeWarning, stacklevel=4,
+            )
 
 
 def _mean(values: List[torch.Tensor]) -> float:
@@ -127,8 +144,16 @@ def _mean(values: List[torch.Tensor]) -> float:
     return float(finite.mean()) if finite.numel() else math.nan
 
 
-def run_update(frame: Any, update_value: bool, update_policy: bool) -> UpdateStats:
-    """Runs one update of ``frame`` over its buffer; see the module docstring."""
+def run_update(frame: Any, update_value: bool, update_policy: bool, guard: Optional[InterruptGuard] = None
+               ) -> UpdateStats:
+    """Runs one update of ``frame`` over its buffer; see the module docstring.
+
+    Changes only the models' parameters and the optimizers' states, minibatch by minibatch
+    (each minibatch's steps inside ``guard.step``), and the frame's shuffling generator; the
+    buffer and the frame's counters are the caller's to update. Actor and critic are back in
+    eval mode when it returns or raises.
+    """
+    guard = InterruptGuard() if guard is None else guard  # not entered: steps are not deferred
     cfg = frame.config
     name = type(frame).__name__
     n_rows = frame.replay_buffer.size()
@@ -151,55 +176,73 @@ def run_update(frame: Any, update_value: bool, update_policy: bool) -> UpdateSta
         old = _old_log_probs(frame, state, action, visited)
         position = np.full(n_rows, -1, dtype=np.int64)  # [N]: row -> place in `visited`
         position[visited] = np.arange(visited.shape[0])
-    frame.actor.train()
-    frame.critic.train()
     policy_losses, value_losses, entropies, kls, clips = [], [], [], [], []
-    skipped, stopped = 0, False
-    ran = 0
-    for i, rows in enumerate(schedule):
-        index = torch.from_numpy(rows)  # [b]
-        mb_state = state[index]
-        policy_loss = value_loss = None
-        if i < n_policy and i < n_value:
-            result, value = frame._eval_act_and_criticize(mb_state, action[index])
-        elif i < n_policy:
-            result = frame.eval_act(mb_state, action[index])
-        else:
-            value = frame.criticize(mb_state)  # [b, 1]
-        if i < n_policy:
-            units = units_of(result, rows.shape[0], cfg.entropy_weight is not None, f"{name}.update")
-            adv = advantage[index.to(advantage.device)].reshape(-1)  # [b]
-            if cfg.normalize_advantage:
-                adv = normalized(adv.to(units.log_prob.device), units.row)
-            old_mb = None if old is None else old_units(old, torch.from_numpy(position[rows]))
-            terms = policy_terms(units, old_mb, adv, clip)
-            if cfg.target_kl is not None and terms.approx_kl is not None and float(terms.approx_kl) > cfg.target_kl:
-                stopped = True
-                break
-            policy_loss = -terms.surrogate
-            if cfg.entropy_weight is not None and terms.entropy is not None:
-                policy_loss = policy_loss + cfg.entropy_weight * terms.entropy
-            for values, term in ((entropies, terms.entropy), (kls, terms.approx_kl), (clips, terms.clip_fraction)):
-                if term is not None:
-                    values.append(term.detach())
-        if i < n_value:
-            goal = target[index.to(target.device)].to(value.device, value.dtype)  # [b, 1]
-            if cfg.value_clip is not None:
-                before = old_value[index.to(old_value.device)].to(value.device, value.dtype)  # [b, 1]
-                value = before + (value - before).clamp(-cfg.value_clip, cfg.value_clip)  # [b, 1]
-            value_loss = frame.criterion(goal, value.reshape(goal.shape)) * cfg.value_weight
-        ran += 1
-        if cfg.visualize:
-            _visualize(frame, policy_loss, value_loss)
-        for loss, losses in ((policy_loss, policy_losses), (value_loss, value_losses)):
-            if loss is not None:
-                losses.append(loss.detach())
-        skipped += _apply(frame, policy_loss if update_policy else None, value_loss if update_value else None)
-    frame.actor.eval()
-    frame.critic.eval()
+    stopped, ran = False, 0
+    non_finite: Dict[str, None] = {}  # an ordered set
+    tally: Dict[str, List[int]] = {}
+    try:
+        with guard.step:  # modes switch whole (Module.train recurses in Python)
+            frame.actor.train()
+            frame.critic.train()
+        for i, rows in enumerate(schedule):
+            index = torch.from_numpy(rows)  # [b]
+            mb_state = state[index]
+            policy_loss = value_loss = None
+            policy_parts: Dict[str, Optional[torch.Tensor]] = {}
+            if i < n_policy and i < n_value:
+                result, value = frame._eval_act_and_criticize(mb_state, action[index])
+            elif i < n_policy:
+                result = frame.eval_act(mb_state, action[index])
+            else:
+                value = frame.criticize(mb_state)  # [b, 1]
+            if i < n_policy:
+                units = units_of(result, rows.shape[0], cfg.entropy_weight is not None, f"{name}.update")
+                adv = advantage[index.to(advantage.device)].reshape(-1)  # [b]
+                if cfg.normalize_advantage:
+                    adv = normalized(adv.to(units.log_prob.device), units.row)
+                old_mb = None if old is None else old_units(old, torch.from_numpy(position[rows]))
+                terms = policy_terms(units, old_mb, adv, clip)
+                if cfg.target_kl is not None and terms.approx_kl is not None and float(terms.approx_kl) > cfg.target_kl:
+                    stopped = True
+                    break
+                policy_loss = -terms.surrogate
+                policy_parts["policy loss"] = policy_loss
+                if cfg.entropy_weight is not None and terms.entropy is not None:
+                    policy_loss = policy_loss + cfg.entropy_weight * terms.entropy
+                    policy_parts["entropy"] = terms.entropy
+                for values, term in ((entropies, terms.entropy), (kls, terms.approx_kl), (clips, terms.clip_fraction)):
+                    if term is not None:
+                        values.append(term.detach())
+            if i < n_value:
+                goal = target[index.to(target.device)].to(value.device, value.dtype)  # [b, 1]
+                if cfg.value_clip is not None:
+                    before = old_value[index.to(old_value.device)].to(value.device, value.dtype)  # [b, 1]
+                    value = before + (value - before).clamp(-cfg.value_clip, cfg.value_clip)  # [b, 1]
+                value_loss = frame.criterion(goal, value.reshape(goal.shape)) * cfg.value_weight
+            ran += 1
+            if cfg.visualize:
+                _visualize(frame, policy_loss, value_loss)
+            for loss, losses in ((policy_loss, policy_losses), (value_loss, value_losses)):
+                if loss is not None:
+                    losses.append(loss.detach())
+            _apply(frame, policy_loss if update_policy else None, value_loss if update_value else None,
+                   policy_parts, guard, non_finite, tally)
+    finally:
+        with guard.step:
+            frame.actor.eval()
+            frame.critic.eval()
     lr = frame.optimizers[0].param_groups[0]["lr"]
     return UpdateStats(_mean(policy_losses), _mean(value_losses), _mean(entropies), _mean(kls), _mean(clips),
-                       float(lr), skipped, ran, stopped)
+                       _explained_variance(target, old_value), float(lr), sum(c[1] for c in tally.values()), ran, stopped,
+                       {what: (c[0], c[1]) for what, c in tally.items()}, tuple(non_finite))
+
+
+def _explained_variance(target: torch.Tensor, value: torch.Tensor) -> float:
+    """``1 - Var(target - value) / Var(target)`` over every stored row (CleanRL's diagnostic)."""
+    variance = float(target.var(unbiased=False))
+    if not variance > 0:
+        return math.nan
+    return 1.0 - float((target - value).var(unbiased=False)) / variance
 
 
 def _visualize(frame: Any, policy_loss: Optional[torch.Tensor], value_loss: Optional[torch.Tensor]) -> None:

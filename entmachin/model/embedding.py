@@ -52,11 +52,17 @@ class FeaturelessEmbedding(nn.Module):
         return self.vector.expand(x.shape[0], -1)  # [n, d_model]
 
 
-def feature_embedding(n_features: int, d_model: int, clip: float) -> nn.Module:
-    """Running normalisation -> Linear -> ReLU -> LayerNorm (a learned vector without features)."""
+def feature_embedding(
+    n_features: int, d_model: int, clip: float, name: str = "InputNorm", feature_names: Optional[List[str]] = None
+) -> nn.Module:
+    """Running normalisation -> Linear -> ReLU -> LayerNorm (a learned vector without features).
+
+    ``name`` and ``feature_names`` name the input in the normalisation's error messages.
+    """
     if n_features == 0:
         return FeaturelessEmbedding(d_model)
-    return nn.Sequential(InputNorm(n_features, clip), nn.Linear(n_features, d_model), nn.ReLU(), nn.LayerNorm(d_model))
+    norm = InputNorm(n_features, clip, name=name, feature_names=feature_names)
+    return nn.Sequential(norm, nn.Linear(n_features, d_model), nn.ReLU(), nn.LayerNorm(d_model))
 
 
 class EntityEmbedding(nn.Module):
@@ -86,15 +92,18 @@ class EntityEmbedding(nn.Module):
         n_global = len(obs_space.global_features)
         self.token_types: List[str] = list(obs_space.entities) + ([GLOBAL_ENTITY] if global_token else [])
         self.global_token = global_token
-        widths = {}
+        names: Dict[str, List[str]] = {}  # the features each type's embedding sees, in order
         for name, entity in obs_space.entities.items():
             extra = self.translate.n_extra_features(name) if self.translate is not None else 0
-            widths[name] = len(entity.features) + extra + n_global
+            names[name] = list(entity.features) + ["distance to the reference"] * extra + list(obs_space.global_features)
         if global_token:
-            widths[GLOBAL_ENTITY] = n_global
-        self.widths = widths
+            names[GLOBAL_ENTITY] = list(obs_space.global_features)
+        self.widths = {name: len(features) for name, features in names.items()}
         # A list, not a ModuleDict: entity type names may contain dots.
-        self.embeddings = nn.ModuleList([feature_embedding(widths[name], d_model, clip) for name in self.token_types])
+        self.embeddings = nn.ModuleList([
+            feature_embedding(self.widths[name], d_model, clip, f"RogueNet input norm of entities['{name}']", names[name])
+            for name in self.token_types
+        ])
 
     def forward(self, parsed: ParsedEntities) -> TokenBatch:
         n_rows = parsed.n_rows

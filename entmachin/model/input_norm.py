@@ -8,7 +8,7 @@ batch has normalised it with the old statistics.
 from __future__ import annotations
 
 import contextlib
-from typing import ContextManager, Iterator, Sequence
+from typing import ContextManager, Iterator, Optional, Sequence
 
 import torch
 from torch import nn
@@ -23,22 +23,43 @@ class InputNorm(nn.Module):
     seen the input passes through unchanged (apart from clipping); features whose standard
     deviation is 0 are only centred.
 
+    The statistics never absorb NaN or infinity: a batch holding one raises ``ValueError``
+    naming the feature and the item, before anything is merged (a model fed by data from
+    outside entmachin's environments is protected as well). Raising rather than skipping the
+    bad rows is deliberate: a non-finite input also makes the forward's output non-finite, so
+    a run that carried on would train on garbage; the error stops it at the cause.
+
     Args:
         n_features: width of the last dimension of the input.
         clip: normalised values are clipped to ``[-clip, clip]``.
+        name: what the input is, for error messages (e.g. ``"RogueNet input of entities['Mine']"``).
+        feature_names: the ``n_features`` names of the features, for error messages.
 
     Shape:
         input: ``[..., n_features]``; output: the same shape and dtype.
+
+    Raises:
+        ValueError: from ``forward`` inside ``collecting_stats()`` (or ``update``), when the
+            input holds NaN or infinity.
     """
 
     count: torch.Tensor
     mean: torch.Tensor
     squares_sum: torch.Tensor
 
-    def __init__(self, n_features: int, clip: float = 5.0) -> None:
+    def __init__(
+        self, n_features: int, clip: float = 5.0, *, name: str = "InputNorm",
+        feature_names: Optional[Sequence[str]] = None,
+    ) -> None:
         super().__init__()
+        if feature_names is not None and len(feature_names) != n_features:
+            raise ValueError(
+                f"InputNorm({name!r}): feature_names has {len(feature_names)} names for {n_features} features"
+            )
         self.n_features = n_features
         self.clip = clip
+        self.name = name
+        self.feature_names = list(feature_names) if feature_names is not None else None
         self.register_buffer("count", torch.zeros((), dtype=torch.int64))
         self.register_buffer("mean", torch.zeros(n_features, dtype=torch.float64))  # [n_features]
         self.register_buffer("squares_sum", torch.zeros(n_features, dtype=torch.float64))  # [n_features]
@@ -85,11 +106,17 @@ class InputNorm(nn.Module):
 
         Shape:
             x: ``[..., n_features]``; every leading index is one sample.
+
+        Raises:
+            ValueError: ``x`` holds NaN or infinity (the statistics are left unchanged).
         """
         x = x.reshape(-1, self.n_features).to(torch.float64)  # [n, n_features]
         n = x.shape[0]
         if n == 0:
             return
+        finite = torch.isfinite(x)  # [n, n_features]
+        if not bool(finite.all()):
+            self._refuse(x, finite)
         batch_mean = x.mean(dim=0)  # [n_features]
         batch_squares = ((x - batch_mean) ** 2).sum(dim=0)  # [n_features]
         old = self.count.to(torch.float64)
@@ -98,6 +125,17 @@ class InputNorm(nn.Module):
         self.mean += delta * (n / total)
         self.squares_sum += batch_squares + delta**2 * (old * n / total)
         self.count += n
+
+    def _refuse(self, x: torch.Tensor, finite: torch.Tensor) -> None:
+        item, column = (int(k) for k in torch.nonzero(~finite)[0])
+        feature = self.feature_names[column] if self.feature_names is not None else f"#{column}"
+        n_bad = int((~finite).any(dim=1).sum())
+        raise ValueError(
+            f"{self.name}: item {item} has {float(x[item, column])} in feature '{feature}' (column {column}), "
+            f"and {n_bad} of the batch's {x.shape[0]} items hold NaN or infinity; running input statistics "
+            "never absorb them, so the batch was refused and the statistics are unchanged. Find where the "
+            "value came from (an environment's observation, a feature computed from it)"
+        )
 
 
 def collecting_stats(module: nn.Module) -> ContextManager[None]:

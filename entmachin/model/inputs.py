@@ -73,6 +73,25 @@ def _check_rows(rt: RaggedTensor, n_rows: int, where: str, reference: str) -> No
         )
 
 
+def _check_finite(checks: DeferredChecks, rt: RaggedTensor, name: str, declared: List[str]) -> None:
+    """Registers the check that every feature of ``entities[name]`` is finite.
+
+    Decided in the forward's one sync, before any running statistics see the batch: a NaN
+    would make every output of its row NaN and, inside ``collecting_stats()``, the statistics.
+    """
+    finite = torch.isfinite(rt.data)  # [n_entities, n_features]
+
+    def message() -> str:
+        item, column = (int(k) for k in torch.nonzero(~finite)[0])
+        row = int(rt.batch_index[item])
+        what = "" if name == GLOBAL_ENTITY else f" entity {item - int(rt.offsets[row])}"
+        return (f"{WHERE}: entities['{name}'] row {row}{what} has {float(rt.data[item, column])} in feature "
+                f"'{declared[column]}' (column {column}); features must be finite: find where the value came "
+                "from (the environment's observation or the code that built the state)")
+
+    checks.add(~finite.all(), message)
+
+
 class ParsedEntities(NamedTuple):
     """Entity features on the model's device.
 
@@ -128,7 +147,8 @@ def parse_entities(
                          f"ObsSpace.entities['{name}'] ({declared})")
         if not rt.data.is_floating_point():
             raise TypeError(f"{WHERE}: entities['{name}'] holds {rt.dtype}; expected floating-point features")
-        converted[name] = rt.to(dtype)
+        converted[name] = rt = rt.to(dtype)
+        _check_finite(checks, rt, name, declared)
     if converted:
         first = next(iter(converted))
         n_rows = len(converted[first])

@@ -40,7 +40,7 @@ class _DenseTrunk(NormalisedModule):
             raise ValueError(f"{owner}: activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
         self.owner = owner
         self.d_state = d_state
-        self.norm = InputNorm(d_state, clip) if normalize_inputs else None
+        self.norm = InputNorm(d_state, clip, name=f"{owner} input norm of state") if normalize_inputs else None
         layers: list[nn.Module] = []
         d_in = d_state
         for d in d_hidden:

@@ -181,7 +181,8 @@ class RogueNet(NormalisedModule):
             deterministic: choose each actor's most likely allowed choice instead of sampling.
 
         Raises:
-            ValueError / TypeError: inputs that do not fit the spaces, indices out of range, an
+            ValueError / TypeError: inputs that do not fit the spaces, NaN or infinite features
+                (checked before any running statistics see them), indices out of range, an
                 actor without any allowed choice, or a given action its mask forbids.
         """
         tokens, x, masks, given = self._encode_for_policy(entities, action_masks, visible, action)

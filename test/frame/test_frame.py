@@ -62,7 +62,7 @@ def test_unknown_keywords_raise():
         ("discount", -0.1, ValueError, r"PPO: discount must be in \[0.0, 1.0\], got -0.1"),
         ("normalize_advantage", 1, TypeError, r"PPO: normalize_advantage must be a bool, got 1"),
         ("replay_size", 0, ValueError, r"PPO: replay_size must be >= 1, got 0"),
-        ("replay_device", "nowhere", ValueError, r"PPO: replay_device must be a torch.device or a device string"),
+        ("replay_device", "nowhere", ValueError, r"PPO: replay_device is 'nowhere'; expected a torch.device or a device string"),
         ("visualize", "yes", TypeError, r"PPO: visualize must be a bool, got 'yes'"),
         ("visualize_dir", None, TypeError, r"PPO: visualize_dir must be a str, got None"),
         ("value_clip", 0.0, ValueError, r"PPO: value_clip must be in \(0.0, inf\], got 0.0"),
@@ -80,6 +80,20 @@ def test_unknown_keywords_raise():
 def test_keyword_errors(name, value, error, match):
     with pytest.raises(error, match=match):
         dense_frame(**{name: value})
+
+
+N_CUDA = torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+@pytest.mark.parametrize("value", ["cuda", "cuda:0", "past"])
+def test_replay_device_this_machine_lacks_raises(value):
+    value = f"cuda:{max(N_CUDA, 7)}" if value == "past" else value
+    if N_CUDA and torch.device(value).index in (None, 0):
+        assert dense_frame(replay_device=value).replay_buffer.buffer_device.type == "cuda"
+        return
+    expected = rf"has {N_CUDA} CUDA device" if N_CUDA else r"but this (torch build|machine) has no CUDA"
+    with pytest.raises(RuntimeError, match=rf"^PPO: replay_device is '{value}', .*{expected}"):
+        dense_frame(replay_device=value)
 
 
 def test_positional_errors():

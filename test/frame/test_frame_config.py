@@ -77,6 +77,17 @@ def test_round_trip_builds_the_configured_frame():
     assert again.config == frame.config
 
 
+@pytest.mark.parametrize("model_device, error, match", [
+    ("gpu", ValueError, r"PPO.init_from_config: model_device is 'gpu'; expected a torch.device or a device string"),
+    ("cuda:7", RuntimeError, r"PPO.init_from_config: model_device is 'cuda:7', but this .*(no CUDA|CUDA device)"),
+])
+def test_init_from_config_checks_the_model_device(model_device, error, match):
+    if torch.cuda.device_count() > 7 and model_device == "cuda:7":
+        pytest.skip("this machine has a cuda:7")
+    with pytest.raises(error, match=match):
+        PPO.init_from_config(PPO.generate_config({"frame_config": MLP_CONFIG}), model_device=model_device)
+
+
 def test_shared_critic_from_the_actor():
     config = A2C.generate_config({"frame_config": {
         "models": ["test.frame.test_frame_config.SharedNet", "@actor.critic"], "model_kwargs": [{}, {}]}})

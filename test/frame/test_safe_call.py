@@ -226,6 +226,34 @@ def test_invalid_explicit_device_raises():
         safe_call(echo, {"state": 1})
 
 
+N_CUDA = torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+@pytest.mark.parametrize("attribute", ["input_device", "output_device"])
+@pytest.mark.parametrize("value", ["cuda", "cuda:0", "cuda:7", "past"])
+def test_explicit_cuda_device_this_machine_lacks_raises(attribute, value):
+    value = f"cuda:{max(N_CUDA, 7)}" if value == "past" else value
+    echo = Echo()
+    setattr(echo, attribute, value)
+    if N_CUDA and torch.device(value).index in (None, 0):
+        assert torch.device(value) in model_devices(echo)  # this machine has it
+        return
+    expected = rf"has {N_CUDA} CUDA device\(s\)" if N_CUDA else r"but this (torch build|machine) has no CUDA"
+    for _ in range(2):  # a failed check is not cached
+        with pytest.raises(RuntimeError, match=rf"safe_call: Echo.{attribute} is '{value}', .*{expected}"):
+            safe_call(echo, {"state": torch.ones(1)})
+    with pytest.raises(RuntimeError, match=rf"Echo.{attribute} is '{value}'"):
+        model_devices(echo)
+
+
+def test_invalid_explicit_device_string_gpu():
+    echo = Echo()
+    echo.output_device = "gpu"
+    with pytest.raises(ValueError, match=r"safe_call: Echo.output_device is 'gpu'; expected a torch.device or a "
+                       r"device string such as 'cpu' or 'cuda:0'"):
+        safe_call(echo, {"state": 1})
+
+
 def test_module_without_parameters_runs_on_cpu_or_its_explicit_device():
     model = NoParams()
     assert model_devices(model) == (CPU, CPU)

@@ -2,12 +2,15 @@
 import glob
 import math
 import os
+import re
+import warnings
 
 import numpy as np
 import pytest
 import torch
 
 from entmachin.env import EnvList
+from entmachin.frame import NonFiniteUpdateError
 from entmachin.frame.a2c import A2C
 from entmachin.frame.ppo import PPO
 from entmachin.frame.rollout import RolloutCollector
@@ -140,6 +143,104 @@ def test_non_finite_gradients_skip_the_actor_step():
     assert adam_steps(frame.actor_optim) == 0 and first.grad is None
 
 
+def test_non_finite_entropy_is_named():
+    frame = filled(actor_update_times=1, critic_update_times=1, entropy_weight=-0.01)
+    frame.actor.register_forward_hook(lambda m, args, out: (*out[:2], out[2] * math.inf) if m.training else out)
+    with pytest.warns(RuntimeWarning, match=r"PPO.update: non-finite entropy; skipped this actor step"):
+        frame.update()
+    assert frame.last_update.non_finite == ("entropy",)
+    assert frame.last_update.optimizer_steps == {"actor": (1, 1), "critic": (1, 0)}
+
+
+def _nan_(tensors):
+    with torch.no_grad():
+        for t in tensors:
+            t.fill_(math.nan)
+
+
+def _updates_until_the_error(frame, n_updates):
+    """``n_updates - 1`` updates that only warn, then the one that raises; returns its error."""
+    rng = np.random.default_rng(1)
+    for i in range(n_updates):
+        if frame.replay_buffer.size() == 0:
+            frame.store_episode(dense_episode(rng, 10))
+        with pytest.warns(RuntimeWarning, match="non-finite"):
+            if i < n_updates - 1:
+                frame.update()
+                continue
+            with pytest.raises(NonFiniteUpdateError) as error:
+                frame.update()
+    return str(error.value)
+
+
+def test_third_update_with_nan_actor_parameters_raises_naming_them():
+    frame = filled(actor_update_times=2, critic_update_times=2)
+    _nan_(frame.actor.parameters())
+    message = _updates_until_the_error(frame, 3)
+    assert re.match(r"PPO.update: 3 updates in a row skipped every actor step for non-finite values; in the last "
+                    r"one: policy loss. Now the parameters already are non-finite \(actor\.hidden\.0\.weight, "
+                    r"actor\.", message)
+    assert "; there are no input statistics. The frame is as that update left it" in message
+    # the update itself completed: rows consumed, counted, the critic trained
+    assert frame.n_updates == 3 and frame.replay_buffer.size() == 0 and adam_steps(frame.critic_optim) == 6
+    with pytest.raises(NonFiniteUpdateError):  # still broken: the fourth raises too
+        frame.store_episode(dense_episode(np.random.default_rng(2), 10))
+        with pytest.warns(RuntimeWarning):
+            frame.update()
+
+
+def test_nan_input_statistics_are_named():
+    torch.manual_seed(0)
+    frame = PPO(MLPActor(D_STATE, 2, normalize_inputs=True), LinearCritic(), torch.optim.Adam, torch.nn.MSELoss(),
+                actor_update_times=2, critic_update_times=2, seed=0)
+    frame.actor.norm.count.fill_(10)
+    _nan_([frame.actor.norm.mean])
+    message = _updates_until_the_error(frame, 3)
+    assert "every actor step" in message and "in the last one: policy loss" in message
+    assert "Now the parameters are finite; input statistics already are non-finite (actor.norm.mean)" in message
+
+
+def test_overflowing_rewards_name_the_loss_term_with_finite_parameters():
+    frame = dense_frame(actor_update_times=2, critic_update_times=2)
+    rng = np.random.default_rng(0)
+    for i in range(3):
+        episode = dense_episode(rng, 10)
+        for step in episode:
+            step["reward"] *= 1e20  # squared error beyond float32
+        frame.store_episode(episode)
+        with pytest.warns(RuntimeWarning, match=r"non-finite value loss; skipped this critic step"):
+            if i < 2:
+                frame.update()
+                continue
+            with pytest.raises(NonFiniteUpdateError, match=r"skipped every critic step for non-finite values; in "
+                               r"the last one: value loss. Now the parameters are finite; there are no input"):
+                frame.update()
+
+
+def test_one_good_update_resets_the_count():
+    frame = filled(episodes=1, actor_update_times=1, critic_update_times=1)
+    good = [p.detach().clone() for p in frame.actor.parameters()]
+    rng = np.random.default_rng(1)
+    for broken in (True, True, False, True, True):
+        if broken:
+            _nan_(frame.actor.parameters())
+        else:
+            with torch.no_grad():
+                for p, g in zip(frame.actor.parameters(), good):
+                    p.copy_(g)
+            frame.actor_optim.state.clear()  # Adam's moments went nan with the parameters
+        if frame.replay_buffer.size() == 0:
+            frame.store_episode(dense_episode(rng, 10))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            frame.update()
+    assert frame.n_updates == 5
+    frame.store_episode(dense_episode(rng, 10))
+    with pytest.raises(NonFiniteUpdateError), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        frame.update()
+
+
 def test_target_kl_stops_early():
     frame = filled(actor_update_times=20, critic_update_times=20, batch_size=5, actor_learning_rate=0.5,
                    target_kl=1e-6)
@@ -195,7 +296,7 @@ def test_every_update_logs_to_the_writer(cls):
     expected = {"losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/approx_kl",
                 "charts/learning_rate", "charts/skipped_steps", "charts/minibatches"}
     assert expected <= tags
-    assert ("losses/clip_fraction" in tags) == (cls is PPO)
+    assert ("losses/clipfrac" in tags) == (cls is PPO)
 
 
 def test_writer_from_a_log_dir(tmp_path):

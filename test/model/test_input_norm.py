@@ -88,3 +88,30 @@ def test_normalised_module_freezes_every_norm():
 def test_wrong_width_raises():
     with pytest.raises(ValueError, match=r"InputNorm: expected inputs with 3 features .* got shape \(2, 4\)"):
         InputNorm(3)(torch.zeros(2, 4))
+
+
+def test_a_non_finite_batch_is_refused_and_leaves_the_statistics_bit_for_bit():
+    norm = InputNorm(3, name="Robot input", feature_names=["x", "y", "hp"])
+    with collecting_stats(norm):
+        norm(torch.randn(8, 3))
+    before = {k: v.clone() for k, v in norm.state_dict().items()}
+    bad = torch.randn(2, 4, 3)  # [2, 4, 3]: leading dims are samples
+    bad[1, 2, 1] = float("nan")
+    bad[0, 3, 2] = float("inf")
+    with collecting_stats(norm):
+        with pytest.raises(ValueError, match=r"Robot input: item 3 has inf in feature 'hp' \(column 2\), and 2 of the "
+                           r"batch's 8 items hold NaN or infinity; .*the batch was refused and the statistics are unchanged"):
+            norm(bad)
+        with pytest.raises(ValueError, match=r"item 0 has -inf in feature 'x'"):
+            norm.update(torch.tensor([[-float("inf"), 0.0, 0.0]]))
+    for key, value in norm.state_dict().items():
+        assert torch.equal(value, before[key]), key
+    assert torch.isnan(norm(bad)).any()  # outside collecting_stats() nothing is merged, so nothing is checked
+
+
+def test_unnamed_features_are_numbered_and_names_must_fit():
+    norm = InputNorm(2)
+    with collecting_stats(norm), pytest.raises(ValueError, match=r"InputNorm: item 0 has nan in feature '#1'"):
+        norm(torch.tensor([[0.0, float("nan")]]))
+    with pytest.raises(ValueError, match=r"InputNorm\('Unit'\): feature_names has 1 names for 2 features"):
+        InputNorm(2, name="Unit", feature_names=["x"])

@@ -18,7 +18,7 @@ def test_smoke_run_trains_evaluates_and_saves(tutorial, tmp_path):
     threads = torch.get_num_threads()
     mean = tutorial["main"](["--smoke", "--env", "NotHotdog", "--save-dir", str(tmp_path / "ppo")])
     assert math.isfinite(mean)
-    assert (tmp_path / "ppo" / "frame_state_0.pt").exists()
+    assert (tmp_path / "ppo" / "checkpoint_0.json").exists()
     assert torch.get_num_threads() == threads  # --threads (default 1) applies to the run only
 
 
@@ -26,7 +26,8 @@ def test_a_seed_repeats_exactly_on_one_thread(tutorial, tmp_path):
     runs = []
     for name in ("a", "b"):
         argv = ["--smoke", "--env", "MineSweeper", "--seed", "3", "--save-dir", str(tmp_path / name)]
-        runs.append((tutorial["main"](argv), torch.load(tmp_path / name / "actor_0.pt", weights_only=True)))
+        mean = tutorial["main"](argv)
+        runs.append((mean, torch.load(next((tmp_path / name).glob("actor_0.*.pt")), weights_only=True)))
     (mean_a, weights_a), (mean_b, weights_b) = runs
     assert mean_a == mean_b and weights_a.keys() == weights_b.keys()
     assert all(torch.equal(weights_a[k], weights_b[k]) for k in weights_a)

@@ -1,0 +1,97 @@
+"""What a run config builds: the environment factory, the environments, the networks and the frame."""
+from __future__ import annotations
+
+import difflib
+import logging
+import math
+from typing import Any, Callable, Dict, Tuple
+
+import torch
+from torch import nn
+
+from entmachin.env import EnvList, Environment, ParallelEnvList, TimeLimit, VecEnv
+from entmachin.env.examples import ENV_REGISTRY
+from entmachin.frame import A2C, PPO
+from entmachin.frame.config import resolve
+from entmachin.model import RogueNet
+from entmachin.run.config import ConfigError, EnvSection, RunConfig, update_times
+
+__all__ = ["EnvFactory", "env_class", "make_envs", "make_frame", "seeds"]
+
+logger = logging.getLogger(__name__)
+
+
+def env_class(name: str) -> Callable[..., Environment]:
+    """The environment class a config names: a registry name or ``package.module:Class``.
+
+    Raises:
+        ConfigError: the name is neither (the message lists close registry names).
+    """
+    if name in ENV_REGISTRY:
+        return ENV_REGISTRY[name]
+    if ":" in name:
+        try:
+            cls = resolve(name, None, "env.name")
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        if not callable(cls):
+            raise ConfigError(f"env.name: {name!r} is not a class or callable")
+        return cls
+    close = difflib.get_close_matches(name, list(ENV_REGISTRY), n=3, cutoff=0.5)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    raise ConfigError(f"env.name: unknown environment {name!r}{hint} (registered: {sorted(ENV_REGISTRY)}; "
+                      "or give 'package.module:Class')")
+
+
+class EnvFactory:
+    """Builds one environment of an ``env`` section; picklable, so worker processes can use it."""
+
+    def __init__(self, section: EnvSection) -> None:
+        self.name, self.kwargs, self.max_episode_steps = section.name, dict(section.kwargs), section.max_episode_steps
+        env_class(self.name)  # fail here, not in a worker
+
+    def __call__(self) -> Environment:
+        try:
+            env = env_class(self.name)(**self.kwargs)
+        except TypeError as e:
+            raise ConfigError(f"env.kwargs: {self.name} does not accept {self.kwargs!r} ({e})") from None
+        return TimeLimit(env, self.max_episode_steps) if self.max_episode_steps is not None else env
+
+
+def seeds(config: RunConfig) -> Dict[str, int]:
+    """Every seed of a run, derived from ``train.seed``: torch, the frame, the environments, evaluation."""
+    base = config.train.seed
+    return {"torch": base, "frame": base, "envs": base, "eval": base + 1_000_003}
+
+
+def make_envs(config: RunConfig, seed: int) -> VecEnv:
+    factory = EnvFactory(config.env)
+    if config.rollout.processes == 0:
+        return EnvList(factory, config.rollout.num_envs, seed=seed)
+    return ParallelEnvList(factory, config.rollout.num_envs, config.rollout.processes, seed=seed)
+
+
+def make_frame(config: RunConfig, obs_space: Any, action_space: Any, writer: Any = None) -> Tuple[Any, str]:
+    """Builds RogueNet, its critic and the frame; returns ``(frame, what n_epochs became)``."""
+    net_config = config.model.net_config()
+    net = RogueNet(obs_space, action_space, net_config)
+    # A separate critic is a RogueNet of its own (its action heads stay unused), so that spaces
+    # with only global features, which need the global token of a global action, work too.
+    critic = net.critic() if config.model.critic == "shared" else RogueNet(obs_space, action_space, net_config).critic()
+    device = torch.device(config.train.device)
+    net.to(device)
+    critic.to(device)
+    actor_times, critic_times = update_times(config)
+    settings = dict(vars(config.frame.settings))
+    settings.update(actor_update_times=actor_times, critic_update_times=critic_times,
+                    replay_size=config.rollout.rows, seed=seeds(config)["frame"])
+    cls = {"PPO": PPO, "A2C": A2C}[config.frame.name]
+    optimizer = resolve(config.frame.optimizer, "torch.optim", "frame.optimizer")
+    frame = cls(net, critic, optimizer, nn.MSELoss(), writer=writer, **settings)
+    note = ""
+    if config.frame.n_epochs is not None:
+        per_epoch = math.ceil(config.rollout.rows / config.frame.settings.batch_size)
+        note = (f"frame.n_epochs={config.frame.n_epochs}: actor_update_times = critic_update_times = "
+                f"{config.frame.n_epochs} x ceil({config.rollout.rows} rows / batch_size "
+                f"{config.frame.settings.batch_size}) = {config.frame.n_epochs * per_epoch} minibatch steps per update")
+    return frame, note

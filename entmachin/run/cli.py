@@ -1,0 +1,94 @@
+"""``entmachin`` / ``python -m entmachin``: train, resume, evaluate, list environments, write configs.
+
+    entmachin train [CONFIG | ENV_NAME] [--set key=value ...] [--run-dir DIR] [--force]
+    entmachin train --resume RUN_DIR
+    entmachin eval RUN_DIR [--episodes N] [--deterministic] [--seed S]
+    entmachin envs
+    entmachin init ENV [--frame A2C] > my.yaml
+
+Bad input ends with a one-line error and exit status 2 (``--debug`` shows the traceback).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from typing import List, Optional
+
+__all__ = ["main", "bundled_config_path"]
+
+logger = logging.getLogger("entmachin")
+
+_CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs")
+
+
+def bundled_config_path(name: str, frame: str = "PPO") -> Optional[str]:
+    """The bundled config of an example environment (``frame="A2C"``: its A2C config), or None."""
+    suffix = "" if frame == "PPO" else f"-{frame.lower()}"
+    path = os.path.join(_CONFIGS, f"{name.lower()}{suffix}.yaml")
+    return path if os.path.exists(path) else None
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="entmachin", description="Reinforcement learning for entity-based "
+                                     "environments.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    train = commands.add_parser("train", help="train from a YAML config or a bundled one")
+    train.add_argument("target", nargs="?", default=None,
+                       help="a YAML config file, or an example environment's name (its bundled config); "
+                            "default: MineSweeper")
+    train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a config field, e.g. --set frame.discount=0.995 (repeatable)")
+    train.add_argument("--run-dir", default=None, help="the run directory (default: log.run_dir, or runs/<env>-<time>)")
+    train.add_argument("--resume", metavar="RUN_DIR", default=None, help="continue the run in RUN_DIR")
+    train.add_argument("--force", action="store_true", help="start over in a run directory that holds a run")
+    train.add_argument("--frame", default="PPO", choices=["PPO", "A2C"], help="bundled config of this frame")
+    train.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    evaluate = commands.add_parser("eval", help="evaluate a run's latest checkpoint")
+    evaluate.add_argument("run_dir", help="a run directory (or its checkpoints/ directory)")
+    evaluate.add_argument("--episodes", type=int, default=100)
+    evaluate.add_argument("--deterministic", action="store_true", help="most likely actions instead of sampling")
+    evaluate.add_argument("--seed", type=int, default=None, help="environment seed (default: the run's)")
+
+    commands.add_parser("envs", help="list the example environments and their spaces")
+
+    init = commands.add_parser("init", help="print a complete, commented config for an environment")
+    init.add_argument("env", help="an example environment's name or 'package.module:Class'")
+    init.add_argument("--frame", default="PPO", choices=["PPO", "A2C"])
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Runs the command line; returns the exit status."""
+    args = _parser().parse_args(argv)
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, format="%(message)s")
+    from entmachin.run import commands
+
+    try:
+        return {"train": commands.train, "eval": commands.evaluate_run, "envs": commands.list_envs,
+                "init": commands.init}[args.command](args)
+    except KeyboardInterrupt:
+        print("entmachin: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `entmachin init X | head`: the reader left; nothing to report
+        sys.stdout = open(os.devnull, "w")
+        return 0
+    except Exception as e:  # one line for the user; the traceback with --debug
+        if args.debug:
+            raise
+        print(f"entmachin: error: {commands.one_line(e)}", file=sys.stderr)
+        return 2
+
+
+def default_run_dir(env_name: str) -> str:
+    return os.path.join("runs", f"{env_name.rpartition(':')[2]}-{time.strftime('%Y%m%d-%H%M%S')}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

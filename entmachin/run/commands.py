@@ -1,0 +1,129 @@
+"""The commands behind ``entmachin``'s sub-commands (argument parsing lives in :mod:`entmachin.run.cli`)."""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from entmachin.run.config import ConfigError, RunConfig, apply_overrides, config_from_dict, config_to_dict, load_config
+
+logger = logging.getLogger("entmachin")
+
+# Fields a resumed run may change: how long it goes on and what it logs.
+_RESUMABLE = ("train.total_steps", "log.")
+
+
+def one_line(error: BaseException) -> str:
+    """An error as one line in entmachin's words (file errors say which file)."""
+    if isinstance(error, FileNotFoundError) and error.filename:
+        return f"{error.filename}: no such file or directory"
+    if isinstance(error, PermissionError) and error.filename:
+        return f"{error.filename}: permission denied"
+    if isinstance(error, IsADirectoryError) and error.filename:
+        return f"{error.filename}: is a directory, expected a YAML file"
+    text = str(error).strip() or type(error).__name__
+    return " ".join(text.split())
+
+
+def resolve_train_config(args: argparse.Namespace) -> RunConfig:
+    """The config ``entmachin train`` runs: a file, a bundled config by name, or MineSweeper's."""
+    from entmachin.run.cli import bundled_config_path
+
+    target = args.target or "MineSweeper"
+    if os.path.exists(target) or target.endswith((".yaml", ".yml")):
+        return load_config(target, args.overrides)
+    path = bundled_config_path(target, args.frame)
+    if path is None:
+        from entmachin.run.build import env_class
+
+        env_class(target)  # an unknown name says so, with close matches
+        raise ConfigError(f"{target!r} has no bundled {args.frame} config; write one with `entmachin init "
+                          f"{target} --frame {args.frame} > my.yaml`")
+    return load_config(path, args.overrides)
+
+
+def train(args: argparse.Namespace) -> int:
+    from entmachin.run.cli import default_run_dir
+    from entmachin.run.runner import RunError, Runner, load_run_config
+
+    if args.resume is not None:
+        if args.target is not None:
+            raise RunError("give a config or --resume RUN_DIR, not both (a resumed run keeps its config)")
+        stored = load_run_config(args.resume)
+        frozen = [o.partition("=")[0] for o in args.overrides if not o.partition("=")[0].startswith(_RESUMABLE)]
+        if frozen:
+            raise ConfigError(f"--set {frozen[0]}: a resumed run keeps its config; only train.total_steps and log.* "
+                              "may change")
+        config = config_from_dict(apply_overrides(config_to_dict(stored), args.overrides), "--resume")
+        runner = Runner(config, args.resume, resume=True, progress=not args.no_progress)
+        if args.overrides:
+            from entmachin.run.logs import write_config
+
+            write_config(args.resume, config)
+    else:
+        config = resolve_train_config(args)
+        run_dir = args.run_dir or config.log.run_dir or default_run_dir(config.env.name)
+        runner = Runner(config, run_dir, force=args.force, progress=not args.no_progress)
+    result = runner.train()
+    if result.final_eval is not None:
+        from entmachin.run.build import EnvFactory, seeds
+        from entmachin.run.evaluation import random_policy_return
+
+        final = result.final_eval
+        baseline = random_policy_return(EnvFactory(runner.config.env), int(final["episodes"]),
+                                        seeds(runner.config)["eval"])
+        print(f"mean evaluation return {final['mean']:.3f} over {final['episodes']} episodes after "
+              f"{result.env_steps} environment steps (a random policy: {baseline.mean:.3f}); run directory: "
+              f"{result.run_dir}")
+        return 0
+    print(f"stopped by {result.stopped} at {result.env_steps} environment steps; resume with: entmachin train "
+          f"--resume {result.run_dir}")
+    return 130 if result.stopped == "SIGINT" else 143
+
+
+def evaluate_run(args: argparse.Namespace) -> int:
+    from entmachin.run.evaluation import evaluate_checkpoint
+
+    result = evaluate_checkpoint(args.run_dir, args.episodes, args.deterministic, args.seed)
+    print(f"episodes {len(result.returns)}  return mean {result.mean:.3f}  min {result.min:.3f}  max {result.max:.3f}"
+          f"  length mean {sum(result.lengths) / len(result.lengths):.1f}  min {min(result.lengths)}"
+          f"  max {max(result.lengths)}")
+    return 0
+
+
+def list_envs(args: argparse.Namespace) -> int:
+    from entmachin.env.examples import ENV_REGISTRY
+    from entmachin.run.spaces import describe_spaces
+
+    for name, cls in ENV_REGISTRY.items():
+        env = cls()
+        print(name)
+        for line in describe_spaces(env.obs_space(), env.action_space()):
+            print(f"  {line}")
+    return 0
+
+
+def init(args: argparse.Namespace) -> int:
+    from entmachin.run.build import env_class
+    from entmachin.run.cli import bundled_config_path
+    from entmachin.run.describe import commented_yaml
+
+    env_class(args.env)
+    path = bundled_config_path(args.env, args.frame) or bundled_config_path(args.env)
+    if path is not None:
+        config = load_config(path)
+        data = config_to_dict(config)
+        if config.frame.name != args.frame:
+            data["frame"]["name"] = args.frame
+            data["frame"].pop("surrogate_loss_clip", None)
+            config_from_dict(data)
+        source = f"from the bundled {os.path.basename(path)}"
+    else:
+        data = config_to_dict(config_from_dict({"env": {"name": args.env}, "frame": {"name": args.frame}}))
+        source = "with the defaults"
+    header = (f"# entmachin run config for {args.env} ({args.frame}), {source}.\n"
+              f"# Train with: entmachin train THIS_FILE [--set section.field=value]")
+    sys.stdout.write(commented_yaml(data, header))
+    return 0
+

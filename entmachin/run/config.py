@@ -1,0 +1,427 @@
+"""The run config: one nested, typed record read from YAML, checked before anything starts.
+
+A run config has six sections (see :func:`describe` for every field and its meaning)::
+
+    env:      which environment (registry name or ``package.module:Class``), its kwargs, a time limit
+    model:    RogueNet's config, and whether the critic shares the actor's network
+    frame:    the frame (PPO / A2C) with its own config's fields, Machin's names, plus n_epochs
+    rollout:  num_envs, n_steps, processes (0: EnvList, N: ParallelEnvList with N workers)
+    train:    total_steps, seed (the one seed everything derives from), device, threads
+    log:      run_dir, checkpoint / evaluation intervals, evaluation episodes
+
+Unknown keys raise with their dotted path and the allowed keys; values of the wrong type name
+the field, the expected type and the value; rules across fields are checked at load time.
+
+Example:
+    >>> config = load_config("minesweeper.yaml", overrides=["frame.discount=0.995"])
+    >>> config.rollout.num_envs
+    32
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple, Union
+
+import yaml
+
+from entmachin.frame.config import A2CConfig, PPOConfig
+from entmachin.model.config import RogueNetConfig
+
+__all__ = ["ConfigError", "EnvSection", "ModelSection", "FrameSection", "RolloutSection", "TrainSection",
+           "LogSection", "RunConfig", "FRAMES", "config_from_dict", "config_to_dict", "load_config",
+           "parse_yaml", "apply_overrides", "update_times", "dump_yaml"]
+
+FRAMES = {"PPO": PPOConfig, "A2C": A2CConfig}
+# Frame settings the runner derives, so a config never states them twice.
+_DERIVED = {"seed": "train.seed", "replay_size": "rollout.num_envs x rollout.n_steps"}
+
+
+class ConfigError(ValueError):
+    """A run config that cannot be used; the message starts with the dotted path of the field."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnvSection:
+    name: str = "MineSweeper"
+    kwargs: Dict[str, Any] = field(default_factory=dict)
+    max_episode_steps: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("name: expected a registry name or 'package.module:Class', got ''")
+        if self.max_episode_steps is not None and self.max_episode_steps < 1:
+            raise ValueError(f"max_episode_steps: expected an int >= 1 or null, got {self.max_episode_steps}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSection(RogueNetConfig):
+    """RogueNet's config plus where the critic lives."""
+
+    critic: Literal["separate", "shared"] = "separate"
+
+    def net_config(self) -> RogueNetConfig:
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(RogueNetConfig)}
+        return RogueNetConfig(**values)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FrameSection:
+    """The frame: its class, its own config record, the optimizer, and ``n_epochs``.
+
+    With ``n_epochs`` set the runner turns it into ``actor_update_times`` and
+    ``critic_update_times`` (``n_epochs x ceil(rollout rows / batch_size)`` minibatch steps);
+    with ``n_epochs: null`` the config's own update times apply.
+    """
+
+    name: Literal["PPO", "A2C"] = "PPO"
+    n_epochs: Optional[int] = 4
+    optimizer: str = "Adam"
+    settings: A2CConfig = field(default_factory=PPOConfig)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RolloutSection:
+    num_envs: int = 32
+    n_steps: int = 16
+    processes: int = 0
+
+    def __post_init__(self) -> None:
+        for name, low in (("num_envs", 1), ("n_steps", 1), ("processes", 0)):
+            if getattr(self, name) < low:
+                raise ValueError(f"{name}: expected an int >= {low}, got {getattr(self, name)}")
+
+    @property
+    def rows(self) -> int:
+        """Rows stored per rollout: ``num_envs * n_steps``."""
+        return self.num_envs * self.n_steps
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainSection:
+    total_steps: int = 100_000
+    seed: int = 0
+    device: str = "cpu"
+    threads: int = 1
+
+    def __post_init__(self) -> None:
+        for name, low in (("total_steps", 1), ("seed", 0), ("threads", 1)):
+            if getattr(self, name) < low:
+                raise ValueError(f"{name}: expected an int >= {low}, got {getattr(self, name)}")
+        import torch
+
+        try:
+            torch.device(self.device)
+        except (RuntimeError, TypeError):
+            raise ValueError(f"device: expected a torch device such as 'cpu' or 'cuda:0', got {self.device!r}") from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class LogSection:
+    run_dir: Optional[str] = None
+    checkpoint_interval: int = 50_000
+    eval_interval: int = 50_000
+    eval_episodes: int = 100
+    eval_deterministic: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("checkpoint_interval", "eval_interval", "eval_episodes"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: expected an int >= 1, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    env: EnvSection = field(default_factory=EnvSection)
+    model: ModelSection = field(default_factory=ModelSection)
+    frame: FrameSection = field(default_factory=FrameSection)
+    rollout: RolloutSection = field(default_factory=RolloutSection)
+    train: TrainSection = field(default_factory=TrainSection)
+    log: LogSection = field(default_factory=LogSection)
+
+
+def update_times(config: RunConfig) -> Tuple[int, int]:
+    """``(actor_update_times, critic_update_times)`` the frame will run per update."""
+    frame = config.frame
+    if frame.n_epochs is None:
+        return frame.settings.actor_update_times, frame.settings.critic_update_times
+    steps = frame.n_epochs * math.ceil(config.rollout.rows / frame.settings.batch_size)
+    return steps, steps
+
+
+# ------------------------------------------------------------------------------ typed loading
+
+def _describe_type(tp: Any) -> str:
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is Union:
+        return " or ".join("null" if a is type(None) else _describe_type(a) for a in args)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in args)
+    if origin in (tuple, Tuple):
+        return f"a list of {_describe_type(args[0])}" if len(args) == 2 and args[1] is Ellipsis else \
+            f"a list of {len(args)} values"
+    if origin in (dict, Dict, Mapping):
+        return "a mapping"
+    if dataclasses.is_dataclass(tp):
+        return f"a mapping of {tp.__name__} fields"
+    return {int: "an int", float: "a number", bool: "true or false", str: "a string"}.get(tp, getattr(tp, "__name__", str(tp)))
+
+
+def _convert(value: Any, tp: Any, path: str) -> Any:
+    """``value`` checked against the annotation ``tp`` (lists become tuples where declared)."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    bad = ConfigError(f"{path}: expected {_describe_type(tp)}, got {value!r}")
+    if tp is Any:
+        return value
+    if origin is Union:
+        if value is None and type(None) in args:
+            return None
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _convert(value, arg, path)
+            except ConfigError as e:
+                if dataclasses.is_dataclass(arg) and isinstance(value, Mapping):
+                    raise e
+        raise bad
+    if origin is Literal:
+        if value in args and type(value) in {type(a) for a in args}:
+            return value
+        raise bad
+    if origin in (tuple, Tuple):
+        if not isinstance(value, (list, tuple)):
+            raise bad
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_convert(v, args[0], f"{path}[{i}]") for i, v in enumerate(value))
+        if len(value) != len(args):
+            raise bad
+        return tuple(_convert(v, a, f"{path}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
+    if origin in (dict, Dict, Mapping) or tp is dict:
+        if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+            raise bad
+        return dict(value)
+    if dataclasses.is_dataclass(tp):
+        return _dataclass_from(tp, value, path)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise bad
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise bad
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise bad
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise bad
+    if isinstance(tp, type):
+        if isinstance(value, tp):
+            return value
+        raise bad
+    return value
+
+
+def _check_keys(cls: type, value: Any, path: str, extra: Sequence[str] = ()) -> None:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{path}: expected a mapping of {cls.__name__} fields, got {value!r}")
+    allowed = [f.name for f in dataclasses.fields(cls)] + list(extra)
+    for key in value:
+        if key not in allowed:
+            raise ConfigError(f"{path}.{key}: unknown key; allowed keys are {allowed}")
+
+
+def _dataclass_from(cls: type, value: Any, path: str) -> Any:
+    _check_keys(cls, value, path)
+    hints = typing.get_type_hints(cls)
+    kwargs = {k: _convert(v, hints[k], f"{path}.{k}") for k, v in value.items()}
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as e:
+        if isinstance(e, ConfigError):
+            raise
+        message = str(e)
+        # "RogueNetConfig.n_layer: ...", "PPO: batch_size must ...", "n_steps: ..." -> "<path>.<field>..."
+        names = {f.name for f in dataclasses.fields(cls)}
+        for pattern in (r"^(\w+)(?=[: ])", r"^\w+[.:] ?(\w+)(?=[: ])"):
+            match = re.match(pattern, message)
+            if match and match.group(1) in names:
+                raise ConfigError(f"{path}.{message[match.start(1):]}") from None
+        raise ConfigError(f"{path}: {message}") from None
+
+
+def _frame_from(value: Any, rows: int) -> FrameSection:
+    value = dict(value or {})
+    name = value.get("name", "PPO")
+    if name not in FRAMES:
+        raise ConfigError(f"frame.name: expected one of {sorted(FRAMES)}, got {name!r}")
+    config_cls = FRAMES[name]
+    for key, source in _DERIVED.items():
+        if key in value:
+            raise ConfigError(f"frame.{key}: set by the runner from {source}; remove it from the frame section")
+    own = ["name", "n_epochs", "optimizer"]
+    allowed = own + [f.name for f in dataclasses.fields(config_cls) if f.name not in _DERIVED]
+    for key in value:
+        if key not in allowed:
+            raise ConfigError(f"frame.{key}: unknown key for {name}; allowed keys are {allowed}")
+    n_epochs = _convert(value.pop("n_epochs", 4), Optional[int], "frame.n_epochs")
+    if n_epochs is not None and n_epochs < 1:
+        raise ConfigError(f"frame.n_epochs: expected an int >= 1 or null, got {n_epochs}")
+    if n_epochs is not None:
+        given = sorted({"actor_update_times", "critic_update_times"} & set(value))
+        if given:
+            raise ConfigError(f"frame.{given[0]}: give frame.n_epochs or the update times, not both (n_epochs sets "
+                              f"actor_update_times and critic_update_times; set n_epochs: null to give them)")
+    optimizer = _convert(value.pop("optimizer", "Adam"), str, "frame.optimizer")
+    value.pop("name", None)
+    settings = _dataclass_from(config_cls, {**value, "replay_size": max(rows, 1)}, "frame")
+    return FrameSection(name=name, n_epochs=n_epochs, optimizer=optimizer, settings=settings)
+
+
+_SECTIONS = {"env": EnvSection, "model": ModelSection, "rollout": RolloutSection, "train": TrainSection,
+             "log": LogSection}
+
+
+def config_from_dict(data: Any, source: str = "config") -> RunConfig:
+    """Builds and checks a :class:`RunConfig` from plain data (as ``yaml.safe_load`` returns).
+
+    Raises:
+        ConfigError: an unknown key, a value of the wrong type, or a broken rule across fields.
+    """
+    if data is None:
+        data = {}
+    sections = allowed_sections()
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source}: expected a mapping with sections {sections}, got {type(data).__name__}")
+    for key in data:
+        if key not in sections:
+            raise ConfigError(f"{key}: unknown section; allowed sections are {sections}")
+    built = {name: _dataclass_from(cls, data.get(name) or {}, name) for name, cls in _SECTIONS.items()}
+    frame = _frame_from(data.get("frame"), built["rollout"].rows)
+    config = RunConfig(frame=frame, **built)
+    _check_rules(config)
+    return config
+
+
+def _check_rules(config: RunConfig) -> None:
+    rows, frame = config.rollout.rows, config.frame
+    if frame.settings.batch_size > rows:
+        raise ConfigError(f"frame.batch_size: {frame.settings.batch_size} is more than the {rows} rows one rollout "
+                          f"stores (rollout.num_envs x rollout.n_steps = {config.rollout.num_envs} x "
+                          f"{config.rollout.n_steps}); lower it or collect more rows")
+    if config.rollout.processes > config.rollout.num_envs:
+        raise ConfigError(f"rollout.processes: {config.rollout.processes} worker processes for "
+                          f"{config.rollout.num_envs} environments; use at most rollout.num_envs")
+    if config.model.critic == "shared" and frame.settings.critic_learning_rate != frame.settings.actor_learning_rate:
+        raise ConfigError(
+            f"frame.critic_learning_rate: with model.critic: shared the actor and critic share one network and "
+            f"one optimizer at frame.actor_learning_rate ({frame.settings.actor_learning_rate}); "
+            f"critic_learning_rate ({frame.settings.critic_learning_rate}) would be ignored: set it equal, or use "
+            "model.critic: separate for separate optimizers"
+        )
+    if config.train.total_steps < rows:
+        raise ConfigError(f"train.total_steps: {config.train.total_steps} is less than one rollout ({rows} steps)")
+
+
+def config_to_dict(config: RunConfig) -> Dict[str, Any]:
+    """Plain data (YAML-ready) that :func:`config_from_dict` turns back into ``config``."""
+    def plain(value: Any) -> Any:
+        if dataclasses.is_dataclass(value):
+            return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        if isinstance(value, tuple):
+            return [plain(v) for v in value]
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        if isinstance(value, float) and math.isinf(value):
+            return value
+        return value if not hasattr(value, "type") else str(value)  # torch.device
+
+    out: Dict[str, Any] = {}
+    for name in ("env", "model", "frame", "rollout", "train", "log"):
+        section = getattr(config, name)
+        if name == "frame":
+            settings = plain(section.settings)
+            for key in _DERIVED:
+                settings.pop(key)
+            if section.n_epochs is not None:
+                settings.pop("actor_update_times")
+                settings.pop("critic_update_times")
+            out[name] = {"name": section.name, "n_epochs": section.n_epochs, "optimizer": section.optimizer,
+                         **settings}
+        else:
+            out[name] = plain(section)
+    return out
+
+
+# ------------------------------------------------------------------------------ YAML and overrides
+
+def parse_yaml(text: str, source: str) -> Any:
+    """``yaml.safe_load`` with errors that name the source and line."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{source}, line {mark.line + 1}" if mark is not None else source
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{where}: malformed YAML: {problem}") from None
+
+
+def apply_overrides(data: Any, overrides: Sequence[str]) -> Dict[str, Any]:
+    """A copy of ``data`` with each ``dotted.path=value`` set (values parsed as YAML scalars)."""
+    out: Dict[str, Any] = _deep_copy(data or {})
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key or any(not part for part in key.split(".")):
+            raise ConfigError(f"--set {item!r}: expected dotted.path=value, e.g. frame.discount=0.995")
+        value = parse_yaml(raw, f"--set {key}") if raw.strip() else None
+        node = out
+        parts = key.split(".")
+        for i, part in enumerate(parts[:-1]):
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                raise ConfigError(f"--set {key}: {'.'.join(parts[: i + 1])} is {child!r}, not a section")
+            node = child
+        node[parts[-1]] = value
+    return out
+
+
+def _deep_copy(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _deep_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_deep_copy(v) for v in value]
+    return value
+
+
+def load_config(path: str, overrides: Sequence[str] = ()) -> RunConfig:
+    """Reads a YAML run config, applies ``--set`` overrides and checks it.
+
+    Raises:
+        FileNotFoundError / OSError: the file cannot be read.
+        ConfigError: malformed YAML (with its line), unknown keys, bad values or rules.
+    """
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    return config_from_dict(apply_overrides(parse_yaml(text, path), overrides), path)
+
+
+def dump_yaml(data: Mapping[str, Any]) -> str:
+    """YAML text of plain config data, sections in their usual order, lists inline."""
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    Dumper.add_representer(list, lambda d, v: d.represent_sequence("tag:yaml.org,2002:seq", v, flow_style=True))
+    return yaml.dump(dict(data), Dumper=Dumper, sort_keys=False, default_flow_style=False)
+
+
+def allowed_sections() -> List[str]:
+    return [f.name for f in dataclasses.fields(RunConfig)]

@@ -1,0 +1,101 @@
+"""``entmachin eval``: a run's latest checkpoint, rebuilt from its config and evaluated."""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Optional, Tuple
+
+import numpy as np
+
+from entmachin.env import random_actions
+from entmachin.frame import EvalResult, evaluate
+from entmachin.frame.checkpoint import latest_version, read_frame_checkpoint
+from entmachin.frame.checkpoint_files import manifest_versions, read_blob, read_manifest
+from entmachin.run.build import EnvFactory, make_frame, seeds
+from entmachin.run.config import RunConfig
+from entmachin.run.spaces import space_differences, spaces_record
+
+__all__ = ["load_trained", "evaluate_checkpoint", "random_policy_return"]
+
+
+def _run_dir_of(path: str) -> str:
+    path = os.path.normpath(path)
+    if os.path.basename(path) == "checkpoints" or not os.path.exists(os.path.join(path, "config.yaml")):
+        parent = os.path.dirname(path)
+        if os.path.exists(os.path.join(parent, "config.yaml")):
+            return parent
+    return path
+
+
+def load_trained(path: str, env_factory: Optional[EnvFactory] = None) -> Tuple[Any, RunConfig, EnvFactory]:
+    """The frame of a run directory's latest checkpoint, its config and its environment factory.
+
+    Args:
+        path: a run directory or its ``checkpoints/`` directory.
+        env_factory: the environment to use the policy in (default: the run's); its spaces must
+            be those the checkpoint was trained on.
+
+    Raises:
+        RunError: not a run directory, no checkpoint, or an environment with other spaces.
+        CheckpointError: a damaged checkpoint.
+    """
+    from entmachin.run.runner import RunError, load_run_config
+
+    run_dir = _run_dir_of(path)
+    config = load_run_config(run_dir)
+    checkpoint_dir = os.path.join(run_dir, "checkpoints")
+    try:
+        version = latest_version(checkpoint_dir, "eval")
+    except FileNotFoundError as e:
+        raise RunError(f"{run_dir!r} holds no checkpoint yet ({e})") from None
+    factory = env_factory or EnvFactory(config.env)
+    env = factory()
+    obs_space, action_space = env.obs_space(), env.action_space()
+    env.close()
+    current = spaces_record(obs_space, action_space)
+    saved = _saved_spaces(checkpoint_dir, version)
+    if saved is not None and saved != current:
+        raise RunError(f"{checkpoint_dir!r} was trained on other spaces than {factory.name}'s: "
+                       + "; ".join(space_differences(saved, current)))
+    frame, _ = make_frame(config, obs_space, action_space)
+    loaded = read_frame_checkpoint(frame, checkpoint_dir, None, version)
+    loaded.apply()
+    return frame, config, factory
+
+
+def _saved_spaces(checkpoint_dir: str, version: int) -> Optional[dict]:
+    """The spaces a run's checkpoint was trained on (None: not recorded)."""
+    if version not in manifest_versions(checkpoint_dir):
+        return None
+    manifest = read_manifest(checkpoint_dir, version)
+    if "runner" not in manifest.files:
+        return None
+    try:
+        return json.loads(read_blob(checkpoint_dir, manifest, "runner").decode()).get("spaces")
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def evaluate_checkpoint(path: str, episodes: int, deterministic: bool, seed: Optional[int]) -> EvalResult:
+    frame, config, factory = load_trained(path)
+    return evaluate(frame, factory, episodes, deterministic=deterministic,
+                    seed=seeds(config)["eval"] if seed is None else seed)
+
+
+class _RandomPolicy:
+    """Acts like a frame in :func:`evaluate`: a uniformly random allowed choice for every actor."""
+
+    def __init__(self, action_space: Any, seed: int) -> None:
+        self.action_space, self.rng = action_space, np.random.default_rng(seed)
+
+    def act(self, obs: Any, deterministic: bool = False, collect_stats: bool = False) -> Any:
+        return random_actions(obs, self.action_space, self.rng)
+
+
+def random_policy_return(factory: EnvFactory, episodes: int, seed: int) -> EvalResult:
+    """A random policy's returns on the same environments as an evaluation: the baseline to beat."""
+    env = factory()
+    policy = _RandomPolicy(env.action_space(), seed)
+    env.close()
+    return evaluate(policy, factory, episodes, seed=seed, state_fn=lambda obs: obs,
+                    action_fn=lambda actions: (None, actions))

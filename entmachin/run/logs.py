@@ -1,0 +1,140 @@
+"""The run directory's files: resolved config, tensorboard scalars, evaluations, learning curve.
+
+Tensorboard tags follow CleanRL, with environment steps on the x-axis::
+
+    charts/episodic_return      mean return of the episodes that ended in the rollout
+    charts/episodic_length      their mean length
+    charts/SPS                  environment steps per second of the iteration (collect + update)
+    charts/learning_rate, losses/*   the frame's update statistics (entmachin.frame.summary)
+    entities/<type>             mean number of entities of that type per observation
+    actions/<action>/<choice>   share of actors choosing each choice of a categorical action
+    eval/mean_return            mean return of each evaluation
+
+plus the resolved config as text and the hyperparameters with the final evaluation.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+import shutil
+from typing import Any, Dict, Iterator, Optional
+
+import numpy as np
+
+from entmachin.run.config import RunConfig, config_to_dict, dump_yaml
+
+__all__ = ["prepare_run_dir", "write_config", "make_writer", "write_iteration", "write_evals", "write_hparams",
+           "progress_bar", "atomic_write"]
+
+logger = logging.getLogger(__name__)
+
+
+def atomic_write(path: str, data: bytes) -> None:
+    """Writes ``path`` so that a reader sees the old or the new content, never a mix."""
+    temp = f"{path}.tmp"
+    with open(temp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(temp, path)
+
+
+def prepare_run_dir(run_dir: str, checkpoint_dir: str, *, resume: bool, force: bool) -> None:
+    """Checks that ``run_dir`` can hold this run and creates it.
+
+    Raises:
+        RunError: resuming a directory without a run, starting over one that holds a run
+            (without ``force``), or a directory that cannot be written.
+    """
+    from entmachin.run.runner import RunError
+
+    holds_run = os.path.exists(os.path.join(run_dir, "config.yaml")) or os.path.isdir(checkpoint_dir)
+    if resume:
+        if not holds_run:
+            raise RunError(f"--resume {run_dir}: no run there (no config.yaml or checkpoints/)")
+        return
+    if holds_run and not force:
+        raise RunError(f"{run_dir!r} already holds a run; resume it with --resume {run_dir}, start over with --force, "
+                       "or choose another --run-dir")
+    try:
+        os.makedirs(run_dir, exist_ok=True)
+        probe = os.path.join(run_dir, ".entmachin-write-probe")
+        with open(probe, "wb"):
+            pass
+        os.remove(probe)
+    except OSError as e:
+        raise RunError(f"cannot write to the run directory {run_dir!r}: {e.strerror or e}") from None
+    if holds_run:  # --force: the old run's files go
+        shutil.rmtree(checkpoint_dir, ignore_errors=True)
+        for name in os.listdir(run_dir):
+            if name.startswith("events.out.tfevents") or name in ("config.yaml", "eval.json", "curve.png"):
+                os.remove(os.path.join(run_dir, name))
+
+
+def write_config(run_dir: str, config: RunConfig) -> None:
+    header = "# The resolved config of this run: `entmachin train config.yaml` runs it again.\n"
+    atomic_write(os.path.join(run_dir, "config.yaml"), (header + dump_yaml(config_to_dict(config))).encode())
+
+
+def make_writer(run_dir: str, purge_step: Optional[int]) -> Any:
+    """The run's ``SummaryWriter``; on resume, events past ``purge_step`` are dropped."""
+    from torch.utils.tensorboard import SummaryWriter  # slow to import: only when a run starts
+
+    return SummaryWriter(log_dir=run_dir, purge_step=purge_step)
+
+
+def write_iteration(writer: Any, tracker: Any, stats: Any, step: int, sps: float) -> None:
+    """Episode, speed, entity-count and action-frequency scalars of one iteration."""
+    if stats.episode_returns:
+        writer.add_scalar("charts/episodic_return", float(np.mean(stats.episode_returns)), step)
+        writer.add_scalar("charts/episodic_length", float(np.mean(stats.episode_lengths)), step)
+    writer.add_scalar("charts/SPS", sps, step)
+    for name, value in tracker.entity_means().items():
+        writer.add_scalar(f"entities/{name}", value, step)
+    for tag, value in tracker.action_shares().items():
+        writer.add_scalar(f"actions/{tag}", value, step)
+    tracker.clear()
+
+
+def write_evals(run_dir: str, state: Any) -> None:
+    """``eval.json`` (every evaluation so far) and ``curve.png``."""
+    atomic_write(os.path.join(run_dir, "eval.json"), json.dumps(state.evals, indent=1).encode())
+    from entmachin.run.plot import plot_curve
+
+    try:
+        plot_curve(os.path.join(run_dir, "curve.png"), state.curve, state.evals)
+    except Exception as e:  # a plot must never stop a run
+        logger.warning("curve.png not written: %s: %s", type(e).__name__, e)
+
+
+def _scalars(data: Dict[str, Any], prefix: str = "") -> Dict[str, Any]:
+    out: Dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(_scalars(value, f"{prefix}{key}."))
+        elif isinstance(value, (bool, int, float, str)):
+            out[f"{prefix}{key}"] = value if not (isinstance(value, float) and math.isinf(value)) else str(value)
+        elif value is None:
+            out[f"{prefix}{key}"] = "null"
+        else:
+            out[f"{prefix}{key}"] = str(value)
+    return out
+
+
+def write_hparams(writer: Any, config: RunConfig, final: Dict[str, float]) -> None:
+    writer.add_hparams(_scalars(config_to_dict(config)), {"hparams/final_mean_return": final["mean"]}, run_name=".")
+
+
+@contextlib.contextmanager
+def progress_bar(config: RunConfig, initial: int, enabled: bool) -> Iterator[Any]:
+    """A tqdm bar over environment steps (steps/s, mean return, ETA); logging goes above it."""
+    from tqdm import tqdm
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    with logging_redirect_tqdm(), tqdm(total=config.train.total_steps, initial=initial, unit="step",
+                                       desc=config.env.name.rpartition(":")[2], disable=not enabled,
+                                       dynamic_ncols=True) as bar:
+        yield bar

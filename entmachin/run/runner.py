@@ -1,0 +1,288 @@
+"""The training loop of ``entmachin train``: rollouts, updates, tensorboard, checkpoints, evaluation.
+
+A run directory holds::
+
+    config.yaml          the resolved config (``entmachin train config.yaml`` re-runs it)
+    events.out.tfevents* tensorboard scalars; the x-axis is environment steps
+    checkpoints/         checkpoint_<env steps>.json + files: the frame, the runner's counters
+                         and the environments' state, published atomically as one version
+    eval.json            every evaluation so far and the final one
+    curve.png            return vs environment steps (training episodes and evaluations)
+
+Checkpoints are taken between rollouts, so a resumed run continues exactly where the
+checkpoint was taken (one thread, CPU). SIGINT and SIGTERM stop the run after the current
+iteration with a checkpoint; a second SIGINT stops at once.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+import dill
+import numpy as np
+import torch
+
+from entmachin.frame import RolloutCollector, evaluate
+from entmachin.frame.checkpoint import latest_version, read_frame_checkpoint, save_frame
+from entmachin.frame.summary import log_update
+from entmachin.run import logs
+from entmachin.run.build import EnvFactory, make_envs, make_frame, seeds
+from entmachin.run.config import RunConfig, config_from_dict, config_to_dict, dump_yaml, parse_yaml
+from entmachin.run.spaces import spaces_record
+from entmachin.run.tracker import RolloutTracker
+
+__all__ = ["Runner", "TrainResult", "RunError"]
+
+logger = logging.getLogger(__name__)
+
+_RUNNER_FORMAT = 1
+_WINDOW = 100  # training episodes in the running mean return
+
+
+class RunError(RuntimeError):
+    """A run that cannot start or continue (run directory, checkpoint, resume)."""
+
+
+@dataclass
+class RunState:
+    """The runner's own counters, saved in every checkpoint."""
+
+    env_steps: int = 0
+    iterations: int = 0
+    episodes: int = 0
+    next_checkpoint: int = 0
+    next_eval: int = 0
+    recent_returns: List[float] = field(default_factory=list)
+    recent_lengths: List[int] = field(default_factory=list)
+    curve: List[List[float]] = field(default_factory=list)  # [env steps, mean training return]
+    evals: List[Dict[str, float]] = field(default_factory=list)
+    spaces: Dict[str, Any] = field(default_factory=dict)  # what the policy was trained on
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """How a run ended: steps done, whether a signal stopped it, and the final evaluation."""
+
+    env_steps: int
+    stopped: Optional[str]
+    final_eval: Optional[Dict[str, float]]
+    run_dir: str
+
+
+class _StopSignals:
+    """SIGINT / SIGTERM set a flag (the run stops after the iteration); a second SIGINT raises."""
+
+    def __init__(self) -> None:
+        self.received: Optional[str] = None
+        self._previous: Dict[int, Any] = {}
+
+    def __enter__(self) -> "_StopSignals":
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.received is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.received = signal.Signals(signum).name
+        logger.warning("%s received: stopping after this iteration with a checkpoint (press Ctrl-C again to stop "
+                       "at once, without one)", self.received)
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+class Runner:
+    """Trains a frame as a :class:`RunConfig` says, in ``run_dir``.
+
+    Args:
+        config: the run config.
+        run_dir: where the run lives (created; must not hold another run unless ``resume`` or
+            ``force``).
+        resume: continue from the latest checkpoint in ``run_dir`` (its config.yaml is used).
+        force: start a new run in a directory that holds one (its checkpoints are removed).
+        progress: show a tqdm progress bar.
+
+    Raises:
+        RunError: the run directory cannot be used as asked.
+    """
+
+    def __init__(self, config: RunConfig, run_dir: str, *, resume: bool = False, force: bool = False,
+                 progress: bool = True) -> None:
+        self.config, self.run_dir, self.progress = config, run_dir, progress
+        self.checkpoint_dir = os.path.join(run_dir, "checkpoints")
+        logs.prepare_run_dir(run_dir, self.checkpoint_dir, resume=resume, force=force)
+        self.resume = resume
+        self.state = RunState(next_checkpoint=config.log.checkpoint_interval, next_eval=config.log.eval_interval)
+        self._seeds = seeds(config)
+
+    # ------------------------------------------------------------------------------- set-up
+
+    def _build(self) -> None:
+        config = self.config
+        torch.manual_seed(self._seeds["torch"])
+        self.envs = make_envs(config, self._seeds["envs"])
+        self.frame, note = make_frame(config, self.envs.obs_space(), self.envs.action_space())
+        self.state.spaces = spaces_record(self.envs.obs_space(), self.envs.action_space())
+        if note:
+            logger.info(note)
+        self.tracker = RolloutTracker(self.envs.action_space())
+        self.collector = RolloutCollector(self.frame, self.envs, n_steps=config.rollout.n_steps,
+                                          state_fn=self.tracker.state_fn, action_fn=self.tracker.action_fn)
+        if self.resume:
+            self._load_latest()
+
+    def _load_latest(self) -> None:
+        try:
+            version = latest_version(self.checkpoint_dir, "resume")
+            loaded = read_frame_checkpoint(self.frame, self.checkpoint_dir, None, version)
+        except FileNotFoundError as e:
+            raise RunError(f"--resume {self.run_dir}: no checkpoint to resume from ({e})") from None
+        except ValueError as e:
+            raise RunError(f"--resume {self.run_dir}: {e}") from None
+        runner = _decode_runner(loaded.extras.get("runner"), self.checkpoint_dir, version)
+        loaded.apply()
+        self.state = runner
+        envs_blob = loaded.extras.get("envs")
+        restored = False
+        if envs_blob is not None:
+            try:
+                snapshot = dill.loads(envs_blob)
+                self.envs.set_state(snapshot["envs"])
+                self.collector.restore(snapshot["collector"])
+                restored = True
+            except Exception as e:  # an environment that does not unpickle: restart its episodes
+                logger.warning("resume: the environments' state could not be restored (%s: %s); they restart their "
+                               "episodes", type(e).__name__, e)
+        else:
+            logger.warning("resume: the checkpoint holds no environment state (the environments could not be "
+                           "pickled when it was written); they restart their episodes")
+        if not restored:
+            self.collector.total_env_steps = self.state.env_steps
+        logger.info("resumed %s at %d environment steps (checkpoint %d)", self.run_dir, self.state.env_steps, version)
+
+    # ------------------------------------------------------------------------------- the loop
+
+    def train(self) -> TrainResult:
+        """Runs until ``train.total_steps`` (or a stop signal); returns how it ended."""
+        config = self.config
+        previous_threads = torch.get_num_threads()
+        torch.set_num_threads(config.train.threads)
+        writer = None
+        try:
+            self._build()
+            if not self.resume:
+                logs.write_config(self.run_dir, config)
+            writer = logs.make_writer(self.run_dir, purge_step=self.state.env_steps + 1 if self.resume else None)
+            if not self.resume:
+                writer.add_text("config", "```yaml\n" + dump_yaml(config_to_dict(config)) + "\n```", 0)
+            with _StopSignals() as signals, logs.progress_bar(config, self.state.env_steps, self.progress) as bar:
+                stopped = self._loop(writer, signals, bar)
+            final = None
+            if stopped is None:
+                final = self._evaluate(writer, final=True)
+                self.state.next_eval = self.state.env_steps + config.log.eval_interval  # a longer resumed run
+                self._checkpoint()
+                logs.write_hparams(writer, config, final)
+            else:
+                self._checkpoint()
+                logger.warning("%s: stopped at %d environment steps with a checkpoint; resume with:  entmachin "
+                               "train --resume %s", stopped, self.state.env_steps, self.run_dir)
+            return TrainResult(self.state.env_steps, stopped, final, self.run_dir)
+        finally:
+            if writer is not None:
+                writer.close()
+            if hasattr(self, "envs"):
+                self.envs.close()
+            torch.set_num_threads(previous_threads)
+
+    def _loop(self, writer: Any, signals: _StopSignals, bar: Any) -> Optional[str]:
+        config, state = self.config, self.state
+        while state.env_steps < config.train.total_steps:
+            if signals.received:
+                return signals.received
+            started = time.perf_counter()
+            stats = self.collector.collect()
+            self.frame.update()
+            elapsed = time.perf_counter() - started
+            state.env_steps += stats.n_env_steps
+            state.iterations += 1
+            state.episodes += len(stats.episode_returns)
+            state.recent_returns = (state.recent_returns + list(stats.episode_returns))[-_WINDOW:]
+            state.recent_lengths = (state.recent_lengths + list(stats.episode_lengths))[-_WINDOW:]
+            step = state.env_steps
+            logs.write_iteration(writer, self.tracker, stats, step, stats.n_env_steps / max(elapsed, 1e-9))
+            log_update(writer, self.frame.last_update, step)
+            mean_return = float(np.mean(state.recent_returns)) if state.recent_returns else math.nan
+            if state.recent_returns:
+                state.curve.append([step, mean_return])
+            bar.update(stats.n_env_steps)
+            bar.set_postfix(mean_return=f"{mean_return:.3f}", refresh=False)
+            if step >= state.next_eval and step < config.train.total_steps:
+                self._evaluate(writer, final=False)
+                state.next_eval += config.log.eval_interval * max(1, math.ceil((step - state.next_eval + 1)
+                                                                               / config.log.eval_interval))
+            if step >= state.next_checkpoint:
+                self._checkpoint()
+                state.next_checkpoint += config.log.checkpoint_interval * max(
+                    1, math.ceil((step - state.next_checkpoint + 1) / config.log.checkpoint_interval))
+        return signals.received
+
+    # ------------------------------------------------------------------------------- evaluation
+
+    def _evaluate(self, writer: Any, final: bool) -> Dict[str, float]:
+        config = self.config
+        result = evaluate(self.frame, EnvFactory(config.env), config.log.eval_episodes,
+                          deterministic=config.log.eval_deterministic, seed=self._seeds["eval"])
+        record = {"env_steps": self.state.env_steps, "mean": result.mean, "min": result.min, "max": result.max,
+                  "episodes": len(result.returns), "final": final}
+        self.state.evals.append(record)
+        writer.add_scalar("eval/mean_return", result.mean, self.state.env_steps)
+        logs.write_evals(self.run_dir, self.state)
+        logger.info("evaluation at %d steps over %d episodes: mean %.3f, min %.3f, max %.3f", self.state.env_steps,
+                    len(result.returns), result.mean, result.min, result.max)
+        return record
+
+    # ------------------------------------------------------------------------------- checkpoints
+
+    def _checkpoint(self) -> None:
+        extras = {"runner": json.dumps({"format": _RUNNER_FORMAT, **vars(self.state)}).encode()}
+        try:
+            extras["envs"] = dill.dumps({"envs": self.envs.get_state(), "collector": self.collector.snapshot()})
+        except Exception as e:
+            logger.warning("checkpoint: the environments cannot be pickled (%s: %s); a resumed run restarts their "
+                           "episodes", type(e).__name__, e)
+        save_frame(self.frame, self.checkpoint_dir, None, self.state.env_steps, extras=extras)
+
+
+def _decode_runner(blob: Optional[bytes], directory: str, version: int) -> RunState:
+    where = f"{os.path.join(directory, f'checkpoint_{version}.json')!r}"
+    if blob is None:
+        raise RunError(f"{where} is a frame checkpoint without the runner's state; resume needs a checkpoint "
+                       "written by entmachin train")
+    try:
+        data = json.loads(blob.decode("utf-8"))
+        if data.pop("format") != _RUNNER_FORMAT:
+            raise ValueError("format")
+        return RunState(**data)
+    except (ValueError, TypeError, KeyError, UnicodeDecodeError):
+        raise RunError(f"{where}: the runner's state is damaged or of another format") from None
+
+
+def load_run_config(run_dir: str) -> RunConfig:
+    """The resolved config a run directory holds."""
+    path = os.path.join(run_dir, "config.yaml")
+    if not os.path.exists(path):
+        raise RunError(f"{run_dir!r} holds no config.yaml; it is not an entmachin run directory")
+    with open(path, encoding="utf-8") as f:
+        return config_from_dict(parse_yaml(f.read(), path), path)
+

@@ -1,0 +1,107 @@
+"""Run configs: typed loading, errors with dotted paths, overrides, rules across fields, round trips."""
+import glob
+import os
+
+import pytest
+import yaml
+
+from entmachin.run.cli import bundled_config_path
+from entmachin.run.config import (ConfigError, RunConfig, apply_overrides, config_from_dict, config_to_dict,
+                                  load_config, update_times)
+from entmachin.run.describe import FIELD_DOCS, commented_yaml
+
+CONFIGS = sorted(glob.glob(os.path.join(os.path.dirname(bundled_config_path("Count")), "*.yaml")))
+
+
+def test_defaults_and_round_trip():
+    config = config_from_dict({})
+    assert config == RunConfig(frame=config.frame) and config.frame.name == "PPO"
+    data = config_to_dict(config)
+    assert config_from_dict(yaml.safe_load(yaml.safe_dump(data))) == config
+    assert "seed" not in data["frame"] and "replay_size" not in data["frame"]  # derived by the runner
+    assert "actor_update_times" not in data["frame"]  # n_epochs sets it
+
+
+def test_nested_configs_and_tuples():
+    config = config_from_dict({"model": {"relpos_encoding": {"extent": [5, 5], "position_features": ["x", "y"]},
+                                         "critic": "shared"}})
+    assert config.model.relpos_encoding.extent == (5, 5) and config.model.net_config().d_model == 32
+    assert config_from_dict(config_to_dict(config)) == config
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"environment": {}}, r"^environment: unknown section; allowed sections are \['env', 'model', 'frame', "),
+    ({"env": {"nam": "Count"}}, r"^env.nam: unknown key; allowed keys are \['name', 'kwargs', 'max_episode_steps'\]"),
+    ({"frame": {"discont": 0.9}}, r"^frame.discont: unknown key for PPO; allowed keys are \['name', 'n_epochs'"),
+    ({"frame": {"name": "A2C", "surrogate_loss_clip": 0.1}}, r"^frame.surrogate_loss_clip: unknown key for A2C"),
+    ({"frame": {"discount": "high"}}, r"^frame.discount: expected a number, got 'high'"),
+    ({"frame": {"discount": 1.5}}, r"^frame.discount must be in \[0.0, 1.0\], got 1.5"),
+    ({"frame": {"normalize_advantage": "yes"}}, r"^frame.normalize_advantage: expected true or false, got 'yes'"),
+    ({"rollout": {"num_envs": 2.5}}, r"^rollout.num_envs: expected an int, got 2.5"),
+    ({"rollout": {"num_envs": 0}}, r"^rollout.num_envs: expected an int >= 1, got 0"),
+    ({"model": {"n_head": 3}}, r"^model: RogueNetConfig: n_head=3 must divide d_model=32"),
+    ({"model": {"critic": "both"}}, r"^model.critic: expected one of 'separate', 'shared', got 'both'"),
+    ({"model": {"relpos_encoding": {"extent": [5]}}}, r"^model.relpos_encoding: "),
+    ({"frame": {"seed": 3}}, r"^frame.seed: set by the runner from train.seed; remove it"),
+    ({"frame": {"replay_size": 3}}, r"^frame.replay_size: set by the runner from rollout.num_envs x rollout.n_steps"),
+    ({"frame": {"name": "DQN"}}, r"^frame.name: expected one of \['A2C', 'PPO'\], got 'DQN'"),
+    ({"frame": {"actor_update_times": 3}}, r"^frame.actor_update_times: give frame.n_epochs or the update times"),
+    ({"frame": {"batch_size": 1000}}, r"^frame.batch_size: 1000 is more than the 512 rows one rollout stores"),
+    ({"rollout": {"num_envs": 2, "processes": 3}, "frame": {"batch_size": 8}},
+     r"^rollout.processes: 3 worker processes for 2 environments"),
+    ({"model": {"critic": "shared"}, "frame": {"critic_learning_rate": 0.01}},
+     r"^frame.critic_learning_rate: with model.critic: shared the actor and critic share one network"),
+    ({"train": {"total_steps": 10}}, r"^train.total_steps: 10 is less than one rollout \(512 steps\)"),
+    ({"train": {"device": "gpu"}}, r"^train.device: expected a torch device such as 'cpu' or 'cuda:0', got 'gpu'"),
+    ([1, 2], r"^config: expected a mapping with sections"),
+])
+def test_bad_configs_name_the_field(data, message):
+    with pytest.raises(ConfigError, match=message):
+        config_from_dict(data)
+
+
+def test_n_epochs_become_update_times():
+    config = config_from_dict({"rollout": {"num_envs": 10, "n_steps": 10}, "frame": {"batch_size": 30, "n_epochs": 3}})
+    assert update_times(config) == (12, 12)  # 3 x ceil(100 / 30)
+    config = config_from_dict({"frame": {"n_epochs": None, "actor_update_times": 2, "critic_update_times": 5}})
+    assert update_times(config) == (2, 5)
+
+
+def test_overrides_are_yaml_scalars_at_dotted_paths():
+    data = apply_overrides({"frame": {"discount": 0.9}}, ["frame.discount=0.995", "rollout.num_envs=64",
+                                                          "model.pooling=mean", "env.max_episode_steps="])
+    assert data == {"frame": {"discount": 0.995}, "rollout": {"num_envs": 64}, "model": {"pooling": "mean"},
+                    "env": {"max_episode_steps": None}}
+    with pytest.raises(ConfigError, match=r"--set 'frame.discount': expected dotted.path=value"):
+        apply_overrides({}, ["frame.discount"])
+    with pytest.raises(ConfigError, match=r"--set frame.discount.x: frame.discount is 0.9, not a section"):
+        apply_overrides({"frame": {"discount": 0.9}}, ["frame.discount.x=1"])
+    with pytest.raises(ConfigError, match=r"--set frame.discount, line 1: malformed YAML"):
+        apply_overrides({}, ["frame.discount=[1, 2"])
+
+
+def test_load_config_reports_malformed_yaml_with_its_line(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("env:\n  name: Count\nframe:\n  discount: [0.9\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml, line \d: malformed YAML"):
+        load_config(str(path))
+    with pytest.raises(FileNotFoundError):
+        load_config(str(tmp_path / "missing.yaml"))
+
+
+def test_every_field_has_a_comment_and_init_output_loads():
+    data = config_to_dict(config_from_dict({"frame": {"name": "PPO", "n_epochs": None}}))
+    for section, values in data.items():
+        assert section in FIELD_DOCS
+        for key in values:
+            assert f"{section}.{key}" in FIELD_DOCS, f"{section}.{key} has no comment"
+    text = commented_yaml(data, "# header")
+    assert config_from_dict(yaml.safe_load(text)) == config_from_dict(data)
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[os.path.basename(p) for p in CONFIGS])
+def test_bundled_configs_load_and_state_what_they_reach(path):
+    config = load_config(path)
+    text = open(path, encoding="utf-8").read()
+    assert "# Reaches" in text, f"{path} does not say what return it reaches within how many steps"
+    assert config.env.name.lower() in os.path.basename(path).replace("-a2c", "")
