@@ -254,6 +254,14 @@ def main(argv: Optional[List[str]] = None) -> None:
         safe_call(counter, {"state": state})
     except TypeError as error:
         print(f"a dict without 'entities' is refused:\n    {error}")
+    # Devices come from the model at every call: move it, and its inputs follow. A Machin-style
+    # input_device / output_device attribute, if set, wins over its parameters' device.
+    counter.output_device = "cpu"
+    if torch.cuda.is_available():
+        counter.to("cuda")
+        print(f"after counter.to('cuda'): model_devices(counter) = {model_devices(counter)}")
+    counts = safe_call(counter, sampled_state)
+    print(f"with output_device='cpu' set, the result comes back on {counts.device}")
 
     net = RogueNet(envs.obs_space(), space, RogueNetConfig(d_model=16, n_layer=1, n_head=2, d_qk=8))
     out = safe_call(net, sampled_state)  # forward(entities, action_masks, visible=None, action=None)
