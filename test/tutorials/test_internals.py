@@ -1,0 +1,30 @@
+"""Tutorial 3 (internals): stepping through RogueNet by hand gives what RogueNet.forward gives."""
+import pathlib
+import runpy
+
+import pytest
+import torch
+
+SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "tutorials" / "03_internals.py"
+
+
+@pytest.fixture(scope="module")
+def tutorial():
+    return runpy.run_path(str(SCRIPT), run_name="tutorial")
+
+
+def test_smoke_run_matches_rogue_net_at_every_step(tutorial, capsys):
+    threads = torch.get_num_threads()
+    same = tutorial["main"](["--smoke"])
+    out = capsys.readouterr().out
+    assert same and all(same.values()), same
+    assert {"embedding", "attention", "trunk", "value", "Move action", "Fire Orbital Cannon log_prob"} <= set(same)
+    assert "stepping by hand gives RogueNet.forward's output: True" in out
+    assert "layout.starts" in out and "environment 1.act receives:" in out
+    assert torch.get_num_threads() == threads  # one thread for the run only
+
+
+def test_bad_arguments_exit_with_a_message(tutorial, capsys):
+    with pytest.raises(SystemExit):
+        tutorial["main"](["--train-iterations", "-1"])
+    assert "--train-iterations must be >= 0, got -1" in capsys.readouterr().err
