@@ -78,8 +78,10 @@ def _saved_spaces(checkpoint_dir: str, version: int) -> Optional[dict]:
 
 def evaluate_checkpoint(path: str, episodes: int, deterministic: bool, seed: Optional[int]) -> EvalResult:
     frame, config, factory = load_trained(path)
+    from entmachin.run.runner import eval_envs
+
     return evaluate(frame, factory, episodes, deterministic=deterministic,
-                    seed=seeds(config)["eval"] if seed is None else seed)
+                    seed=seeds(config)["eval"] if seed is None else seed, num_envs=eval_envs(episodes))
 
 
 class _RandomPolicy:
@@ -97,5 +99,7 @@ def random_policy_return(factory: EnvFactory, episodes: int, seed: int) -> EvalR
     env = factory()
     policy = _RandomPolicy(env.action_space(), seed)
     env.close()
+    from entmachin.run.runner import eval_envs
+
     return evaluate(policy, factory, episodes, seed=seed, state_fn=lambda obs: obs,
-                    action_fn=lambda actions: (None, actions))
+                    action_fn=lambda actions: (None, actions), num_envs=eval_envs(episodes))

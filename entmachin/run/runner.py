@@ -242,7 +242,8 @@ class Runner:
     def _evaluate(self, writer: Any, final: bool) -> Dict[str, float]:
         config = self.config
         result = evaluate(self.frame, EnvFactory(config.env), config.log.eval_episodes,
-                          deterministic=config.log.eval_deterministic, seed=self._seeds["eval"])
+                          deterministic=config.log.eval_deterministic, seed=self._seeds["eval"],
+                          num_envs=eval_envs(config.log.eval_episodes))
         record = {"env_steps": self.state.env_steps, "mean": result.mean, "min": result.min, "max": result.max,
                   "episodes": len(result.returns), "final": final}
         self.state.evals.append(record)
@@ -262,6 +263,11 @@ class Runner:
             logger.warning("checkpoint: the environments cannot be pickled (%s: %s); a resumed run restarts their "
                            "episodes", type(e).__name__, e)
         save_frame(self.frame, self.checkpoint_dir, None, self.state.env_steps, extras=extras)
+
+
+def eval_envs(episodes: int) -> int:
+    """Environments of an evaluation: one episode each up to 128 (wide batches, no length bias)."""
+    return min(episodes, 128)
 
 
 def _decode_runner(blob: Optional[bytes], directory: str, version: int) -> RunState:
