@@ -105,3 +105,13 @@ def test_bundled_configs_load_and_state_what_they_reach(path):
     text = open(path, encoding="utf-8").read()
     assert "# Reaches" in text, f"{path} does not say what return it reaches within how many steps"
     assert config.env.name.lower() in os.path.basename(path).replace("-a2c", "")
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[os.path.basename(p) for p in CONFIGS])
+def test_bundled_configs_train_for_a_handful_of_steps(path, tmp_path):
+    from entmachin.run.runner import Runner
+
+    config = load_config(path, ["rollout.num_envs=2", "rollout.n_steps=2", "frame.batch_size=4", "train.total_steps=8",
+                                "log.eval_episodes=1", "rollout.processes=0", "env.max_episode_steps=20"])
+    result = Runner(config, str(tmp_path / "run"), progress=False).train()
+    assert result.env_steps == 8 and result.final_eval is not None
