@@ -5,6 +5,7 @@
     entmachin eval RUN_DIR [--episodes N] [--deterministic] [--seed S]
     entmachin envs
     entmachin init ENV [--frame A2C] > my.yaml
+    entmachin play [ENV] [--checkpoint RUN_DIR] [--seed S]
 
 Bad input ends with a one-line error and exit status 2 (``--debug`` shows the traceback).
 """
@@ -60,6 +61,20 @@ def _parser() -> argparse.ArgumentParser:
     init = commands.add_parser("init", help="print a complete, commented config for an environment")
     init.add_argument("env", help="an example environment's name or 'package.module:Class'")
     init.add_argument("--frame", default="PPO", choices=["PPO", "A2C"])
+
+    play = commands.add_parser(
+        "play", help="play an environment yourself, with a checkpoint's advice if you like",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Play an environment in the terminal, one actor at a time. At each prompt type\n"
+                    "  a categorical choice's name or number,\n"
+                    "  a select-entity choice's entity id (e.g. ('Cherry', 3) or Cherry 3) or #position,\n"
+                    "  'a' or Enter for the agent's most likely choice (with --checkpoint, whose\n"
+                    "  probabilities are shown beside the choices); q quits (so does the end of input).")
+    play.add_argument("env", nargs="?", default=None, metavar="ENV",
+                      help="an example environment's name or 'package.module:Class' (default: the checkpoint's)")
+    play.add_argument("--checkpoint", default=None, metavar="RUN_DIR",
+                      help="a run directory (or its checkpoints/): show its agent's probabilities, let it choose")
+    play.add_argument("--seed", type=int, default=None, help="environment seed (default: unseeded)")
     return parser
 
 
@@ -72,7 +87,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     try:
         return {"train": commands.train, "eval": commands.evaluate_run, "envs": commands.list_envs,
-                "init": commands.init}[args.command](args)
+                "init": commands.init, "play": commands.play}[args.command](args)
     except KeyboardInterrupt:
         print("entmachin: interrupted", file=sys.stderr)
         return 130

@@ -127,3 +127,8 @@ def init(args: argparse.Namespace) -> int:
     sys.stdout.write(commented_yaml(data, header))
     return 0
 
+
+def play(args: argparse.Namespace) -> int:
+    from entmachin.run.play import play as play_env
+
+    return play_env(args.env, args.checkpoint, args.seed)

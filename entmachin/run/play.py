@@ -1,0 +1,284 @@
+"""``entmachin play``: a person plays an environment in the terminal, one actor at a time.
+
+    entmachin play ENV [--seed S]
+    entmachin play [ENV] --checkpoint RUN_DIR [--seed S]
+
+ENV is a registry name (``entmachin envs``) or ``package.module:Class``, built with its defaults.
+Every step prints the step number, the last reward and the return so far, one table per entity
+type (each entity's id and features) and the global features. Then each actor of each action
+is asked for its choice:
+
+* categorical: the choice's name, or its number in the list shown;
+* select entity: the actee's id as the environment reports it (``('Cherry', 3)``, also
+  ``Cherry 3`` without the punctuation), or ``#N``, its position in the list shown (a plain
+  number too, where no id reads so);
+* ``a`` or Enter: the agent's most likely choice (with ``--checkpoint``);
+* ``q``: quit, at any prompt; so does the end of the input (exit status 0).
+
+A masked choice is refused and the question repeats. With ``--checkpoint`` (a run directory or
+its ``checkpoints/``) the agent's probability of each choice is shown beside it (masked choices:
+0); without ENV the run's own environment is played (its ``env`` section: kwargs and
+``max_episode_steps`` too), with ENV its spaces must be the checkpoint's. ``--seed S`` plays the
+episodes of ``EnvList(factory, 1, seed=S)``. When an episode ends its return is printed and the
+player is asked whether to play again. Output goes to stdout and input comes from stdin, so a
+game can be scripted.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+
+import numpy as np
+import torch
+
+from entmachin.env import GLOBAL_ENTITY, EnvList, ObsSpace, Observation, VecObs, VecSelectEntityActionMask, batch_obs
+from entmachin.env import to_state
+from entmachin.ragged.arrays import ragged_from_arrays
+from entmachin.run.build import EnvFactory
+from entmachin.run.config import EnvSection
+
+__all__ = ["PlayError", "Turn", "play"]
+
+HELP = ("Type a choice's name or number; for a select-entity action the entity's id or #position. "
+        "'a' or Enter: the agent's choice (with --checkpoint); q quits.")
+
+
+class PlayError(ValueError):
+    """``entmachin play`` cannot start or go on (what to play is missing, or no choice is allowed)."""
+
+
+class _Quit(Exception):
+    """The player typed ``q`` or the input ended."""
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One actor's decision on one step.
+
+    Attributes:
+        action: the action's name.
+        actor: the actor's id as text (``Type[i]`` for an entity without id, ``global``).
+        labels: choice names (categorical) or actee ids as text (select entity), in order.
+        allowed: bool ``[n_choices]``: what the mask allows.
+        probs: float ``[n_choices]``: the agent's probabilities (None: no agent).
+    """
+
+    action: str
+    actor: str
+    labels: List[str]
+    allowed: np.ndarray
+    probs: Optional[np.ndarray] = None
+
+
+def play(env: Optional[str], checkpoint: Optional[str], seed: Optional[int]) -> int:
+    """Plays ENV (or the checkpoint's environment) with stdin and stdout; returns the exit status.
+
+    Raises:
+        PlayError: neither ``env`` nor ``checkpoint``, or an actor without any allowed choice.
+        ConfigError: an unknown environment (with close matches).
+        RunError: not a run directory, or a checkpoint of other spaces (naming which differ).
+    """
+    if env is None and checkpoint is None:
+        raise PlayError("play: give ENV or --checkpoint RUN_DIR (see `entmachin envs`)")
+    factory = EnvFactory(EnvSection(name=env)) if env is not None else None
+    frame = None
+    if checkpoint is not None:
+        from entmachin.run.evaluation import load_trained
+
+        frame, _, factory = load_trained(checkpoint, factory)
+    envs = EnvList(factory, 1, seed=seed)
+    try:
+        print(f"playing {factory.name}{'' if seed is None else f' (seed {seed})'}"
+              f"{'' if checkpoint is None else f' with the agent of {checkpoint}'}")
+        print(HELP)
+        _episodes(envs, frame)
+    except _Quit:  # q or the end of the input
+        print("quit")
+    finally:
+        envs.close()
+    return 0
+
+
+def _episodes(envs: EnvList, frame: Any) -> None:
+    """Plays episodes until the player declines another one."""
+    obs_space, action_space = envs.obs_space(), envs.action_space()
+    vec = envs.reset()
+    step, reward, total = 0, 0.0, 0.0
+    while True:
+        obs = envs.last_obs[0]
+        names = _entity_names(obs, vec, obs_space)
+        print(f"\nstep {step}  reward {reward:.3f}  return {total:.3f}")
+        for line in _entity_lines(vec, obs_space, names):
+            print(line)
+        turns = _turns(vec, action_space, names)
+        if not any(turns.values()):
+            print("no actor acts on this step")
+        elif frame is not None:
+            turns = _with_probs(frame, obs, obs_space, action_space, turns)
+        choices = {name: [_ask(turn) for turn in group] for name, group in turns.items()}
+        vec = envs.act({name: ragged_from_arrays(np.array(c, np.int64).reshape(-1, 1), [len(c)])
+                        for name, c in choices.items()})
+        step, reward = step + 1, float(vec.reward[0])
+        total += reward
+        if vec.done[0]:
+            cut = " (time limit)" if vec.truncated[0] else ""
+            print(f"\nepisode over after {step} step{'s' if step != 1 else ''}{cut}: reward {reward:.3f}, "
+                  f"return {total:.3f}")
+            if not _again():
+                return
+            step, reward, total = 0, 0.0, 0.0
+
+
+def _entity_names(obs: Observation, vec: VecObs, obs_space: ObsSpace) -> List[str]:
+    """The name of every entity index of the step: its id as text, ``Type[i]`` without id, then ``global``."""
+    names: List[str] = []
+    for etype in obs_space.entities:
+        ids = obs.ids.get(etype)
+        n = int(vec.features[etype].size1()[0])
+        names += [str(ids[i]) if ids is not None else f"{etype}[{i}]" for i in range(n)]
+    return names + ["global"]
+
+
+def _number(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> List[str]:
+    """Rows under a header, indented, in columns two spaces apart."""
+    widths = [max(len(r[k]) for r in [header, *rows]) for k in range(len(header))]
+    return ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, *rows]]
+
+
+def _entity_lines(vec: VecObs, obs_space: ObsSpace, names: List[str]) -> List[str]:
+    lines, offset = [], 0
+    for etype, entity in obs_space.entities.items():
+        feats = vec.features[etype].as_array()  # [n_entities, n_features]
+        visible = vec.visible[etype].as_array()[:, 0] if etype in vec.visible else None  # [n_entities]
+        header = ["id", *entity.features, *(["visible"] if visible is not None else [])]
+        rows = [[names[offset + i], *map(_number, feats[i]),
+                 *([("yes" if visible[i] else "no")] if visible is not None else [])] for i in range(len(feats))]
+        lines.append(f"{etype} ({len(feats)})")
+        lines += _table(header, rows) if rows else []
+        offset += len(feats)
+    if obs_space.global_features:
+        values = vec.features[GLOBAL_ENTITY].as_array()[0]  # [n_global_features]
+        lines.append("global  " + "  ".join(f"{k}={_number(v)}" for k, v in zip(obs_space.global_features, values)))
+    return lines
+
+
+def _turns(vec: VecObs, action_space: Mapping[str, Any], names: List[str]) -> Dict[str, List[Turn]]:
+    """Every actor's decision of this step, per action (in the action space's order)."""
+    turns: Dict[str, List[Turn]] = {}
+    for name, space in action_space.items():
+        amask = vec.action_masks[name]
+        actors = amask.actors.as_array()[:, 0]  # [n_actors] entity indices
+        if isinstance(amask, VecSelectEntityActionMask):
+            actees = amask.actees.as_array()[:, 0]  # [n_actees] entity indices
+            labels = [names[i] for i in actees]
+            shape = (len(actors), len(actees))
+        else:
+            labels = list(space.index_to_label)
+            shape = (len(actors), len(labels))
+        allowed = np.ones(shape, np.bool_) if amask.mask is None else amask.mask.as_array().reshape(shape)
+        turns[name] = [Turn(name, names[a], labels, allowed[i]) for i, a in enumerate(actors)]
+        for turn in turns[name]:
+            if not turn.allowed.any():
+                raise PlayError(f"action {name!r}: the mask allows actor {turn.actor} no choice")
+    return turns
+
+
+def _with_probs(frame: Any, obs: Observation, obs_space: ObsSpace, action_space: Mapping[str, Any],
+                turns: Dict[str, List[Turn]]) -> Dict[str, List[Turn]]:
+    """The turns with the agent's full distribution of every actor.
+
+    The step is repeated once per choice position k; in row k every actor takes choice k where
+    its mask allows it (else its first allowed choice), and the actor's log-probabilities score
+    them. An actor's choices are independent of the other actors' given the step, so row k's
+    log-probability of actor i is the probability that i takes choice k.
+    """
+    n_rows = max(len(t.labels) for group in turns.values() for t in group)
+    state = to_state(batch_obs([obs] * n_rows, obs_space, action_space), action_space)
+    taken: Dict[str, np.ndarray] = {}
+    for name, group in turns.items():
+        fallback = np.array([int(np.argmax(t.allowed)) for t in group], np.int64)  # [n_actors]
+        k = np.arange(n_rows)[:, None]  # [n_rows, 1]
+        ok = np.array([np.pad(t.allowed, (0, n_rows - len(t.allowed))) for t in group], np.bool_)  # [n_actors, n_rows]
+        ok = ok.T.reshape(n_rows, len(group))  # [n_rows, n_actors]
+        taken[name] = np.where(ok, k, fallback[None, :])  # [n_rows, n_actors]
+    action = {name: ragged_from_arrays(c.reshape(-1, 1), np.full(n_rows, c.shape[1])) for name, c in taken.items()}
+    with torch.no_grad():
+        out = frame.eval_act(state, {"action": action})
+    result = {}
+    for name, group in turns.items():
+        log_prob = out.log_prob[name].data.float().cpu().numpy().reshape(n_rows, len(group))  # [n_rows, n_actors]
+        result[name] = [replace(t, probs=np.where(t.allowed, np.exp(log_prob[: len(t.labels), i]), 0.0))
+                        for i, t in enumerate(group)]
+    return result
+
+
+def _plain(text: str) -> str:
+    """Text without brackets, quotes and commas, so that ``Cherry 3`` reads as ``('Cherry', 3)``."""
+    return " ".join(re.sub(r"[()\[\]'\",]", " ", text).split()).lower()
+
+
+def _resolve(turn: Turn, text: str) -> Union[int, str]:
+    """The choice ``text`` names, or a message saying why it cannot be taken."""
+    found = [k for k, label in enumerate(turn.labels) if label == text] or \
+            [k for k, label in enumerate(turn.labels) if _plain(label) == _plain(text)]
+    number = text[1:] if text.startswith("#") else text
+    if (not found or text.startswith("#")) and number.isdigit() and int(number) < len(turn.labels):
+        found = [int(number)]
+    if not found:
+        return f"no choice {text!r} for {turn.actor}; type a name or number from the list (q quits)"
+    if len(found) > 1:
+        return f"{text!r} names {len(found)} choices for {turn.actor}; type #N, a position in the list"
+    if not turn.allowed[found[0]]:
+        allowed = [turn.labels[k] for k in np.flatnonzero(turn.allowed)]
+        more = ", ..." if len(allowed) > 12 else ""
+        return f"{turn.labels[found[0]]!r} is masked for {turn.actor}; allowed: {', '.join(allowed[:12])}{more}"
+    return found[0]
+
+
+def _ask(turn: Turn) -> int:
+    """Prints the actor's choices (with the agent's probabilities) and reads one until it is allowed."""
+    print(f"{turn.action} for {turn.actor}:")
+    agent = turn.probs is not None
+    header = ["  #", "choice", *(["agent"] if agent else []), ""]
+    rows = [[f"{k:>3}", label, *([f"{turn.probs[k]:.3f}"] if agent else []), "" if turn.allowed[k] else "masked"]
+            for k, label in enumerate(turn.labels)]
+    for line in _table(header, rows):
+        print(line)
+    best = int(np.argmax(turn.probs)) if turn.probs is not None else None
+    while True:
+        text = _read(f"{turn.action} for {turn.actor}> ")
+        if text in ("", "a"):
+            if best is None:
+                print("no agent to ask (give --checkpoint RUN_DIR); type a choice")
+                continue
+            print(f"agent: {turn.labels[best]}")
+            return best
+        chosen = _resolve(turn, text)
+        if isinstance(chosen, int):
+            return chosen
+        print(chosen)
+
+
+def _again() -> bool:
+    while True:
+        answer = _read("play again? [y/N]> ").lower()
+        if answer in ("y", "yes", "n", "no", ""):
+            return answer.startswith("y")
+        print("answer y or n (q quits)")
+
+
+def _read(prompt: str) -> str:
+    """One line of input without surrounding blanks; ``q`` or the end of the input quits."""
+    try:
+        text = input(prompt).strip()
+    except EOFError:
+        print()
+        raise _Quit from None
+    if text == "q":
+        raise _Quit
+    return text

@@ -1,0 +1,242 @@
+"""``entmachin play``: whole episodes driven through stdin, masks, entity ids, the agent's advice, quitting, errors."""
+import io
+import re
+import sys
+
+import numpy as np
+import pytest
+
+from entmachin.env import CategoricalActionMask, CategoricalActionSpace, Entity, EnvList, Environment, Observation
+from entmachin.env import ObsSpace
+from entmachin.run.build import EnvFactory
+from entmachin.run.cli import main
+from entmachin.run.config import EnvSection
+
+MINESWEEPER_RUN = ["--set", "env.kwargs.orbital_cannon=true", "--set", "env.kwargs.cooldown_period=0",
+                   "--set", "env.max_episode_steps=3",
+                   "--set", "train.total_steps=64", "--set", "log.checkpoint_interval=64",
+                   "--set", "log.eval_interval=64", "--set", "log.eval_episodes=2", "--set", "rollout.num_envs=8",
+                   "--set", "rollout.n_steps=4", "--set", "frame.batch_size=16", "--set", "model.d_model=16",
+                   "--no-progress"]
+BLOCK = re.compile(r"^(.+) for (.+):$")
+ROW = re.compile(r"^\s+(\d+)\s+(.+?)\s+(\d\.\d{3})(\s+masked)?$")
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    """A tiny MineSweeper run: an orbital cannon that fires on every step, episodes cut after 3 steps."""
+    directory = str(tmp_path_factory.mktemp("runs") / "minesweeper")
+    assert main(["train", "MineSweeper", "--run-dir", directory, *MINESWEEPER_RUN]) == 0
+    return directory
+
+
+def play(monkeypatch, capsys, argv, lines):
+    """Runs ``entmachin play ARGV`` with ``lines`` on stdin; returns (status, stdout, stderr)."""
+    monkeypatch.setattr(sys, "stdin", io.StringIO("".join(f"{line}\n" for line in lines)))
+    status = main(["play", *argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def first_obs(name, seed):
+    """The observation ``play NAME --seed SEED`` starts with, and the environment showing it."""
+    envs = EnvList(EnvFactory(EnvSection(name=name)), 1, seed=seed)
+    envs.reset()
+    return envs.last_obs[0], envs.envs[0]
+
+
+def blocks(out):
+    """Every choice list printed: [(action, actor, [(position, label, probability, masked)])]."""
+    found = []
+    for line in out.splitlines():
+        header = BLOCK.match(line)
+        row = ROW.match(line)
+        if header:
+            found.append((header.group(1), header.group(2), []))
+        elif row and found:
+            found[-1][2].append((int(row.group(1)), row.group(2), float(row.group(3)), bool(row.group(4))))
+    return found
+
+
+def test_a_whole_count_episode_with_a_masked_choice_refused(monkeypatch, capsys):
+    seed = next(s for s in range(100) if not first_obs("Count", s)[0].actions["count"].mask.all())
+    obs, env = first_obs("Count", seed)
+    masked = str(int(np.flatnonzero(~obs.actions["count"].mask[0])[0]))
+    status, out, err = play(monkeypatch, capsys, ["Count", "--seed", str(seed)], [masked, str(env.count), "n"])
+    assert status == 0, err
+    assert "step 0  reward 0.000  return 0.000" in out
+    assert f"Bean ({env.count})" in out and "Player (1)" in out
+    assert f"'{masked}' is masked for Player; allowed: " in out
+    assert "episode over after 1 step: reward 1.000, return 1.000" in out
+    assert out.count("count for Player> ") == 2 and "play again? [y/N]> " in out
+
+
+def test_choices_by_name_or_index_and_playing_again(monkeypatch, capsys):
+    obs, env = first_obs("NotHotdog", 4)
+    status, out, err = play(monkeypatch, capsys, ["NotHotdog", "--seed", "4"], ["not_hotdog", "y", "0", "no"])
+    assert status == 0, err
+    assert "Player (1)\n  id  step\n  0   0\n" in out
+    assert "classify for 0:\n    #  choice\n    0  hotdog\n    1  not_hotdog\n" in out
+    assert "unused_action" not in out  # no actor takes it
+    rewards = [float(r) for r in re.findall(r"episode over after 1 step: reward (\d\.\d{3})", out)]
+    assert len(rewards) == 2 and rewards[0] == float(env.is_hotdog == 1)
+    assert out.count("play again?") == 2
+
+
+def test_select_entity_choices_by_id_position_and_plain_id(monkeypatch, capsys):
+    obs, env = first_obs("CherryPick", 7)
+    quality = dict(zip(obs.ids["Cherry"], np.asarray(obs.features["Cherry"])[:, 0]))
+    picks = ["('Cherry', 5)", "Cherry 0", "#2", "3", "('Cherry', 99)"] + ["#0"] * 12
+    status, out, err = play(monkeypatch, capsys, ["entmachin.env.examples.cherry_pick:CherryPick", "--seed", "7"],
+                            picks + ["n"])
+    assert status == 0, err
+    assert "Pick Cherry for Player:\n    #  choice\n    0  ('Cherry', 0)\n" in out
+    assert re.search(r"step 1  reward (-?\d+\.\d{3})", out).group(1) == f"{quality[('Cherry', 5)]:.3f}"
+    assert "no choice \"('Cherry', 99)\" for Player" in out
+    assert "episode over after 16 steps: reward " in out
+    rewards = [float(r) for r in re.findall(r"step \d+  reward (-?\d+\.\d{3})", out)][1:]
+    final = re.search(r"reward (-?\d+\.\d{3}), return (-?\d+\.\d{3})", out)
+    assert float(final.group(2)) == pytest.approx(sum(rewards) + float(final.group(1)), abs=0.02)
+
+
+def test_the_checkpoints_agent_advises_and_plays(run_dir, monkeypatch, capsys):
+    status, out, err = play(monkeypatch, capsys, ["--checkpoint", run_dir, "--seed", "0"], [""] * 40)
+    assert status == 0, err
+    found = blocks(out)
+    actions = {action for action, _, _ in found}
+    assert actions == {"Move", "Fire Orbital Cannon"}, out  # the run's env kwargs: a cannon, no cooldown
+    for action, actor, rows in found:
+        probs = [p for _, _, p, _ in rows]
+        assert abs(sum(probs) - 1) <= 0.0005 * len(probs) + 1e-9, (action, actor, rows)
+        assert all(p == 0 for _, _, p, masked in rows if masked)
+    assert any(masked for _, _, rows in found for *_, masked in rows)
+    chosen = re.findall(r"> agent: (.+)$", out, re.M)
+    assert len(chosen) == len(found)
+    for label, (_, _, rows) in zip(chosen, found):  # the most likely choice (ties: as printed)
+        assert dict((r[1], r[2]) for r in rows)[label] == max(r[2] for r in rows)
+    assert re.search(r"episode over after 3 steps \(time limit\): reward 0\.000, return 0\.000", out)
+
+
+def test_a_checkpoint_dir_and_a_named_env_of_the_same_spaces(run_dir, monkeypatch, capsys):
+    status, out, err = play(monkeypatch, capsys, ["MineSweeper", "--checkpoint", f"{run_dir}/checkpoints",
+                                                  "--seed", "1"], ["a"] * 3)
+    assert status == 0, err
+    assert {action for action, _, _ in blocks(out)} == {"Move"}  # MineSweeper's defaults: no cannon
+
+
+def test_q_and_the_end_of_input_quit_with_status_0(monkeypatch, capsys):
+    status, out, _ = play(monkeypatch, capsys, ["Count", "--seed", "0"], ["q"])
+    assert status == 0 and out.rstrip().endswith("quit")
+    status, out, _ = play(monkeypatch, capsys, ["Count", "--seed", "0"], [])
+    assert status == 0 and out.rstrip().endswith("quit")
+    obs, env = first_obs("Count", 0)
+    status, out, _ = play(monkeypatch, capsys, ["Count", "--seed", "0"], [str(env.count), "q"])
+    assert status == 0 and "return 1.000" in out and out.rstrip().endswith("quit")
+
+
+def test_without_a_checkpoint_the_agent_cannot_be_asked(monkeypatch, capsys):
+    status, out, _ = play(monkeypatch, capsys, ["NotHotdog", "--seed", "0"], ["", "a", "hotdog", "n"])
+    assert status == 0
+    assert out.count("no agent to ask (give --checkpoint RUN_DIR); type a choice") == 2
+    assert "episode over" in out
+
+
+class NoChoice(Environment):
+    """Nobody acts on the first step; on the second the mask leaves the player no choice."""
+
+    def obs_space(self):
+        return ObsSpace(entities={"Player": Entity(["step"])})
+
+    def action_space(self):
+        return {"go": CategoricalActionSpace(["left", "right"])}
+
+    def reset(self):
+        self.step = 0
+        return self._observe()
+
+    def act(self, actions):
+        self.step += 1
+        return self._observe()
+
+    def _observe(self):
+        actors = [] if self.step == 0 else ["p"]
+        mask = CategoricalActionMask(actor_ids=actors, mask=np.zeros((len(actors), 2), bool))  # nothing allowed
+        return Observation(features={"Player": np.array([[self.step]], np.float32)}, ids={"Player": ["p"]},
+                           actions={"go": mask}, reward=0.0, done=False)
+
+
+def test_a_step_without_actors_goes_on_and_an_actor_without_choices_is_an_error(monkeypatch, capsys):
+    status, out, err = play(monkeypatch, capsys, ["test.run.test_play:NoChoice"], [])
+    assert status == 2 and "no actor acts on this step\n\nstep 1  reward 0.000" in out
+    assert err.strip() == "entmachin: error: action 'go': the mask allows actor p no choice"
+
+
+def error_of(monkeypatch, capsys, argv):
+    status, _, err = play(monkeypatch, capsys, argv, [])
+    assert status == 2
+    err = err.strip()
+    assert err.count("\n") == 0 and "Traceback" not in err, err
+    return err
+
+
+def test_bad_input_is_one_line(run_dir, tmp_path, monkeypatch, capsys):
+    assert re.search(r"play: give ENV or --checkpoint RUN_DIR", error_of(monkeypatch, capsys, []))
+    assert "unknown environment 'Cont'; did you mean 'Count'?" in error_of(monkeypatch, capsys, ["Cont"])
+    assert "cannot find 'nosuch.module:Env'" in error_of(monkeypatch, capsys, ["nosuch.module:Env"])
+    assert re.search(r"was trained on other spaces than NotHotdog's: .*entity type 'Mine' only in the checkpoint",
+                     error_of(monkeypatch, capsys, ["NotHotdog", "--checkpoint", run_dir]))
+    assert "not an entmachin run directory" in error_of(monkeypatch, capsys, ["--checkpoint", str(tmp_path)])
+
+
+def test_help_shows_the_usage(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["play", "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "--checkpoint" in out and "'a' or Enter" in out and "q quits" in out
+
+
+def test_the_shown_distribution_is_the_agents(run_dir):
+    """Each actor's probabilities match one eval_act per choice, and peak where the deterministic act chooses."""
+    import torch
+
+    from entmachin.env import batch_obs, to_state
+    from entmachin.ragged.arrays import ragged_from_arrays
+    from entmachin.run.evaluation import load_trained
+    from entmachin.run.play import _entity_names, _turns, _with_probs
+
+    frame, _, factory = load_trained(run_dir)
+    envs = EnvList(factory, 1, seed=3)
+    vec = envs.reset()
+    obs, obs_space, action_space = envs.last_obs[0], envs.obs_space(), envs.action_space()
+    turns = _turns(vec, action_space, _entity_names(obs, vec, obs_space))
+    assert [len(turns[name]) for name in action_space] == [2, 1]
+    shown = _with_probs(frame, obs, obs_space, action_space, turns)
+    state = to_state(batch_obs([obs], obs_space, action_space), action_space)
+    first = {name: [int(np.argmax(t.allowed)) for t in group] for name, group in turns.items()}
+    greedy = frame.act(state, deterministic=True, collect_stats=False).action
+    for name, group in shown.items():
+        for i, turn in enumerate(group):
+            expected = np.zeros(len(turn.labels))
+            for k in np.flatnonzero(turn.allowed):
+                chosen = {n: list(c) for n, c in first.items()}
+                chosen[name][i] = int(k)
+                action = {n: ragged_from_arrays(np.array(c, np.int64).reshape(-1, 1), [len(c)])
+                          for n, c in chosen.items()}
+                with torch.no_grad():
+                    log_prob = frame.eval_act(state, {"action": action}).log_prob[name].data[i, 0]
+                expected[k] = float(log_prob.exp())
+            np.testing.assert_allclose(turn.probs, expected, rtol=1e-5, atol=1e-7)
+            assert int(np.argmax(turn.probs)) == int(greedy[name].data[i, 0])
+
+
+def test_how_typed_text_names_a_choice():
+    from entmachin.run.play import Turn, _resolve
+
+    turn = Turn("Pick", "Player", ["('Cherry', 0)", "7", "Up", "up", "('Cherry', 1)"], np.array([1, 1, 1, 1, 0], bool))
+    assert _resolve(turn, "cherry, 0") == 0 and _resolve(turn, "[Cherry 0]") == 0  # punctuation and case aside
+    assert _resolve(turn, "7") == 1 and _resolve(turn, "#1") == 1 and _resolve(turn, "3") == 3  # ids first
+    assert _resolve(turn, "up") == 3 and _resolve(turn, "Up") == 2  # an exact name wins
+    assert _resolve(turn, "UP") == "'UP' names 2 choices for Player; type #N, a position in the list"
+    assert _resolve(turn, "#5") == "no choice '#5' for Player; type a name or number from the list (q quits)"
+    assert _resolve(turn, "Cherry 1") == "\"('Cherry', 1)\" is masked for Player; allowed: ('Cherry', 0), 7, Up, up"
