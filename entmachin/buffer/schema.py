@@ -62,6 +62,7 @@ class Schema:
                 leaves.append(LeafSpec(attr, path, kind, dtype, shape, numpy_dtype_of(dtype)))
         for attr in transition.sub_attr:
             kind, dtype, shape = value_spec(transition[attr])
+            shape = shape or (1,)  # a [B] sub attribute is stored as [B, 1], like a number (Machin's shape)
             leaves.append(LeafSpec(attr, (), kind, dtype, shape, numpy_dtype_of(dtype)))
         return cls(
             tuple(transition.major_attr),
@@ -133,16 +134,14 @@ class Schema:
                 flat, lengths = ragged_arrays(spec, value, where)
                 rows = lengths.shape[0]
                 values.append((flat, lengths))
-            elif spec.kind == "dense":
-                if spec.shape == (1,) and spec.path == () and scalar_ok(spec, value):
-                    value = np.full((1, 1), value, dtype=spec.np_dtype)  # a scalar is one row
+            elif spec.kind == "dense" and (spec.path or spec.shape != (1,)):
                 arr = dense_array(spec, value, where)
                 rows = arr.shape[0]
                 values.append(arr)
-            elif scalar_ok(spec, value):
+            elif scalar_ok(spec, value):  # a number is one row of a one-column sub attribute
                 rows = 1
-                values.append(value)
-            else:
+                values.append(value if spec.kind == "scalar" else np.full((1, 1), value, dtype=spec.np_dtype))
+            else:  # a [n_rows] or [n_rows, 1] value of a one-column sub attribute
                 arr = scalar_column_array(spec, value, where)
                 rows = arr.shape[0]
                 values.append(arr)

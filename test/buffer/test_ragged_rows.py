@@ -142,7 +142,7 @@ def test_canonical_entity_states_from_an_environment():
         buffer.append(Transition(to_state(obs, space), {"action": action}, to_state(next_obs, space), next_obs.reward, next_obs.done))
         obs = next_obs
     n, (state, action, reward) = buffer.sample_batch(5, sample_attrs=["state", "action", "reward"])
-    assert n == 5 and reward.shape == (5,)
+    assert n == 5 and reward.shape == (5, 1)  # a [B] sub attribute samples as [n, 1]
     moves = action.action["Move"]
     actors = state.action_masks["Move"]["actors"]
     assert isinstance(moves, RaggedTensor) and torch.equal(moves.lengths, actors.lengths)
