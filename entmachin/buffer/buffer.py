@@ -17,14 +17,15 @@ Example:
 
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any, Optional, Sequence, Tuple, Union
+from typing import Any, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 
 from entmachin.buffer.fast_path import FastPath
+from entmachin.buffer.growth import grow_schema
 from entmachin.buffer.sampling import SampleMethod, check_batch_size, choose_rows, collate
-from entmachin.buffer.schema import Schema
+from entmachin.buffer.schema import NewKeysError, Schema
 from entmachin.buffer.storage import RingStorage
 from entmachin.buffer.transition import TransitionBase, as_transition
 from entmachin.ragged.device import check_device
@@ -36,14 +37,27 @@ logger = logging.getLogger(__name__)
 TransitionLike = Union[TransitionBase, Mapping[str, Any]]
 
 
+class Checked(NamedTuple):
+    """A transition checked against ``schema`` and not yet stored (``Schema.extract``'s output)."""
+
+    schema: Schema
+    n_rows: int
+    values: List[Any]
+    customs: List[Any]
+
+
 class Buffer:
     """A ring buffer of transition rows (not thread-safe).
 
     The first append fixes the schema: attribute names and kinds, and for every leaf whether
     it is dense or ragged, its dtype and its per-row (or per-item) shape. Later appends must
-    match it; a ragged leaf missing from a later transition (an entity type absent from that
-    step) is stored as zero-length sequences. A dict is read as a ``Transition`` on the first
-    append and by the schema's attribute kinds afterwards.
+    match it, with two allowances for entity data: a ragged leaf missing from a later
+    transition (an entity type absent from that step) is stored as zero-length sequences, and
+    a new key inside a ragged subtree (a dict holding only ragged values: an entity type or an
+    action that first appears later) adds a column whose earlier rows read as zero-length
+    sequences and whose dtype and width are fixed from then on. A dict is read as a
+    ``Transition`` on the first append and by the schema's attribute kinds afterwards. Sub
+    attributes given as numbers, ``[B]`` or ``[B, 1]`` values are one ``[n, 1]`` column.
 
     Sizes are in rows: a transition of B rows takes B slots, and once ``buffer_size`` rows are
     stored each append overwrites the oldest ones. Stored data are copies owned by the buffer.
@@ -94,32 +108,59 @@ class Buffer:
             raise TypeError(
                 f"store_episode: expected a list of transitions, got {type(episode).__name__}"
             )
-        checked = [self._extract(t, f"store_episode: episode[{i}]") for i, t in enumerate(episode)]
+        checked, schema = [], self._schema
+        for i, transition in enumerate(episode):
+            checked.append(self._extract(transition, f"store_episode: episode[{i}]", schema))
+            schema = checked[-1].schema
         for item in checked:
             self._write(item)
 
-    def _extract(self, transition: TransitionLike, where: str) -> Tuple[int, list, list]:
-        """Checks a transition against the schema (fixing it on the first call); writes nothing.
+    def _extract(self, transition: TransitionLike, where: str, schema: Optional[Schema] = None) -> Checked:
+        """Checks a transition against ``schema`` (default: the buffer's); writes nothing.
 
-        Returns:
-            ``(n_rows, values, customs)`` as ``Schema.extract`` returns them.
+        The first transition fixes a schema, and new keys of ragged subtrees grow it; either
+        becomes the buffer's only when :meth:`_write` stores the rows.
         """
-        if self._schema is None:
+        schema = self._schema if schema is None else schema
+        if schema is None:
             transition = as_transition(transition, where)
-            self._schema = Schema.of(transition)
+            schema = Schema.of(transition)
         if isinstance(transition, TransitionBase):
-            self._schema.check_kinds(transition, where)
-            return self._schema.extract(transition._data, where)
-        if not isinstance(transition, Mapping):
+            schema.check_kinds(transition, where)
+            data = transition._data
+        elif isinstance(transition, Mapping):
+            data = transition
+        else:
             raise TypeError(f"{where}: expected a Transition or a dict, got {type(transition).__name__}")
-        return self._schema.extract(transition, where)
+        try:
+            n_rows, values, customs = schema.extract(data, where)
+        except NewKeysError:
+            schema = grow_schema(schema, data, where)  # raises unless every new key may be added
+            n_rows, values, customs = schema.extract(data, where)
+        if n_rows > self.buffer_size:
+            raise ValueError(
+                f"{where}: the transition holds {n_rows} rows, more than the buffer's buffer_size "
+                f"{self.buffer_size}; use a larger buffer_size"
+            )
+        return Checked(schema, n_rows, values, customs)
 
-    def _write(self, item: Tuple[int, list, list]) -> int:
-        """Writes checked values; returns the first slot written."""
+    def _write(self, item: Checked) -> int:
+        """Writes checked values (adopting the schema they were checked against); returns the first slot written."""
+        schema, values = item.schema, item.values
+        if schema is not self._schema:
+            self._adopt(schema)
+        if len(values) < len(schema.leaves):  # checked before the schema grew: new leaves are empty
+            values = values + [None] * (len(schema.leaves) - len(values))
+        return self._storage.write(item.n_rows, values, item.customs)
+
+    def _adopt(self, schema: Schema) -> None:
+        """Makes ``schema`` (the first, or a grown one) the buffer's, adding its new columns."""
+        self._schema = schema
         if self._storage is None:
-            self._attach(RingStorage(self._schema, self.buffer_size, self.buffer_device))
-        n_rows, values, customs = item
-        return self._storage.write(n_rows, values, customs)
+            self._attach(RingStorage(schema, self.buffer_size, self.buffer_device))
+        else:
+            self._storage.grow(schema)
+            self._attach(self._storage)
 
     def _attach(self, storage: RingStorage) -> None:
         self._storage = storage

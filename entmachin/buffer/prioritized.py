@@ -20,7 +20,7 @@ from typing import Any, Optional, Sequence, Tuple, Union
 import numpy as np
 import torch
 
-from entmachin.buffer.buffer import Buffer, TransitionLike
+from entmachin.buffer.buffer import Buffer, Checked, TransitionLike
 from entmachin.buffer.sampling import check_batch_size, collate
 from entmachin.buffer.sum_tree import SumTree
 
@@ -110,7 +110,7 @@ class PrioritizedBuffer(Buffer):
                 number of priorities other than 1 or the transition's rows.
         """
         item = self._extract(transition, "append")
-        n_rows = item[0]
+        n_rows = item.n_rows
         weights = None
         if priority is not None:
             priorities = _as_float_array(priority, "append")
@@ -122,15 +122,15 @@ class PrioritizedBuffer(Buffer):
             weights = self._priority_weights(priorities)
         self._store(item, weights)
 
-    def _write(self, item: Tuple[int, list, list]) -> int:
+    def _write(self, item: Checked) -> int:
         """Writes checked rows at the current maximum priority (``store_episode`` uses it)."""
         return self._store(item, None)
 
-    def _store(self, item: Tuple[int, list, list], weights: Optional[np.ndarray]) -> int:
+    def _store(self, item: Checked, weights: Optional[np.ndarray]) -> int:
         if weights is None:
             weights = np.array([self._default_weight()])  # [1]
         first = Buffer._write(self, item)
-        slots = (first + np.arange(item[0], dtype=np.int64)) % self.buffer_size  # [n_rows]
+        slots = (first + np.arange(item.n_rows, dtype=np.int64)) % self.buffer_size  # [n_rows]
         self._tree.update(slots, np.broadcast_to(weights, slots.shape))
         return first
 

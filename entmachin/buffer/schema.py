@@ -17,7 +17,11 @@ from entmachin.buffer.leaf import LeafSpec, dense_array, owned_custom, ragged_ar
 from entmachin.buffer.transition import TransitionBase
 from entmachin.buffer.values import describe, leaf_paths, numpy_dtype_of, value_spec
 
-__all__ = ["LeafSpec", "Schema"]
+__all__ = ["LeafSpec", "NewKeysError", "Schema"]
+
+
+class NewKeysError(ValueError):
+    """A dict of a major attribute holds keys the schema lacks (``growth.grow_schema`` may add them)."""
 
 
 @dataclass(frozen=True)
@@ -114,19 +118,21 @@ class Schema:
             caller's data: copy them before the caller can write again.
 
         Raises:
-            ValueError: a missing or extra key, or a value whose rows, shape or dtype differ.
+            NewKeysError: a dict of a major attribute holds keys the schema lacks.
+            ValueError: a missing or extra attribute, a missing dense leaf, or a value whose
+                rows, shape or dtype differ.
             TypeError: a value of another kind than the schema's.
         """
         if len(data) != self.n_attrs or not all(attr in data for attr in self.keys):
             self._check_attr_names(data, where)
         for attr, path, keys in self.nodes:
-            node = _get(data, attr, path)
+            node = get_node(data, attr, path)
             if node is not None and (not isinstance(node, Mapping) or not keys.issuperset(node)):
                 self._check_node(node, attr, path, keys, where)
         n_rows = -1
         values: List[Any] = []
         for spec in self.leaves:
-            value = _get(data, spec.attr, spec.path) if spec.path else data[spec.attr]
+            value = get_node(data, spec.attr, spec.path) if spec.path else data[spec.attr]
             if spec.kind == "ragged":
                 if value is None:
                     values.append(None)  # an absent entity type: zero-length sequences
@@ -174,7 +180,7 @@ class Schema:
             raise TypeError(f"{where}: {name} should be a dict, got {describe(node)}")
         extra = sorted(k for k in node if k not in keys)
         if extra:
-            raise ValueError(
+            raise NewKeysError(
                 f"{where}: {name} has keys {extra} that the buffer's schema (fixed by its first "
                 f"append) lacks; expected keys {sorted(keys)}"
             )
@@ -202,7 +208,7 @@ def _template(tree: Mapping[str, Any], first: int) -> Dict[str, Any]:
     return out
 
 
-def _get(data: Mapping[str, Any], attr: str, path: Tuple[str, ...]) -> Any:
+def get_node(data: Mapping[str, Any], attr: str, path: Tuple[str, ...]) -> Any:
     """Follows ``path`` from ``data[attr]``; None where a key is missing (nodes were checked)."""
     node = data[attr]
     for key in path:

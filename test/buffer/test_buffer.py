@@ -233,6 +233,9 @@ def test_store_episode_is_all_or_nothing():
     assert buffer.size() == 4
     with pytest.raises(TypeError, match="expected a list of transitions, got dict"):
         buffer.store_episode(_step(0))
+    with pytest.raises(ValueError, match=r"episode\[1\]: the transition holds 11 rows, more than the buffer's buffer_size 10"):
+        buffer.store_episode([_step(0), _step(1, n_rows=11)])
+    assert buffer.size() == 4
 
 
 def test_stored_data_is_owned_by_the_buffer():
