@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from entmachin.buffer.fast_path import FastPath
+from entmachin.buffer.finite import check_finite
 from entmachin.buffer.growth import grow_schema
 from entmachin.buffer.sampling import SampleMethod, check_batch_size, choose_rows, collate
 from entmachin.buffer.schema import NewKeysError, Schema
@@ -62,19 +63,38 @@ class Buffer:
     Sizes are in rows: a transition of B rows takes B slots, and once ``buffer_size`` rows are
     stored each append overwrites the oldest ones. Stored data are copies owned by the buffer.
 
+    NaN and ±inf in a floating leaf (a reward, a value, dense or ragged features) are refused
+    at the door: the append raises naming the attribute and row, and stores nothing.
+
+    Buffers pickle (``pickle``, ``dill``, ``copy.deepcopy``) with their rows, schema and random
+    state, so they can move between processes.
+
     Args:
         buffer_size: rows kept.
         buffer_device: where the stored data live, and the default device of samples.
         seed: seeds the buffer's own random generator (None: fresh entropy).
+        allow_nonfinite: store NaN and ±inf instead of refusing them (for data that holds
+            them on purpose).
 
     Raises:
         ValueError: ``buffer_size`` is not a positive int, or ``buffer_device`` is not a device.
         RuntimeError: ``buffer_device`` is a CUDA device this torch build or machine lacks.
+        TypeError: ``allow_nonfinite`` is not a bool.
     """
 
-    def __init__(self, buffer_size: int, buffer_device: Union[str, torch.device] = "cpu", *, seed: Optional[int] = None) -> None:
+    def __init__(
+        self,
+        buffer_size: int,
+        buffer_device: Union[str, torch.device] = "cpu",
+        *,
+        seed: Optional[int] = None,
+        allow_nonfinite: bool = False,
+    ) -> None:
         if isinstance(buffer_size, bool) or not isinstance(buffer_size, (int, np.integer)) or buffer_size < 1:
             raise ValueError(f"Buffer: buffer_size must be an int >= 1, got {buffer_size!r}")
+        if not isinstance(allow_nonfinite, (bool, np.bool_)):
+            raise TypeError(f"{type(self).__name__}: allow_nonfinite must be a bool, got {allow_nonfinite!r}")
+        self.allow_nonfinite = bool(allow_nonfinite)
         self.buffer_size = int(buffer_size)
         self.buffer_device = check_device(buffer_device, f"{type(self).__name__}: buffer_device")
         self._rng = np.random.default_rng(seed)
@@ -142,6 +162,8 @@ class Buffer:
                 f"{where}: the transition holds {n_rows} rows, more than the buffer's buffer_size "
                 f"{self.buffer_size}; use a larger buffer_size"
             )
+        if not self.allow_nonfinite:
+            check_finite(schema, values, where)
         return Checked(schema, n_rows, values, customs)
 
     def _write(self, item: Checked) -> int:
@@ -164,7 +186,8 @@ class Buffer:
 
     def _attach(self, storage: RingStorage) -> None:
         self._storage = storage
-        self._fast = FastPath.build(self._schema, storage) if storage.host_arrays else None
+        fast = storage.host_arrays
+        self._fast = FastPath.build(self._schema, storage, not self.allow_nonfinite) if fast else None
 
     def size(self) -> int:
         """Rows stored."""
@@ -271,7 +294,7 @@ class Buffer:
     @classmethod
     def _from_header(cls, header: dict, device: Union[str, torch.device]) -> "Buffer":
         """An empty buffer with the settings a saved file's header records."""
-        return cls(header["buffer_size"], device)
+        return cls(header["buffer_size"], device, allow_nonfinite=header.get("allow_nonfinite", False))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(size={self.size()}, buffer_size={self.buffer_size}, buffer_device={self.buffer_device})"

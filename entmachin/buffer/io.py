@@ -86,6 +86,7 @@ def save_buffer(buffer: Any, path: str) -> None:
         "class": type(buffer).__name__,
         "buffer_size": buffer.buffer_size,
         "buffer_device": str(buffer.buffer_device),
+        "allow_nonfinite": buffer.allow_nonfinite,
         "rng_state": buffer._rng.bit_generator.state,
         "schema": None if buffer._schema is None else _schema_to_json(buffer._schema),
         "arrays": [],

@@ -68,6 +68,7 @@ class PrioritizedBuffer(Buffer):
         beta: initial importance-weight exponent (1: full correction).
         beta_increment_per_sampling: added to ``beta`` after each sample, up to 1.
         seed: seeds the buffer's own random generator.
+        allow_nonfinite: store NaN and ±inf instead of refusing them (see ``Buffer``).
     """
 
     def __init__(
@@ -80,8 +81,9 @@ class PrioritizedBuffer(Buffer):
         beta_increment_per_sampling: float = 0.001,
         *,
         seed: Optional[int] = None,
+        allow_nonfinite: bool = False,
     ) -> None:
-        super().__init__(buffer_size, buffer_device, seed=seed)
+        super().__init__(buffer_size, buffer_device, seed=seed, allow_nonfinite=allow_nonfinite)
         self.epsilon = _check_param("epsilon", epsilon, 0.0)
         self.alpha = _check_param("alpha", alpha, 0.0)
         self.beta = _check_param("beta", beta, 0.0, 1.0)
@@ -194,7 +196,8 @@ class PrioritizedBuffer(Buffer):
     def _from_header(cls, header: dict, device: Union[str, torch.device]) -> "PrioritizedBuffer":
         state = header["prioritized"]
         names = ("epsilon", "alpha", "beta", "beta_increment_per_sampling")
-        return cls(header["buffer_size"], device, **{name: state[name] for name in names})
+        return cls(header["buffer_size"], device, **{name: state[name] for name in names},
+                   allow_nonfinite=header.get("allow_nonfinite", False))
 
     # --------------------------------------------------------------------------- reads
 
