@@ -17,35 +17,22 @@ Example:
 
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 
+from entmachin.buffer.checking import Checked, TransitionLike, check_required, check_transition
 from entmachin.buffer.fast_path import FastPath
-from entmachin.buffer.finite import check_finite
-from entmachin.buffer.growth import grow_schema
 from entmachin.buffer.sampling import SampleMethod, check_batch_size, choose_rows, collate
-from entmachin.buffer.schema import NewKeysError, Schema
+from entmachin.buffer.schema import Schema
 from entmachin.buffer.storage import RingStorage
-from entmachin.buffer.transition import TransitionBase, as_transition
+from entmachin.buffer.transition import TransitionBase
 from entmachin.ragged.device import check_device
 
 __all__ = ["Buffer"]
 
 logger = logging.getLogger(__name__)
-
-TransitionLike = Union[TransitionBase, Mapping[str, Any]]
-
-
-class Checked(NamedTuple):
-    """A transition checked against ``schema`` and not yet stored (``Schema.extract``'s output)."""
-
-    schema: Schema
-    n_rows: int
-    values: List[Any]
-    customs: List[Any]
-
 
 class Buffer:
     """A ring buffer of transition rows (not thread-safe).
@@ -104,22 +91,34 @@ class Buffer:
 
     # --------------------------------------------------------------------------- writes
 
-    def append(self, transition: TransitionLike) -> None:
+    def append(self, transition: TransitionLike, required_attrs: Sequence[str] = ()) -> None:
         """Stores one transition (a ``TransitionBase`` or a dict) of one or more rows.
 
+        Args:
+            transition: the transition.
+            required_attrs: attribute names the transition must have (Machin's argument, e.g.
+                ``("state", "action", "next_state", "reward", "terminal")``); the schema
+                already fixes every attribute after the first append.
+
         Raises:
-            ValueError: the transition does not match the schema (the message names the
-                attribute and key, and what was expected), or holds more rows than
-                ``buffer_size``.
+            ValueError: the transition lacks a required attribute, does not match the schema
+                (the message names the attribute and key, and what was expected), holds more
+                rows than ``buffer_size``, or holds NaN or ±inf (see ``allow_nonfinite``).
             TypeError: a value of the wrong kind.
         """
+        if required_attrs:
+            check_required(transition, required_attrs, "append")
         fast = self._fast
         if fast is not None and fast.append(transition):
             return
         self._write(self._extract(transition, "append"))
 
-    def store_episode(self, episode: Sequence[TransitionLike]) -> None:
+    def store_episode(self, episode: Sequence[TransitionLike], required_attrs: Sequence[str] = ()) -> None:
         """Appends transitions in order; if any fails its check, none is stored.
+
+        Args:
+            episode: the transitions.
+            required_attrs: attribute names every transition must have (as in :meth:`append`).
 
         Raises:
             ValueError, TypeError: as :meth:`append`, naming the failing position.
@@ -130,41 +129,21 @@ class Buffer:
             )
         checked, schema = [], self._schema
         for i, transition in enumerate(episode):
-            checked.append(self._extract(transition, f"store_episode: episode[{i}]", schema))
+            checked.append(self._extract(transition, f"store_episode: episode[{i}]", schema, required_attrs))
             schema = checked[-1].schema
         for item in checked:
             self._write(item)
 
-    def _extract(self, transition: TransitionLike, where: str, schema: Optional[Schema] = None) -> Checked:
+    def _extract(
+        self, transition: TransitionLike, where: str, schema: Optional[Schema] = None, required_attrs: Sequence[str] = ()
+    ) -> Checked:
         """Checks a transition against ``schema`` (default: the buffer's); writes nothing.
 
         The first transition fixes a schema, and new keys of ragged subtrees grow it; either
         becomes the buffer's only when :meth:`_write` stores the rows.
         """
         schema = self._schema if schema is None else schema
-        if schema is None:
-            transition = as_transition(transition, where)
-            schema = Schema.of(transition)
-        if isinstance(transition, TransitionBase):
-            schema.check_kinds(transition, where)
-            data = transition._data
-        elif isinstance(transition, Mapping):
-            data = transition
-        else:
-            raise TypeError(f"{where}: expected a Transition or a dict, got {type(transition).__name__}")
-        try:
-            n_rows, values, customs = schema.extract(data, where)
-        except NewKeysError:
-            schema = grow_schema(schema, data, where)  # raises unless every new key may be added
-            n_rows, values, customs = schema.extract(data, where)
-        if n_rows > self.buffer_size:
-            raise ValueError(
-                f"{where}: the transition holds {n_rows} rows, more than the buffer's buffer_size "
-                f"{self.buffer_size}; use a larger buffer_size"
-            )
-        if not self.allow_nonfinite:
-            check_finite(schema, values, where)
-        return Checked(schema, n_rows, values, customs)
+        return check_transition(transition, schema, where, self.buffer_size, self.allow_nonfinite, required_attrs)
 
     def _write(self, item: Checked) -> int:
         """Writes checked values (adopting the schema they were checked against); returns the first slot written."""
@@ -188,6 +167,17 @@ class Buffer:
         self._storage = storage
         fast = storage.host_arrays
         self._fast = FastPath.build(self._schema, storage, not self.allow_nonfinite) if fast else None
+
+    def __getstate__(self) -> dict:
+        # The compiled fast path holds raw addresses of this buffer's columns: rebuilt on unpickling.
+        state = dict(self.__dict__)
+        state["_fast"] = None
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if self._storage is not None:
+            self._attach(self._storage)
 
     def size(self) -> int:
         """Rows stored."""

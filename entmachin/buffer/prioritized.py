@@ -20,7 +20,8 @@ from typing import Any, Optional, Sequence, Tuple, Union
 import numpy as np
 import torch
 
-from entmachin.buffer.buffer import Buffer, Checked, TransitionLike
+from entmachin.buffer.buffer import Buffer
+from entmachin.buffer.checking import Checked, TransitionLike
 from entmachin.buffer.sampling import check_batch_size, collate
 from entmachin.buffer.sum_tree import SumTree
 
@@ -100,18 +101,19 @@ class PrioritizedBuffer(Buffer):
 
     # --------------------------------------------------------------------------- writes
 
-    def append(self, transition: TransitionLike, priority: Any = None) -> None:
+    def append(self, transition: TransitionLike, priority: Any = None, required_attrs: Sequence[str] = ()) -> None:
         """Stores a transition; its rows get ``priority`` or else the current maximum priority.
 
         Args:
             transition: a ``TransitionBase`` or a dict, as for ``Buffer.append``.
             priority: None, a number for every row, or ``[n_rows]`` numbers (e.g. |TD error|).
+            required_attrs: attribute names the transition must have (Machin's argument).
 
         Raises:
             ValueError: as ``Buffer.append``; or NaN, infinite, negative priorities, or a
                 number of priorities other than 1 or the transition's rows.
         """
-        item = self._extract(transition, "append")
+        item = self._extract(transition, "append", required_attrs=required_attrs)
         n_rows = item.n_rows
         weights = None
         if priority is not None:
