@@ -257,29 +257,40 @@ class Buffer:
     # ------------------------------------------------------------------ saving / loading
 
     def save(self, path: str) -> None:
-        """Saves every row, the ring position and the random state to one file.
+        """Saves every row, the ring position, the settings and the random state to one file.
 
-        Dense and ragged data are stored as raw arrays (no pickle); custom attribute values
-        are stored with dill, so load files only from sources you trust.
+        Dense and ragged data are stored as raw arrays (no pickle). Custom attribute values
+        can be any Python object, so they are stored with dill; :meth:`load` then asks for
+        ``allow_pickle=True``. A buffer without custom attributes writes no pickled part.
         """
         from entmachin.buffer.io import save_buffer
 
         save_buffer(self, path)
 
     @classmethod
-    def load(cls, path: str, buffer_device: Union[str, torch.device, None] = None) -> "Buffer":
-        """Loads a buffer written by :meth:`save` (dill part: trusted files only).
+    def load(cls, path: str, buffer_device: Union[str, torch.device, None] = None, *, allow_pickle: bool = False) -> "Buffer":
+        """Loads a buffer written by :meth:`save`, running no code from the file unless allowed.
+
+        A file whose buffer holds custom attributes stores their values with dill, and
+        unpickling runs whatever code the file's author put in it. Such a file is refused
+        unless ``allow_pickle=True``: pass it only for files you trust (ones you wrote).
+        Files without custom attributes load without it.
 
         Args:
             path: the file.
             buffer_device: override the saved ``buffer_device``.
+            allow_pickle: unpickle the custom attribute values.
 
         Raises:
-            ValueError: the file is truncated, not a buffer file, or of another buffer class.
+            ValueError: naming ``path``: the file has a pickled part and ``allow_pickle`` is
+                False; or it is truncated, corrupt, edited (its header disagrees with its
+                arrays: the message names the attribute, what was expected and what was
+                found), not a buffer file, or of another buffer class.
+            OSError: the file cannot be opened (e.g. ``FileNotFoundError``).
         """
         from entmachin.buffer.io import load_buffer
 
-        return load_buffer(cls, path, buffer_device)
+        return load_buffer(cls, path, buffer_device, allow_pickle)
 
     @classmethod
     def _from_header(cls, header: dict, device: Union[str, torch.device]) -> "Buffer":

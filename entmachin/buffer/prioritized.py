@@ -187,12 +187,21 @@ class PrioritizedBuffer(Buffer):
         }
         return state, [torch.from_numpy(self._tree.leaves[: self.size()].copy())]
 
-    def _load_state(self, state: dict, arrays: list) -> None:
+    def _load_state(self, state: dict, arrays: list, where: str) -> None:
+        """Restores ``curr_beta`` and the priorities :meth:`_save_state` saved."""
         (leaves,) = arrays
-        if leaves.shape != (self.size(),) or not bool(torch.isfinite(leaves).all()) or bool((leaves < 0).any()):
-            raise ValueError(f"PrioritizedBuffer.load: priorities of shape {tuple(leaves.shape)} do not fit {self.size()} rows")
+        if leaves.shape != (self.size(),) or leaves.dtype != torch.float64:
+            raise ValueError(
+                f"{where}: the file holds priorities {leaves.dtype} {tuple(leaves.shape)}, expected float64 ({self.size()},)"
+            )
+        bad = ~torch.isfinite(leaves) | (leaves < 0)  # [size]
+        if bool(bad.any()):
+            raise ValueError(f"{where}: priorities must be finite and >= 0, the file holds {float(leaves[bad][0])}")
+        curr_beta = state.get("curr_beta")
+        if isinstance(curr_beta, bool) or not isinstance(curr_beta, (int, float)) or not 0 <= curr_beta <= 1:
+            raise ValueError(f"{where}: the header's curr_beta is {curr_beta!r}; expected a number in [0, 1]")
         self._tree.update(np.arange(self.size()), leaves.numpy())
-        self.curr_beta = float(state["curr_beta"])
+        self.curr_beta = float(curr_beta)
 
     @classmethod
     def _from_header(cls, header: dict, device: Union[str, torch.device]) -> "PrioritizedBuffer":
