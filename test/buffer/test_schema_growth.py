@@ -1,5 +1,7 @@
 """Schemas of real entity environments: keys of ragged subtrees that appear or vanish after the first append."""
 
+import pickle
+
 import numpy as np
 import pytest
 import torch
@@ -72,7 +74,7 @@ def test_new_columns_survive_wrap_around_sampling_and_save_load(tmp_path):
         history += [(step, 0 if coins is None else int(c), name_count) for c, name_count in
                     zip(coins if coins is not None else [0] * n_rows, [len(actions)] * n_rows)]
     live = history[-5:]
-    for loaded in (buffer, PrioritizedBuffer.load(_saved(buffer, tmp_path))):
+    for loaded in (buffer, PrioritizedBuffer.load(_saved(buffer, tmp_path)), pickle.loads(pickle.dumps(buffer))):
         state, action, reward = _all(loaded)
         assert reward[:, 0].tolist() == [float(s) for s, _, _ in live]
         assert state.entities["Coin"].lengths.tolist() == [c for _, c, _ in live]
