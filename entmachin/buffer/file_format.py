@@ -82,6 +82,8 @@ def _leaf_indices(template: Any) -> List[int]:
         raise TypeError(f"a template node is a {type(template).__name__}, expected a dict")
     out: List[int] = []
     for value in template.values():
+        if not isinstance(value, dict) and not _is_int(value):
+            raise TypeError(f"a template leaf is {value!r}, expected a leaf index (an int >= 0)")
         out += _leaf_indices(value) if isinstance(value, dict) else [value]
     return out
 

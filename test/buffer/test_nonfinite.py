@@ -152,14 +152,28 @@ def test_finite_extremes_and_other_dtypes_pass():
     assert buffer.size() == 3 and half.size() == 1 and brain.size() == 1
 
 
-def test_the_fast_path_check_sees_every_position():
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float64])
+@pytest.mark.parametrize("as_numpy", [False, True])
+def test_the_fast_path_check_sees_every_position(dtype, as_numpy):
+    def step(i, state):
+        state = state.numpy() if as_numpy else state
+        return {**_dense(i), "state": {"state": state}, "next_state": {"state": state}}
+
     buffer = Buffer(4)
-    buffer.append(_dense(0))
+    buffer.append(step(0, torch.zeros(1, 3, dtype=dtype)))
+    buffer.append(step(1, torch.ones(1, 3, dtype=dtype)))
+    assert buffer._fast is not None and buffer.size() == 2
     for position in range(3):
         for bad in BAD:
-            state = torch.zeros(1, 3)
+            state = torch.zeros(1, 3, dtype=dtype)
             state[0, position] = bad
             for key in ("state", "next_state"):
+                transition = step(1, torch.zeros(1, 3, dtype=dtype))
+                transition[key] = {"state": state.numpy() if as_numpy else state}
+                assert buffer._fast.append(transition) is False  # refused before anything is written
                 with pytest.raises(ValueError, match=rf"{key}\['state'\] holds {bad} at row 0"):
-                    buffer.append({**_dense(1), key: {"state": state}})
-    assert buffer.size() == 1
+                    buffer.append(transition)
+    assert buffer.size() == 2
+    assert buffer._fast.append(step(2, torch.full((1, 3), 2.0, dtype=dtype))) is True  # finite rows take it
+    _, (state,) = buffer.sample_batch(0, sample_method="all", sample_attrs=["state"])
+    assert state.state[:, 0].tolist() == [0.0, 1.0, 2.0]
