@@ -111,3 +111,21 @@ def test_required_attrs_machin_signature():
     with pytest.raises(ValueError, match=r"lacks the required attribute\(s\) \['action', 'next_state', 'reward', 'terminal'\]"):
         empty.append(TransitionBase(["state"], [], [], [{"s": torch.zeros(1, 1)}], [], []), required_attrs=machin)
     assert empty.schema is None
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_buffers_round_trip_and_refuse_nonfinite_values():
+    for make in (_dense, _entity):
+        buffer = PrioritizedBuffer(6, buffer_device="cuda", seed=0)
+        for i in range(8):
+            buffer.append(make(i))
+        bad = make(9)
+        bad["reward"] = float("nan") if make is _dense else np.array([np.nan, 0.0], np.float32)
+        with pytest.raises(ValueError, match="reward holds nan at row 0"):
+            buffer.append(bad)
+        for how in ROUND_TRIPS.values():
+            copied = how(buffer)
+            _same(Buffer.sample_batch(buffer, 0, sample_method="all", device="cpu"), Buffer.sample_batch(copied, 0, sample_method="all", device="cpu"))
+            copied.append(make(20))
+            assert copied.size() == 6 and next(iter(copied._storage.columns)).tensor.is_cuda
