@@ -280,3 +280,48 @@ def test_every_load_error_names_the_file_and_what_it_expected(tmp_path):
         negative = np.frombuffer(archive.read(f"arrays/{last}.bin"), np.float64) * -1
     with pytest.raises(ValueError, match=re.escape(str(tmp_path / "q")) + r".*priorities must be finite and >= 0"):
         PrioritizedBuffer.load(_rewrite(str(tmp_path / "p"), tmp_path / "q", blobs={f"arrays/{last}.bin": negative.tobytes()}), allow_pickle=True)
+
+
+def _schema_leaf(header, name):
+    return next(item for item in header["schema"]["leaves"] if item["path"] and item["path"][-1] == name)
+
+
+@pytest.mark.parametrize(
+    "edit, blobs, drop, match",
+    [
+        (lambda h: _schema_leaf(h, "Robot").update(kind="sparse"), None, (), r"unknown leaf kind 'sparse'"),
+        (lambda h: h["schema"]["templates"]["state"].update(extra=99), None, (), r"'schema' templates do not number"),
+        (lambda h: h["schema"]["templates"]["state"].update(Robot=1.0), None, (), r"'schema' is malformed .*expected a leaf index"),
+        (lambda h: h.update(schema=None), None, (), r"the header has rows but no 'schema'"),
+        (lambda h: h.pop("format"), None, (), r"not an entmachin buffer file \(its header.json names no format"),
+        (lambda h: h.update(buffer_device="abacus"), None, (), r"the header's settings are invalid"),
+        (None, None, ("custom.dill",), r"custom.dill \(custom attribute\(s\) \['info'\]\) is missing"),
+        (None, {"custom.dill": pickle.dumps({"info": []})}, (), r"the pickled part holds dict a dict, expected one list per custom attribute \['info'\]"),
+    ],
+)
+def test_more_damaged_headers_name_the_file(tmp_path, edit, blobs, drop, match):
+    path = str(tmp_path / "b")
+    _filled().save(path)
+    target = _rewrite(path, tmp_path / "edited", edit, blobs, drop)
+    with pytest.raises(ValueError, match=re.escape(target) + ".*" + match):
+        Buffer.load(target, allow_pickle=True)
+
+
+def test_damaged_prioritized_state_names_the_file(tmp_path):
+    path = str(tmp_path / "p")
+    _filled(PrioritizedBuffer).save(path)
+    with zipfile.ZipFile(path) as archive:
+        last = len(json.loads(archive.read("header.json"))["arrays"]) - 1
+        priorities = archive.read(f"arrays/{last}.bin")
+
+    def as_float32(header):
+        header["arrays"][-1]["dtype"] = "float32"
+        header["arrays"][-1]["shape"] = [len(priorities) // 4]
+
+    cases = [
+        (_rewrite(path, tmp_path / "f32", as_float32), r"the file holds priorities torch.float32 \(14,\), expected float64 \(7,\)"),
+        (_rewrite(path, tmp_path / "beta", lambda h: h["prioritized"].update(curr_beta=2.0)), r"the header's curr_beta is 2.0; expected a number in \[0, 1\]"),
+    ]
+    for target, match in cases:
+        with pytest.raises(ValueError, match=re.escape(target) + ".*" + match):
+            PrioritizedBuffer.load(target, allow_pickle=True)

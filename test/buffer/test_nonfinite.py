@@ -177,3 +177,9 @@ def test_the_fast_path_check_sees_every_position(dtype, as_numpy):
     assert buffer._fast.append(step(2, torch.full((1, 3), 2.0, dtype=dtype))) is True  # finite rows take it
     _, (state,) = buffer.sample_batch(0, sample_method="all", sample_attrs=["state"])
     assert state.state[:, 0].tolist() == [0.0, 1.0, 2.0]
+
+
+def test_allow_nonfinite_must_be_a_bool():
+    for cls in (Buffer, PrioritizedBuffer):
+        with pytest.raises(TypeError, match=rf"{cls.__name__}: allow_nonfinite must be a bool, got 'yes'"):
+            cls(4, allow_nonfinite="yes")

@@ -102,6 +102,8 @@ def test_required_attrs_machin_signature():
         Buffer(5).store_episode([Transition(**_dense(4), gae=1.0), _dense(5)], required_attrs=("gae",))
     with pytest.raises(TypeError, match=r"required_attrs must be a sequence of attribute names, got str"):
         buffer.append(_dense(4), required_attrs="state")
+    with pytest.raises(TypeError, match=r"append: expected a Transition or a dict, got list"):
+        buffer.append([_dense(4)], required_attrs=machin)
     assert buffer.size() == 4
     prioritized = PrioritizedBuffer(5)
     prioritized.append(_dense(0), 2.0, machin)  # Machin's (transition, priority, required_attrs)

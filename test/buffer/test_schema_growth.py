@@ -163,3 +163,10 @@ def test_a_dense_fast_path_buffer_gaining_a_ragged_column_leaves_the_fast_path()
     buffer.append(step)
     _, (action,) = buffer.sample_batch(0, sample_method="all", sample_attrs=["action"])
     assert action.move.lengths.tolist() == [0, 1, 0] and action.move.data.tolist() == [[3]]
+
+
+def test_a_new_key_must_be_a_str():
+    buffer = Buffer(4)
+    buffer.append({"state": {"entities": {"Robot": _ragged([1], 2, 0)}}, "action": {}, "next_state": {}, "reward": 0.0, "terminal": False})
+    with pytest.raises(TypeError, match=r"state\['entities'\] has a key 7; keys must be str"):
+        buffer.append({"state": {"entities": {7: _ragged([1], 2, 0)}}, "action": {}, "next_state": {}, "reward": 0.0, "terminal": False})
