@@ -17,7 +17,7 @@ Example:
 
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any, Optional, Sequence, Tuple, Union
+from typing import Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -33,6 +33,7 @@ from entmachin.ragged.device import check_device
 __all__ = ["Buffer"]
 
 logger = logging.getLogger(__name__)
+
 
 class Buffer:
     """A ring buffer of transition rows (not thread-safe).

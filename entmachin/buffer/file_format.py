@@ -16,7 +16,7 @@ attributes stored as ``[n]``) still load.
 
 import json
 import zipfile
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List
 
 import numpy as np
 import torch
