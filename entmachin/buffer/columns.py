@@ -12,6 +12,9 @@ column reads and writes a numpy view of that tensor, which is much cheaper per c
   write skips to the start instead). The array grows by 1/8 when the live run plus the new
   items no longer fit, so memory stays within about 1.125x of the largest live run.
 * ``CustomColumn`` holds one Python object per slot.
+
+Columns pickle (and deep-copy) their tensors; the numpy views are rebuilt on unpickling, so
+they keep sharing memory with the tensors.
 """
 
 from typing import Any, List, Optional, Tuple
@@ -30,6 +33,13 @@ _MIN_ITEMS = 256
 
 def _host_view(tensor: torch.Tensor, spec: LeafSpec) -> Optional[np.ndarray]:
     return tensor.numpy() if tensor.device.type == "cpu" and spec.np_dtype is not None else None
+
+
+def _without_view(state: dict) -> dict:
+    """A column's state for pickling: the numpy view would unpickle as a copy, so it is rebuilt."""
+    state = dict(state)
+    del state["array"]
+    return state
 
 
 def _to_tensor(value: Any, device: torch.device) -> torch.Tensor:
@@ -62,6 +72,13 @@ class DenseColumn:
             split = capacity - slot
             self.tensor[slot:] = value[:split]
             self.tensor[: end - capacity] = value[split:]
+
+    def __getstate__(self) -> dict:
+        return _without_view(self.__dict__)
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.array = _host_view(self.tensor, self.spec)
 
     def gather(self, slots: np.ndarray) -> torch.Tensor:
         """Returns the rows of ``slots`` in order, ``[n, *shape]``, on the buffer's device."""
@@ -97,6 +114,13 @@ class RaggedColumn:
 
     def _allocate(self, n_items: int) -> None:
         self.tensor = torch.empty((n_items, *self.spec.shape), dtype=self.spec.dtype, device=self.device)
+        self.array = _host_view(self.tensor, self.spec)
+
+    def __getstate__(self) -> dict:
+        return _without_view(self.__dict__)
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
         self.array = _host_view(self.tensor, self.spec)
 
     @property

@@ -5,9 +5,14 @@ schema fixed them needs no general validation: each leaf's type, dtype and shape
 with a few identity and tuple comparisons, then each is copied into its row of the
 pre-allocated columns. Contiguous CPU tensors are copied with one ``memmove`` of the row's
 bytes (the checks guarantee the byte count), a fraction of the cost of ``tensor.numpy()`` plus
-a numpy assignment. Anything else (several rows, ragged leaves, another device, a mismatch)
-returns False before anything is written, and the buffer takes the general path, which also
-produces the error messages.
+a numpy assignment. Anything else (several rows, ragged leaves, another device, a mismatch, a
+NaN or ±inf) returns False before anything is written, and the buffer takes the general path,
+which also produces the error messages.
+
+Floating leaves are refused when they hold NaN or ±inf (unless the buffer allows them): they
+are first copied into one staging row per dtype, checked there with one dot product, and
+copied on to their columns only if it is finite (see ``_Scratch``), so a refused row never
+overwrites the oldest one.
 
 The checks and copies are compiled once per schema into one straight-line function (like
 ``dataclasses`` and ``namedtuple`` do), because at a few microseconds per append the loop over
@@ -15,7 +20,8 @@ leaves would otherwise be a fifth of the cost. ``FastPath.source`` shows the gen
 """
 
 import ctypes
-from typing import Any, Callable, Dict, List, Optional
+import math
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -32,23 +38,30 @@ _IMMUTABLE = (type(None), bool, int, float, str, bytes)
 class FastPath:
     """A compiled ``append(data) -> bool`` for one schema, bound to one ring storage.
 
+    Args:
+        schema: the buffer's schema.
+        storage: the buffer's storage (CPU columns with numpy views).
+        check_finite: refuse NaN and ±inf (return False, so that the general path raises).
+
     Raises:
         ValueError: (from the constructor) the schema's transitions can never take the fast
             path; :meth:`build` returns None instead.
     """
 
-    def __init__(self, schema: Schema, storage: RingStorage) -> None:
+    def __init__(self, schema: Schema, storage: RingStorage, check_finite: bool = True) -> None:
         names: Dict[str, Any] = {
             "Tensor": torch.Tensor, "ndarray": np.ndarray, "memmove": ctypes.memmove,
-            "IMMUTABLE": _IMMUTABLE, "storage": storage,
+            "IMMUTABLE": _IMMUTABLE, "storage": storage, "isfinite": math.isfinite,
         }
         check: List[str] = []
+        stage: List[str] = []
         write: List[str] = []
         roots = {attr: f"n{i}" for i, (attr, path, _) in enumerate(schema.nodes) if not path}
         for i, (attr, path, keys) in enumerate(schema.nodes):
             if path:
                 raise ValueError("no fast path: nested major attributes")
             check += [f"n{i} = data[{attr!r}]", f"if type(n{i}) is not dict or len(n{i}) != {len(keys)}: return False"]
+        scratch = _Scratch(schema, storage) if check_finite else None
         for j, (spec, column) in enumerate(zip(schema.leaves, storage.columns)):
             array = getattr(column, "array", None)
             if spec.kind == "ragged" or array is None or spec.dtype.is_complex:
@@ -57,6 +70,8 @@ class FastPath:
             if spec.kind == "scalar":
                 names[f"F{j}"] = array.reshape(-1)  # one-element assignment beats a broadcast slice
                 check.append(f"if type(v{j}) is not {_SCALAR_TYPES[spec.dtype]}: return False")
+                if check_finite and spec.dtype.is_floating_point:
+                    check.append(f"if not isfinite(v{j}): return False")
                 write.append(f"F{j}[slot] = v{j}")
                 continue
             row_bytes = array[0:1].nbytes
@@ -68,10 +83,23 @@ class FastPath:
                 f"    v{j} = v{j}.data_ptr() if v{j}.is_contiguous() else v{j}.numpy()",
                 f"elif type(v{j}) is not ndarray or v{j}.dtype != N{j} or v{j}.shape != S{j}: return False",
             ]
+            column_row = f"{array.ctypes.data} + slot * {row_bytes}"
+            if scratch is not None and spec.dtype.is_floating_point:
+                address, names[f"T{j}"], names[f"B{j}"] = scratch.place(spec, row_bytes)
+                names[f"M{j}"] = memoryview(array.reshape(-1).view(np.uint8))  # the column's bytes
+                stage += [
+                    f"if type(v{j}) is int: memmove({address}, v{j}, {row_bytes})",
+                    f"else: T{j}[0:1] = v{j}",
+                ]
+                # a memoryview slice assignment copies between our own arrays at half a memmove's cost
+                write.append(f"M{j}[slot * {row_bytes} : slot * {row_bytes} + {row_bytes}] = B{j}")
+                continue
             write += [
-                f"if type(v{j}) is int: memmove({array.ctypes.data} + slot * {row_bytes}, v{j}, {row_bytes})",
+                f"if type(v{j}) is int: memmove({column_row}, v{j}, {row_bytes})",
                 f"else: R{j}[slot : slot + 1] = v{j}",
             ]
+        if scratch is not None:
+            stage += scratch.checks(names)
         for k, (attr, column) in enumerate(zip(schema.custom_attr, storage.customs)):
             names[f"C{k}"] = column.objects
             check += [f"c{k} = data[{attr!r}]", f"if type(c{k}) not in IMMUTABLE: return False"]
@@ -83,6 +111,7 @@ class FastPath:
             *("        " + line for line in check),
             "    except (KeyError, TypeError, RuntimeError):  # e.g. a missing key, a tensor needing grad",
             "        return False",
+            *("    " + line for line in stage),
             "    slot = storage.pos",
             *("    " + line for line in write),
             "    storage.pos = slot + 1 if slot + 1 < storage.capacity else 0",
@@ -91,13 +120,55 @@ class FastPath:
             "    return True",
         ]
         self.source = "\n".join(body)
+        self._scratch = scratch  # keeps the staging arrays whose addresses the code holds alive
         exec(compile(self.source, "<entmachin.buffer fast path>", "exec"), names)  # noqa: S102 - our own code
         self.append: Callable[[Any], bool] = names["append"]
 
     @classmethod
-    def build(cls, schema: Schema, storage: RingStorage) -> Optional["FastPath"]:
+    def build(cls, schema: Schema, storage: RingStorage, check_finite: bool = True) -> Optional["FastPath"]:
         """The compiled path for ``schema``, or None if its transitions never take it."""
         try:
-            return cls(schema, storage)
+            return cls(schema, storage, check_finite)
         except ValueError:
             return None
+
+
+class _Scratch:
+    """One staging row per floating dtype: the new row's floating leaves side by side.
+
+    The fast path copies each floating leaf into its place here, checks all of them with one
+    dot product against ones (a NaN or ±inf makes it non-finite; finite values that overflow
+    it only send the append to the general path, whose check is exact), and copies them to
+    their columns only if the check passes, so a refused append writes nothing.
+    """
+
+    def __init__(self, schema: Schema, storage: RingStorage) -> None:
+        widths: Dict[Any, int] = {}
+        for spec in schema.leaves:
+            if spec.kind == "dense" and spec.dtype.is_floating_point and spec.np_dtype is not None:
+                widths[spec.np_dtype] = widths.get(spec.np_dtype, 0) + math.prod(spec.shape)
+        self.rows = {dtype: np.zeros(width, dtype) for dtype, width in widths.items()}  # [width] each
+        self._used = {dtype: 0 for dtype in widths}
+
+    def place(self, spec: Any, row_bytes: int) -> Tuple[int, np.ndarray, memoryview]:
+        """Reserves the next ``row_bytes`` of the staging row of the leaf's dtype.
+
+        Returns:
+            ``(address, view, data)``: where the leaf's row goes, a ``[1, *shape]`` view of it,
+            and its bytes.
+        """
+        row, start = self.rows[spec.np_dtype], self._used[spec.np_dtype]
+        width = math.prod(spec.shape)
+        self._used[spec.np_dtype] = start + width
+        view = row[start : start + width].view()
+        view.shape = (1, *spec.shape)  # raises rather than copy: the view must share the row
+        data = memoryview(row[start : start + width].view(np.uint8))  # [row_bytes]
+        return row.ctypes.data + start * row.itemsize, view, data
+
+    def checks(self, names: Dict[str, Any]) -> List[str]:
+        """Lines that return False unless every staged value is finite."""
+        lines = []
+        for g, row in enumerate(self.rows.values()):
+            names[f"G{g}"], names[f"O{g}"] = row.dot, np.ones_like(row)  # a bound method: one lookup less
+            lines.append(f"if not isfinite(G{g}(O{g})): return False  # NaN or inf staged")
+        return lines

@@ -20,7 +20,8 @@ from typing import Any, Optional, Sequence, Tuple, Union
 import numpy as np
 import torch
 
-from entmachin.buffer.buffer import Buffer, TransitionLike
+from entmachin.buffer.buffer import Buffer
+from entmachin.buffer.checking import Checked, TransitionLike
 from entmachin.buffer.sampling import check_batch_size, collate
 from entmachin.buffer.sum_tree import SumTree
 
@@ -68,6 +69,7 @@ class PrioritizedBuffer(Buffer):
         beta: initial importance-weight exponent (1: full correction).
         beta_increment_per_sampling: added to ``beta`` after each sample, up to 1.
         seed: seeds the buffer's own random generator.
+        allow_nonfinite: store NaN and ±inf instead of refusing them (see ``Buffer``).
     """
 
     def __init__(
@@ -80,8 +82,9 @@ class PrioritizedBuffer(Buffer):
         beta_increment_per_sampling: float = 0.001,
         *,
         seed: Optional[int] = None,
+        allow_nonfinite: bool = False,
     ) -> None:
-        super().__init__(buffer_size, buffer_device, seed=seed)
+        super().__init__(buffer_size, buffer_device, seed=seed, allow_nonfinite=allow_nonfinite)
         self.epsilon = _check_param("epsilon", epsilon, 0.0)
         self.alpha = _check_param("alpha", alpha, 0.0)
         self.beta = _check_param("beta", beta, 0.0, 1.0)
@@ -98,19 +101,20 @@ class PrioritizedBuffer(Buffer):
 
     # --------------------------------------------------------------------------- writes
 
-    def append(self, transition: TransitionLike, priority: Any = None) -> None:
+    def append(self, transition: TransitionLike, priority: Any = None, required_attrs: Sequence[str] = ()) -> None:
         """Stores a transition; its rows get ``priority`` or else the current maximum priority.
 
         Args:
             transition: a ``TransitionBase`` or a dict, as for ``Buffer.append``.
             priority: None, a number for every row, or ``[n_rows]`` numbers (e.g. |TD error|).
+            required_attrs: attribute names the transition must have (Machin's argument).
 
         Raises:
             ValueError: as ``Buffer.append``; or NaN, infinite, negative priorities, or a
                 number of priorities other than 1 or the transition's rows.
         """
-        item = self._extract(transition, "append")
-        n_rows = item[0]
+        item = self._extract(transition, "append", required_attrs=required_attrs)
+        n_rows = item.n_rows
         weights = None
         if priority is not None:
             priorities = _as_float_array(priority, "append")
@@ -122,15 +126,15 @@ class PrioritizedBuffer(Buffer):
             weights = self._priority_weights(priorities)
         self._store(item, weights)
 
-    def _write(self, item: Tuple[int, list, list]) -> int:
+    def _write(self, item: Checked) -> int:
         """Writes checked rows at the current maximum priority (``store_episode`` uses it)."""
         return self._store(item, None)
 
-    def _store(self, item: Tuple[int, list, list], weights: Optional[np.ndarray]) -> int:
+    def _store(self, item: Checked, weights: Optional[np.ndarray]) -> int:
         if weights is None:
             weights = np.array([self._default_weight()])  # [1]
         first = Buffer._write(self, item)
-        slots = (first + np.arange(item[0], dtype=np.int64)) % self.buffer_size  # [n_rows]
+        slots = (first + np.arange(item.n_rows, dtype=np.int64)) % self.buffer_size  # [n_rows]
         self._tree.update(slots, np.broadcast_to(weights, slots.shape))
         return first
 
@@ -183,18 +187,28 @@ class PrioritizedBuffer(Buffer):
         }
         return state, [torch.from_numpy(self._tree.leaves[: self.size()].copy())]
 
-    def _load_state(self, state: dict, arrays: list) -> None:
+    def _load_state(self, state: dict, arrays: list, where: str) -> None:
+        """Restores ``curr_beta`` and the priorities :meth:`_save_state` saved."""
         (leaves,) = arrays
-        if leaves.shape != (self.size(),) or not bool(torch.isfinite(leaves).all()) or bool((leaves < 0).any()):
-            raise ValueError(f"PrioritizedBuffer.load: priorities of shape {tuple(leaves.shape)} do not fit {self.size()} rows")
+        if leaves.shape != (self.size(),) or leaves.dtype != torch.float64:
+            raise ValueError(
+                f"{where}: the file holds priorities {leaves.dtype} {tuple(leaves.shape)}, expected float64 ({self.size()},)"
+            )
+        bad = ~torch.isfinite(leaves) | (leaves < 0)  # [size]
+        if bool(bad.any()):
+            raise ValueError(f"{where}: priorities must be finite and >= 0, the file holds {float(leaves[bad][0])}")
+        curr_beta = state.get("curr_beta")
+        if isinstance(curr_beta, bool) or not isinstance(curr_beta, (int, float)) or not 0 <= curr_beta <= 1:
+            raise ValueError(f"{where}: the header's curr_beta is {curr_beta!r}; expected a number in [0, 1]")
         self._tree.update(np.arange(self.size()), leaves.numpy())
-        self.curr_beta = float(state["curr_beta"])
+        self.curr_beta = float(curr_beta)
 
     @classmethod
     def _from_header(cls, header: dict, device: Union[str, torch.device]) -> "PrioritizedBuffer":
         state = header["prioritized"]
         names = ("epsilon", "alpha", "beta", "beta_increment_per_sampling")
-        return cls(header["buffer_size"], device, **{name: state[name] for name in names})
+        return cls(header["buffer_size"], device, **{name: state[name] for name in names},
+                   allow_nonfinite=header.get("allow_nonfinite", False))
 
     # --------------------------------------------------------------------------- reads
 

@@ -6,38 +6,22 @@ with its kind (dense, ragged or scalar), dtype and per-row (dense) or per-item (
 host arrays ready to be copied into the buffer's columns; it is the hot path of ``append``.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from collections.abc import Mapping
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
-import torch
 
+from entmachin.buffer.leaf import LeafSpec, dense_array, owned_custom, ragged_arrays, scalar_column_array, scalar_ok
 from entmachin.buffer.transition import TransitionBase
-from entmachin.buffer.values import leaf_paths
-from entmachin.buffer.values import describe, numpy_dtype_of, own_custom, find_tensor, value_spec
-from entmachin.ragged import RaggedTensor, is_ragged_buffer
+from entmachin.buffer.values import describe, leaf_paths, numpy_dtype_of, value_spec
 
-__all__ = ["LeafSpec", "Schema"]
-
-_FLOAT_KINDS, _INT_KINDS = frozenset("fiu"), frozenset("iu")
+__all__ = ["LeafSpec", "NewKeysError", "Schema"]
 
 
-class LeafSpec(NamedTuple):
-    """One stored column: a leaf of a major attribute, or a sub attribute (``path == ()``)."""
-
-    attr: str
-    path: Tuple[str, ...]
-    kind: str  # "dense" | "ragged" | "scalar"
-    dtype: torch.dtype
-    shape: Tuple[int, ...]  # per-row shape (dense, scalar) or per-item shape (ragged)
-    np_dtype: Optional[np.dtype]  # None where numpy has no such dtype
-
-    @property
-    def name(self) -> str:
-        """Where the leaf lives, e.g. ``state['entities']['Robot']``."""
-        return self.attr + "".join(f"[{key!r}]" for key in self.path)
+class NewKeysError(ValueError):
+    """A dict of a major attribute holds keys the schema lacks (``growth.grow_schema`` may add them)."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +66,7 @@ class Schema:
                 leaves.append(LeafSpec(attr, path, kind, dtype, shape, numpy_dtype_of(dtype)))
         for attr in transition.sub_attr:
             kind, dtype, shape = value_spec(transition[attr])
+            shape = shape or (1,)  # a [B] sub attribute is stored as [B, 1], like a number (Machin's shape)
             leaves.append(LeafSpec(attr, (), kind, dtype, shape, numpy_dtype_of(dtype)))
         return cls(
             tuple(transition.major_attr),
@@ -133,37 +118,37 @@ class Schema:
             caller's data: copy them before the caller can write again.
 
         Raises:
-            ValueError: a missing or extra key, or a value whose rows, shape or dtype differ.
+            NewKeysError: a dict of a major attribute holds keys the schema lacks.
+            ValueError: a missing or extra attribute, a missing dense leaf, or a value whose
+                rows, shape or dtype differ.
             TypeError: a value of another kind than the schema's.
         """
         if len(data) != self.n_attrs or not all(attr in data for attr in self.keys):
             self._check_attr_names(data, where)
         for attr, path, keys in self.nodes:
-            node = _get(data, attr, path)
+            node = get_node(data, attr, path)
             if node is not None and (not isinstance(node, Mapping) or not keys.issuperset(node)):
                 self._check_node(node, attr, path, keys, where)
         n_rows = -1
         values: List[Any] = []
         for spec in self.leaves:
-            value = _get(data, spec.attr, spec.path) if spec.path else data[spec.attr]
+            value = get_node(data, spec.attr, spec.path) if spec.path else data[spec.attr]
             if spec.kind == "ragged":
                 if value is None:
                     values.append(None)  # an absent entity type: zero-length sequences
                     continue
-                flat, lengths = _ragged_arrays(spec, value, where)
+                flat, lengths = ragged_arrays(spec, value, where)
                 rows = lengths.shape[0]
                 values.append((flat, lengths))
-            elif spec.kind == "dense":
-                if spec.shape == (1,) and spec.path == () and _scalar_ok(spec, value):
-                    value = np.full((1, 1), value, dtype=spec.np_dtype)  # a scalar is one row
-                arr = _dense_array(spec, value, where)
+            elif spec.kind == "dense" and (spec.path or spec.shape != (1,)):
+                arr = dense_array(spec, value, where)
                 rows = arr.shape[0]
                 values.append(arr)
-            elif _scalar_ok(spec, value):
+            elif scalar_ok(spec, value):  # a number is one row of a one-column sub attribute
                 rows = 1
-                values.append(value)
-            else:
-                arr = _scalar_column_array(spec, value, where)
+                values.append(value if spec.kind == "scalar" else np.full((1, 1), value, dtype=spec.np_dtype))
+            else:  # a [n_rows] or [n_rows, 1] value of a one-column sub attribute
+                arr = scalar_column_array(spec, value, where)
                 rows = arr.shape[0]
                 values.append(arr)
             if n_rows != rows:
@@ -178,7 +163,7 @@ class Schema:
             n_rows = 1
         if n_rows < 1:
             raise ValueError(f"{where}: the transition holds 0 rows; a transition holds at least one row")
-        customs = [_own_custom(data[attr], attr, where) for attr in self.custom_attr]
+        customs = [owned_custom(data[attr], attr, where) for attr in self.custom_attr]
         return n_rows, values, customs
 
     def _check_attr_names(self, data: Mapping[str, Any], where: str) -> None:
@@ -195,7 +180,7 @@ class Schema:
             raise TypeError(f"{where}: {name} should be a dict, got {describe(node)}")
         extra = sorted(k for k in node if k not in keys)
         if extra:
-            raise ValueError(
+            raise NewKeysError(
                 f"{where}: {name} has keys {extra} that the buffer's schema (fixed by its first "
                 f"append) lacks; expected keys {sorted(keys)}"
             )
@@ -223,7 +208,7 @@ def _template(tree: Mapping[str, Any], first: int) -> Dict[str, Any]:
     return out
 
 
-def _get(data: Mapping[str, Any], attr: str, path: Tuple[str, ...]) -> Any:
+def get_node(data: Mapping[str, Any], attr: str, path: Tuple[str, ...]) -> Any:
     """Follows ``path`` from ``data[attr]``; None where a key is missing (nodes were checked)."""
     node = data[attr]
     for key in path:
@@ -231,102 +216,3 @@ def _get(data: Mapping[str, Any], attr: str, path: Tuple[str, ...]) -> Any:
         if node is None:
             return None
     return node
-
-
-def _dense_array(spec: LeafSpec, value: Any, where: str) -> Any:
-    if type(value) is torch.Tensor or isinstance(value, torch.Tensor):
-        if value.dtype != spec.dtype or value.dim() < 1 or value.shape[1:] != spec.shape:
-            _raise_dense(spec, value, where)
-        if spec.np_dtype is None:
-            return value.detach()
-        try:
-            return value.numpy()
-        except (TypeError, RuntimeError):  # on another device, or needs grad: copy to the host
-            return value.detach().resolve_conj().resolve_neg().cpu().numpy()
-    if isinstance(value, np.ndarray):
-        if value.dtype != spec.np_dtype or value.ndim < 1 or value.shape[1:] != spec.shape:
-            _raise_dense(spec, value, where)
-        return value
-    _raise_dense(spec, value, where)
-
-
-def _raise_dense(spec: LeafSpec, value: Any, where: str) -> None:
-    expected = f"a tensor or array [n_rows, {', '.join(map(str, spec.shape))}] of dtype {spec.dtype}"
-    if value is None:
-        raise ValueError(f"{where}: {spec.name} is missing; the buffer's schema expects {expected}")
-    error = TypeError if not isinstance(value, (torch.Tensor, np.ndarray)) else ValueError
-    raise error(
-        f"{where}: {spec.name} is a {describe(value)}; the buffer's schema (fixed by its first "
-        f"append) expects {expected}"
-    )
-
-
-def _scalar_ok(spec: LeafSpec, value: Any) -> bool:
-    """Whether ``value`` is a Python/numpy scalar that fits the column's dtype."""
-    kind = type(value)
-    if kind is float or kind is int or kind is bool:
-        dkind = "b" if kind is bool else ("i" if kind is int else "f")
-    elif isinstance(value, (np.bool_, np.integer, np.floating)):
-        dkind = value.dtype.kind
-    else:
-        return False
-    if spec.dtype is torch.bool:
-        return dkind == "b"
-    if spec.dtype is torch.int64:
-        return dkind in _INT_KINDS
-    return dkind in _FLOAT_KINDS and spec.dtype.is_floating_point
-
-
-def _scalar_column_array(spec: LeafSpec, value: Any, where: str) -> Any:
-    """A dense ``[n_rows]`` or ``[n_rows, 1]`` value of the column's dtype, as ``[n_rows, 1]``."""
-    if isinstance(value, (torch.Tensor, np.ndarray)) and value.ndim in (1, 2) and value.shape[1:] in ((), (1,)):
-        try:
-            arr = _dense_array(spec._replace(shape=tuple(value.shape[1:])), value, where)
-        except ValueError:
-            _raise_scalar(spec, value, where)
-        return arr.reshape(arr.shape[0], 1)
-    _raise_scalar(spec, value, where)
-
-
-def _raise_scalar(spec: LeafSpec, value: Any, where: str) -> None:
-    raise TypeError(
-        f"{where}: sub attribute {spec.attr!r} is a {describe(value)}; the buffer's schema (fixed by "
-        f"its first append) expects a scalar of dtype {spec.dtype} (or a [n_rows, 1] tensor or array of it)"
-    )
-
-
-def _ragged_arrays(spec: LeafSpec, value: Any, where: str) -> Tuple[Any, np.ndarray]:
-    if is_ragged_buffer(value):
-        flat = value.as_array()
-        if flat.dtype != spec.np_dtype or flat.shape[1:] != spec.shape:
-            _raise_ragged(spec, value, where)
-        return flat, value.size1()
-    if isinstance(value, RaggedTensor):
-        if value.dtype != spec.dtype or value.trailing_shape != spec.shape:
-            _raise_ragged(spec, value, where)
-        lengths = value.lengths.cpu().numpy()
-        if spec.np_dtype is None:
-            return value.data.detach(), lengths
-        data = value.data
-        return (data.numpy() if data.device.type == "cpu" and not data.requires_grad
-                else data.detach().cpu().numpy()), lengths
-    _raise_ragged(spec, value, where)
-
-
-def _raise_ragged(spec: LeafSpec, value: Any, where: str) -> None:
-    expected = f"a ragged value of {spec.dtype} items of shape {spec.shape}"
-    error = ValueError if (is_ragged_buffer(value) or isinstance(value, RaggedTensor)) else TypeError
-    raise error(
-        f"{where}: {spec.name} is a {describe(value)}; the buffer's schema (fixed by its first "
-        f"append) expects {expected}"
-    )
-
-
-def _own_custom(value: Any, attr: str, where: str) -> Any:
-    found = find_tensor(value)
-    if found is not None:
-        raise TypeError(
-            f"{where}: custom attribute {attr!r} holds a {found}; custom attributes must not hold "
-            "tensors or ragged values"
-        )
-    return own_custom(value)

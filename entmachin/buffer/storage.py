@@ -40,6 +40,18 @@ class RingStorage:
         self.size = 0
         self.n_written = 0
 
+    def grow(self, schema: Schema) -> None:
+        """Adopts a grown schema (``growth.grow_schema``): a column for each new leaf.
+
+        New leaves are ragged, and a new ragged column's rows are all zero-length sequences.
+        """
+        for spec in schema.leaves[len(self.columns) :]:
+            column = make_column(spec, self.capacity, self.device)
+            self.columns.append(column)
+            self._ragged.append(isinstance(column, RaggedColumn))
+        self.host_arrays = all(getattr(c, "array", None) is not None for c in self.columns)
+        self.schema = schema
+
     # --------------------------------------------------------------------------- writes
 
     def write(self, n_rows: int, values: Sequence[Any], customs: Sequence[Any]) -> int:

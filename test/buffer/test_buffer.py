@@ -233,6 +233,9 @@ def test_store_episode_is_all_or_nothing():
     assert buffer.size() == 4
     with pytest.raises(TypeError, match="expected a list of transitions, got dict"):
         buffer.store_episode(_step(0))
+    with pytest.raises(ValueError, match=r"episode\[1\]: the transition holds 11 rows, more than the buffer's buffer_size 10"):
+        buffer.store_episode([_step(0), _step(1, n_rows=11)])
+    assert buffer.size() == 4
 
 
 def test_stored_data_is_owned_by_the_buffer():
@@ -345,3 +348,31 @@ def test_fast_path_copies_views_and_falls_back_cleanly():
     _, (state, next_state, reward) = buffer.sample_batch(0, sample_method="all", sample_attrs=["state", "next_state", "reward"])
     assert state.state.tolist() == [[0, 2, 4], [2, 2, 2], [3, 3, 3]]
     assert next_state.state[1].tolist() == [9, 9, 9] and reward[:, 0].tolist() == [1, 2, 3]
+
+
+@pytest.mark.parametrize("first", ["scalar", "vector", "column"])
+def test_sub_attributes_are_stored_and_sampled_as_n_by_1_whatever_the_form(first):
+    """A number, a [B] array and a [B, 1] array are the same sub attribute column ([n, 1], Machin's shape)."""
+    forms = {
+        "scalar": lambda i: float(i),
+        "vector": lambda i: np.full(1, float(i), np.float32),  # [1]
+        "column": lambda i: torch.full((1, 1), float(i)),  # [1, 1]
+    }
+    order = [first] + [f for f in forms if f != first]
+    buffer = Buffer(8)
+    for i, form in enumerate(order * 2):
+        step = _step(i)
+        step["reward"] = forms[form](i)
+        step["terminal"] = np.array([i % 2 == 1]) if form == "vector" else bool(i % 2)
+        buffer.append(step)
+    step = _step(6, n_rows=2)
+    step["reward"] = torch.tensor([6.0, 7.0])  # [B] for a two-row transition
+    step["terminal"] = torch.tensor([False, True])
+    buffer.append(step)
+    _, (reward, terminal) = buffer.sample_batch(0, sample_method="all", sample_attrs=["reward", "terminal"])
+    assert reward.shape == (8, 1) and reward[:, 0].tolist() == list(range(8))
+    assert terminal.shape == (8, 1) and terminal[:, 0].tolist() == [i % 2 == 1 for i in range(8)]
+    _, (reward,) = buffer.sample_batch(0, concatenate=False, sample_method="all", sample_attrs=["reward"])
+    assert len(reward) == 8
+    with pytest.raises(TypeError, match=r"sub attribute 'reward' is a Tensor of shape \(1, 2\)"):
+        buffer.append({**_step(9), "reward": torch.zeros(1, 2)})
