@@ -26,6 +26,7 @@ TINY = {
     "bench_frame_sb3.py": (["--total-steps", "2048", "--repeats", "1"], "plain PyTorch"),
     "bench_parallel_env_list.py": (["--num-envs", "3", "--env-steps", "12", "--block-env-steps", "6",
                                     "--work-ms", "0.05", "--warmup", "1"], "EnvList"),
+    "bench_runner.py": (["--steps", "2048", "--repeats", "1", "--processes", "0"], "runner cost"),
     "bench_rogue_net.py": (["--rows", "8", "--repeats", "1", "--fixed", "4", "--max-entities", "8"], "fp32"),
     "bench_safe_call.py": (["--calls", "10", "--repeats", "1"], "safe_call"),
 }
