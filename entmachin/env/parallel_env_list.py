@@ -26,6 +26,7 @@ import multiprocessing as mp
 import pickle
 import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
@@ -102,6 +103,26 @@ class _Problem:
 
     summary: str  # e.g. "worker 1 raised ValueError in environment 3"
     error: EnvWorkerError
+
+
+def _start_forkserver_ignoring_sigterm() -> None:
+    """Starts multiprocessing's fork server (once per process) so that it ignores SIGTERM.
+
+    The server is a process of the caller's group: a SIGTERM sent to the whole group (a job
+    scheduler, a container stop) would kill it, and the parent would then read every worker
+    it forked as dead (exit code 255) while they are alive and ignore the signal themselves.
+    An ignored signal stays ignored across ``exec``; the server still exits with its parent.
+    """
+    from multiprocessing import forkserver
+
+    if threading.current_thread() is not threading.main_thread():
+        forkserver.ensure_running()
+        return
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _split(num_envs: int, n_workers: int) -> List[Tuple[int, int]]:
@@ -235,6 +256,8 @@ class ParallelEnvList(VecEnv):
             ) from e
         seeds = env_seeds(seed, self.num_envs)
         ctx = mp.get_context(start_method)
+        if start_method == "forkserver":
+            _start_forkserver_ignoring_sigterm()
         try:
             for k, (start, stop) in enumerate(_split(self.num_envs, self.num_processes)):
                 conn, child_conn = ctx.Pipe()

@@ -595,3 +595,33 @@ def test_env_worker_error_pickles():
     error = EnvWorkerError("worker 1 died", worker=1, env_index=None, exitcode=-9)
     copy = pickle.loads(pickle.dumps(error))
     assert (str(copy), copy.worker, copy.env_index, copy.exitcode) == ("worker 1 died", 1, None, -9)
+
+
+SIGTERM_SCRIPT = """
+import os, signal, time
+from entmachin.env import ParallelEnvList
+from entmachin.env.examples import MineSweeper
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *args: print("parent: SIGTERM", flush=True))
+    envs = ParallelEnvList(MineSweeper, 4, 2, seed=0)
+    envs.reset()
+    os.killpg(os.getpgid(0), signal.SIGTERM)  # as a job scheduler or a container stop does
+    time.sleep(0.3)
+    print("rows", len(envs.reset().reward), flush=True)
+    envs.close()
+"""
+
+
+def test_a_sigterm_to_the_process_group_leaves_the_workers_to_the_parent(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "term.py"
+    script.write_text(SIGTERM_SCRIPT)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60,
+                          start_new_session=True, env={**os.environ, "PYTHONPATH": root})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["parent:", "SIGTERM", "rows", "4"]

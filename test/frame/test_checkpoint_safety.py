@@ -159,6 +159,7 @@ def test_kills_at_random_moments_of_a_saving_loop(tmp_path):
         os.waitpid(pid, 0)
         inside += flags[0]
         assert stamp_of(directory) > 1000 * (kill + 1)
+    print(f"{inside} of 20 kills landed inside a save")
     assert inside >= 11, f"only {inside} of 20 kills landed inside a save"
 
 
