@@ -83,3 +83,14 @@ def test_readme_creates_parallel_env_lists_under_the_main_guard():
     assert blocks, "README shows no ParallelEnvList"
     for block in blocks:
         assert 'if __name__ == "__main__":' in block, block
+
+
+def test_the_minimal_run_config_loads():
+    import yaml
+
+    from entmachin.run.config import config_from_dict
+
+    block = re.search(r"^A minimal config.*?^```\n(.*?)^```", README.read_text(), flags=re.S | re.M)
+    assert block, "README shows no minimal run config"
+    config = config_from_dict(yaml.safe_load(block.group(1)))
+    assert config.env.name == "MineSweeper" and config.train.total_steps == 30000
