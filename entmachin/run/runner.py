@@ -241,9 +241,13 @@ class Runner:
 
     def _evaluate(self, writer: Any, final: bool) -> Dict[str, float]:
         config = self.config
-        result = evaluate(self.frame, EnvFactory(config.env), config.log.eval_episodes,
-                          deterministic=config.log.eval_deterministic, seed=self._seeds["eval"],
-                          num_envs=eval_envs(config.log.eval_episodes))
+        # Evaluations sample from torch's generator too: on a fork of it, seeded alike each time,
+        # so that training does not depend on when (or whether) evaluations run.
+        with torch.random.fork_rng(devices=_cuda_devices()):
+            torch.manual_seed(self._seeds["eval"])
+            result = evaluate(self.frame, EnvFactory(config.env), config.log.eval_episodes,
+                              deterministic=config.log.eval_deterministic, seed=self._seeds["eval"],
+                              num_envs=eval_envs(config.log.eval_episodes))
         record = {"env_steps": self.state.env_steps, "mean": result.mean, "min": result.min, "max": result.max,
                   "episodes": len(result.returns), "final": final}
         self.state.evals.append(record)
@@ -263,6 +267,10 @@ class Runner:
             logger.warning("checkpoint: the environments cannot be pickled (%s: %s); a resumed run restarts their "
                            "episodes", type(e).__name__, e)
         save_frame(self.frame, self.checkpoint_dir, None, self.state.env_steps, extras=extras)
+
+
+def _cuda_devices() -> List[int]:
+    return list(range(torch.cuda.device_count())) if torch.cuda.is_available() and torch.cuda.is_initialized() else []
 
 
 def eval_envs(episodes: int) -> int:
