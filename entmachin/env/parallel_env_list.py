@@ -46,40 +46,12 @@ from entmachin.env.environment import Environment, ObsSpace
 from entmachin.env.main_guard import guard_advice, refuse_while_bootstrapping, unguarded_main_line
 from entmachin.env.vec_env import VecEnv, VecObs, env_seeds
 from entmachin.env.wire import pack_actions, unpack
+from entmachin.env.worker_error import EnvWorkerError
 
 logger = logging.getLogger(__name__)
 
 _CLOSE_TIMEOUT_S = 2.0  # for the workers to close their environments and exit
 _KILL_TIMEOUT_S = 1.0  # for each of SIGTERM and then SIGKILL to take effect
-
-
-class EnvWorkerError(RuntimeError):
-    """An environment worker process raised an exception or died.
-
-    Attributes:
-        worker: number of the worker (0-based).
-        env_index: the environment that raised, when known.
-        exitcode: exit code of a worker that died (negative: killed by that signal); ``None``
-            when the worker raised.
-        remote_traceback: the worker's formatted traceback (empty when it died).
-    """
-
-    def __init__(
-        self,
-        message: str,
-        worker: int,
-        env_index: Optional[int] = None,
-        exitcode: Optional[int] = None,
-        remote_traceback: str = "",
-    ) -> None:
-        super().__init__(message)
-        self.worker = worker
-        self.env_index = env_index
-        self.exitcode = exitcode
-        self.remote_traceback = remote_traceback
-
-    def __reduce__(self) -> Tuple[Any, ...]:
-        return type(self), (self.args[0], self.worker, self.env_index, self.exitcode, self.remote_traceback)
 
 
 @dataclass(frozen=True)

@@ -185,18 +185,18 @@ class Runner:
             writer = logs.make_writer(self.run_dir, purge_step=self.state.env_steps + 1 if self.resume else None)
             if not self.resume:
                 writer.add_text("config", "```yaml\n" + dump_yaml(config_to_dict(config)) + "\n```", 0)
+            final = None
             with _StopSignals() as signals, logs.progress_bar(config, self.state.env_steps, self.progress) as bar:
                 stopped = self._loop(writer, signals, bar)
-            final = None
-            if stopped is None:
-                final = self._evaluate(writer, final=True)
-                self.state.next_eval = self.state.env_steps + config.log.eval_interval  # a longer resumed run
-                self._checkpoint()
-                logs.write_hparams(writer, config, final)
-            else:
-                self._checkpoint()
-                logger.warning("%s: stopped at %d environment steps with a checkpoint; resume with:  entmachin "
-                               "train --resume %s", stopped, self.state.env_steps, self.run_dir)
+                if stopped is None:  # a signal from here on still ends with the final checkpoint
+                    final = self._evaluate(writer, final=True)
+                    self.state.next_eval = self.state.env_steps + config.log.eval_interval  # a longer resumed run
+                    self._checkpoint()
+                    logs.write_hparams(writer, config, final)
+                else:
+                    self._checkpoint()
+                    logger.warning("%s: stopped at %d environment steps with a checkpoint; resume with:  entmachin "
+                                   "train --resume %s", stopped, self.state.env_steps, self.run_dir)
             return TrainResult(self.state.env_steps, stopped, final, self.run_dir)
         finally:
             if writer is not None:
