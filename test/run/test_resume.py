@@ -12,7 +12,7 @@ from test.run.test_cli import scalars
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SETTINGS = ["--set", "rollout.num_envs=8", "--set", "rollout.n_steps=8", "--set", "frame.batch_size=32",
-            "--set", "model.d_model=16", "--set", "model.d_qk=8", "--set", "train.total_steps=1536",
+            "--set", "model.d_model=16", "--set", "model.d_qk=8", "--set", "train.total_steps=1024",
             "--set", "log.checkpoint_interval=128", "--set", "log.eval_interval=512", "--set", "log.eval_episodes=4",
             "--no-progress"]
 LOSSES = ("losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/approx_kl")
