@@ -1,15 +1,12 @@
 """Tutorial 1 (data flow) runs end to end with its tiny budget and prints every step."""
-import pathlib
-import runpy
-
 import pytest
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "tutorials" / "01_data_flow.py"
+from test.tutorials._load import load_tutorial
 
 
 @pytest.fixture(scope="module")
 def tutorial():
-    return runpy.run_path(str(SCRIPT), run_name="tutorial")
+    return load_tutorial("01_data_flow.py")
 
 
 def test_smoke_run_prints_each_step_with_real_values(tutorial, capsys):

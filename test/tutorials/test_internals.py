@@ -1,16 +1,13 @@
 """Tutorial 3 (internals): stepping through RogueNet by hand gives what RogueNet.forward gives."""
-import pathlib
-import runpy
-
 import pytest
 import torch
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "tutorials" / "03_internals.py"
+from test.tutorials._load import load_tutorial
 
 
 @pytest.fixture(scope="module")
 def tutorial():
-    return runpy.run_path(str(SCRIPT), run_name="tutorial")
+    return load_tutorial("03_internals.py")
 
 
 def test_smoke_run_matches_rogue_net_at_every_step(tutorial, capsys):

@@ -1,16 +1,13 @@
 """Tutorial 4 (Machin-style CartPole) runs with its tiny budget, and solves CartPole with its full one."""
-import pathlib
-import runpy
-
 import pytest
 import torch
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "tutorials" / "04_machin_style_cartpole.py"
+from test.tutorials._load import load_tutorial
 
 
 @pytest.fixture(scope="module")
 def tutorial():
-    return runpy.run_path(str(SCRIPT), run_name="tutorial")
+    return load_tutorial("04_machin_style_cartpole.py")
 
 
 def test_smoke_run_plays_and_updates(tutorial, capsys):

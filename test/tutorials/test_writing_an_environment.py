@@ -1,20 +1,18 @@
 """Tutorial 2 (writing an environment): CoinCollector, ValidatingEnv, and training it from a YAML file."""
 import math
-import pathlib
 import re
-import runpy
 
 import numpy as np
 import pytest
 import torch
 import yaml
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "tutorials" / "02_writing_an_environment.py"
+from test.tutorials._load import load_tutorial
 
 
 @pytest.fixture(scope="module")
 def tutorial():
-    return runpy.run_path(str(SCRIPT), run_name="tutorial")  # puts tutorials/ on sys.path
+    return load_tutorial("02_writing_an_environment.py")  # puts tutorials/ on sys.path
 
 
 def test_smoke_run_walks_through_validates_and_trains_from_yaml(tutorial, tmp_path, capsys):

@@ -1,18 +1,16 @@
 """Tutorial 5 (YAML to tensorboard): every entmachin command it shows runs, and the curves read back."""
 import os
-import pathlib
 import re
-import runpy
 
 import pytest
 import torch
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "tutorials" / "05_yaml_to_tensorboard.py"
+from test.tutorials._load import load_tutorial
 
 
 @pytest.fixture(scope="module")
 def tutorial():
-    return runpy.run_path(str(SCRIPT), run_name="tutorial")
+    return load_tutorial("05_yaml_to_tensorboard.py")
 
 
 def test_smoke_run_trains_reads_curves_resumes_evaluates_and_inits(tutorial, tmp_path, capsys):
