@@ -15,7 +15,12 @@ from entmachin.run.build import EnvFactory, make_frame, seeds
 from entmachin.run.config import RunConfig
 from entmachin.run.spaces import space_differences, spaces_record
 
-__all__ = ["load_trained", "evaluate_checkpoint", "random_policy_return"]
+__all__ = ["eval_envs", "load_trained", "evaluate_checkpoint", "random_policy_return"]
+
+
+def eval_envs(episodes: int) -> int:
+    """Environments of an evaluation: one episode each up to 128 (wide batches, no length bias)."""
+    return min(episodes, 128)
 
 
 def _run_dir_of(path: str) -> str:
@@ -78,8 +83,6 @@ def _saved_spaces(checkpoint_dir: str, version: int) -> Optional[dict]:
 
 def evaluate_checkpoint(path: str, episodes: int, deterministic: bool, seed: Optional[int]) -> EvalResult:
     frame, config, factory = load_trained(path)
-    from entmachin.run.runner import eval_envs
-
     return evaluate(frame, factory, episodes, deterministic=deterministic,
                     seed=seeds(config)["eval"] if seed is None else seed, num_envs=eval_envs(episodes))
 
@@ -99,7 +102,5 @@ def random_policy_return(factory: EnvFactory, episodes: int, seed: int) -> EvalR
     env = factory()
     policy = _RandomPolicy(env.action_space(), seed)
     env.close()
-    from entmachin.run.runner import eval_envs
-
     return evaluate(policy, factory, episodes, seed=seed, state_fn=lambda obs: obs,
                     action_fn=lambda actions: (None, actions), num_envs=eval_envs(episodes))

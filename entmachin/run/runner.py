@@ -34,7 +34,8 @@ from entmachin.frame.checkpoint import latest_version, read_frame_checkpoint, sa
 from entmachin.frame.summary import log_update
 from entmachin.run import logs
 from entmachin.run.build import EnvFactory, make_envs, make_frame, seeds
-from entmachin.run.config import RunConfig, config_from_dict, config_to_dict, dump_yaml, parse_yaml
+from entmachin.run.config import RunConfig, config_to_dict, dump_yaml, load_config
+from entmachin.run.evaluation import eval_envs
 from entmachin.run.spaces import spaces_record
 from entmachin.run.tracker import RolloutTracker
 
@@ -273,11 +274,6 @@ def _cuda_devices() -> List[int]:
     return list(range(torch.cuda.device_count())) if torch.cuda.is_available() and torch.cuda.is_initialized() else []
 
 
-def eval_envs(episodes: int) -> int:
-    """Environments of an evaluation: one episode each up to 128 (wide batches, no length bias)."""
-    return min(episodes, 128)
-
-
 def _decode_runner(blob: Optional[bytes], directory: str, version: int) -> RunState:
     where = f"{os.path.join(directory, f'checkpoint_{version}.json')!r}"
     if blob is None:
@@ -297,6 +293,5 @@ def load_run_config(run_dir: str) -> RunConfig:
     path = os.path.join(run_dir, "config.yaml")
     if not os.path.exists(path):
         raise RunError(f"{run_dir!r} holds no config.yaml; it is not an entmachin run directory")
-    with open(path, encoding="utf-8") as f:
-        return config_from_dict(parse_yaml(f.read(), path), path)
+    return load_config(path)
 
