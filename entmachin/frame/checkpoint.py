@@ -29,7 +29,7 @@ import logging
 import os
 import re
 from collections.abc import Mapping
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 
@@ -287,8 +287,8 @@ def _read_legacy(model_dir: str, names: Dict[str, str], version: int) -> Dict[st
     return out
 
 
-def _read_manifest_files(model_dir: str, names: Dict[str, str], version: int, frame_name: str
-                         ) -> tuple:
+def _read_manifest_files(model_dir: str, names: Dict[str, str], version: int, frame_name: str,
+                         extra_keys: Optional[Sequence[str]]) -> tuple:
     manifest = read_manifest(model_dir, version)
     saved = manifest.meta.get("networks")
     if saved != names:
@@ -297,15 +297,21 @@ def _read_manifest_files(model_dir: str, names: Dict[str, str], version: int, fr
     if manifest.meta.get("frame") != frame_name:
         raise CheckpointError(f"{manifest.path!r} holds a {manifest.meta.get('frame')!r} save; expected a "
                               f"{frame_name!r} save")
-    files = {key: (os.path.join(model_dir, str(manifest.files[key]["file"])) if key in manifest.files
-                   else manifest.path, read_blob(model_dir, manifest, key)) for key in (*names, _STATE)}
-    extras = {key: read_blob(model_dir, manifest, key) for key in manifest.files if key not in files}
+    files = {}
+    for key in (*names, _STATE):
+        data = read_blob(model_dir, manifest, key)  # raises, naming the manifest, if it lacks the key
+        files[key] = (os.path.join(model_dir, str(manifest.files[key]["file"])), data)
+    wanted = [key for key in manifest.files if key not in files] if extra_keys is None else extra_keys
+    extras = {key: read_blob(model_dir, manifest, key) for key in wanted if key in manifest.files}
     return files, extras
 
 
 def read_frame_checkpoint(frame: Any, model_dir: str, network_map: Optional[Mapping[str, str]] = None,
-                          version: int = -1) -> LoadedCheckpoint:
+                          version: int = -1, extra_keys: Optional[Sequence[str]] = None) -> LoadedCheckpoint:
     """Reads and checks version ``version`` (-1: the highest) of ``model_dir`` against ``frame``.
+
+    ``extra_keys`` names the extra blobs to read (default: all of them; ``()``: none, e.g. a
+    policy loaded for evaluation that needs no environment state).
 
     Raises:
         FileNotFoundError: the directory, the version or a file it names is missing.
@@ -325,7 +331,7 @@ def read_frame_checkpoint(frame: Any, model_dir: str, network_map: Optional[Mapp
                                 f"{sorted(set(saved + _legacy_versions(model_dir)))}")
     try:
         if version in saved:
-            files, extras = _read_manifest_files(model_dir, names, version, type(frame).__name__)
+            files, extras = _read_manifest_files(model_dir, names, version, type(frame).__name__, extra_keys)
         else:
             files, extras = _read_legacy(model_dir, names, version), {}
     except FileNotFoundError as e:

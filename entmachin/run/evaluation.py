@@ -63,7 +63,7 @@ def load_trained(path: str, env_factory: Optional[EnvFactory] = None) -> Tuple[A
         raise RunError(f"{checkpoint_dir!r} was trained on other spaces than {factory.name}'s: "
                        + "; ".join(space_differences(saved, current)))
     frame, _ = make_frame(config, obs_space, action_space)
-    loaded = read_frame_checkpoint(frame, checkpoint_dir, None, version)
+    loaded = read_frame_checkpoint(frame, checkpoint_dir, None, version, extra_keys=())  # no environment state
     loaded.apply()
     return frame, config, factory
 
