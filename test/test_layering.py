@@ -1,4 +1,8 @@
-"""The import rules of ARCHITECTURE.md: ragged <- env <- {buffer, model} <- frame."""
+"""The import rules of docs/architecture.md: ragged <- env <- {buffer, model} <- frame <- run.
+
+Every import is reported by its full name (`from entmachin.frame import ppo` is
+`entmachin.frame.ppo`), so a message points at the module that was imported.
+"""
 import ast
 import pathlib
 import subprocess
@@ -41,11 +45,8 @@ def _imports(path: pathlib.Path):
                 module = ".".join(base + ([node.module] if node.module else []))
             else:
                 module = node.module or ""
-            if module == "entmachin":  # `from entmachin import frame`, `from .. import model`: the names are layers
-                for alias in node.names:
-                    yield node.lineno, f"entmachin.{alias.name}"
-            else:
-                yield node.lineno, module
+            for alias in node.names:  # `from entmachin import frame` is `entmachin.frame`, a layer
+                yield node.lineno, module if alias.name == "*" else f"{module}.{alias.name}"
 
 
 def _violations():
@@ -80,10 +81,10 @@ def test_detects_a_violation(tmp_path, monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
     found = list(_violations())
     assert any("must not import torch" in v for v in found)
-    assert any("env/bad.py:2 imports entmachin.frame: layer 'env' may import only" in v for v in found)
+    assert any("env/bad.py:2 imports entmachin.frame.ppo: layer 'env' may import only" in v for v in found)
     assert any("env/sly.py:1 imports entmachin.frame: layer 'env'" in v for v in found)
     assert any("env/sly.py:2 imports entmachin.model: layer 'env'" in v for v in found)
-    assert any("frame/up.py:1 imports entmachin.run: layer 'frame'" in v for v in found)
+    assert any("frame/up.py:1 imports entmachin.run.cli: layer 'frame'" in v for v in found)
     assert any("__init__.py:1 imports entmachin.run: layer '__init__' may import only []" in v for v in found)
 
 

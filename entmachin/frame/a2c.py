@@ -136,6 +136,8 @@ class A2C:
             the policy at the start of the update exceeds this; None: never stop.
         n_anneal_updates: learning rates fall linearly from their initial values to 0 over
             this many ``update()`` calls; None: constant. Not combinable with ``lr_scheduler``.
+        anneal_entropy: ``entropy_weight`` falls linearly to 0 over ``n_anneal_updates`` too
+            (entity-gym's trainer anneals a strong early exploration bonus this way).
         writer: tensorboard ``SummaryWriter`` or log directory; each ``update()`` logs there
             (see ``entmachin.frame.summary``).
         seed: seeds the frame's minibatch shuffling (None: fresh entropy).
@@ -156,8 +158,8 @@ class A2C:
         gae_lambda: float = 1.0, discount: float = 0.99, normalize_advantage: bool = True,
         replay_size: int = 500000, replay_device: Union[str, torch.device] = "cpu", replay_buffer: Any = None,
         visualize: bool = False, visualize_dir: str = "", value_clip: Optional[float] = None,
-        target_kl: Optional[float] = None, n_anneal_updates: Optional[int] = None, writer: Any = None,
-        seed: Optional[int] = None,
+        target_kl: Optional[float] = None, n_anneal_updates: Optional[int] = None, anneal_entropy: bool = False,
+        writer: Any = None, seed: Optional[int] = None,
     ) -> None:
         settings = dict(locals())
         for key in ("self", "actor", "critic", "optimizer", "criterion", "lr_scheduler", "lr_scheduler_args",
@@ -396,11 +398,13 @@ class A2C:
             lrs = [[group["lr"] for group in opt.param_groups] for opt in self.optimizers]
             committed = False
             try:
+                frac = 1.0
                 if self.config.n_anneal_updates is not None:
                     with guard.step:
                         frac = max(0.0, 1.0 - self._n_updates / self.config.n_anneal_updates)
                         self._set_learning_rates([[lr * frac for lr in initial] for initial in self._initial_lrs])
-                stats = run_update(self, update_value, update_policy, guard)
+                entropy_scale = frac if self.config.anneal_entropy else 1.0
+                stats = run_update(self, update_value, update_policy, guard, entropy_scale=entropy_scale)
                 with guard.step:  # the update counts: rows consumed and counters moved together
                     self.replay_buffer.clear()
                     self._n_updates += 1

@@ -58,6 +58,7 @@ class A2CConfig:
     value_clip: Optional[float] = None
     target_kl: Optional[float] = None
     n_anneal_updates: Optional[int] = None
+    anneal_entropy: bool = False
     seed: Optional[int] = None
 
     def _where(self, name: str) -> str:
@@ -109,6 +110,12 @@ class A2CConfig:
         self._real("value_clip", 0.0, open_low=True, optional=True)
         self._real("target_kl", 0.0, open_low=True, optional=True)
         self._int("n_anneal_updates", 1, optional=True)
+        self._bool("anneal_entropy")
+        if self.anneal_entropy and (self.n_anneal_updates is None or self.entropy_weight is None):
+            raise ValueError(
+                f"{self._where('anneal_entropy')} anneals entropy_weight over n_anneal_updates; it needs "
+                f"both, got entropy_weight={self.entropy_weight!r}, n_anneal_updates={self.n_anneal_updates!r}"
+            )
         self._int("seed", 0, optional=True)
 
 

@@ -53,7 +53,8 @@ class PPO(A2C):
         normalize_advantage: bool = True, replay_size: int = 500000,
         replay_device: Union[str, torch.device] = "cpu", replay_buffer: Any = None, visualize: bool = False,
         visualize_dir: str = "", value_clip: Optional[float] = None, target_kl: Optional[float] = None,
-        n_anneal_updates: Optional[int] = None, writer: Any = None, seed: Optional[int] = None,
+        n_anneal_updates: Optional[int] = None, anneal_entropy: bool = False, writer: Any = None,
+        seed: Optional[int] = None,
     ) -> None:
         settings = dict(locals())
         for key in ("self", "actor", "critic", "optimizer", "criterion", "lr_scheduler", "lr_scheduler_args",

@@ -144,9 +144,11 @@ def _mean(values: List[torch.Tensor]) -> float:
     return float(finite.mean()) if finite.numel() else math.nan
 
 
-def run_update(frame: Any, update_value: bool, update_policy: bool, guard: Optional[InterruptGuard] = None
-               ) -> UpdateStats:
+def run_update(frame: Any, update_value: bool, update_policy: bool, guard: Optional[InterruptGuard] = None,
+               *, entropy_scale: float = 1.0) -> UpdateStats:
     """Runs one update of ``frame`` over its buffer; see the module docstring.
+
+    ``entropy_scale`` multiplies ``entropy_weight`` (the annealing of ``anneal_entropy``).
 
     Changes only the models' parameters and the optimizers' states, minibatch by minibatch
     (each minibatch's steps inside ``guard.step``), and the frame's shuffling generator; the
@@ -208,7 +210,7 @@ def run_update(frame: Any, update_value: bool, update_policy: bool, guard: Optio
                 policy_loss = -terms.surrogate
                 policy_parts["policy loss"] = policy_loss
                 if cfg.entropy_weight is not None and terms.entropy is not None:
-                    policy_loss = policy_loss + cfg.entropy_weight * terms.entropy
+                    policy_loss = policy_loss + cfg.entropy_weight * entropy_scale * terms.entropy
                     policy_parts["entropy"] = terms.entropy
                 for values, term in ((entropies, terms.entropy), (kls, terms.approx_kl), (clips, terms.clip_fraction)):
                     if term is not None:

@@ -47,6 +47,7 @@ FIELD_DOCS: Dict[str, str] = {
     "frame.value_clip": "clip value updates to this distance from the old value; null: no clipping",
     "frame.target_kl": "stop an update early when the approximate KL passes this; null: never",
     "frame.n_anneal_updates": "learning rates fall linearly to 0 over this many updates; null: constant",
+    "frame.anneal_entropy": "entropy_weight falls to 0 with the learning rates (needs n_anneal_updates)",
     "frame.surrogate_loss_clip": "PPO's clip range epsilon",
     "rollout": "how experience is collected",
     "rollout.num_envs": "environments stepped together",

@@ -1,4 +1,6 @@
 """update(): minibatch walking, step counts, guarded steps, target_kl, annealing, value clipping, logging."""
+import copy
+import dataclasses
 import glob
 import math
 import os
@@ -259,6 +261,31 @@ def test_learning_rate_anneals_linearly():
         seen.append([o.param_groups[0]["lr"] for o in frame.optimizers])
     assert sum(seen[:4], []) == pytest.approx([0.4, 0.8, 0.3, 0.6, 0.2, 0.4, 0.1, 0.2])
     assert seen[4] == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("cls", [A2C, PPO])
+def test_anneal_entropy_scales_the_entropy_weight_with_the_learning_rates(cls):
+    """The second of four annealed updates steps exactly as a frame whose entropy weight is 3/4 of it."""
+    rng = np.random.default_rng(1)
+    annealed = filled(cls, episodes=1, n_anneal_updates=4, entropy_weight=-0.5, anneal_entropy=True)
+    annealed.update()
+    annealed.store_episode(dense_episode(rng, 10))
+    fixed, full = copy.deepcopy(annealed), copy.deepcopy(annealed)
+    fixed.config = dataclasses.replace(fixed.config, entropy_weight=-0.5 * 0.75, anneal_entropy=False)
+    full.config = dataclasses.replace(full.config, anneal_entropy=False)
+    for frame in (annealed, fixed, full):
+        frame.update()
+    pairs = list(zip(annealed.actor.parameters(), fixed.actor.parameters(), full.actor.parameters()))
+    for a, b, _ in pairs:
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert any(not torch.equal(a, c) for a, _, c in pairs)  # the weight does change the step
+
+
+@pytest.mark.parametrize(("kwargs", "missing"), [({"entropy_weight": -0.1}, "n_anneal_updates=None"),
+                                                 ({"n_anneal_updates": 4}, "entropy_weight=None")])
+def test_anneal_entropy_needs_a_weight_and_a_schedule(kwargs, missing):
+    with pytest.raises(ValueError, match=rf"PPO: anneal_entropy anneals entropy_weight over n_anneal_updates; .*{missing}"):
+        dense_frame(PPO, anneal_entropy=True, **kwargs)
 
 
 def test_value_clip_keeps_predictions_near_the_stored_values():
