@@ -8,7 +8,10 @@ Each (environment, frame, seed) is one job: ``entmachin``'s runner trains the bu
 (``entmachin train ENV [--frame A2C] --set train.seed=S``) and the job appends one JSON line to
 the results file (default ``benchmarks/results/learning.jsonl``): the evaluations along the
 way, the final evaluation sampled and deterministic, the random policy's return and the wall
-time. Jobs already in the file are skipped, so the table fills over several sittings.
+time. Each record carries the fingerprint of the bundled config it trained (``config``: everything
+but the seed, the budget and the logging), so jobs already in the file are skipped only while
+their config is unchanged: edit a bundled config and its rows run again, and the table shows
+only records of the configs as they are now. The table fills over several sittings.
 ``--budget-scale`` shrinks every budget (the smoke test runs 0.01).
 
 A target is met when the median seed's final return (the better of sampled and deterministic
@@ -17,6 +20,7 @@ evaluation) reaches it within the budget.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import os
@@ -49,6 +53,20 @@ TARGETS: Dict[Tuple[str, str], Tuple[int, Optional[float], str]] = {
 }
 
 
+def config_fingerprint(env: str, frame: str) -> str:
+    """A short hash of the bundled config of ``(env, frame)``, seed, budget and logging left out."""
+    from entmachin.run.cli import bundled_config_path
+    from entmachin.run.config import config_to_dict, load_config
+
+    path = bundled_config_path(env, frame)
+    if path is None:
+        raise SystemExit(f"bench_learning: {env} has no bundled {frame} config")
+    data = config_to_dict(load_config(path))
+    data.pop("log")
+    data["train"] = {k: v for k, v in data["train"].items() if k not in ("seed", "total_steps")}
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
+
+
 def run_job(env: str, frame: str, seed: int, budget: int, runs_dir: str) -> Dict[str, Any]:
     """Trains one bundled config and returns its results record."""
     from entmachin.frame import evaluate
@@ -73,7 +91,8 @@ def run_job(env: str, frame: str, seed: int, budget: int, runs_dir: str) -> Dict
     trained, _, _ = load_trained(run_dir)
     deterministic = evaluate(trained, factory, config.log.eval_episodes, deterministic=True, seed=eval_seed)
     random = random_policy_return(factory, config.log.eval_episodes, eval_seed)
-    return {"env": env, "frame": frame, "seed": seed, "budget": budget, "env_steps": result.env_steps,
+    return {"env": env, "frame": frame, "seed": seed, "config": config_fingerprint(env, frame), "budget": budget,
+            "env_steps": result.env_steps,
             "sampled": result.final_eval["mean"], "deterministic": deterministic.mean, "random": random.mean,
             "evals": [[e["env_steps"], e["mean"]] for e in runner.state.evals], "wall_s": round(wall, 1),
             "loadavg": os.getloadavg()[0]}
@@ -90,6 +109,19 @@ def steps_to_90(record: Dict[str, Any]) -> Optional[int]:
     """Environment steps at the first evaluation reaching 90% of the final sampled return."""
     goal = 0.9 * record["sampled"]
     return next((step for step, mean in record["evals"] if mean >= goal), None) if goal > 0 else None
+
+
+def current(records: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The records trained with the bundled configs as they are now."""
+    prints: Dict[Tuple[str, str], str] = {}
+    kept = []
+    for r in records:
+        key = (r["env"], r["frame"])
+        if key not in prints:
+            prints[key] = config_fingerprint(*key)
+        if r.get("config") == prints[key]:
+            kept.append(r)
+    return kept
 
 
 def table(records: List[Dict[str, Any]]) -> str:
@@ -128,7 +160,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     import torch
 
     torch.set_num_threads(1)
-    done = read_results(args.results)
+    done = current(read_results(args.results))
     if not args.table_only:
         runs_dir = args.runs_dir or tempfile.mkdtemp(prefix="entmachin-learning-")
         os.makedirs(os.path.dirname(os.path.abspath(args.results)), exist_ok=True)
