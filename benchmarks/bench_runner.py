@@ -1,6 +1,6 @@
 """The runner's own cost: ``entmachin train`` against the bare RolloutCollector + update() loop.
 
-Workload: the MineSweeper workload of ARCHITECTURE.md, set on the bundled MineSweeper config
+Workload: the MineSweeper workload of docs/architecture.md, set on the bundled MineSweeper config
 with overrides: ``MineSweeper(orbital_cannon=True)``, 128 environments x 16 steps, the default
 RogueNet with a shared critic, batch 1024, 3 epochs, one torch thread, ``processes: 2``. The
 runner keeps the bundled config's checkpoint and evaluation intervals and evaluation episodes.

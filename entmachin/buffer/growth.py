@@ -1,7 +1,7 @@
 """Growing a schema: keys of ragged subtrees that first appear after the first append.
 
 Entity environments do not show every entity type or action at every step (a coin spawns
-later, an action becomes available mid-episode). ARCHITECTURE.md's rule: a new key inside a
+later, an action becomes available mid-episode). The rule of ``docs/architecture.md``: a new key inside a
 *ragged subtree* (a dict of a major attribute that holds ragged values only, or nothing yet)
 adds a column, earlier rows reading as zero-length sequences; its width and dtype are then
 fixed like any other leaf's. A new key anywhere else, or a new key holding a dense value,

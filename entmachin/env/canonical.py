@@ -1,6 +1,6 @@
 """Conversions between ``VecObs`` / model actions and entmachin's canonical entity state.
 
-The canonical state (ARCHITECTURE.md) is what buffers store, what ``safe_call`` converts and
+The canonical state (``docs/architecture.md``) is what buffers store, what ``safe_call`` converts and
 what ``RogueNet.forward`` takes::
 
     state = {

@@ -12,79 +12,62 @@ Usage loop (one environment, Machin's way)::
     a2c.store_episode(episode)
     a2c.update()
 
-Entity environments store canonical states (ARCHITECTURE.md) and RogueNet's actions instead;
-vectorised collection goes through ``store_rollout`` (see ``entmachin.frame.rollout``).
+Entity environments store canonical states (``docs/architecture.md``) and RogueNet's actions
+instead; vectorised collection goes through ``store_rollout`` (see ``entmachin.frame.rollout``).
+
+Reading ``update()`` top to bottom: :meth:`A2C.update` anneals and guards the whole update,
+:meth:`A2C._train` walks the minibatches of the stored :class:`~entmachin.frame.record.Rollout`,
+:meth:`A2C._losses` computes one minibatch's policy and value losses, :meth:`A2C._objective`
+is the policy objective (PPO overrides it with the clipped surrogate) and :meth:`A2C._step`
+steps the optimizers. What acting, storing and saving share with PPO is in ``base.py``.
 """
 from __future__ import annotations
 
-import contextlib
-import inspect
-import logging
-from collections.abc import Mapping, Sequence
-from typing import Any, Dict, List, Optional, Tuple, Union
+import math
+import warnings
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 import torch
 from torch import nn
 
-from entmachin.buffer import Buffer
-from entmachin.frame import storing
-from entmachin.frame.store_checks import check_steps
-from entmachin.frame.config import A2CConfig, check_callable, frame_kwargs_from_config, generate_config
+from entmachin.frame.base import ActorCriticFrame
+from entmachin.frame.config import A2CConfig
 from entmachin.frame.health import count_skipped_updates, non_finite_error
 from entmachin.frame.interrupts import InterruptGuard
-from entmachin.frame.safe_call import safe_call
-from entmachin.frame.summary import UpdateStats, log_update, make_writer
-from entmachin.frame.update import run_update
-from entmachin.model.input_norm import InputNorm, collecting_stats_of
+from entmachin.frame.losses import OldLogProbs, Units, old_log_probs, old_units, normalized, units_of
+from entmachin.frame.record import Rollout
+from entmachin.frame.summary import UpdateStats, log_update, write_graph
+from entmachin.frame.update import explained_variance, finite_flags, mean_of, minibatch_schedule
 
 __all__ = ["A2C"]
 
-logger = logging.getLogger(__name__)
 
-_WRAPPERS = (nn.DataParallel, nn.parallel.DistributedDataParallel)
+class Losses(NamedTuple):
+    """One minibatch's losses (None: not trained on this minibatch) and diagnostics.
 
-
-def _accepts(model: Any, parameter: str) -> bool:
-    inner = model.module if isinstance(model, _WRAPPERS) else model
-    fn = inner.forward if isinstance(inner, nn.Module) else inner
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
-    return parameter in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
-
-
-def _pair(value: Any, default: Any, where: str, kind: type) -> Tuple[Any, Any]:
-    """Machin's (actor, critic) pair of scheduler args / kwargs; None or () means defaults."""
-    if value is None or (isinstance(value, (tuple, list)) and len(value) == 0):
-        return default, default
-    if not isinstance(value, (tuple, list)) or len(value) != 2 or not all(isinstance(v, kind) for v in value):
-        raise TypeError(
-            f"{where} must be a pair (for the actor's and the critic's scheduler) of "
-            f"{'tuples' if kind is not dict else 'dicts'}, got {value!r}"
-        )
-    return value[0], value[1]
-
-
-def _make_optimizer(optimizer: Any, params: Any, lr: float) -> torch.optim.Optimizer:
-    """``optimizer(params, lr=lr)``; a ``torch.optim`` class with a fused implementation gets it.
-
-    Fused optimizers (``Adam``, ``AdamW``, ``SGD``, ``Adagrad``) update every parameter in one
-    kernel instead of several per parameter, the same arithmetic in a fraction of the time on
-    small networks. Factories (``functools.partial``, lambdas) are called exactly as given, and
-    a class that refuses ``fused=True`` for these parameters is built without it.
+    ``policy_parts`` names the terms of the policy loss (``"policy loss"``, ``"entropy"``) so a
+    non-finite step can say which one went wrong.
     """
-    if not (isinstance(optimizer, type) and issubclass(optimizer, torch.optim.Optimizer)
-            and "fused" in inspect.signature(optimizer.__init__).parameters):
-        return optimizer(params, lr=lr)
-    try:
-        return optimizer(params, lr=lr, fused=True)
-    except (RuntimeError, ValueError, TypeError):
-        return optimizer(params, lr=lr)
+
+    policy: Optional[torch.Tensor]
+    value: Optional[torch.Tensor]
+    policy_parts: Dict[str, torch.Tensor]
+    entropy: Optional[torch.Tensor]
+    approx_kl: Optional[torch.Tensor]
+    clip_fraction: Optional[torch.Tensor]
 
 
-class A2C:
+class _Step(NamedTuple):
+    """One optimizer's share of a minibatch: the loss terms it trains on and its parameters."""
+
+    optimizer: Any
+    params: List[nn.Parameter]
+    terms: Dict[str, torch.Tensor]
+    what: str
+
+
+class A2C(ActorCriticFrame):
     """Advantage actor-critic (Machin 0.4.2's ``A2C`` keywords and meanings).
 
     The actor is called as ``actor(**state, **action)`` through ``safe_call`` and returns
@@ -168,198 +151,10 @@ class A2C:
         self._setup(actor, critic, optimizer, criterion, lr_scheduler, lr_scheduler_args, lr_scheduler_kwargs,
                     replay_buffer, writer, A2CConfig(**settings))
 
-    def _setup(self, actor: Any, critic: Any, optimizer: Any, criterion: Any, lr_scheduler: Any,
-               lr_scheduler_args: Any, lr_scheduler_kwargs: Any, replay_buffer: Any, writer: Any,
-               config: A2CConfig) -> None:
-        name = type(self).__name__
-        for label, model in (("actor", actor), ("critic", critic)):
-            if not isinstance(model, nn.Module):
-                raise TypeError(f"{name}: {label} must be an nn.Module, got {type(model).__name__}")
-        check_callable(optimizer, f"{name}: optimizer", "an optimizer class such as torch.optim.Adam")
-        check_callable(criterion, f"{name}: criterion", "a loss such as nn.MSELoss()")
-        if lr_scheduler is not None:
-            check_callable(lr_scheduler, f"{name}: lr_scheduler", "a scheduler class or None")
-            if config.n_anneal_updates is not None:
-                raise ValueError(f"{name}: give lr_scheduler or n_anneal_updates, not both")
-        sched_args = _pair(lr_scheduler_args, (), f"{name}: lr_scheduler_args", (tuple, list))
-        sched_kwargs = _pair(lr_scheduler_kwargs, {}, f"{name}: lr_scheduler_kwargs", dict)
-        self.config = config
-        self.actor, self.critic, self.criterion = actor, critic, criterion
-        # Eval mode outside update() from the start, not only after the first update: acting,
-        # storing and old log-probabilities never see dropout, and a resumed run acts alike.
-        actor.eval()
-        critic.eval()
-        self._actor_params = list(actor.parameters())
-        actor_ids = {id(p) for p in self._actor_params}
-        critic_params = list(critic.parameters())
-        self.shared_parameters = any(id(p) in actor_ids for p in critic_params)
-        self._joint = getattr(critic, "shared_actor", None) is actor and callable(
-            getattr(actor, "forward_with_value", None))
-        if self.shared_parameters:
-            critic_only = [p for p in critic_params if id(p) not in actor_ids]
-            groups = [{"params": self._actor_params, "lr": config.actor_learning_rate}]
-            if critic_only:
-                groups.append({"params": critic_only, "lr": config.critic_learning_rate})
-            self._params = self._actor_params + critic_only
-            self.actor_optim = self.critic_optim = _make_optimizer(optimizer, groups, config.actor_learning_rate)
-            self._critic_params = self._params
-        else:
-            self._critic_params = critic_params
-            self.actor_optim = _make_optimizer(optimizer, self._actor_params, config.actor_learning_rate)
-            self.critic_optim = _make_optimizer(optimizer, critic_params, config.critic_learning_rate)
-        self._schedulers: List[Any] = []
-        if lr_scheduler is not None:
-            self._schedulers = [lr_scheduler(opt, *a, **k)
-                                for opt, a, k in zip(self.optimizers, sched_args, sched_kwargs)]
-        self._initial_lrs = [[g["lr"] for g in opt.param_groups] for opt in self.optimizers]
-        if replay_buffer is None:
-            replay_buffer = Buffer(config.replay_size, config.replay_device)
-        for method in ("append", "size", "clear", "sample_batch"):
-            if not callable(getattr(replay_buffer, method, None)):
-                raise TypeError(f"{name}: replay_buffer has no {method}() method; pass an entmachin Buffer")
-        self.replay_buffer = replay_buffer
-        self.writer = make_writer(writer, name)
-        self._owns_writer = self.writer is not None and self.writer is not writer  # made from a log dir
-        self._rng = np.random.default_rng(config.seed)
-        self._n_updates = 0
-        self._skipped_updates: Dict[str, int] = {}  # optimizer -> updates in a row that skipped all its steps
-        self._visualized: set = set()
-        self._actor_norms = [m for m in actor.modules() if isinstance(m, InputNorm)]
-        actor_norms = {id(m) for m in self._actor_norms}
-        self._critic_only_norms = [m for m in critic.modules() if isinstance(m, InputNorm) and id(m) not in actor_norms]
-        self.last_update: Optional[UpdateStats] = None
-
-    # -------------------------------------------------------------------- Machin surface
-
-    @property
-    def optimizers(self) -> List[torch.optim.Optimizer]:
-        """The optimizers: ``[actor_optim, critic_optim]``, or one when parameters are shared."""
-        return [self.actor_optim] if self.shared_parameters else [self.actor_optim, self.critic_optim]
-
-    @property
-    def lr_schedulers(self) -> List[Any]:
-        """The learning-rate schedulers, one per optimizer (empty without ``lr_scheduler``)."""
-        return list(self._schedulers)
-
-    @property
-    def n_updates(self) -> int:
-        """``update()`` calls so far (restored by ``load``)."""
-        return self._n_updates
-
-    def update_lr_scheduler(self) -> None:
-        """Steps every learning-rate scheduler once."""
-        for scheduler in self._schedulers:
-            scheduler.step()
-
-    def act(self, state: Mapping[str, Any], deterministic: bool = False, *, collect_stats: bool = True) -> Any:
-        """Runs the actor on ``state`` without gradients and returns its result unchanged.
-
-        Running input statistics of the actor learn from ``state`` (``collecting_stats``)
-        unless ``collect_stats=False`` (evaluation).
-
-        Raises:
-            TypeError: ``deterministic=True`` but the actor's forward has no ``deterministic``.
-        """
-        extra: Dict[str, Any] = {}
-        if deterministic:
-            if not _accepts(self.actor, "deterministic"):
-                raise TypeError(
-                    f"{type(self).__name__}.act: deterministic=True, but {type(self.actor).__name__}.forward "
-                    "takes no 'deterministic' parameter"
-                )
-            extra["deterministic"] = True
-        stats = collecting_stats_of(self._actor_norms) if collect_stats and self._actor_norms else contextlib.nullcontext()
-        with torch.no_grad(), stats:
-            return safe_call(self.actor, state, extra)
-
-    def eval_act(self, state: Mapping[str, Any], action: Mapping[str, Any]) -> Any:
-        """Scores ``action`` in ``state`` with the actor (with gradients); returns its result."""
-        return safe_call(self.actor, state, action)
-
-    def criticize(self, state: Mapping[str, Any]) -> torch.Tensor:
-        """The critic's value of ``state``, ``[B, 1]`` (the first element if it returns a tuple)."""
-        return self._value_of(safe_call(self.critic, state))
-
-    def _eval_act_and_criticize(self, state: Mapping[str, Any], action: Mapping[str, Any]) -> Tuple[Any, torch.Tensor]:
-        """``(eval_act(state, action), criticize(state))``, in one pass of a shared network
-        when the critic is a view of the actor (see the class docstring)."""
-        if not self._joint:
-            return self.eval_act(state, action), self.criticize(state)
-        result, value = safe_call(self.actor, state, action, method="forward_with_value")
-        return result, self._value_of(value)
-
-    def _value_of(self, value: Any) -> torch.Tensor:
-        if isinstance(value, (tuple, list)):
-            value = value[0]
-        if not isinstance(value, torch.Tensor):
-            raise TypeError(
-                f"{type(self).__name__}.criticize: the critic returned a {type(value).__name__}; expected "
-                "a tensor [B, 1] or a tuple whose first element is one"
-            )
-        return value
-
-    # ------------------------------------------------------------------------- storing
-
-    def store_episode(self, episode: Sequence[Any]) -> None:
-        """Stores one environment's transitions (dicts or ``Transition``s, one row each).
-
-        Each transition has ``state``, ``action``, ``next_state``, ``reward``, ``terminal`` and
-        optionally ``truncated``. The episode may be complete (last row terminal) or cut short:
-        a last row that is not terminal, and every truncated row, bootstraps from the
-        critic's value of its ``next_state``. Values come from one critic call; GAE follows
-        ARCHITECTURE.md's rules. Only ``state``, ``action``, the flags and the computed
-        ``value`` (return target) and ``gae`` (advantage) are stored; the caller's
-        transitions are not modified.
-
-        Transitions that ``update()`` could not train on are refused here, with the buffer, the
-        frame and the critic's input statistics left as they were: a state that lacks what the
-        actor needs (an entity type or the action masks of RogueNet's spaces, the width of an
-        MLP), actions that do not match the state's actors, and NaN or infinity in rewards,
-        states or the critic's values.
-
-        Raises:
-            TypeError / ValueError: malformed transitions (the message names the position, key
-                and, in a rollout, the row), or more rows than the buffer holds before ``update()``.
-        """
-        self._store(storing.read_episode(episode, f"{type(self).__name__}.store_episode"), "store_episode")
-
-    def store_rollout(self, steps: Sequence[Any]) -> None:
-        """Stores ``T`` vectorised steps, each a transition of ``B`` rows (one per environment).
-
-        ``reward``, ``terminal`` and ``truncated`` are ``[B]`` or ``[B, 1]``; the rows of step
-        ``t + 1`` continue those of step ``t`` unless terminal or truncated. Rows of the last
-        step that are not terminal bootstrap from their ``next_state``, as do truncated rows.
-        Rows are stored step-major; otherwise as :meth:`store_episode`.
-        """
-        self._store(storing.read_rollout(steps, f"{type(self).__name__}.store_rollout"), "store_rollout")
-
-    def _store(self, steps: storing.Steps, method: str) -> None:
-        name = f"{type(self).__name__}.{method}"
-        check_steps(steps, self.actor, self.critic, name)  # before anything changes
-        capacity = getattr(self.replay_buffer, "buffer_size", self.config.replay_size)
-        held = self.replay_buffer.size()
-        if held + steps.n_rows > capacity:
-            raise ValueError(
-                f"{name}: storing {steps.n_rows} rows on top of {held} would exceed "
-                f"replay_size={capacity} and overwrite on-policy data; call update() first or raise replay_size"
-            )
-        # The critic's own statistics learn from this call; a call refused after the critic ran
-        # (non-finite values, a buffer that refuses the rows) puts them back as they were.
-        saved = [{k: v.clone() for k, v in norm.state_dict().items()} for norm in self._critic_only_norms]
-        try:
-            with collecting_stats_of(self._critic_only_norms):  # the actor's statistics learn in act()
-                returns, advantages = storing.value_targets(
-                    steps, self.criticize, self.config.discount, self.config.gae_lambda, name
-                )
-            self.replay_buffer.append(storing.to_transition(steps, returns, advantages))
-        except BaseException:
-            for norm, state in zip(self._critic_only_norms, saved):
-                norm.load_state_dict(state)
-            raise
-
     # -------------------------------------------------------------------------- update
 
     def _needs_old_log_probs(self) -> bool:
+        """A2C needs the old log-probabilities only for ``target_kl`` and the logged KL."""
         return self.config.target_kl is not None or self.writer is not None
 
     def update(self, update_value: bool = True, update_policy: bool = True, concatenate_samples: bool = True,
@@ -394,6 +189,11 @@ class A2C:
         """
         if concatenate_samples is not True:
             raise ValueError(f"{type(self).__name__}.update: concatenate_samples must be True, got {concatenate_samples!r}")
+        if self.replay_buffer.size() == 0:
+            raise RuntimeError(
+                f"{type(self).__name__}.update: the replay buffer is empty; store transitions with store_episode or "
+                "store_rollout before calling update()"
+            )
         with InterruptGuard() as guard:
             lrs = [[group["lr"] for group in opt.param_groups] for opt in self.optimizers]
             committed = False
@@ -404,7 +204,7 @@ class A2C:
                         frac = max(0.0, 1.0 - self._n_updates / self.config.n_anneal_updates)
                         self._set_learning_rates([[lr * frac for lr in initial] for initial in self._initial_lrs])
                 entropy_scale = frac if self.config.anneal_entropy else 1.0
-                stats = run_update(self, update_value, update_policy, guard, entropy_scale=entropy_scale)
+                stats = self._train(Rollout.read(self.replay_buffer), update_value, update_policy, guard, entropy_scale)
                 with guard.step:  # the update counts: rows consumed and counters moved together
                     self.replay_buffer.clear()
                     self._n_updates += 1
@@ -421,62 +221,202 @@ class A2C:
             raise non_finite_error(self, stats, failing)
         return -stats.policy_loss, stats.value_loss
 
-    def _set_learning_rates(self, lrs: List[List[float]]) -> None:
-        for opt, values in zip(self.optimizers, lrs):
-            for group, lr in zip(opt.param_groups, values):
-                group["lr"] = lr
+    def _train(self, rollout: Rollout, update_value: bool, update_policy: bool, guard: InterruptGuard,
+               entropy_scale: float) -> UpdateStats:
+        """Minibatch ``i`` of shuffled epochs over ``rollout`` trains the policy while ``i <
+        actor_update_times`` and the value while ``i < critic_update_times``.
 
-    def close(self) -> None:
-        """Flushes and closes a writer the frame created from a log directory."""
-        if self.writer is not None and self._owns_writer:
-            self.writer.close()
-
-    # ---------------------------------------------------------------- saving / configs
-
-    def save(self, model_dir: str, network_map: Optional[Mapping[str, str]] = None, version: int = 0) -> None:
-        """Saves models, optimizers, schedulers, normalisation statistics and RNG states.
-
-        The version is published atomically: a process killed at any instant of a save leaves
-        the previous version or the new one, complete and loadable
-        (:mod:`entmachin.frame.checkpoint`). ``network_map`` names the actor's and critic's
-        files; the (on-policy) buffer is not saved.
+        Old log-probabilities, where needed, come first, in batched passes of the actor as it
+        is over the rows the schedule visits. Changes only parameters, optimizer states and the
+        shuffling generator; actor and critic are back in eval mode when it returns or raises.
         """
-        from entmachin.frame.checkpoint import save_frame
+        cfg = self.config
+        n_policy, n_value = cfg.actor_update_times, cfg.critic_update_times
+        schedule = minibatch_schedule(rollout.n_rows, cfg.batch_size, max(n_policy, n_value), self._rng)
+        old: Optional[OldLogProbs] = None
+        position = None
+        if n_policy and self._needs_old_log_probs():
+            visited = np.unique(np.concatenate(schedule[:n_policy]))  # [n_visited]
+            old = old_log_probs(self.eval_act, rollout.state, rollout.action, visited, cfg.batch_size,
+                                f"{type(self).__name__}.update")
+            position = np.full(rollout.n_rows, -1, dtype=np.int64)  # [N]: row -> place in `visited`
+            position[visited] = np.arange(visited.shape[0])
+        seen: Dict[str, List[torch.Tensor]] = {"policy": [], "value": [], "entropy": [], "kl": [], "clip": []}
+        stopped, ran = False, 0
+        non_finite: Dict[str, None] = {}  # an ordered set
+        tally: Dict[str, List[int]] = {}
+        try:
+            with guard.step:  # modes switch whole (Module.train recurses in Python)
+                self.actor.train()
+                self.critic.train()
+            for i, rows in enumerate(schedule):
+                index = torch.from_numpy(rows)  # [b]
+                old_mb = None if old is None or i >= n_policy else old_units(old, torch.from_numpy(position[rows]))
+                losses = self._losses(rollout.rows(index), old_mb, i < n_policy, i < n_value, entropy_scale)
+                if (cfg.target_kl is not None and losses.approx_kl is not None
+                        and float(losses.approx_kl) > cfg.target_kl):
+                    stopped = True
+                    break
+                ran += 1
+                if cfg.visualize:
+                    self._visualize(losses)
+                for key, term in (("policy", losses.policy), ("value", losses.value), ("entropy", losses.entropy),
+                                  ("kl", losses.approx_kl), ("clip", losses.clip_fraction)):
+                    if term is not None:
+                        seen[key].append(term.detach())
+                self._step(losses.policy if update_policy else None, losses.value if update_value else None,
+                           losses.policy_parts, guard, non_finite, tally)
+        finally:
+            with guard.step:
+                self.actor.eval()
+                self.critic.eval()
+        return UpdateStats(
+            mean_of(seen["policy"]), mean_of(seen["value"]), mean_of(seen["entropy"]), mean_of(seen["kl"]),
+            mean_of(seen["clip"]), explained_variance(rollout.value_target, rollout.old_value),
+            float(self.optimizers[0].param_groups[0]["lr"]), sum(c[1] for c in tally.values()), ran, stopped,
+            {what: (c[0], c[1]) for what, c in tally.items()}, tuple(non_finite),
+        )
 
-        save_frame(self, model_dir, network_map, version)
+    def _losses(self, batch: Rollout, old: Optional[torch.Tensor], policy: bool, value: bool,
+                entropy_scale: float) -> Losses:
+        """The policy loss ``-objective + entropy_weight * entropy`` (when ``policy``) and the value
+        loss ``criterion(target, value) * value_weight`` (when ``value``) of one minibatch.
 
-    def load(self, model_dir: str, network_map: Optional[Mapping[str, str]] = None, version: int = -1) -> None:
-        """Restores what :meth:`save` wrote (``version=-1``: the highest saved), torch's global RNG
-        state included.
-
-        Every file is read and checked before anything is assigned: on any error the frame is
-        left exactly as it was. Files are read with ``torch.load(weights_only=True)``.
-
-        Raises:
-            FileNotFoundError: the directory, the version or one of its files is missing.
-            CheckpointError: (a ``ValueError``) a file is not a checkpoint, is damaged, or was
-                saved by another frame class or for other models / optimizers.
+        Each actor of a row (RogueNet) or each row (dense actors) is one *unit*: it gets its
+        row's advantage, normalised over the rows that have units; rows without actors add
+        nothing. With ``value_clip``, predictions stay within it of the stored values.
         """
-        from entmachin.frame.checkpoint import load_frame
+        cfg = self.config
+        if policy and value:
+            result, predicted = self._eval_act_and_criticize(batch.state, batch.action)
+        elif policy:
+            result = self.eval_act(batch.state, batch.action)
+        else:
+            predicted = self.criticize(batch.state)  # [b, 1]
+        policy_loss = value_loss = entropy = approx_kl = clip_fraction = None
+        parts: Dict[str, torch.Tensor] = {}
+        if policy:
+            units = units_of(result, batch.n_rows, cfg.entropy_weight is not None, f"{type(self).__name__}.update")
+            advantage = batch.advantage.reshape(-1)  # [b]
+            if cfg.normalize_advantage:
+                advantage = normalized(advantage.to(units.log_prob.device), units.row)
+            objective, entropy, approx_kl, clip_fraction = self._policy_terms(units, old, advantage)
+            policy_loss = parts["policy loss"] = -objective
+            if cfg.entropy_weight is not None and entropy is not None:
+                policy_loss = policy_loss + cfg.entropy_weight * entropy_scale * entropy
+                parts["entropy"] = entropy
+        if value:
+            goal = batch.value_target.to(predicted.device, predicted.dtype)  # [b, 1]
+            if cfg.value_clip is not None:
+                before = batch.old_value.to(predicted.device, predicted.dtype)  # [b, 1]
+                predicted = before + (predicted - before).clamp(-cfg.value_clip, cfg.value_clip)  # [b, 1]
+            value_loss = self.criterion(goal, predicted.reshape(goal.shape)) * cfg.value_weight
+        return Losses(policy_loss, value_loss, parts, entropy, approx_kl, clip_fraction)
 
-        load_frame(self, model_dir, network_map, version)
+    def _policy_terms(self, units: Units, old: Optional[torch.Tensor], advantage: torch.Tensor
+                      ) -> Tuple[torch.Tensor, Optional[torch.Tensor], Optional[torch.Tensor], Optional[torch.Tensor]]:
+        """``(objective, mean entropy, approx KL, clip fraction)`` over the units of a minibatch.
 
-    @classmethod
-    def generate_config(cls, config: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
-        """Machin-style ``{"frame": ..., "frame_config": {...}}``: defaults overridden by ``config``.
+        With no unit at all the objective is a differentiable zero (and the diagnostics zero).
 
-        Raises:
-            ValueError: ``config["frame_config"]`` has a key the frame does not know (the
-                message lists the allowed keys).
+        Shape:
+            advantage: ``[B]`` row advantages; ``old``: ``[n_units]`` or None.
         """
-        return generate_config(cls.__name__, cls._config_cls, config)
+        log_prob = units.log_prob  # [n_units]
+        advantage = advantage.to(log_prob.device, log_prob.dtype)  # [B]
+        if units.row is not None:
+            advantage = advantage[units.row]  # [n_units]: each actor gets its row's advantage
+        n_units = log_prob.shape[0]
+        entropy = None if units.entropy is None or n_units == 0 else units.entropy.mean()
+        if n_units == 0:
+            zero = log_prob.sum() * 0.0
+            diagnostic = None if old is None else zero.detach()
+            return zero, entropy, diagnostic, diagnostic
+        old = None if old is None else old.to(log_prob.device)
+        objective, clip_fraction = self._objective(log_prob, old, advantage)
+        approx_kl = None
+        if old is not None:
+            with torch.no_grad():
+                log_ratio = log_prob - old  # [n_units]
+                approx_kl = (log_ratio.exp() - 1.0 - log_ratio).mean()
+        return objective, entropy, approx_kl, clip_fraction
 
-    @classmethod
-    def init_from_config(cls, config: Mapping[str, Any], model_device: Union[str, torch.device] = "cpu") -> "A2C":
-        """Builds a frame from :meth:`generate_config`'s dict; models, optimizer, criterion and
-        scheduler are import paths (bare names: ``torch.optim``, ``torch.nn``,
-        ``torch.optim.lr_scheduler``); a critic entry ``"@actor.critic"`` calls that method of
-        the built actor (shared parameters)."""
-        kwargs = frame_kwargs_from_config(cls.__name__, cls._config_cls, config, model_device)
-        return cls(kwargs.pop("actor"), kwargs.pop("critic"), kwargs.pop("optimizer"), kwargs.pop("criterion"),
-                   **kwargs)
+    def _objective(self, log_prob: torch.Tensor, old_log_prob: Optional[torch.Tensor], advantage: torch.Tensor
+                   ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """A2C's policy-gradient objective ``mean(log_prob * A)`` over units (maximised), and no
+        clip fraction.
+
+        Shape:
+            log_prob, advantage: ``[n_units]``; old_log_prob: ``[n_units]`` or None (unused).
+        """
+        return (log_prob * advantage).mean(), None
+
+    def _step(self, policy_loss: Optional[torch.Tensor], value_loss: Optional[torch.Tensor],
+              policy_parts: Dict[str, torch.Tensor], guard: InterruptGuard, non_finite: Dict[str, None],
+              tally: Dict[str, List[int]]) -> None:
+        """Steps the optimizer(s) on one minibatch's losses, counting steps in ``tally``.
+
+        One backward pass over the sum of the losses serves every optimizer: separate actor and
+        critic have disjoint parameters, so each gets exactly the gradients of its own loss. One
+        host sync then decides, per optimizer, whether its loss and gradients are finite; a step
+        that is not is skipped with a warning naming the term (its parameters and optimizer state
+        stay untouched), and the term is added to ``non_finite``. ``tally[step.what]`` counts
+        ``[attempted, skipped]`` steps per optimizer (``"actor"``, ``"critic"`` or ``"shared"``).
+        The steps of the minibatch run inside ``guard.step``: a Ctrl-C arriving meanwhile is
+        raised once all of them are done.
+        """
+        steps = self._optimizer_steps(policy_loss, value_loss)
+        if not steps:
+            return
+        for step in steps:
+            step.optimizer.zero_grad(set_to_none=True)
+        terms = [t for step in steps for t in step.terms.values()]
+        sum(terms).backward()
+        with_grad = [[p for p in step.params if p.grad is not None] for step in steps]
+        norms = [torch.nn.utils.get_total_norm([p.grad for p in ps]) if ps else None for ps in with_grad]
+        flags = iter(finite_flags(terms + [n for n in norms if n is not None]))
+        term_ok = [[next(flags) for _ in step.terms] for step in steps]
+        norm_ok = [norm is None or next(flags) for norm in norms]
+        with guard.step:  # every step of the minibatch, or none
+            for step, ok, ps, norm, grads_ok in zip(steps, term_ok, with_grad, norms, norm_ok):
+                counts = tally.setdefault(step.what, [0, 0])
+                counts[0] += 1
+                if all(ok) and grads_ok:
+                    if norm is not None and math.isfinite(self.config.gradient_max):
+                        torch.nn.utils.clip_grads_with_norm_(ps, self.config.gradient_max, norm)
+                    step.optimizer.step()
+                    continue
+                step.optimizer.zero_grad(set_to_none=True)
+                counts[1] += 1
+                names = _non_finite_terms(step, ok, policy_parts) if not all(ok) else \
+                    [f"gradients of {' + '.join(step.terms)}"]
+                non_finite.update(dict.fromkeys(names))
+                warnings.warn(
+                    f"{type(self).__name__}.update: non-finite {', '.join(names)}; skipped this {step.what} step "
+                    "(parameters and optimizer state unchanged)", RuntimeWarning, stacklevel=4,
+                )
+
+    def _optimizer_steps(self, policy_loss: Optional[torch.Tensor], value_loss: Optional[torch.Tensor]
+                         ) -> List[_Step]:
+        policy = {} if policy_loss is None else {"policy loss": policy_loss}
+        value = {} if value_loss is None else {"value loss": value_loss}
+        if self.shared_parameters:
+            return [_Step(self.actor_optim, self._params, {**policy, **value}, "shared")] if policy or value else []
+        return ([_Step(self.actor_optim, self._actor_params, policy, "actor")] if policy else []) + \
+            ([_Step(self.critic_optim, self._critic_params, value, "critic")] if value else [])
+
+    def _visualize(self, losses: Losses) -> None:
+        directory = self.config.visualize_dir or getattr(self.writer, "log_dir", "") or ""
+        for loss, graph in ((losses.policy, "actor"), (losses.value, "critic")):
+            if loss is not None and graph not in self._visualized:
+                self._visualized.add(graph)
+                write_graph(loss, graph, directory, self.writer)
+
+
+def _non_finite_terms(step: _Step, ok: List[bool], policy_parts: Dict[str, torch.Tensor]) -> List[str]:
+    """Names of the step's non-finite terms; a policy loss is traced to its surrogate or entropy."""
+    bad = [n for n, good in zip(step.terms, ok) if not good]
+    if "policy loss" in bad:  # a rare path: extra host syncs are fine
+        parts = [n for n, t in policy_parts.items() if not bool(torch.isfinite(t.detach()).all())]
+        bad = [*(parts or ["policy loss"]), *(n for n in bad if n != "policy loss")]
+    return bad

@@ -84,9 +84,7 @@ def _frame_state(frame: Any) -> Dict[str, Any]:
         "frame": type(frame).__name__,
         "optimizers": [opt.state_dict() for opt in frame.optimizers],
         "lr_schedulers": [s.state_dict() for s in frame.lr_schedulers],
-        "n_updates": frame._n_updates,
-        "skipped_updates": dict(frame._skipped_updates),
-        "shuffle_rng": frame._rng.bit_generator.state,
+        **frame.training_counters(),  # n_updates, skipped_updates, shuffle_rng
         "torch_rng": torch.get_rng_state(),
         "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else [],
     }
@@ -220,7 +218,7 @@ def _check_frame_state(path: str, state: Any, frame: Any) -> None:
                                                    for k, v in skipped.items()):
         raise CheckpointError(f"{path!r}: expected counts of skipped updates per optimizer, found {skipped!r:.100}")
     rng = state["shuffle_rng"]
-    kind = frame._rng.bit_generator.state["bit_generator"]
+    kind = frame.training_counters()["shuffle_rng"]["bit_generator"]
     if not isinstance(rng, Mapping) or rng.get("bit_generator") != kind:
         raise CheckpointError(f"{path!r}: expected the shuffling generator's {kind} state, found {rng!r:.100}")
     torch_rng, like = state["torch_rng"], torch.get_rng_state()
@@ -268,9 +266,7 @@ def _assign(frame: Any, models: Dict[str, Any], state: Dict[str, Any]) -> None:
         opt.load_state_dict(opt_state)
     for scheduler, sched_state in zip(frame.lr_schedulers, state["lr_schedulers"]):
         scheduler.load_state_dict(sched_state)
-    frame._n_updates = int(state["n_updates"])
-    frame._skipped_updates = dict(state.get("skipped_updates", {}))  # absent from checkpoints of entmachin 0.1
-    frame._rng.bit_generator.state = state["shuffle_rng"]
+    frame.set_training_counters(state)  # skipped_updates is absent from checkpoints of entmachin 0.1
     torch.set_rng_state(state["torch_rng"])
     if state["cuda_rng"] and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda_rng"])

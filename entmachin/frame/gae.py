@@ -2,7 +2,7 @@
 
 Row ``t`` of column ``b`` is one environment step: ``rewards[t, b]`` was received for it,
 ``values[t, b]`` is the critic's value of its ``state`` and ``next_values[t, b]`` the value of
-its ``next_state``. Episodes end two ways (ARCHITECTURE.md):
+its ``next_state``. Episodes end two ways (``docs/architecture.md``):
 
 * ``terminal``: the environment ended; nothing follows, so the row does not bootstrap
   (its next value counts as 0) and the recursion restarts above it;

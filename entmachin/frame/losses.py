@@ -1,24 +1,29 @@
-"""Policy terms of A2C and PPO for dense actors (one log-prob per row) and ragged ones (per actor).
+"""Log-probabilities of A2C and PPO for dense actors (one per row) and ragged ones (per actor).
 
 An actor's result is Machin's ``(action, log_prob, entropy, ...)``. Dense actors (MLPs) give
 ``log_prob`` as ``[B]`` or ``[B, 1]``; entity actors (RogueNet) give ``{action_name:
 RaggedTensor [n_actors, 1]}`` with one sequence per row. Both are flattened to *units*: rows
 for dense actors, actors for ragged ones, each with the row it belongs to. Ratios are taken
-per unit, each unit gets its row's advantage, and rows without actors contribute nothing.
+per unit, each unit gets its row's advantage, and rows without actors contribute nothing (the
+objectives themselves are the frames': ``A2C._objective`` and ``PPO._objective``).
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Dict, List, NamedTuple, Optional, Union
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Union
 
+import numpy as np
 import torch
 
 from entmachin.ragged.tensor import RaggedTensor
 
-__all__ = ["Units", "units_of", "OldLogProbs", "old_units", "normalized", "policy_terms", "PolicyTerms"]
+__all__ = ["Units", "units_of", "OldLogProbs", "old_log_probs", "old_units", "normalized"]
 
 # Per action name, one RaggedTensor over all rows (ragged actors), or a [N] tensor (dense ones).
 OldLogProbs = Union[torch.Tensor, Dict[str, RaggedTensor]]
+
+# Rows per no-grad pass when computing old log-probabilities (at least batch_size).
+_OLD_LOG_PROB_ROWS = 4096
 
 
 class Units(NamedTuple):
@@ -96,6 +101,19 @@ def units_of(result: Any, n_rows: int, need_entropy: bool, where: str) -> Units:
     return Units(flat, ent, None, None)
 
 
+def old_log_probs(eval_act: Callable[[Any, Any], Any], state: Any, action: Any, rows: np.ndarray,
+                  batch_size: int, where: str) -> OldLogProbs:
+    """Log-probabilities of the stored actions at ``rows`` (sorted int64), without gradients, in
+    passes of at least ``batch_size`` rows through ``eval_act(state, action)``."""
+    chunk = max(batch_size, _OLD_LOG_PROB_ROWS)
+    parts: List[Units] = []
+    with torch.no_grad():
+        for start in range(0, rows.shape[0], chunk):
+            index = torch.from_numpy(rows[start : start + chunk])  # [chunk]
+            parts.append(units_of(eval_act(state[index], action[index]), index.shape[0], False, where))
+    return cat_old(parts)
+
+
 def old_units(old: OldLogProbs, index: torch.Tensor) -> torch.Tensor:
     """The old log-probs of rows ``index`` flattened like :func:`units_of` flattens new ones.
 
@@ -134,47 +152,3 @@ def normalized(advantage: torch.Tensor, row: Optional[torch.Tensor]) -> torch.Te
     mean = values.mean()
     std = values.std(unbiased=False) if values.numel() > 1 else values.new_zeros(())
     return (advantage - mean) / (std + 1e-8)  # [B]
-
-
-class PolicyTerms(NamedTuple):
-    """Scalar tensors of one minibatch: the objective to maximise and diagnostics."""
-
-    surrogate: torch.Tensor
-    entropy: Optional[torch.Tensor]
-    approx_kl: Optional[torch.Tensor]
-    clip_fraction: Optional[torch.Tensor]
-
-
-def policy_terms(units: Units, old: Optional[torch.Tensor], advantage: torch.Tensor,
-                 clip: Optional[float]) -> PolicyTerms:
-    """Surrogate objective, mean entropy, approx KL and clip fraction of one minibatch.
-
-    ``clip=None`` is A2C's objective ``mean(log_prob * A)``; otherwise PPO's clipped one
-    ``mean(min(r A, clip(r, 1 - c, 1 + c) A))`` with ``r = exp(log_prob - old)``. Means run
-    over units; with no unit at all the objective is a differentiable zero.
-
-    Shape:
-        advantage: ``[B]`` row advantages; ``old``: ``[n_units]`` or None.
-    """
-    log_prob = units.log_prob
-    adv = advantage.to(log_prob.device, log_prob.dtype)  # [B]
-    if units.row is not None:
-        adv = adv[units.row]  # [n_units]: each actor gets its row's advantage
-    n_units = log_prob.shape[0]
-    entropy = None if units.entropy is None or n_units == 0 else units.entropy.mean()
-    if n_units == 0:
-        zero = log_prob.sum() * 0.0
-        return PolicyTerms(zero, entropy, None if old is None else zero.detach(), None if old is None else zero.detach())
-    approx_kl = clip_fraction = None
-    if old is not None:
-        log_ratio = log_prob - old.to(log_prob.device)  # [n_units]
-        ratio = log_ratio.exp()  # [n_units]
-        with torch.no_grad():
-            approx_kl = ((ratio - 1.0) - log_ratio).mean()
-            if clip is not None:
-                clip_fraction = ((ratio - 1.0).abs() > clip).to(log_prob.dtype).mean()
-    if clip is None:
-        surrogate = (log_prob * adv).mean()
-    else:
-        surrogate = torch.min(ratio * adv, ratio.clamp(1.0 - clip, 1.0 + clip) * adv).mean()
-    return PolicyTerms(surrogate, entropy, approx_kl, clip_fraction)

@@ -4,9 +4,9 @@
 transitions of ``B`` rows each) check and stack the caller's transitions into a ``Steps``
 record without touching them. ``value_targets`` then evaluates the critic once on every
 row's state plus the ``next_state`` of the rows that bootstrap (truncated rows, and the last
-step's rows unless terminal), and runs GAE by ARCHITECTURE.md's terminal/truncated rules.
-``to_transition`` packs the result as a multi-row ``TransitionBase``; rows are ordered
-step-major (row ``t * B + b``).
+step's rows unless terminal), and runs GAE by the terminal/truncated rules of ``docs/architecture.md``.
+``to_rollout`` packs the result as the frame's :class:`~entmachin.frame.record.Rollout`; rows
+are ordered step-major (row ``t * B + b``).
 """
 from __future__ import annotations
 
@@ -18,13 +18,16 @@ import numpy as np
 import torch
 
 from entmachin.buffer import TransitionBase
+from entmachin.frame.record import Rollout
 from entmachin.frame.gae import gae
 from entmachin.frame.rows import stack_trees, take_rows, tree_rows
 
-__all__ = ["Steps", "read_episode", "read_rollout", "value_targets", "to_transition"]
+__all__ = ["Steps", "read_episode", "read_rollout", "value_targets", "to_rollout"]
 
 _REQUIRED = ("state", "action", "next_state", "reward", "terminal")
+_ACCEPTED = (*_REQUIRED, "truncated")
 _REQUIRED_KEYS = frozenset(_REQUIRED)
+_ACCEPTED_KEYS = frozenset(_ACCEPTED)
 
 
 class Steps(NamedTuple):
@@ -60,6 +63,11 @@ def _check_transition(transition: Any, where: str) -> None:
     if missing:
         raise ValueError(
             f"{where} lacks {missing}; a transition needs {list(_REQUIRED)} (and optionally 'truncated')"
+        )
+    unknown = [k for k in transition.keys() if k not in _ACCEPTED_KEYS]
+    if unknown:
+        raise ValueError(
+            f"{where} has unknown key(s) {unknown}; a transition takes only {list(_ACCEPTED)}"
         )
 
 
@@ -119,7 +127,7 @@ def _read(steps: Sequence[Any], name: str, episode: bool) -> Steps:
     if len(steps) == 0:
         raise ValueError(f"{name}: got an empty list; store at least one transition")
     for t, transition in enumerate(steps):
-        if type(transition) is not dict or not transition.keys() >= _REQUIRED_KEYS:
+        if type(transition) is not dict or not _REQUIRED_KEYS <= transition.keys() <= _ACCEPTED_KEYS:
             _check_transition(transition, f"{name}[{t}]")
     n_envs = 1 if episode else tree_rows(steps[0]["state"], f"{name}[0]['state']")
     n_steps = len(steps)
@@ -227,18 +235,11 @@ def value_targets(
     return returns, advantages
 
 
-def to_transition(steps: Steps, returns: torch.Tensor, advantages: torch.Tensor) -> TransitionBase:
-    """One ``TransitionBase`` of ``N`` rows: ``state``, ``action``; ``reward``, ``terminal``,
-    ``truncated``, ``value`` (the return target) and ``gae`` (the advantage), each ``[N, 1]``."""
+def to_rollout(steps: Steps, returns: torch.Tensor, advantages: torch.Tensor) -> Rollout:
+    """The record of ``steps`` with the value targets and advantages of :func:`value_targets`;
+    every column ``[N, 1]``."""
     n_rows = steps.n_rows
     reward = torch.from_numpy(steps.reward.reshape(n_rows, 1).astype(np.float32))  # [N, 1]
     terminal = torch.from_numpy(steps.terminal.reshape(n_rows, 1))  # [N, 1]
     truncated = torch.from_numpy(steps.truncated.reshape(n_rows, 1))  # [N, 1]
-    return TransitionBase(
-        ("state", "action"),
-        ("reward", "terminal", "truncated", "value", "gae"),
-        (),
-        (steps.state, steps.action),
-        (reward, terminal, truncated, returns, advantages),
-        (),
-    )
+    return Rollout(steps.state, steps.action, reward, terminal, truncated, returns, advantages)

@@ -62,7 +62,7 @@ def dense_episode(rng, length=6, terminal=True):
 
 
 def reference_targets(critic, steps, discount, gae_lambda):
-    """(returns, advantages) ``[T, B]`` by a plain loop over each column, as ARCHITECTURE.md says."""
+    """(returns, advantages) ``[T, B]`` by a plain loop over each column, as docs/architecture.md says."""
     def value(tree, b):
         return float(critic(tree["state"][b : b + 1]).reshape(()))
 

@@ -1,4 +1,6 @@
 """generate_config / init_from_config: user values win, unknown keys raise, round trips."""
+import dataclasses
+import inspect
 import math
 
 import pytest
@@ -6,7 +8,7 @@ import torch
 from torch import nn
 
 from entmachin.frame.a2c import A2C
-from entmachin.frame.config import resolve
+from entmachin.frame.config import A2CConfig, PPOConfig, resolve
 from entmachin.frame.ppo import PPO
 from entmachin.model import MLPActor, MLPCritic
 
@@ -125,3 +127,15 @@ def test_resolve_accepts_objects_and_colon_paths():
     assert resolve(torch.optim.Adam, "torch.optim", "x") is torch.optim.Adam
     assert resolve("torch.optim:SGD", None, "x") is torch.optim.SGD
     assert resolve("entmachin.model.MLPActor", None, "x") is MLPActor
+
+
+@pytest.mark.parametrize(("cls", "config_cls"), [(A2C, A2CConfig), (PPO, PPOConfig)])
+def test_the_signature_and_the_config_dataclass_agree(cls, config_cls):
+    """Each setting's default is the config dataclass's, and every field is a keyword of the frame."""
+    parameters = inspect.signature(cls.__init__).parameters
+    for field in dataclasses.fields(config_cls):
+        assert field.name in parameters, f"{cls.__name__} lacks the keyword {field.name}"
+        assert parameters[field.name].kind is inspect.Parameter.KEYWORD_ONLY
+        default = parameters[field.name].default
+        assert default == field.default or (default != default and field.default != field.default), \
+            f"{cls.__name__}({field.name}=...) defaults to {default!r}, {config_cls.__name__} to {field.default!r}"

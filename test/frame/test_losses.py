@@ -1,5 +1,10 @@
-"""Policy terms: per-actor ratios against a plain loop, zero-actor rows, dense shapes, errors."""
+"""Policy terms: per-actor ratios against a plain loop, zero-actor rows, dense shapes, errors.
+
+The objectives are the frames' (``A2C._objective``, PPO's clipped ``PPO._objective``), reached
+through ``_policy_terms``, which spreads row advantages over the units first.
+"""
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -7,8 +12,18 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from entmachin.frame.losses import cat_old, normalized, old_units, policy_terms, units_of
+from entmachin.frame.a2c import A2C
+from entmachin.frame.losses import cat_old, normalized, old_units, units_of
+from entmachin.frame.ppo import PPO
 from entmachin.ragged.tensor import RaggedTensor
+from test.frame._frames import dense_frame
+
+
+def policy_terms(units, old, advantage, clip):
+    """A2C's terms (``clip=None``) or PPO's with ``surrogate_loss_clip=clip``."""
+    frame = dense_frame(A2C) if clip is None else dense_frame(PPO, surrogate_loss_clip=clip)
+    objective, entropy, approx_kl, clip_fraction = frame._policy_terms(units, old, advantage)
+    return SimpleNamespace(surrogate=objective, entropy=entropy, approx_kl=approx_kl, clip_fraction=clip_fraction)
 
 
 def ragged(values, lengths):

@@ -168,6 +168,22 @@ def test_store_episode_errors_name_the_position_and_key(mutate, error, match):
     assert frame.replay_buffer.size() == 0
 
 
+@pytest.mark.parametrize("as_transition", [False, True])
+@pytest.mark.parametrize("method", ["store_episode", "store_rollout"])
+def test_a_misspelt_key_is_refused_not_dropped(method, as_transition):
+    rng = np.random.default_rng(9)
+    frame = dense_frame()
+    episode = dense_episode(rng, 3, terminal=False)
+    episode[1]["truncted"] = True
+    if as_transition:
+        episode = [Transition(**t) for t in episode]
+    allowed = r"\['state', 'action', 'next_state', 'reward', 'terminal', 'truncated'\]"
+    with pytest.raises(ValueError, match=rf"PPO.{method}\[1\] has unknown key\(s\) \['truncted'\]; "
+                                         rf"a transition takes only {allowed}"):
+        getattr(frame, method)(episode)
+    assert frame.replay_buffer.size() == 0
+
+
 def test_store_episode_rejects_a_single_transition():
     frame = dense_frame()
     with pytest.raises(TypeError, match=r"store_episode: expected a list of transitions, got dict"):

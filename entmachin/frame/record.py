@@ -1,0 +1,73 @@
+"""The rollout record: what an on-policy frame stores and what its ``update()`` reads.
+
+``store_episode`` / ``store_rollout`` build one :class:`Rollout` per call (checked once, with
+value targets and advantages computed), append it to the frame's buffer as a transition and
+``update()`` reads the buffer back as one ``Rollout`` of every stored row, then takes
+minibatches of it with :meth:`Rollout.rows`. Fields are read by name everywhere; the buffer
+keys stay Machin-like (``value`` for the return target, ``gae`` for the advantage), so a user
+sampling the buffer directly sees the same columns as before.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, NamedTuple
+
+import torch
+
+from entmachin.buffer import TransitionBase
+
+__all__ = ["Rollout", "BUFFER_KEYS"]
+
+# Rollout field -> the buffer's attribute name.
+BUFFER_KEYS: Dict[str, str] = {
+    "state": "state", "action": "action", "reward": "reward", "terminal": "terminal", "truncated": "truncated",
+    "value_target": "value", "advantage": "gae",
+}
+
+
+class Rollout(NamedTuple):
+    """``N`` stored rows (step-major when they came from a rollout).
+
+    Attributes:
+        state: tree of ``N`` rows (a canonical entity state or Machin's ``{"state": tensor}``).
+        action: tree of ``N`` rows, as the actor's ``action`` keywords take them.
+        reward: float32 ``[N, 1]``.
+        terminal: bool ``[N, 1]``.
+        truncated: bool ``[N, 1]``.
+        value_target: float32 ``[N, 1]``, the return the critic learns (buffer key ``value``).
+        advantage: float32 ``[N, 1]``, GAE's advantage (buffer key ``gae``).
+    """
+
+    state: Any
+    action: Any
+    reward: torch.Tensor
+    terminal: torch.Tensor
+    truncated: torch.Tensor
+    value_target: torch.Tensor
+    advantage: torch.Tensor
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.advantage.shape[0])
+
+    @property
+    def old_value(self) -> torch.Tensor:
+        """The critic's values when the rows were stored, ``[N, 1]`` (target minus advantage)."""
+        return self.value_target - self.advantage
+
+    def rows(self, index: torch.Tensor) -> "Rollout":
+        """The rows ``index`` (int64 ``[b]``), every field gathered on its own device."""
+        return Rollout(*(value[index.to(value.device)] if isinstance(value, torch.Tensor) else value[index]
+                         for value in self))
+
+    def to_transition(self) -> TransitionBase:
+        """The record as one multi-row transition: ``state`` and ``action`` major, the rest sub."""
+        names = [BUFFER_KEYS[f] for f in self._fields]
+        values = tuple(self)
+        return TransitionBase(names[:2], names[2:], (), values[:2], values[2:], ())
+
+    @classmethod
+    def read(cls, buffer: Any) -> "Rollout":
+        """Every row of an on-policy ``buffer`` as one record (``sample_batch(..., "all")``)."""
+        _, values = buffer.sample_batch(buffer.size(), sample_method="all",
+                                        sample_attrs=[BUFFER_KEYS[f] for f in cls._fields])
+        return cls(*values)
