@@ -1,8 +1,13 @@
+import re
+
 from setuptools import find_packages, setup
+
+# The version is written once, in entmachin/__init__.py.
+VERSION = re.search(r'^__version__ = "([^"]+)"', open("entmachin/__init__.py", encoding="utf-8").read(), re.M).group(1)
 
 setup(
     name="entmachin",
-    version="0.1.0",
+    version=VERSION,
     description="Reinforcement learning for entity-based environments: ragged entity "
     "observations, Machin-style frames and a pure-PyTorch RogueNet.",
     long_description=open("README.md", encoding="utf-8").read(),

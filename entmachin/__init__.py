@@ -1,0 +1,53 @@
+"""entmachin: reinforcement learning over entity observations.
+
+Observations are variable-sized sets of typed entities and every value between the environment
+and the network is ragged. The package is layered, each layer importing only those below it::
+
+    run      the ``entmachin`` command: YAML runs, tensorboard, checkpoints, eval, play
+    frame    A2C and PPO frames (Machin's keywords), safe_call, GAE, save / load
+    buffer   transitions and replay buffers over ragged data      model   RogueNet, MLPs
+    env      entity-gym-compatible environments, VecEnv / VecObs, worker processes
+    ragged   ragged arrays: RaggedBuffer helpers, RaggedTensor, arrdict
+
+``docs/architecture.md`` describes the layers, the contracts between them and the path of one
+PPO iteration through the files. ``import entmachin`` loads no layer: the names below resolve
+on first use, so environment worker processes never load torch through it.
+
+Example:
+    >>> import entmachin
+    >>> envs = entmachin.EnvList(entmachin.env.examples.MineSweeper, 16, seed=0)
+    >>> net = entmachin.RogueNet(envs.obs_space(), envs.action_space())
+    >>> ppo = entmachin.PPO(net, net.critic(), torch.optim.Adam, torch.nn.MSELoss())
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any, List
+
+__version__ = "0.1.0"
+
+# Exported name -> the layer that defines it.
+_EXPORTS = {
+    "Environment": "env", "ObsSpace": "env", "Observation": "env", "VecObs": "env", "EnvList": "env",
+    "ParallelEnvList": "env", "to_state": "env",
+    "Transition": "buffer", "TransitionBase": "buffer", "Buffer": "buffer", "PrioritizedBuffer": "buffer",
+    "RogueNet": "model", "RogueNetConfig": "model", "MLPActor": "model", "MLPCritic": "model",
+    "A2C": "frame", "PPO": "frame", "RolloutCollector": "frame", "safe_call": "frame", "evaluate": "frame",
+}
+_LAYERS = ("ragged", "env", "buffer", "model", "frame", "run")
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(f"entmachin.{_EXPORTS[name]}"), name)
+        globals()[name] = value
+        return value
+    if name in _LAYERS:
+        return importlib.import_module(f"entmachin.{name}")
+    raise AttributeError(f"module 'entmachin' has no attribute {name!r}")
+
+
+def __dir__() -> List[str]:
+    return sorted({*globals(), *_EXPORTS, *_LAYERS})

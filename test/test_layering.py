@@ -22,7 +22,7 @@ ALLOWED = {
     "frame": {"ragged", "env", "buffer", "model", "frame"},
     "run": LAYERS,
     "__main__": LAYERS,  # `python -m entmachin` is the command line
-    "__init__": set(),  # `import entmachin` loads no layer
+    "__init__": set(),  # `import entmachin` loads no layer: its exports resolve on first use
 }
 # (layer, module-path prefix inside entmachin) -> third-party packages it must not import
 FORBIDDEN_PACKAGES = {"env": {"torch"}, "ragged/arrays.py": {"torch"}, "ragged/arrdict.py": {"torch"}}

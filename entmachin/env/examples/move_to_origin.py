@@ -2,8 +2,10 @@
 
 Game: a spaceship starts at rest at a uniformly random point of the unit circle. Each step
 the horizontal and the vertical thruster each change the velocity by one of five amounts, then
-the ship moves by its velocity. Episodes last ``N_STEPS`` (32) steps and end by that time limit
-(``truncated=True``).
+the ship moves by its velocity. The game lasts ``N_STEPS`` (32) steps: that end is part of the
+game, which observes the step count, so it is terminal (``truncated=False``), as in entity-gym.
+Bootstrapping there instead credits the last step with the critic's value of a state with no
+future, which grows with the distance left, and PPO learns to stop short.
 
 Observed: one ``Spaceship`` entity with ``x_pos``, ``y_pos``, ``x_velocity``, ``y_velocity``
 and ``step`` (steps taken so far).
@@ -100,5 +102,5 @@ class MoveToOrigin(Environment):
             actions={name: CategoricalActionMask(actor_ids=[SPACESHIP_ID]) for name in THRUST},
             reward=reward,
             done=done,
-            truncated=done,
+            truncated=False,
         )
