@@ -1,4 +1,4 @@
-"""PPO training speed on MineSweeper: env steps/s of collect + update, with a per-phase breakdown.
+"""PPO training speed on MineSweeper: the frame against the same PPO written by hand, per phase.
 
 Workload (as in the frame issue): 128 MineSweeper environments (``EnvList``) x 16 steps per
 rollout, the default RogueNet (actor and ``net.critic()`` sharing the trunk), batch 1024 and
@@ -13,6 +13,11 @@ callables ``RolloutCollector`` uses, on the instances only:
 * update: ``PPO.update()``;
 * other: the rest of ``collect`` (final observations, episode bookkeeping).
 
+The second side is the same PPO as one hand-written loop with no frame (``_plain_ppo.py``):
+same environments, ``to_state`` and ``RogueNet.forward``, same mathematics, its phases timed
+inline. The sides alternate (``--rounds`` runs each, median); the ratio is entmachin's
+environment steps/s over the plain loop's, and the table shows where the difference goes.
+
 ::
 
     python benchmarks/bench_frame_minesweeper.py
@@ -21,10 +26,12 @@ entity-gym's own trainer is compared with these figures outside the project.
 """
 
 import argparse
+import os
+import statistics
 import sys
 import time
 from collections import defaultdict
-from typing import Dict
+from typing import Dict, List
 
 import torch
 from _phases import time_collection
@@ -33,17 +40,8 @@ from torch import nn
 PHASES = ("env step", "acting", "state conversion", "storing", "update", "other")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--n-envs", type=int, default=128, help="environments")
-    parser.add_argument("--n-steps", type=int, default=16, help="steps per rollout")
-    parser.add_argument("--batch-size", type=int, default=1024, help="minibatch rows")
-    parser.add_argument("--epochs", type=int, default=3, help="passes over each rollout")
-    parser.add_argument("--iterations", type=int, default=10, help="timed collect + update iterations")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads")
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-
+def entmachin_side(args: argparse.Namespace, spent: Dict[str, float]) -> float:
+    """Environment steps/s of the PPO frame's collect + update; phases into ``spent``."""
     from entmachin.env import EnvList
     from entmachin.env.examples import MineSweeper
     from entmachin.frame import PPO, RolloutCollector
@@ -58,13 +56,11 @@ def main() -> None:
               actor_update_times=n_minibatches, critic_update_times=n_minibatches, entropy_weight=-0.01,
               gae_lambda=0.95, gradient_max=0.5, seed=0)
     collector = RolloutCollector(ppo, envs, n_steps=args.n_steps)
-
-    spent: Dict[str, float] = defaultdict(float)
-    update = time_collection(collector, spent, "state conversion")
-
+    timing: Dict[str, float] = defaultdict(float)
+    update = time_collection(collector, timing, "state conversion")
     collector.collect()  # warm-up (first reset, allocations)
     update()
-    spent.clear()
+    timing.clear()
     collect_s = 0.0
     start = time.perf_counter()
     for _ in range(args.iterations):
@@ -73,19 +69,63 @@ def main() -> None:
         collect_s += time.perf_counter() - begin
         update()
     total = time.perf_counter() - start
-    timed_in_collect = sum(spent[p] for p in PHASES if p != "update")
-    spent["other"] = collect_s - timed_in_collect
+    timing["other"] = collect_s - sum(timing[p] for p in PHASES if p not in ("update", "other"))
+    for phase, seconds in timing.items():
+        spent[phase] += seconds
+    return args.iterations * rows / total
 
-    steps = args.iterations * rows
-    print(f"PPO on MineSweeper: {args.n_envs} envs x {args.n_steps} steps, default RogueNet, batch "
-          f"{args.batch_size}, {args.epochs} epochs ({n_minibatches} minibatches), {args.iterations} iterations, "
-          f"torch threads {args.threads}")
-    print(f"env steps/s (collect + update): {steps / total:,.0f}   ({steps} steps in {total:.2f} s)")
-    print(f"env steps/s (collect only):     {steps / collect_s:,.0f}")
-    print(f"{'phase':<18} {'s':>8} {'share':>7} {'ms/iteration':>13}")
+
+def plain_side(args: argparse.Namespace, spent: Dict[str, float]) -> float:
+    """Environment steps/s of the hand-written loop (``_plain_ppo.py``); phases into ``spent``."""
+    from _plain_ppo import PlainPPO
+
+    loop = PlainPPO(args.n_envs, args.n_steps, args.batch_size, args.epochs, seed=0)
+    loop.iteration(defaultdict(float))  # warm-up
+    timing: Dict[str, float] = defaultdict(float)
+    start = time.perf_counter()
+    for _ in range(args.iterations):
+        loop.iteration(timing)
+    total = time.perf_counter() - start
+    timing["other"] = total - sum(timing.values())
+    for phase, seconds in timing.items():
+        spent[phase] += seconds
+    return args.iterations * args.n_envs * args.n_steps / total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n-envs", type=int, default=128, help="environments")
+    parser.add_argument("--n-steps", type=int, default=16, help="steps per rollout")
+    parser.add_argument("--batch-size", type=int, default=1024, help="minibatch rows")
+    parser.add_argument("--epochs", type=int, default=3, help="passes over each rollout")
+    parser.add_argument("--iterations", type=int, default=4, help="timed collect + update iterations per run")
+    parser.add_argument("--rounds", type=int, default=5, help="runs of each side, alternating")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+
+    sides = {"entmachin PPO": entmachin_side, "plain loop": plain_side}
+    rates: Dict[str, List[float]] = {name: [] for name in sides}
+    spent: Dict[str, Dict[str, float]] = {name: defaultdict(float) for name in sides}
+    for _ in range(args.rounds):
+        for name, side in sides.items():
+            rates[name].append(side(args, spent[name]))
+    rows = args.n_envs * args.n_steps
+    n_minibatches = args.epochs * -(-rows // args.batch_size)
+    print(f"PPO on MineSweeper: {args.n_envs} envs x {args.n_steps} steps (EnvList, processes: 0), default "
+          f"RogueNet, batch {args.batch_size}, {args.epochs} epochs ({n_minibatches} minibatches); {args.rounds} "
+          f"alternating runs of {args.iterations} iterations per side; torch threads {args.threads}; "
+          f"load average {os.getloadavg()[0]:.2f}")
+    for name in sides:
+        runs = ", ".join(f"{r:,.0f}" for r in rates[name])
+        print(f"{name:<14} env steps/s: median {statistics.median(rates[name]):,.0f}   (runs: {runs})")
+    ratio = statistics.median(rates["entmachin PPO"]) / statistics.median(rates["plain loop"])
+    print(f"entmachin / plain loop: {ratio:.1%}")
+    n_iterations = args.rounds * args.iterations
+    print(f"{'phase (ms/iteration)':<22}" + "".join(f"{name:>16}" for name in sides) + f"{'difference':>12}")
     for phase in PHASES:
-        seconds = spent[phase]
-        print(f"{phase:<18} {seconds:>8.3f} {seconds / total:>6.1%} {1e3 * seconds / args.iterations:>13.1f}")
+        ms = [1e3 * spent[name][phase] / n_iterations for name in sides]
+        print(f"{phase:<22}" + "".join(f"{v:>16.1f}" for v in ms) + f"{ms[0] - ms[1]:>+12.1f}")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ TINY = {
     "bench_env_list.py": (["--num-envs", "4", "--steps", "5", "--repeats", "1"], "batching"),
     "bench_frame_machin.py": (["--episodes", "2", "--length", "20", "--repeats", "1"], "machin"),
     "bench_frame_minesweeper.py": (["--n-envs", "8", "--n-steps", "4", "--batch-size", "16", "--epochs", "1",
-                                    "--iterations", "1"], "update"),
+                                    "--iterations", "1", "--rounds", "1"], "entmachin / plain loop"),
     "bench_learning.py": (["--env", "Count", "--frame", "PPO", "--seeds", "0", "--budget-scale", "0.05", "--results",
                            os.path.join(tempfile.mkdtemp(prefix="entmachin-bench-"), "learning.jsonl")],
                           "| Count | PPO | 102 |"),
