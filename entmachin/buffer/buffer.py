@@ -114,6 +114,27 @@ class Buffer:
             return
         self._write(self._extract(transition, "append"))
 
+    def append_trusted(self, data: Mapping[str, object], major_attr: Sequence[str]) -> None:
+        """Appends rows whose values their caller has already checked (the trusted path).
+
+        For code that validated the rows itself, as a frame's ``store_episode`` /
+        ``store_rollout`` do. ``data`` maps attribute names to values (``major_attr`` name the
+        dicts of values, every other attribute is a sub attribute); they are placed by the
+        schema exactly as :meth:`append` places them, and what does not fit the schema still
+        raises with nothing written, but no ``TransitionBase`` is built (it would copy every
+        value) and nothing is scanned for NaN or ±inf. The values are copied into the buffer's
+        columns before this returns. Users appending their own data call :meth:`append`.
+
+        Raises:
+            ValueError, TypeError: the values do not fit the schema or the buffer's size.
+        """
+        if self._schema is None:  # the first append fixes the schema, with every check
+            sub_attr = [attr for attr in data if attr not in major_attr]
+            self.append(TransitionBase(major_attr, sub_attr, (), [data[a] for a in major_attr],
+                                       [data[a] for a in sub_attr], ()))
+            return
+        self._write(check_transition(data, self._schema, "append_trusted", self.buffer_size, True))
+
     def store_episode(self, episode: Sequence[TransitionLike], required_attrs: Sequence[str] = ()) -> None:
         """Appends transitions in order; if any fails its check, none is stored.
 

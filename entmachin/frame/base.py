@@ -22,6 +22,7 @@ from torch import nn
 from entmachin.buffer import Buffer
 from entmachin.frame import storing
 from entmachin.frame.config import A2CConfig, check_callable, frame_kwargs_from_config, generate_config
+from entmachin.frame.record import MAJOR_ATTRS
 from entmachin.frame.safe_call import safe_call
 from entmachin.frame.store_checks import check_steps
 from entmachin.frame.summary import UpdateStats, make_writer
@@ -263,7 +264,12 @@ class ActorCriticFrame:
                 returns, advantages = storing.value_targets(
                     steps, self.criticize, self.config.discount, self.config.gae_lambda, name
                 )
-            self.replay_buffer.append(storing.to_rollout(steps, returns, advantages).to_transition())
+            rollout = storing.to_rollout(steps, returns, advantages)
+            trusted = getattr(self.replay_buffer, "append_trusted", None)
+            if trusted is not None:  # checked above and in store_checks: the buffer need not check again
+                trusted(rollout.buffer_data(), MAJOR_ATTRS)
+            else:
+                self.replay_buffer.append(rollout.to_transition())
         except BaseException:
             for norm, state in zip(self._critic_only_norms, saved):
                 norm.load_state_dict(state)

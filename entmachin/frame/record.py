@@ -15,13 +15,14 @@ import torch
 
 from entmachin.buffer import TransitionBase
 
-__all__ = ["Rollout", "BUFFER_KEYS"]
+__all__ = ["Rollout", "BUFFER_KEYS", "MAJOR_ATTRS"]
 
 # Rollout field -> the buffer's attribute name.
 BUFFER_KEYS: Dict[str, str] = {
     "state": "state", "action": "action", "reward": "reward", "terminal": "terminal", "truncated": "truncated",
     "value_target": "value", "advantage": "gae",
 }
+MAJOR_ATTRS = ("state", "action")  # the buffer's dicts of values; the other fields are columns
 
 
 class Rollout(NamedTuple):
@@ -59,11 +60,15 @@ class Rollout(NamedTuple):
         return Rollout(*(value[index.to(value.device)] if isinstance(value, torch.Tensor) else value[index]
                          for value in self))
 
+    def buffer_data(self) -> Dict[str, Any]:
+        """The fields under the buffer's attribute names (``Buffer.append_trusted``'s input)."""
+        return {BUFFER_KEYS[f]: value for f, value in zip(self._fields, self)}
+
     def to_transition(self) -> TransitionBase:
         """The record as one multi-row transition: ``state`` and ``action`` major, the rest sub."""
-        names = [BUFFER_KEYS[f] for f in self._fields]
-        values = tuple(self)
-        return TransitionBase(names[:2], names[2:], (), values[:2], values[2:], ())
+        data = self.buffer_data()
+        sub = [name for name in data if name not in MAJOR_ATTRS]
+        return TransitionBase(MAJOR_ATTRS, sub, (), [data[a] for a in MAJOR_ATTRS], [data[a] for a in sub], ())
 
     @classmethod
     def read(cls, buffer: Any) -> "Rollout":

@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from entmachin.buffer import Transition
+from entmachin.buffer import Buffer, Transition, TransitionBase
 from entmachin.env import to_vec_actions
 from entmachin.frame.a2c import A2C
 from entmachin.frame.ppo import PPO
@@ -239,3 +239,42 @@ def test_both_frames_store_and_update(cls):
     objective, value_loss = frame.update()
     assert np.isfinite(objective) and np.isfinite(value_loss)
     assert frame.replay_buffer.size() == 0
+
+
+def test_frames_append_through_the_trusted_path_after_the_first_store(monkeypatch):
+    """Rows checked by store_* are not checked and copied again by the buffer."""
+    rng = np.random.default_rng(11)
+    frame = dense_frame()
+    frame.store_episode(dense_episode(rng, 3))
+    built = []
+    original = TransitionBase.__init__
+    monkeypatch.setattr(TransitionBase, "__init__", lambda self, *a: (built.append(1), original(self, *a))[1])
+    frame.store_episode(dense_episode(rng, 4))
+    assert built == [] and frame.replay_buffer.size() == 7
+
+
+def test_a_buffer_without_the_trusted_path_gets_transitions():
+    class Plain:
+        """A user's buffer with only Machin's methods."""
+
+        def __init__(self):
+            self.inner = Buffer(100)
+
+        def append(self, transition):
+            assert isinstance(transition, TransitionBase)
+            self.inner.append(transition)
+
+        def size(self):
+            return self.inner.size()
+
+        def clear(self):
+            self.inner.clear()
+
+        def sample_batch(self, *args, **kwargs):
+            return self.inner.sample_batch(*args, **kwargs)
+
+    rng = np.random.default_rng(12)
+    frame = dense_frame(replay_buffer=Plain())
+    frame.store_episode(dense_episode(rng, 5))
+    frame.update()
+    assert frame.n_updates == 1 and frame.replay_buffer.size() == 0
