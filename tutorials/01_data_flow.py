@@ -44,9 +44,8 @@ from entmachin.buffer import Buffer, PrioritizedBuffer, Transition, TransitionBa
 from entmachin.env import EnvList, VecObs, random_actions, to_state, to_vec_actions
 from entmachin.env.examples import MineSweeper
 from entmachin.frame import PPO, model_devices, safe_call
-from entmachin.frame.rows import stack_trees, take_rows
 from entmachin.model import RogueNet, RogueNetConfig
-from entmachin.ragged import RaggedTensor, arrdict
+from entmachin.ragged import RaggedTensor, arrdict, trees
 
 NUM_ENVS = 3
 
@@ -103,7 +102,7 @@ def reached_state(obs: VecObs, space: dict) -> dict:
     final = to_state(obs.final_obs, space)
     rows = np.arange(len(obs))  # [B]: row i of `after`, or of `final` (numbered from B) where it ended
     rows[obs.final_index] = len(obs) + np.arange(len(obs.final_index))
-    return take_rows(stack_trees([after, final], lambda i: ("obs", "obs.final_obs")[i]), rows)
+    return trees.take(trees.stack([after, final], lambda i: ("obs", "obs.final_obs")[i]), rows)
 
 
 def play_episode(ppo: PPO, env: EnvList, max_steps: int = 20) -> List[dict]:
