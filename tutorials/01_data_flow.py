@@ -45,7 +45,7 @@ from entmachin.env import EnvList, VecObs, random_actions, to_state, to_vec_acti
 from entmachin.env.examples import MineSweeper
 from entmachin.frame import PPO, model_devices, safe_call
 from entmachin.model import RogueNet, RogueNetConfig
-from entmachin.ragged import RaggedTensor, arrdict, trees
+from entmachin.ragged import arrdict, to_ragged_tensor, trees
 
 NUM_ENVS = 3
 
@@ -69,7 +69,7 @@ def section(title: str) -> None:
 
 def show_ragged(name: str, value: Any) -> None:
     """Prints a ragged value's sequences: a ``RaggedBuffer*`` or a ``RaggedTensor``."""
-    rt = value if isinstance(value, RaggedTensor) else RaggedTensor.from_ragged_buffer(value)
+    rt = to_ragged_tensor(value)
     print(f"{name}: {len(rt)} sequences, {rt.n_items} items of shape {rt.trailing_shape}, {rt.dtype}")
     print(f"    lengths     {rt.lengths.tolist()}")
     print(f"    offsets     {rt.offsets.tolist()}")

@@ -33,7 +33,8 @@ import numpy as np
 import torch
 
 from entmachin.buffer.values import find_tensor, is_dense, is_ragged_value, is_scalar, own_custom, own_major, own_value
-from entmachin.ragged import RaggedTensor, is_ragged_buffer, trees
+from entmachin.ragged import is_ragged_buffer, trees
+from entmachin.ragged.tensor import to_ragged_tensor
 from entmachin.ragged.trees import describe, format_path
 
 __all__ = ["TransitionBase", "Transition", "as_transition", "check_terminal"]
@@ -254,7 +255,7 @@ class TransitionBase:
             if isinstance(value, np.ndarray):
                 return torch.from_numpy(value).to(device)
             if is_ragged_buffer(value):
-                return RaggedTensor.from_ragged_buffer(value, device)
+                return to_ragged_tensor(value, device, f"{type(self).__name__}.to")
             return value.to(device)
 
         for attr in self._major_attr:
