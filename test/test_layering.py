@@ -25,7 +25,9 @@ ALLOWED = {
     "__init__": set(),  # `import entmachin` loads no layer: its exports resolve on first use
 }
 # (layer, module-path prefix inside entmachin) -> third-party packages it must not import
-FORBIDDEN_PACKAGES = {"env": {"torch"}, "ragged/arrays.py": {"torch"}, "ragged/arrdict.py": {"torch"}}
+FORBIDDEN_PACKAGES = {
+    "env": {"torch"}, "ragged/arrays.py": {"torch"}, "ragged/arrdict.py": {"torch"}, "ragged/trees.py": {"torch"},
+}
 
 
 def _layer(path: pathlib.Path) -> str:

@@ -44,9 +44,8 @@ from entmachin.buffer import Buffer, PrioritizedBuffer, Transition, TransitionBa
 from entmachin.env import EnvList, VecObs, random_actions, to_state, to_vec_actions
 from entmachin.env.examples import MineSweeper
 from entmachin.frame import PPO, model_devices, safe_call
-from entmachin.frame.rows import stack_trees, take_rows
 from entmachin.model import RogueNet, RogueNetConfig
-from entmachin.ragged import RaggedTensor, arrdict
+from entmachin.ragged import arrdict, to_ragged_tensor, trees
 
 NUM_ENVS = 3
 
@@ -70,7 +69,7 @@ def section(title: str) -> None:
 
 def show_ragged(name: str, value: Any) -> None:
     """Prints a ragged value's sequences: a ``RaggedBuffer*`` or a ``RaggedTensor``."""
-    rt = value if isinstance(value, RaggedTensor) else RaggedTensor.from_ragged_buffer(value)
+    rt = to_ragged_tensor(value)
     print(f"{name}: {len(rt)} sequences, {rt.n_items} items of shape {rt.trailing_shape}, {rt.dtype}")
     print(f"    lengths     {rt.lengths.tolist()}")
     print(f"    offsets     {rt.offsets.tolist()}")
@@ -103,7 +102,7 @@ def reached_state(obs: VecObs, space: dict) -> dict:
     final = to_state(obs.final_obs, space)
     rows = np.arange(len(obs))  # [B]: row i of `after`, or of `final` (numbered from B) where it ended
     rows[obs.final_index] = len(obs) + np.arange(len(obs.final_index))
-    return take_rows(stack_trees([after, final], lambda i: ("obs", "obs.final_obs")[i]), rows)
+    return trees.take(trees.stack([after, final], lambda i: ("obs", "obs.final_obs")[i]), rows)
 
 
 def play_episode(ppo: PPO, env: EnvList, max_steps: int = 20) -> List[dict]:

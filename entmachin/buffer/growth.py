@@ -17,7 +17,8 @@ from typing import Any, Dict, List, Set, Tuple
 
 from entmachin.buffer.leaf import LeafSpec
 from entmachin.buffer.schema import Schema, dict_nodes, get_node
-from entmachin.buffer.values import describe, is_ragged_value, numpy_dtype_of, value_spec, where_in
+from entmachin.buffer.values import is_ragged_value, numpy_dtype_of, value_spec
+from entmachin.ragged.trees import describe, format_path
 
 __all__ = ["grow_schema", "ragged_subtrees"]
 
@@ -67,7 +68,7 @@ def grow_schema(schema: Schema, data: Mapping[str, Any], where: str) -> Schema:
         extra = [key for key in node if key not in keys]
         if not extra:
             continue
-        name = where_in(attr, path)
+        name = format_path(attr, path)
         if (attr, path) not in growable:
             raise ValueError(
                 f"{where}: {name} has keys {sorted(map(str, extra))} that the buffer's schema (fixed by its "
@@ -86,7 +87,7 @@ def grow_schema(schema: Schema, data: Mapping[str, Any], where: str) -> Schema:
 def _add(attr: str, path: Tuple[str, ...], value: Any, leaves: List[LeafSpec], where: str) -> Any:
     """Appends the leaves of a new key's value; returns its template (leaf index or dict)."""
     if not isinstance(path[-1], str):
-        raise TypeError(f"{where}: {where_in(attr, path[:-1])} has a key {path[-1]!r}; keys must be str")
+        raise TypeError(f"{where}: {format_path(attr, path[:-1])} has a key {path[-1]!r}; keys must be str")
     if is_ragged_value(value):
         kind, dtype, shape = value_spec(value)
         leaves.append(LeafSpec(attr, path, kind, dtype, shape, numpy_dtype_of(dtype)))
@@ -94,7 +95,7 @@ def _add(attr: str, path: Tuple[str, ...], value: Any, leaves: List[LeafSpec], w
     if isinstance(value, Mapping):
         return {key: _add(attr, path + (key,), item, leaves, where) for key, item in value.items()}
     raise ValueError(
-        f"{where}: {where_in(attr, path)} is a new key holding a {describe(value)}; a key that first "
+        f"{where}: {format_path(attr, path)} is a new key holding a {describe(value)}; a key that first "
         "appears after the buffer's first append must hold ragged values (RaggedBuffer*, RaggedTensor) "
         "or dicts of them, whose earlier rows then read as zero-length sequences"
     )

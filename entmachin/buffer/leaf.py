@@ -10,8 +10,9 @@ from typing import Any, NamedTuple, Optional, Tuple
 import numpy as np
 import torch
 
-from entmachin.buffer.values import describe, find_tensor, own_custom
+from entmachin.buffer.values import find_tensor, own_custom
 from entmachin.ragged import RaggedTensor, is_ragged_buffer
+from entmachin.ragged.trees import describe
 
 __all__ = ["LeafSpec", "dense_array", "scalar_ok", "scalar_column_array", "ragged_arrays", "owned_custom"]
 

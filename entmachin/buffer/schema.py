@@ -15,7 +15,9 @@ import numpy as np
 
 from entmachin.buffer.leaf import LeafSpec, dense_array, owned_custom, ragged_arrays, scalar_column_array, scalar_ok
 from entmachin.buffer.transition import TransitionBase
-from entmachin.buffer.values import describe, leaf_paths, numpy_dtype_of, value_spec
+from entmachin.buffer.values import numpy_dtype_of, value_spec
+from entmachin.ragged import trees
+from entmachin.ragged.trees import describe
 
 __all__ = ["LeafSpec", "NewKeysError", "Schema"]
 
@@ -61,7 +63,7 @@ class Schema:
             tree = transition[attr]
             nodes.extend(dict_nodes(attr, tree, ()))
             templates[attr] = _template(tree, len(leaves))
-            for path, leaf in leaf_paths(tree):
+            for path, leaf in trees.leaves(tree):
                 kind, dtype, shape = value_spec(leaf)
                 leaves.append(LeafSpec(attr, path, kind, dtype, shape, numpy_dtype_of(dtype)))
         for attr in transition.sub_attr:
@@ -196,12 +198,12 @@ def dict_nodes(attr: str, tree: Mapping[str, Any], path: Tuple[str, ...]) -> Ite
 
 
 def _template(tree: Mapping[str, Any], first: int) -> Dict[str, Any]:
-    """The tree with leaves numbered from ``first`` in ``leaf_paths`` order."""
+    """The tree with leaves numbered from ``first`` in ``trees.leaves`` order."""
     out: Dict[str, Any] = {}
     for key, value in tree.items():
         if isinstance(value, Mapping):
             out[key] = _template(value, first)
-            first += len(list(leaf_paths(value)))
+            first += len(list(trees.leaves(value)))
         else:
             out[key] = first
             first += 1

@@ -32,20 +32,10 @@ from typing import Any, Dict, Iterable, Iterator, List, Tuple, Union
 import numpy as np
 import torch
 
-from entmachin.buffer.values import (
-    describe,
-    find_tensor,
-    is_dense,
-    is_ragged_value,
-    is_scalar,
-    leaf_paths,
-    n_rows_of,
-    own_custom,
-    own_major,
-    own_value,
-    where_in,
-)
-from entmachin.ragged import RaggedTensor, is_ragged_buffer
+from entmachin.buffer.values import find_tensor, is_dense, is_ragged_value, is_scalar, own_custom, own_major, own_value
+from entmachin.ragged import is_ragged_buffer, trees
+from entmachin.ragged.tensor import to_ragged_tensor
+from entmachin.ragged.trees import describe, format_path
 
 __all__ = ["TransitionBase", "Transition", "as_transition", "check_terminal"]
 
@@ -146,18 +136,19 @@ class TransitionBase:
         """Returns the common number of rows of all values, raising where they disagree."""
         n_rows, first = None, None
         for attr in self._major_attr:
-            for path, leaf in leaf_paths(data[attr]):
-                rows = n_rows_of(leaf)
+            for path, leaf in trees.leaves(data[attr]):
+                where = format_path(attr, path)
+                rows = trees.n_rows(leaf, f"major attribute {where}")
                 if n_rows is None:
-                    n_rows, first = rows, where_in(attr, path)
+                    n_rows, first = rows, where
                 elif rows != n_rows:
                     raise ValueError(
-                        f"major attribute {where_in(attr, path)} holds {rows} rows, but {first} holds "
+                        f"major attribute {where} holds {rows} rows, but {first} holds "
                         f"{n_rows}; every value of a transition needs the same number of rows"
                     )
         for attr in self._sub_attr:
             value = data[attr]
-            rows = 1 if is_scalar(value) else n_rows_of(value)
+            rows = 1 if is_scalar(value) else trees.n_rows(value, f"sub attribute {attr!r}")
             if n_rows is None:
                 n_rows, first = rows, attr
             elif rows != n_rows:
@@ -264,7 +255,7 @@ class TransitionBase:
             if isinstance(value, np.ndarray):
                 return torch.from_numpy(value).to(device)
             if is_ragged_buffer(value):
-                return RaggedTensor.from_ragged_buffer(value, device)
+                return to_ragged_tensor(value, device, f"{type(self).__name__}.to")
             return value.to(device)
 
         for attr in self._major_attr:

@@ -8,13 +8,14 @@ values may be anything that holds no tensor and no ragged value.
 
 import copy
 from collections.abc import Mapping
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 import torch
 
-from entmachin.ragged import RaggedTensor, arrdict, is_ragged_buffer, n_features, n_sequences, ragged_dtype
+from entmachin.ragged import RaggedTensor, arrdict, is_ragged_buffer, n_features, ragged_dtype
 from entmachin.ragged import ragged_from_arrays, ragged_to_arrays
+from entmachin.ragged.trees import describe, format_path
 
 # Values that cannot change after creation are stored by reference; everything else is copied.
 _IMMUTABLE = (type(None), bool, int, float, complex, str, bytes, np.generic)
@@ -61,29 +62,6 @@ def scalar_dtype(value: Any) -> torch.dtype:
     if isinstance(value, (int, np.integer)):
         return torch.int64
     return torch.float32
-
-
-def n_rows_of(value: Any) -> int:
-    """Rows held by a dense or ragged value (its leading dim, or its number of sequences)."""
-    if isinstance(value, RaggedTensor):
-        return len(value)
-    if is_ragged_buffer(value):
-        return n_sequences(value)
-    return int(value.shape[0])
-
-
-def describe(value: Any) -> str:
-    """A short description of a value for error messages: type, shape and dtype."""
-    if isinstance(value, RaggedTensor):
-        return f"RaggedTensor of {len(value)} sequences of {value.trailing_shape} {value.dtype}"
-    if is_ragged_buffer(value):
-        return (
-            f"{type(value).__name__} of {n_sequences(value)} sequences of "
-            f"{n_features(value)} features"
-        )
-    if isinstance(value, (torch.Tensor, np.ndarray)):
-        return f"{type(value).__name__} of shape {tuple(value.shape)} and dtype {value.dtype}"
-    return f"{type(value).__name__} {value!r}"[:120]
 
 
 def value_spec(value: Any) -> Tuple[str, torch.dtype, Tuple[int, ...]]:
@@ -157,38 +135,24 @@ def own_custom(value: Any) -> Any:
     return copy.deepcopy(value)
 
 
-def leaf_paths(tree: Mapping[str, Any], prefix: Tuple[str, ...] = ()) -> Iterator[Tuple[Tuple[str, ...], Any]]:
-    """Yields ``(path, leaf)`` for every leaf of a nested dict, depth first in key order."""
-    for key, value in tree.items():
-        if isinstance(value, Mapping):
-            yield from leaf_paths(value, prefix + (key,))
-        else:
-            yield prefix + (key,), value
-
-
-def where_in(attr: str, path: Tuple[str, ...]) -> str:
-    """``attr['key']['sub']``: where a leaf lives, for messages."""
-    return attr + "".join(f"[{key!r}]" for key in path)
-
-
 def own_major(attr: str, tree: Any, path: Tuple[str, ...] = ()) -> arrdict:
     """Checks a major attribute's tree (dicts of dense or ragged leaves) and returns an owned copy."""
     if not isinstance(tree, Mapping):
         raise TypeError(
-            f"major attribute {where_in(attr, path)}: expected a dict of tensors, arrays or ragged "
+            f"major attribute {format_path(attr, path)}: expected a dict of tensors, arrays or ragged "
             f"values, got {describe(tree)}"
         )
     out = arrdict()
     for key, value in tree.items():
         if not isinstance(key, str):
-            raise TypeError(f"major attribute {where_in(attr, path)}: keys must be str, got {key!r}")
+            raise TypeError(f"major attribute {format_path(attr, path)}: keys must be str, got {key!r}")
         if isinstance(value, Mapping):
             out[key] = own_major(attr, value, path + (key,))
         elif is_dense(value) or is_ragged_value(value):
             out[key] = own_value(value)
         else:
             raise TypeError(
-                f"major attribute {where_in(attr, path + (key,))}: expected a tensor or array with a "
+                f"major attribute {format_path(attr, path + (key,))}: expected a tensor or array with a "
                 f"leading row dimension, or a ragged value, got {describe(value)}"
             )
     return out

@@ -25,7 +25,7 @@ import torch
 from ragged_buffer import RaggedBufferI64
 
 from entmachin.env import GLOBAL_ENTITY, VecEnv, VecObs, to_state, to_vec_actions
-from entmachin.frame.rows import stack_trees, take_rows
+from entmachin.ragged import trees
 
 __all__ = ["RolloutCollector", "RolloutStats", "default_actions", "global_state", "global_actions"]
 
@@ -136,8 +136,8 @@ class RolloutCollector:
         n_rows = len(obs)
         index = np.arange(n_rows, dtype=np.int64)  # [B]
         index[obs.final_index] = n_rows + np.arange(len(obs.final_index))
-        joined = stack_trees([state, final], lambda i: ("state", "final_obs state")[i])
-        return take_rows(joined, index)
+        joined = trees.stack([state, final], lambda i: ("state", "final_obs state")[i])
+        return trees.take(joined, index)
 
     def snapshot(self) -> Dict[str, Any]:
         """What :meth:`restore` needs to continue the episodes in progress (picklable)."""

@@ -44,7 +44,7 @@ from torch import nn
 from entmachin.ragged.arrays import is_ragged_buffer
 from entmachin.ragged.arrdict import arrdict
 from entmachin.ragged.device import check_device
-from entmachin.ragged.tensor import RaggedTensor
+from entmachin.ragged.tensor import RaggedTensor, to_ragged_tensor
 
 __all__ = ["safe_call", "model_devices"]
 
@@ -249,7 +249,7 @@ def _move(value: Any, device: torch.device, inputs: bool) -> Any:
             return value._make(moved_items)
         return type(value)(moved_items)  # torch.Size, torch.return_types, list subclasses
     if inputs and is_ragged_buffer(value):
-        return RaggedTensor.from_ragged_buffer(value, device)
+        return to_ragged_tensor(value, device, "safe_call")
     return value
 
 

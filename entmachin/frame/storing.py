@@ -20,7 +20,8 @@ import torch
 from entmachin.buffer import TransitionBase
 from entmachin.frame.record import Rollout
 from entmachin.frame.gae import gae
-from entmachin.frame.rows import stack_trees, take_rows, tree_rows
+from entmachin.frame.rows import tree_rows
+from entmachin.ragged import trees
 
 __all__ = ["Steps", "read_episode", "read_rollout", "value_targets", "to_rollout"]
 
@@ -131,8 +132,8 @@ def _read(steps: Sequence[Any], name: str, episode: bool) -> Steps:
             _check_transition(transition, f"{name}[{t}]")
     n_envs = 1 if episode else tree_rows(steps[0]["state"], f"{name}[0]['state']")
     n_steps = len(steps)
-    state = stack_trees([t["state"] for t in steps], lambda t: f"{name}[{t}]['state']")
-    action = stack_trees([t["action"] for t in steps], lambda t: f"{name}[{t}]['action']")
+    state = trees.stack([t["state"] for t in steps], lambda t: f"{name}[{t}]['state']")
+    action = trees.stack([t["action"] for t in steps], lambda t: f"{name}[{t}]['action']")
     for key, tree in (("state", state), ("action", action)):
         if tree_rows(tree, f"{name}[...][{key!r}]") != n_steps * n_envs:
             _diagnose_rows(steps, key, n_envs, name, episode)
@@ -158,9 +159,9 @@ def _read(steps: Sequence[Any], name: str, episode: bool) -> Steps:
             if rows != n_envs:
                 raise ValueError(f"{where} holds {rows} rows, but {name}[{t}]['state'] holds {n_envs}")
             envs = np.flatnonzero(needs[t]).astype(np.int64)  # [k_t]
-            parts.append(tree if envs.size == n_envs else take_rows(tree, envs))
+            parts.append(tree if envs.size == n_envs else trees.take(tree, envs))
         # A single part may be the caller's own tree: it is only read.
-        next_state = stack_trees(parts, lambda i: f"{name}[{used[i]}]['next_state']") if len(parts) > 1 else parts[0]
+        next_state = trees.stack(parts, lambda i: f"{name}[{used[i]}]['next_state']") if len(parts) > 1 else parts[0]
     return Steps(state, action, reward, terminal, truncated, bootstrap, next_state)
 
 
@@ -200,7 +201,7 @@ def value_targets(
     inputs = steps.state
     if steps.next_state is not None:
         try:
-            inputs = stack_trees([steps.state, steps.next_state], lambda i: ("state", "next_state")[i])
+            inputs = trees.stack([steps.state, steps.next_state], lambda i: ("state", "next_state")[i])
         except (TypeError, ValueError) as e:
             raise ValueError(f"next_state must have the same keys and value kinds as state: {e}") from None
     with torch.no_grad():

@@ -12,8 +12,7 @@ import torch
 from entmachin.env.action import ActionSpace, SelectEntityActionSpace
 from entmachin.env.common import GLOBAL_ENTITY
 from entmachin.env.environment import ObsSpace
-from entmachin.ragged.arrays import is_ragged_buffer
-from entmachin.ragged.tensor import RaggedTensor
+from entmachin.ragged.tensor import RaggedTensor, to_ragged_tensor
 
 WHERE = "RogueNet.forward"
 
@@ -40,22 +39,6 @@ class DeferredChecks:
         for flag, (_, message) in zip(flags, checks):
             if flag:
                 raise ValueError(message())
-
-
-def as_ragged(value: Any, device: torch.device, where: str) -> RaggedTensor:
-    """A ``RaggedBuffer*`` or ``RaggedTensor`` as a ``RaggedTensor`` on ``device``.
-
-    Raises:
-        TypeError: ``value`` is not ragged (a dense tensor has no row boundaries).
-    """
-    if isinstance(value, RaggedTensor):
-        return value.to(device)
-    if is_ragged_buffer(value):
-        return RaggedTensor.from_ragged_buffer(value, device)
-    raise TypeError(
-        f"{where}: expected a RaggedBuffer* or RaggedTensor with one sequence per row, "
-        f"got {type(value).__name__}"
-    )
 
 
 def _check_width(rt: RaggedTensor, width: int, where: str, declared: str) -> None:
@@ -136,7 +119,7 @@ def parse_entities(
                 f"{WHERE}: entities['{name}'] is not an entity type of the observation space; "
                 f"expected some of {allowed}"
             )
-        rt = as_ragged(value, device, f"{WHERE}: entities['{name}']")
+        rt = to_ragged_tensor(value, device, f"{WHERE}: entities['{name}']")
         if name == GLOBAL_ENTITY:
             declared = obs_space.global_features
             _check_width(rt, len(declared), f"{WHERE}: entities['{GLOBAL_ENTITY}']",
@@ -195,7 +178,7 @@ def parse_entities(
                 raise ValueError(
                     f"{WHERE}: visible['{name}'] names no entity type; expected some of {list(features)}"
                 )
-            rt = as_ragged(value, device, f"{WHERE}: visible['{name}']")
+            rt = to_ragged_tensor(value, device, f"{WHERE}: visible['{name}']")
             _check_width(rt, 1, f"{WHERE}: visible['{name}']", "the canonical state")
             _check_rows(rt, n_rows, f"{WHERE}: visible['{name}']", f"entities['{name}']")
             checks.add(
@@ -224,7 +207,7 @@ class ParsedMask(NamedTuple):
 
 
 def _int_ragged(value: Any, device: torch.device, where: str) -> RaggedTensor:
-    rt = as_ragged(value, device, where)
+    rt = to_ragged_tensor(value, device, where)
     if rt.dtype != torch.int64:
         raise TypeError(f"{where} holds {rt.dtype}; expected int64 entity indices")
     _check_width(rt, 1, where, "the canonical state")
@@ -258,7 +241,7 @@ def parse_action_masks(
         actors = _int_ragged(entry["actors"], device, f"{where}['actors']")
         mask = actees = actee_mask = None
         if not select and entry.get("mask") is not None:
-            rt = as_ragged(entry["mask"], device, f"{where}['mask']")
+            rt = to_ragged_tensor(entry["mask"], device, f"{where}['mask']")
             n_choices = len(space.index_to_label)
             _check_width(rt, n_choices, f"{where}['mask']", f"the action space ({n_choices} choices)")
             _check_rows(rt, len(actors), f"{where}['mask']", f"{where}['actors']")
@@ -276,7 +259,7 @@ def parse_action_masks(
             actees = _int_ragged(entry["actees"], device, f"{where}['actees']")
             _check_rows(actees, len(actors), f"{where}['actees']", f"{where}['actors']")
             if entry.get("actee_mask") is not None:
-                rt = as_ragged(entry["actee_mask"], device, f"{where}['actee_mask']")
+                rt = to_ragged_tensor(entry["actee_mask"], device, f"{where}['actee_mask']")
                 _check_width(rt, 1, f"{where}['actee_mask']", "the canonical state")
                 _check_rows(rt, len(actors), f"{where}['actee_mask']", f"{where}['actors']")
                 pairs = actors.lengths * actees.lengths  # [B]

@@ -27,7 +27,7 @@ from entmachin.ragged.arrays import (
 )
 from entmachin.ragged.arrdict import arrdict
 
-_TORCH_NAMES = ("RaggedTensor", "ragged_tensor_equal")
+_TORCH_NAMES = ("RaggedTensor", "ragged_tensor_equal", "to_ragged_tensor")
 
 __all__ = [
     "RAGGED_BUFFER_TYPES",

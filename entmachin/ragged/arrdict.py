@@ -22,6 +22,7 @@ This module never imports torch.
 
 from typing import Any, Callable, Dict, Iterable, List
 
+from entmachin.ragged import trees
 from entmachin.ragged.arrays import is_ragged_buffer, n_features, n_items, n_sequences, take
 
 __all__ = ["arrdict"]
@@ -171,13 +172,7 @@ class arrdict(dict):  # noqa: N801 - named like the builtin it extends
 
     def leaves(self, prefix: str = "") -> Dict[str, Any]:
         """Returns ``{dotted.path: leaf}`` for every leaf, depth first in key order."""
-        out: Dict[str, Any] = {}
-        for k, v in self.items():
-            if isinstance(v, arrdict):
-                out.update(v.leaves(f"{prefix}{k}."))
-            else:
-                out[f"{prefix}{k}"] = v
-        return out
+        return {prefix + ".".join(path): leaf for path, leaf in trees.leaves(self)}
 
     def __reduce__(self) -> Any:
         return (arrdict, (dict(self),))

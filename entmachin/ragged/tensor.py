@@ -16,7 +16,7 @@ from entmachin.ragged.arrays import (
     sequence_indices,
 )
 
-__all__ = ["RaggedTensor", "is_ragged", "ragged_tensor_equal"]
+__all__ = ["RaggedTensor", "is_ragged", "ragged_tensor_equal", "to_ragged_tensor"]
 
 _BUFFER_DTYPES = (torch.float32, torch.int64, torch.bool)
 _FIELDS = ("data", "lengths", "offsets", "batch_index")
@@ -383,6 +383,28 @@ def _check_data(data: torch.Tensor, where: str) -> torch.Tensor:
             "use data[:, None] for one feature per item"
         )
     return data
+
+
+def to_ragged_tensor(value: Any, device: Any = None, where: str = "to_ragged_tensor") -> RaggedTensor:
+    """Returns a ``RaggedBuffer*`` or a ``RaggedTensor`` as a ``RaggedTensor`` on ``device``.
+
+    Args:
+        value: the ragged value; a ``RaggedTensor`` already on ``device`` is returned as is.
+        device: where the result lives; None leaves a ``RaggedTensor`` where it is and puts a
+            converted buffer on the CPU.
+        where: prefix for the error message, e.g. ``"RogueNet.forward: entities['Robot']"``.
+
+    Raises:
+        TypeError: ``value`` is not ragged (a dense tensor has no row boundaries).
+    """
+    if isinstance(value, RaggedTensor):
+        return value if device is None else value.to(device)
+    if is_ragged_buffer(value):
+        return RaggedTensor.from_ragged_buffer(value, device)
+    raise TypeError(
+        f"{where}: expected a RaggedBuffer* or RaggedTensor with one sequence per row, "
+        f"got {type(value).__name__}"
+    )
 
 
 def ragged_tensor_equal(a: Any, b: Any) -> bool:

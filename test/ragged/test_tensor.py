@@ -12,7 +12,7 @@ from hypothesis.extra import numpy as hnp
 
 import entmachin.ragged
 from entmachin.ragged.arrays import empty_ragged, ragged_equal, ragged_from_arrays, ragged_to_arrays
-from entmachin.ragged.tensor import RaggedTensor, is_ragged, ragged_tensor_equal
+from entmachin.ragged.tensor import RaggedTensor, is_ragged, ragged_tensor_equal, to_ragged_tensor
 
 FAST = settings(max_examples=40, deadline=None)
 DTYPES = [np.float32, np.int64, np.bool_]
@@ -331,3 +331,16 @@ I64 = torch.zeros(2, dtype=torch.int64)
 def test_errors(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_to_ragged_tensor_converts_buffers_and_moves_ragged_tensors():
+    buf = ragged_from_arrays(np.arange(6, dtype=np.float32).reshape(3, 2), [2, 0, 1])
+    rt = to_ragged_tensor(buf, torch.device("cpu"))
+    assert ragged_tensor_equal(rt, RaggedTensor.from_ragged_buffer(buf))
+    assert to_ragged_tensor(rt) is rt and to_ragged_tensor(rt, "cpu") is rt
+    assert entmachin.ragged.to_ragged_tensor is to_ragged_tensor
+
+
+def test_to_ragged_tensor_rejects_dense_values():
+    with pytest.raises(TypeError, match=r"^model: expected a RaggedBuffer\* or RaggedTensor with one sequence per row, got Tensor"):
+        to_ragged_tensor(torch.zeros(2, 1), "cpu", "model")
