@@ -1,140 +1,214 @@
-"""RogueNet's ragged attention vs a padded ``nn.TransformerEncoderLayer`` trunk: tokens/s.
+"""RogueNet against rogue-net 0.1.9 (the network it replaces) and against a padded trunk.
 
-Usage: ``python benchmarks/bench_rogue_net.py [--rows 256] [--repeats 15] [--fixed 32] [--threads 1]``
+Usage::
 
-Both models share the same embedding and action heads; only the trunk differs. The reference
-trunk pads every row to the longest one and runs ``n_layer`` x
-``nn.TransformerEncoderLayer(d_model, n_head, 4 * d_model, dropout=0, activation="gelu",
-batch_first=True, norm_first=True)`` with ``src_key_padding_mask`` (GELU, like RogueNet's
-blocks). One step is what a PPO minibatch costs: re-evaluating given actions (forward) and
-back-propagating the summed log-probabilities (backward). Inputs are converted to
-``RaggedTensor`` once, outside the timed region. Steps of the two models alternate so that
-machine load hits both alike; the figure is the median over ``--repeats`` steps.
+    python benchmarks/bench_rogue_net.py [--roguenet-python /tmp/roguenet-venv/bin/python]
+        [--rows 256] [--infer-rows 128] [--n-envs 128] [--n-steps 16] [--batch-size 1024]
+        [--repeats 15] [--fixed 32] [--max-entities 64] [--threads 1]
 
-Cases: entity counts drawn from U[1, 64] per row, and every row with ``--fixed`` entities; each
-in float32 and under ``torch.autocast("cpu", dtype=torch.bfloat16)``.
+Two sections, both fp32 unless said, ``--threads`` torch threads (default one), the sides
+alternating step by step so that machine load hits both alike, each figure the median over
+``--repeats`` steps (at least 5 for a figure worth quoting). The load average is printed
+before and after.
+
+**entmachin vs rogue-net 0.1.9.** rogue-net runs in its own interpreter (a worker process of
+this script, kept running and answering one JSON line per step: ``_rogue_net_side.py``).
+Every workload is built once here and written to a temporary folder as flat arrays + lengths
+(``_ragged_batches.py``); both sides read it back into ``RaggedBuffer``s, so they see the same
+observations and actions, and the script stops if they report different numbers of tokens
+or actors. Timing starts from those ``RaggedBuffer`` inputs on both sides (as rogue-net's
+``get_action_and_auxiliary`` takes them): the conversion to tensors is timed. Both networks
+get rogue-net's defaults, set explicitly: d_model 32, 2 layers, 2 heads, d_qk 16, no dropout,
+no relative positions, no auxiliary (value) heads. Workloads:
+
+* forward + backward (tokens/s), as a PPO minibatch re-evaluates: given actions -> log-probs,
+  backward of their sum; input statistics frozen after one collecting pass on both sides:
+
+  - synthetic: ``--rows`` rows, type A with U[1, ``--max-entities``] entities and 4 features,
+    type B with 0-8 entities and 3 features, one categorical action (5 choices) for every A;
+  - MineSweeper: ``MineSweeper(orbital_cannon=True)`` played with random actions for
+    ``--n-steps`` steps of ``--n-envs`` environments in entmachin's ``EnvList``, states as PPO
+    stores them (``to_state(obs, action_space)``); one step is one epoch: the rollout's rows
+    shuffled into minibatches of ``--batch-size`` rows;
+  - CherryPick (select-entity): the same on ``CherryPick(num_cherries=32)``, one actor (the
+    player) choosing among up to 32 cherries.
+
+* inference (rows/s): entmachin's ``RogueNet.forward`` under ``torch.no_grad()`` inside
+  ``collecting_stats()``, sampling (as ``PPO.act`` calls it), against rogue-net's
+  ``get_action_and_auxiliary`` under ``torch.no_grad()`` in train mode (sampling, statistics
+  updated, as enn-trainer's rollout calls it; its figure includes turning the sampled actions
+  into ``RaggedBufferI64``); synthetic batches of ``--infer-rows`` rows and one rollout step
+  (``--n-envs`` rows) of each environment.
+
+entmachin's states carry what ``to_state(obs, action_space)`` adds for PPO's buffer: all-True
+select-entity ``actee_mask``s, which entity-gym 0.1.10's masks cannot express (rogue-net gets
+the same actors, actees and categorical masks without them).
+
+Setting up rogue-net's interpreter (a throwaway venv; entity-gym and rogue-net declare
+Python < 3.11 but are pure Python; pip brings ragged-buffer and the rest)::
+
+    python3 -m venv /tmp/roguenet-venv
+    /tmp/roguenet-venv/bin/pip install torch==2.13.0
+    /tmp/roguenet-venv/bin/pip install --ignore-requires-python entity-gym==0.1.10 rogue-net==0.1.9 'numpy<2'
+    python benchmarks/bench_rogue_net.py --roguenet-python /tmp/roguenet-venv/bin/python
+
+rogue-net imports ``torch_scatter``, a long compile. If that venv has none, the worker appends
+``--scatter-stub`` (default ``../shared/tools/torch_scatter_stub`` beside the checkout: a
+stand-in for ``torch_scatter.scatter``) to its ``sys.path``; a real ``torch_scatter``
+installed in the venv wins. The output says which one ran and how often it was called (none
+of these workloads calls it: no pooling, no auxiliary heads). Without ``--roguenet-python`` the
+rogue-net column reads "skipped".
+
+**Ragged vs padded trunk** (``_padded_trunk.py``). Both models share the same embedding and
+action heads; only the trunk differs. The reference trunk pads every row to the longest one
+and runs ``n_layer`` x ``nn.TransformerEncoderLayer(d_model, n_head, 4 * d_model, dropout=0,
+activation="gelu", batch_first=True, norm_first=True)`` with ``src_key_padding_mask``. One
+step is a PPO minibatch (forward with given actions, backward of the summed log-probs);
+inputs are converted to ``RaggedTensor`` once, outside the timed region. Cases: entity counts
+drawn from U[1, 64] per row, and every row with ``--fixed`` entities; each in float32 and under
+``torch.autocast("cpu", dtype=torch.bfloat16)``.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import statistics
+import sys
+import tempfile
 import time
-from typing import Dict, List
+from typing import Any, Dict, List, Optional
 
-import numpy as np
-import torch
-from torch import nn
-
-from entmachin.env import CategoricalActionSpace, Entity, ObsSpace, SelectEntityActionSpace
-from entmachin.model import RogueNet, RogueNetConfig
-from entmachin.model.layout import RowLayout
-from entmachin.ragged.tensor import RaggedTensor
-
-OBS_SPACE = ObsSpace(entities={"Unit": Entity(["x", "y", "hp", "team"]), "Item": Entity(["x", "y"])})
-ACTION_SPACE = {"move": CategoricalActionSpace(["n", "e", "s", "w", "stay"]), "pick": SelectEntityActionSpace()}
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))  # this checkout's entmachin
+DEFAULT_STUB = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "tools", "torch_scatter_stub"))
 
 
-class PaddedTrunk(nn.Module):
-    """Pads each row to the longest and runs ``nn.TransformerEncoderLayer``s with a key padding mask."""
-
-    def __init__(self, config: RogueNetConfig) -> None:
-        super().__init__()
-        self.layers = nn.ModuleList(
-            nn.TransformerEncoderLayer(config.d_model, config.n_head, 4 * config.d_model, dropout=0.0,
-                                       activation="gelu", batch_first=True, norm_first=True)
-            for _ in range(config.n_layer)
-        )
-        self.relpos = None
-
-    def forward(self, x: torch.Tensor, layout: RowLayout, visible=None, positions=None) -> torch.Tensor:
-        rows, t_max = layout.batch_index, int(layout.lengths.max())
-        pos = torch.arange(layout.n_tokens) - layout.starts[rows]  # [n_tokens] position in the row
-        padded = x.new_zeros(layout.n_rows, t_max, x.shape[1]).index_put((rows, pos), x)  # [B, T, d]
-        pad_mask = torch.arange(t_max)[None, :] >= layout.lengths[:, None]  # [B, T] True = padding
-        for layer in self.layers:
-            padded = layer(padded, src_key_padding_mask=pad_mask)
-        return padded[rows, pos]  # [n_tokens, d]
+def _load_average() -> str:
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def make_batch(counts: np.ndarray, rng: np.random.Generator) -> Dict:
-    """A batch with ``counts[i]`` entities in row ``i`` (3/4 units, 1/4 items); every unit moves and picks."""
-    n_units = np.maximum(1, (counts * 3) // 4)
-    n_items = counts - n_units
-    units = RaggedTensor.from_lengths(torch.randn(int(n_units.sum()), 4), n_units)
-    items = RaggedTensor.from_lengths(torch.randn(int(n_items.sum()), 2), n_items)
-
-    def indices(ranges, lengths):  # int64 ragged [n, 1] holding the concatenated ranges
-        flat = np.concatenate([np.arange(a, b) for a, b in ranges]).astype(np.int64)  # [n]
-        return RaggedTensor.from_lengths(torch.from_numpy(flat)[:, None], lengths)
-
-    actors = indices([(0, n) for n in n_units], n_units)
-    actees = indices([(u, u + i) for u, i in zip(n_units, n_items)], n_items)
-    # Rows without items have nothing to pick: their units do not pick.
-    pickers = np.where(n_items > 0, n_units, 0)
-    pick_actors = indices([(0, n) for n in pickers], pickers)
-    masks = {
-        "move": {"actors": actors},
-        "pick": {"actors": pick_actors, "actees": actees},
-    }
-    move = RaggedTensor.from_lengths(torch.from_numpy(rng.integers(0, 5, int(n_units.sum())))[:, None], n_units)
-    pick_choice = np.concatenate([rng.integers(0, max(i, 1), p) for p, i in zip(pickers, n_items)]).astype(np.int64)
-    pick = RaggedTensor.from_lengths(torch.from_numpy(pick_choice)[:, None], pickers)
-    return {"entities": {"Unit": units, "Item": items}, "action_masks": masks, "action": {"move": move, "pick": pick}}
+def _check_same_work(label: str, ours: Dict[str, Any], theirs: Optional[Dict[str, Any]], n_entities: int) -> None:
+    """Raises if the sides did not process the same tokens and actors (the figures would lie)."""
+    if ours["tokens"] != n_entities:
+        raise RuntimeError(f"{label}: entmachin's trunk saw {ours['tokens']} tokens, the inputs hold {n_entities} "
+                           "entities")
+    if theirs is not None and (theirs["tokens"] != ours["tokens"] or theirs["actors"] != ours["actors"]):
+        raise RuntimeError(f"{label}: the sides saw different work: entmachin {ours}, rogue-net {theirs}")
 
 
-def step(net: RogueNet, batch: Dict, bf16: bool) -> None:
-    net.zero_grad(set_to_none=True)
-    ctx = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
-    with ctx:
-        out = net(batch["entities"], batch["action_masks"], action=batch["action"])
-    out.log_prob_sum.sum().backward()
+def _time(step: Any) -> float:
+    start = time.perf_counter()
+    step()
+    return time.perf_counter() - start
 
 
-def measure(nets: Dict[str, RogueNet], batch: Dict, bf16: bool, repeats: int) -> Dict[str, float]:
-    for net in nets.values():  # warm-up
-        step(net, batch, bf16)
-    times: Dict[str, List[float]] = {name: [] for name in nets}
-    for _ in range(repeats):
-        for name, net in nets.items():
-            start = time.perf_counter()
-            step(net, batch, bf16)
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
+def compare_with_roguenet(args: argparse.Namespace) -> None:
+    """Prints the entmachin vs rogue-net table (see the module docstring)."""
+    from _competitor import CompetitorWorker
+    from _rogue_net_workloads import CONFIG, EntmachinWorkload, build_workloads
+
+    with tempfile.TemporaryDirectory(prefix="entmachin-roguenet-") as data_dir:
+        workloads = build_workloads(args, data_dir)
+        worker = None
+        if args.roguenet_python:
+            worker = CompetitorWorker(args.roguenet_python, __file__,
+                                      ["--roguenet-worker", "--data", data_dir, "--scatter-stub", args.scatter_stub,
+                                       "--threads", str(args.threads), "--seed", str(args.seed)], "rogue-net")
+        with worker if worker is not None else contextlib.nullcontext():
+            ours_defaults = {k: getattr(type(CONFIG)(), k) for k in ("d_model", "n_layer", "n_head", "d_qk")}
+            used = {k: getattr(CONFIG, k) for k in ours_defaults}
+            print(f"\nentmachin vs rogue-net 0.1.9: fp32, {args.threads} thread(s), median of {args.repeats} "
+                  f"alternating steps each, timed from RaggedBuffer inputs; config {used} on both sides")
+            print(f"  defaults: entmachin {ours_defaults}", end="")
+            if worker is not None:
+                hello = worker.hello
+                print(f", rogue-net {hello['defaults']}")
+                print(f"  rogue-net {hello['rogue_net']}, entity-gym {hello['entity_gym']}, torch {hello['torch']}, "
+                      f"{hello['threads']} thread(s)")
+            else:
+                print()
+            results = []
+            for w in workloads:
+                ours = EntmachinWorkload(os.path.join(data_dir, w.name), args.seed)
+                seen = ours.prepare()
+                theirs_seen = worker.request(op="prepare", workload=w.name) if worker is not None else None
+                _check_same_work(w.label, seen, theirs_seen, ours.n_entities)
+                t_ours: List[float] = []
+                t_theirs: List[float] = []
+                scatter_calls = 0
+                for i in range(args.repeats):
+                    if worker is not None and i % 2:
+                        reply = worker.request(op="step")
+                        t_theirs.append(reply["seconds"])
+                    t_ours.append(_time(ours.step))
+                    if worker is not None and not i % 2:
+                        reply = worker.request(op="step")
+                        t_theirs.append(reply["seconds"])
+                    if worker is not None:
+                        scatter_calls = reply["scatter_calls"]
+                amount = seen["tokens"] if w.unit == "tokens" else ours.n_rows
+                rate_ours = amount / statistics.median(t_ours)
+                rate_theirs = amount / statistics.median(t_theirs) if t_theirs else None
+                results.append((w, amount, seen["actors"], rate_ours, rate_theirs))
+                del ours
+            _print_table(results)
+            if worker is None:
+                print("rogue-net side: skipped (pass --roguenet-python PATH to measure it)")
+            else:
+                kind = "torch_scatter stub" if worker.hello["torch_scatter"] == "stub" else \
+                    f"real torch_scatter {worker.hello['torch_scatter_version']}"
+                print(f"rogue-net side: {kind} ({worker.hello['torch_scatter_path']}), "
+                      f"scatter called {scatter_calls} times in all its steps; both sides saw the same tokens "
+                      "and actors per action (checked)")
+
+
+def _print_table(results: List[Any]) -> None:
+    print(f"{'workload':<40}{'per step':>16}{'actors':>10}{'entmachin/s':>14}{'rogue-net/s':>14}{'ratio':>8}")
+    sections = (("train", "forward + backward (tokens/s)"), ("infer", "inference, no_grad + sampling (rows/s)"))
+    for mode, title in sections:
+        print(f"  {title}")
+        for w, amount, actors, rate_ours, rate_theirs in results:
+            if w.mode != mode:
+                continue
+            theirs = f"{rate_theirs:>14,.0f}" if rate_theirs is not None else f"{'skipped':>14}"
+            ratio = f"{rate_ours / rate_theirs:>7.2f}x" if rate_theirs is not None else f"{'-':>8}"
+            print(f"  {w.label:<38}{f'{amount:,} {w.unit}':>16}{sum(actors.values()):>10,}{rate_ours:>14,.0f}"
+                  f"{theirs}{ratio}")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rows", type=int, default=256)
-    parser.add_argument("--repeats", type=int, default=15)
-    parser.add_argument("--fixed", type=int, default=32, help="entities per row in the fixed-count case")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--roguenet-python", default=None,
+                        help="interpreter of a venv with rogue-net==0.1.9 and entity-gym==0.1.10 (see above)")
+    parser.add_argument("--scatter-stub", default=DEFAULT_STUB,
+                        help="folder holding the torch_scatter stand-in, used where rogue-net's venv has none")
+    parser.add_argument("--rows", type=int, default=256, help="rows of the synthetic forward + backward batch")
+    parser.add_argument("--infer-rows", type=int, default=128, help="rows of the synthetic inference batch")
+    parser.add_argument("--n-envs", type=int, default=128, help="environments of the MineSweeper/CherryPick rollouts")
+    parser.add_argument("--n-steps", type=int, default=16, help="steps of those rollouts")
+    parser.add_argument("--batch-size", type=int, default=1024, help="rows per minibatch drawn from a rollout")
+    parser.add_argument("--repeats", type=int, default=15, help="timed steps per side and workload (median)")
+    parser.add_argument("--fixed", type=int, default=32, help="entities per row in the padded section's fixed case")
     parser.add_argument("--max-entities", type=int, default=64)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--roguenet-worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--data", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.roguenet_worker:
+        from _rogue_net_side import serve
+
+        serve(args.data, args.scatter_stub, args.threads, args.seed)
+        return
+    import torch
+    from _padded_trunk import run_padded
+
     torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
-    rng = np.random.default_rng(args.seed)
-    config = RogueNetConfig()
-    ragged = RogueNet(OBS_SPACE, ACTION_SPACE, config)
-    padded = RogueNet(OBS_SPACE, ACTION_SPACE, config)
-    padded.load_state_dict(ragged.state_dict(), strict=False)
-    padded.trunk = PaddedTrunk(config)
-    nets = {"ragged": ragged, "padded": padded}
-    cases = {
-        f"U[1,{args.max_entities}]": rng.integers(1, args.max_entities + 1, args.rows),
-        f"fixed {args.fixed}": np.full(args.rows, args.fixed),
-    }
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), {args.rows} rows, config {config}")
-    print(f"{'case':<14}{'dtype':<7}{'tokens':>8}{'ragged tok/s':>15}{'padded tok/s':>15}{'ratio':>8}")
-    for case, counts in cases.items():
-        batch = make_batch(counts.astype(np.int64), rng)
-        n_tokens = int(counts.sum())
-        for bf16 in (False, True):
-            seconds = measure(nets, batch, bf16, args.repeats)
-            rate = {name: n_tokens / s for name, s in seconds.items()}
-            print(f"{case:<14}{'bf16' if bf16 else 'fp32':<7}{n_tokens:>8}{rate['ragged']:>15,.0f}"
-                  f"{rate['padded']:>15,.0f}{rate['ragged'] / rate['padded']:>8.2f}")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); load average {_load_average()}")
+    run_padded(args)
+    compare_with_roguenet(args)
+    print(f"load average {_load_average()} (1, 5, 15 min)")
 
 
 if __name__ == "__main__":

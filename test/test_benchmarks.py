@@ -9,9 +9,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
+from ragged_buffer import RaggedBufferBool, RaggedBufferF32, RaggedBufferI64
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))  # the benchmarks' helper modules (_competitor, _ragged_batches, ...)
 
 TINY = {
     "bench_buffer.py": (["--n-transitions", "2000", "--ragged-rows", "2000", "--seconds", "0.02", "--repeats", "1"],
@@ -27,7 +30,8 @@ TINY = {
     "bench_parallel_env_list.py": (["--num-envs", "3", "--env-steps", "12", "--block-env-steps", "6",
                                     "--work-ms", "0.05", "--warmup", "1"], "EnvList"),
     "bench_runner.py": (["--steps", "2048", "--repeats", "1", "--processes", "0"], "runner cost"),
-    "bench_rogue_net.py": (["--rows", "8", "--repeats", "1", "--fixed", "4", "--max-entities", "8"], "fp32"),
+    "bench_rogue_net.py": (["--rows", "8", "--repeats", "1", "--fixed", "4", "--max-entities", "8", "--infer-rows", "4",
+                            "--n-envs", "4", "--n-steps", "4", "--batch-size", "8"], "rogue-net side: skipped"),
     "bench_safe_call.py": (["--calls", "10", "--repeats", "1"], "safe_call"),
 }
 
@@ -44,3 +48,59 @@ def test_benchmark_runs_on_a_tiny_budget(script):
                           timeout=300, cwd=BENCHMARKS, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert expected.lower() in done.stdout.lower(), done.stdout[-3000:]
+
+
+def test_ragged_batches_round_trip(tmp_path):
+    """What one side of bench_rogue_net writes, the other reads back unchanged (dtypes, widths, lengths)."""
+    from _ragged_batches import load_workload, n_items, save_workload
+
+    lengths = np.array([2, 0, 1], dtype=np.int64)
+    batch = {
+        "entities": {"Orbital Cannon": RaggedBufferF32.from_flattened(np.arange(6, dtype=np.float32).reshape(3, 2),
+                                                                     lengths),
+                     "Player": RaggedBufferF32.from_flattened(np.zeros((3, 0), np.float32), lengths)},
+        "action_masks": {"a.b": {"actors": RaggedBufferI64.from_flattened(np.array([[0], [1], [0]]), lengths),
+                                 "mask": RaggedBufferBool.from_flattened(np.array([[True, False]] * 3), lengths)}},
+    }
+    spaces = {"entities": {"Orbital Cannon": ["x", "y"], "Player": []},
+              "actions": {"a.b": {"kind": "categorical", "choices": ["l", "r"]}}}
+    stem = str(tmp_path / "w")
+    save_workload(stem, spaces, "infer", [batch, batch])
+    got_spaces, mode, batches = load_workload(stem)
+    assert (got_spaces, mode, len(batches)) == (spaces, "infer", 2)
+    for got in batches:
+        for name, buf in batch["entities"].items():
+            assert type(got["entities"][name]) is type(buf)
+            np.testing.assert_array_equal(got["entities"][name].as_array(), buf.as_array())
+            np.testing.assert_array_equal(got["entities"][name].size1(), lengths)
+        mask = got["action_masks"]["a.b"]["mask"]
+        assert type(mask) is RaggedBufferBool and mask.as_array().tolist() == [[True, False]] * 3
+        assert n_items(got["entities"]) == 6
+
+
+def test_competitor_worker_answers_and_reports_failures():
+    """A persistent competitor answers line by line; an error reply raises naming the side and the cause."""
+    from _competitor import CompetitorWorker
+
+    echo = ("import json, sys\nprint(json.dumps({'ready': 1}), flush=True)\nfor line in sys.stdin:\n"
+            "    m = json.loads(line)\n    if m['op'] == 'quit': break\n"
+            "    print(json.dumps({'error': 'boom'} if m['op'] == 'bad' else {'got': m['op']}), flush=True)\n")
+    with CompetitorWorker(sys.executable, "-c", [echo], "echo") as worker:
+        assert worker.hello == {"ready": 1}
+        assert worker.request(op="step") == {"got": "step"}
+        with pytest.raises(RuntimeError, match="the echo side failed: boom"):
+            worker.request(op="bad")
+    with pytest.raises(RuntimeError, match="the dying side failed: it ended with status 3"):
+        CompetitorWorker(sys.executable, "-c", ["import sys; sys.exit(3)"], "dying")
+
+
+def test_rogue_net_comparison_refuses_different_work():
+    """Figures of two sides that processed different tokens or actors would compare nothing."""
+    import bench_rogue_net
+
+    ours = {"tokens": 10, "actors": {"Move": 4}}
+    bench_rogue_net._check_same_work("w", ours, {"tokens": 10, "actors": {"Move": 4}}, 10)
+    with pytest.raises(RuntimeError, match="w: the sides saw different work"):
+        bench_rogue_net._check_same_work("w", ours, {"tokens": 10, "actors": {"Move": 3}}, 10)
+    with pytest.raises(RuntimeError, match="w: entmachin's trunk saw 10 tokens, the inputs hold 12 entities"):
+        bench_rogue_net._check_same_work("w", ours, None, 12)

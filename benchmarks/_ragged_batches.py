@@ -1,0 +1,80 @@
+"""A workload of ragged batches on disk, readable by an interpreter that has no entmachin.
+
+``bench_rogue_net.py`` builds its workloads once (entmachin's environments and helpers) and
+both sides of the comparison read them back from these files, so that entmachin and
+rogue-net see the very same observations. Only numpy and ``ragged_buffer`` are needed here.
+
+A workload is ``<stem>.json`` (the spaces, the mode and where each ragged value sits) beside
+``<stem>.npz`` (for each value its flat items ``[n_items, n_features]`` and its lengths
+``[n_rows]``). A batch is a tree of dicts whose leaves are ``RaggedBuffer{F32,I64,Bool}``::
+
+    {"entities": {entity_type: f32 [n_entities, n_features]},
+     "action_masks": {action_name: {"actors": i64 [n_actors, 1], "mask": bool [...], ...}},
+     "action": {action_name: i64 [n_actors, 1]}}        # "train" workloads only
+
+The spaces are plain JSON::
+
+    {"entities": {entity_type: [feature names]},
+     "actions": {action_name: {"kind": "categorical", "choices": [labels]} or {"kind": "select"}}}
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, List, Tuple
+
+import numpy as np
+from ragged_buffer import RaggedBufferBool, RaggedBufferF32, RaggedBufferI64
+
+_CLASSES = {"float32": RaggedBufferF32, "int64": RaggedBufferI64, "bool": RaggedBufferBool}
+
+
+def _leaves(tree: Dict[str, Any], path: Tuple[str, ...] = ()) -> List[Tuple[Tuple[str, ...], Any]]:
+    out = []
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.extend(_leaves(value, path + (key,)))
+        else:
+            out.append((path + (key,), value))
+    return out
+
+
+def save_workload(stem: str, spaces: Dict[str, Any], mode: str, batches: List[Dict[str, Any]]) -> None:
+    """Writes ``batches`` (trees of ragged buffers) to ``stem.json`` + ``stem.npz``.
+
+    Args:
+        stem: path without suffix.
+        spaces: the observation and action spaces, as in the module docstring.
+        mode: ``"train"`` (batches hold ``"action"``) or ``"infer"``.
+        batches: the batches one timed step goes through, in order.
+    """
+    index, arrays = [], {}
+    for b, batch in enumerate(batches):
+        for path, buf in _leaves(batch):
+            k = len(index)
+            flat = buf.as_array()  # [n_items, n_features]
+            arrays[f"flat{k}"] = flat
+            arrays[f"lengths{k}"] = np.asarray(buf.size1(), dtype=np.int64)  # [n_rows]
+            index.append({"batch": b, "path": list(path), "dtype": str(flat.dtype)})
+    np.savez(stem + ".npz", **arrays)
+    with open(stem + ".json", "w") as f:
+        json.dump({"spaces": spaces, "mode": mode, "n_batches": len(batches), "index": index}, f)
+
+
+def load_workload(stem: str) -> Tuple[Dict[str, Any], str, List[Dict[str, Any]]]:
+    """Reads what :func:`save_workload` wrote: ``(spaces, mode, batches)``."""
+    with open(stem + ".json") as f:
+        meta = json.load(f)
+    batches: List[Dict[str, Any]] = [{} for _ in range(meta["n_batches"])]
+    with np.load(stem + ".npz") as arrays:
+        for k, entry in enumerate(meta["index"]):
+            node = batches[entry["batch"]]
+            for key in entry["path"][:-1]:
+                node = node.setdefault(key, {})
+            flat = np.ascontiguousarray(arrays[f"flat{k}"])  # [n_items, n_features]
+            node[entry["path"][-1]] = _CLASSES[entry["dtype"]].from_flattened(flat, arrays[f"lengths{k}"])
+    return meta["spaces"], meta["mode"], batches
+
+
+def n_items(buffers: Dict[str, Any]) -> int:
+    """Total items of a dict of ragged buffers (e.g. the entities of a batch)."""
+    return sum(int(buf.items()) for buf in buffers.values())
