@@ -46,6 +46,8 @@ TARGETS: Dict[Tuple[str, str], Tuple[int, Optional[float], str]] = {
     ("PickMatchingBalls", "PPO"): (500_000, 0.99, "> 0.99 within 500k"),
     ("MineSweeper", "PPO"): (1_000_000, None, "return within 1M, steps to 90% of it"),
     ("MultiSnake", "PPO"): (1_000_000, None, "return within 1M, steps to 90% of it"),
+    ("Minefield", "PPO"): (500_000, None, "return within 500k (bundled config; no published figure)"),
+    ("RockPaperScissors", "PPO"): (8_192, None, "return within 8k (optimum 1.0; the policy cannot see the throw)"),
     ("Count", "A2C"): (4_096, 1.0, "PPO's target within twice its budget"),
     ("NotHotdog", "A2C"): (64_000, 1.0, "PPO's target within twice its budget"),
     ("MultiArmedBandit", "A2C"): (64_000, 1.0, "PPO's target within twice its budget"),
