@@ -266,7 +266,7 @@ class ActorCriticFrame:
                 )
             rollout = storing.to_rollout(steps, returns, advantages)
             trusted = getattr(self.replay_buffer, "append_trusted", None)
-            if trusted is not None:  # checked above and in store_checks: the buffer need not check again
+            if trusted is not None:  # read_* and check_steps checked every row: no second check
                 trusted(rollout.buffer_data(), MAJOR_ATTRS)
             else:
                 self.replay_buffer.append(rollout.to_transition())
@@ -274,7 +274,6 @@ class ActorCriticFrame:
             for norm, state in zip(self._critic_only_norms, saved):
                 norm.load_state_dict(state)
             raise
-
 
     # ------------------------------------------------------------ counters of a checkpoint
 
