@@ -81,6 +81,7 @@ def run_job(env: str, frame: str, seed: int, budget: int, runs_dir: str) -> Dict
     path = bundled_config_path(env, frame)
     if path is None:
         raise SystemExit(f"bench_learning: {env} has no bundled {frame} config")
+    fingerprint = config_fingerprint(env, frame)  # of the config as it is trained, not as it is after
     interval = max(budget // 10, 1)
     config = load_config(path, [f"train.seed={seed}", f"train.total_steps={budget}",
                                 f"log.eval_interval={interval}", f"log.checkpoint_interval={budget * 2}"])
@@ -93,7 +94,7 @@ def run_job(env: str, frame: str, seed: int, budget: int, runs_dir: str) -> Dict
     trained, _, _ = load_trained(run_dir)
     deterministic = evaluate(trained, factory, config.log.eval_episodes, deterministic=True, seed=eval_seed)
     random = random_policy_return(factory, config.log.eval_episodes, eval_seed)
-    return {"env": env, "frame": frame, "seed": seed, "config": config_fingerprint(env, frame), "budget": budget,
+    return {"env": env, "frame": frame, "seed": seed, "config": fingerprint, "budget": budget,
             "env_steps": result.env_steps,
             "sampled": result.final_eval["mean"], "deterministic": deterministic.mean, "random": random.mean,
             "evals": [[e["env_steps"], e["mean"]] for e in runner.state.evals], "wall_s": round(wall, 1),
