@@ -332,22 +332,23 @@ class A2C(ActorCriticFrame):
             zero = log_prob.sum() * 0.0
             diagnostic = None if old is None else zero.detach()
             return zero, entropy, diagnostic, diagnostic
-        old = None if old is None else old.to(log_prob.device)
-        objective, clip_fraction = self._objective(log_prob, old, advantage)
-        approx_kl = None
+        ratio = approx_kl = None
         if old is not None:
+            log_ratio = log_prob - old.to(log_prob.device)  # [n_units]
+            ratio = log_ratio.exp()  # [n_units]: r = exp(log_prob - old_log_prob)
             with torch.no_grad():
-                log_ratio = log_prob - old  # [n_units]
-                approx_kl = (log_ratio.exp() - 1.0 - log_ratio).mean()
+                approx_kl = ((ratio - 1.0) - log_ratio).mean()
+        objective, clip_fraction = self._objective(log_prob, ratio, advantage)
         return objective, entropy, approx_kl, clip_fraction
 
-    def _objective(self, log_prob: torch.Tensor, old_log_prob: Optional[torch.Tensor], advantage: torch.Tensor
+    def _objective(self, log_prob: torch.Tensor, ratio: Optional[torch.Tensor], advantage: torch.Tensor
                    ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
         """A2C's policy-gradient objective ``mean(log_prob * A)`` over units (maximised), and no
         clip fraction.
 
         Shape:
-            log_prob, advantage: ``[n_units]``; old_log_prob: ``[n_units]`` or None (unused).
+            log_prob, advantage: ``[n_units]``; ratio: ``[n_units]`` (unused here) or None when
+            there are no old log-probabilities.
         """
         return (log_prob * advantage).mean(), None
 

@@ -66,17 +66,16 @@ class PPO(A2C):
     def _needs_old_log_probs(self) -> bool:
         return True
 
-    def _objective(self, log_prob: torch.Tensor, old_log_prob: Optional[torch.Tensor], advantage: torch.Tensor
+    def _objective(self, log_prob: torch.Tensor, ratio: Optional[torch.Tensor], advantage: torch.Tensor
                    ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
         """PPO's clipped surrogate ``mean(min(r A, clip(r, 1 - c, 1 + c) A))`` over units (maximised),
-        with ``r = exp(log_prob - old_log_prob)`` and ``c = surrogate_loss_clip``, and the share of
-        units whose ratio left ``[1 - c, 1 + c]``.
+        with the ratio ``r = exp(log_prob - old_log_prob)`` and ``c = surrogate_loss_clip``, and the
+        share of units whose ratio left ``[1 - c, 1 + c]``.
 
         Shape:
-            log_prob, old_log_prob, advantage: ``[n_units]``.
+            log_prob, ratio, advantage: ``[n_units]`` (PPO always has old log-probabilities).
         """
         clip = self.config.surrogate_loss_clip
-        ratio = (log_prob - old_log_prob).exp()  # [n_units]
         surrogate = torch.min(ratio * advantage, ratio.clamp(1.0 - clip, 1.0 + clip) * advantage).mean()
         with torch.no_grad():
             clip_fraction = ((ratio - 1.0).abs() > clip).to(log_prob.dtype).mean()
