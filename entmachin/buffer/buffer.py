@@ -129,9 +129,7 @@ class Buffer:
             ValueError, TypeError: the values do not fit the schema or the buffer's size.
         """
         if self._schema is None:  # the first append fixes the schema, with every check
-            sub_attr = [attr for attr in data if attr not in major_attr]
-            self.append(TransitionBase(major_attr, sub_attr, (), [data[a] for a in major_attr],
-                                       [data[a] for a in sub_attr], ()))
+            self.append(TransitionBase.from_data(data, major_attr))
             return
         self._write(check_transition(data, self._schema, "append_trusted", self.buffer_size, True))
 

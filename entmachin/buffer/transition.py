@@ -27,7 +27,7 @@ Example:
 """
 
 from collections.abc import Mapping
-from typing import Any, Dict, Iterable, Iterator, List, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -194,6 +194,13 @@ class TransitionBase:
     def items(self) -> Iterator[Tuple[str, Any]]:
         for key in self._keys:
             yield key, self._data[key]
+
+    @staticmethod
+    def from_data(data: Mapping[str, Any], major_attr: Sequence[str]) -> "TransitionBase":
+        """A transition of ``data``'s attributes: those named in ``major_attr`` major (dicts of
+        values), every other one sub, in ``data``'s order; none custom."""
+        sub_attr = [attr for attr in data if attr not in major_attr]
+        return TransitionBase(major_attr, sub_attr, (), [data[a] for a in major_attr], [data[a] for a in sub_attr], ())
 
     def has_keys(self, keys: Iterable[str]) -> bool:
         """Returns whether every name in ``keys`` is an attribute."""

@@ -66,9 +66,7 @@ class Rollout(NamedTuple):
 
     def to_transition(self) -> TransitionBase:
         """The record as one multi-row transition: ``state`` and ``action`` major, the rest sub."""
-        data = self.buffer_data()
-        sub = [name for name in data if name not in MAJOR_ATTRS]
-        return TransitionBase(MAJOR_ATTRS, sub, (), [data[a] for a in MAJOR_ATTRS], [data[a] for a in sub], ())
+        return TransitionBase.from_data(self.buffer_data(), MAJOR_ATTRS)
 
     @classmethod
     def read(cls, buffer: Any) -> "Rollout":

@@ -155,3 +155,10 @@ def test_to_moves_numpy_and_ragged_to_tensors():
     assert isinstance(t.state.e, RaggedTensor) and isinstance(t.state.d, torch.Tensor)
     assert isinstance(t.reward, torch.Tensor) and t.terminal is False
     assert "Transition(n_rows=1" in repr(t)
+
+
+def test_from_data_makes_the_named_attributes_major_and_the_rest_sub():
+    data = {"state": {"x": torch.zeros(2, 3)}, "reward": torch.ones(2, 1), "action": {"a": torch.zeros(2, 1)}}
+    t = TransitionBase.from_data(data, ("state", "action"))
+    assert type(t) is TransitionBase and t.n_rows == 2
+    assert (t.major_attr, t.sub_attr, t.custom_attr) == (["state", "action"], ["reward"], [])
