@@ -75,6 +75,18 @@ def load_workload(stem: str) -> Tuple[Dict[str, Any], str, List[Dict[str, Any]]]
     return meta["spaces"], meta["mode"], batches
 
 
+def build_spaces(spaces: Dict[str, Any], env_api: Any) -> Tuple[Any, Dict[str, Any]]:
+    """``(obs_space, action_space)`` of the JSON ``spaces``, built with the classes of ``env_api``:
+    ``entity_gym.env`` on rogue-net's side, ``entmachin.env`` on entmachin's (same names)."""
+    obs_space = env_api.ObsSpace(entities={name: env_api.Entity(list(f)) for name, f in spaces["entities"].items()})
+    action_space = {
+        name: env_api.CategoricalActionSpace(list(a["choices"])) if a["kind"] == "categorical"
+        else env_api.SelectEntityActionSpace()
+        for name, a in spaces["actions"].items()
+    }
+    return obs_space, action_space
+
+
 def n_items(buffers: Dict[str, Any]) -> int:
     """Total items of a dict of ragged buffers (e.g. the entities of a batch)."""
     return sum(int(buf.items()) for buf in buffers.values())

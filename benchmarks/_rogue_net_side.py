@@ -51,20 +51,15 @@ class _Workload:
 
     def __init__(self, stem: str, seed: int) -> None:
         import torch
-        from _ragged_batches import load_workload
-        from entity_gym.env import (CategoricalActionSpace, Entity, ObsSpace, SelectEntityActionSpace,
-                                    VecCategoricalActionMask, VecSelectEntityActionMask)
+        import entity_gym.env
+        from _ragged_batches import build_spaces, load_workload
+        from entity_gym.env import SelectEntityActionSpace, VecCategoricalActionMask, VecSelectEntityActionMask
         from entity_gym.simple_trace import Tracer
         from rogue_net.input_norm import InputNorm
         from rogue_net.rogue_net import RogueNet, RogueNetConfig
 
         spaces, self.mode, batches = load_workload(stem)
-        obs_space = ObsSpace(entities={name: Entity(list(f)) for name, f in spaces["entities"].items()})
-        action_space = {
-            name: CategoricalActionSpace(list(a["choices"])) if a["kind"] == "categorical"
-            else SelectEntityActionSpace()
-            for name, a in spaces["actions"].items()
-        }
+        obs_space, action_space = build_spaces(spaces, entity_gym.env)
         torch.manual_seed(seed)
         config = RogueNetConfig(d_model=32, n_layer=2, n_head=2, d_qk=16)
         self.net = RogueNet(config, obs_space, action_space)

@@ -10,16 +10,15 @@ from typing import Any, Callable, Dict, List, NamedTuple, Tuple
 
 import numpy as np
 import torch
-from _ragged_batches import load_workload, n_items, save_workload
+from _ragged_batches import build_spaces, load_workload, n_items, save_workload
 from ragged_buffer import RaggedBufferF32, RaggedBufferI64
 
+import entmachin.env
 from entmachin.env import (
     CategoricalActionSpace,
-    Entity,
     EnvList,
     GlobalCategoricalActionSpace,
     ObsSpace,
-    SelectEntityActionSpace,
     random_actions,
     to_state,
 )
@@ -152,12 +151,7 @@ class EntmachinWorkload:
 
     def __init__(self, stem: str, seed: int) -> None:
         spaces, self.mode, self.batches = load_workload(stem)
-        obs_space = ObsSpace(entities={name: Entity(list(f)) for name, f in spaces["entities"].items()})
-        action_space = {
-            name: CategoricalActionSpace(list(a["choices"])) if a["kind"] == "categorical"
-            else SelectEntityActionSpace()
-            for name, a in spaces["actions"].items()
-        }
+        obs_space, action_space = build_spaces(spaces, entmachin.env)
         torch.manual_seed(seed)
         self.net = RogueNet(obs_space, action_space, CONFIG)
         self.n_rows = sum(len(b["entities"][next(iter(b["entities"]))].size1()) for b in self.batches)
