@@ -1,6 +1,6 @@
 """PPO on MineSweeper written by hand, with no frame: the baseline of ``bench_frame_minesweeper.py``.
 
-One loop in CleanRL's style over the same pieces the frame uses below it: ``EnvList``,
+One loop in CleanRL's style over the same pieces the frame uses below it: ``EnvList``, ``trees``,
 ``to_state`` / ``to_vec_actions`` and ``RogueNet`` (actor and ``net.critic()`` sharing the
 trunk, one Adam with the critic-only parameters in a second group, as the frame builds it).
 The same mathematics as ``PPO``: one critic call over the rollout's states plus the
@@ -25,8 +25,8 @@ from torch import nn
 from entmachin.env import EnvList, to_state, to_vec_actions
 from entmachin.env.examples import MineSweeper
 from entmachin.model import RogueNet
-from entmachin.ragged.arrays import concat, is_ragged_buffer
-from entmachin.ragged.tensor import RaggedTensor
+from entmachin.ragged import trees
+from entmachin.ragged.tensor import RaggedTensor, to_ragged_tensor
 
 
 @contextmanager
@@ -38,23 +38,12 @@ def _phase(spent: Dict[str, float], name: str) -> Iterator[None]:
         spent[name] += time.perf_counter() - start
 
 
-def _tree(tree: Any, leaf: Any) -> Any:
-    return {k: _tree(v, leaf) for k, v in tree.items()} if isinstance(tree, dict) else leaf(tree)
+def _cat(states: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """Row-wise concatenation of canonical states, each leaf then a ``RaggedTensor``."""
+    def tensors(tree: Any) -> Any:
+        return {k: tensors(v) for k, v in tree.items()} if isinstance(tree, dict) else to_ragged_tensor(tree)
 
-
-def _cat(trees: List[Dict[str, Any]]) -> Dict[str, Any]:
-    """Row-wise concatenation of canonical states (every leaf a RaggedBuffer)."""
-    first = trees[0]
-    return {k: _cat([t[k] for t in trees]) if isinstance(v, dict) else concat([t[k] for t in trees])
-            for k, v in first.items()}
-
-
-def _tensors(tree: Dict[str, Any]) -> Dict[str, Any]:
-    return _tree(tree, lambda b: RaggedTensor.from_ragged_buffer(b) if is_ragged_buffer(b) else b)
-
-
-def _take(tree: Dict[str, Any], index: np.ndarray) -> Dict[str, Any]:
-    return _tree(tree, lambda rt: rt[index])
+    return tensors(trees.stack(states, lambda i: f"states[{i}]"))
 
 
 def _units(per_action: Dict[str, RaggedTensor]) -> torch.Tensor:
@@ -102,7 +91,7 @@ class PlainPPO:
             dones.append(np.asarray(obs.done, dtype=np.bool_))  # MineSweeper ends episodes, never truncates
             self.state = after
         with _phase(spent, "storing"):
-            state = _tensors(_cat(states + [self.state]))  # T * B rows, then the B bootstrap rows
+            state = _cat(states + [self.state])  # T * B rows, then the B bootstrap rows
             with torch.no_grad():
                 values = self.critic(state["entities"]).reshape(self.n_steps + 1, n_envs)  # [T + 1, B]
             reward = torch.from_numpy(np.stack(rewards))  # [T, B]
@@ -116,8 +105,8 @@ class PlainPPO:
             target = (advantage + values[:-1]).reshape(-1)  # [N]
             advantage = advantage.reshape(-1)  # [N]
             n_rows = self.n_steps * n_envs
-            state = _take(state, np.arange(n_rows))
-            action = _tensors(_cat(actions))
+            state = trees.take(state, np.arange(n_rows))
+            action = _cat(actions)
         with _phase(spent, "update"):
             self._update(state, action, target, advantage, n_rows)
 
@@ -129,7 +118,7 @@ class PlainPPO:
         self.net.train()
         for _ in range(self.epochs):
             for rows in np.array_split(self.rng.permutation(n_rows), per_epoch):
-                mb_state, mb_action = _take(state, rows), _take(action, rows)
+                mb_state, mb_action = trees.take(state, rows), trees.take(action, rows)
                 out, value = self.net.forward_with_value(mb_state["entities"], mb_state["action_masks"],
                                                          action=mb_action["action"])
                 log_prob = _units(out.log_prob)  # [n_units]
