@@ -1,7 +1,8 @@
 """``RaggedTensor``: a batch of variable-length sequences stored in one torch tensor."""
 
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from collections.abc import Mapping
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -16,7 +17,7 @@ from entmachin.ragged.arrays import (
     sequence_indices,
 )
 
-__all__ = ["RaggedTensor", "is_ragged", "ragged_tensor_equal", "to_ragged_tensor"]
+__all__ = ["RaggedTensor", "is_ragged", "ragged_tensor_equal", "to_ragged_tensor", "tree_to_torch"]
 
 _BUFFER_DTYPES = (torch.float32, torch.int64, torch.bool)
 _FIELDS = ("data", "lengths", "offsets", "batch_index")
@@ -212,8 +213,15 @@ class RaggedTensor:
         return cls.from_lengths(torch.cat(tensors), lengths)  # data: [n_items, ...]
 
     @classmethod
-    def cat(cls, raggeds: Sequence["RaggedTensor"]) -> "RaggedTensor":
-        """Concatenates the sequences of several ragged tensors, in order."""
+    def cat(cls, raggeds: Sequence["RaggedTensor"], rows: Optional[Sequence[Any]] = None) -> "RaggedTensor":
+        """Concatenates the sequences of several ragged tensors, in order.
+
+        Args:
+            raggeds: the ragged tensors, with the same item shape, dtype and device.
+            rows: optional, one entry per ragged tensor: None for all of its sequences, or an
+                int64 array / tensor of the sequences to take from it, in that order. Each
+                item is copied once, straight into the result (no intermediate selection).
+        """
         raggeds = list(raggeds)
         if not raggeds:
             raise ValueError("RaggedTensor.cat: expected at least one RaggedTensor, got none")
@@ -227,6 +235,8 @@ class RaggedTensor:
                 raise ValueError(
                     f"RaggedTensor.cat: raggeds[{i}] has items {got}, but raggeds[0] has {want}"
                 )
+        if rows is not None and any(r is not None for r in rows):
+            return cls._cat_rows(raggeds, rows)
         lengths = torch.cat([rt.lengths for rt in raggeds])  # [n]
         shifts = np.cumsum([0] + [len(rt) for rt in raggeds[:-1]]).tolist()
         batch_index = torch.cat(
@@ -234,6 +244,42 @@ class RaggedTensor:
         )  # [n_items]
         data = torch.cat([rt.data for rt in raggeds])  # [n_items, ...]
         return cls(data, lengths, _offsets_from_lengths(lengths), batch_index)
+
+    @classmethod
+    def _cat_rows(cls, raggeds: List["RaggedTensor"], rows: Sequence[Any]) -> "RaggedTensor":
+        """``cat`` of the sequences ``rows[i]`` of each ``raggeds[i]``: one copy of each item."""
+        device = raggeds[0].device
+        picks = [None if r is None else torch.as_tensor(r, dtype=torch.int64, device=device) for r in rows]
+        lengths = torch.cat([rt.lengths if r is None else rt.lengths[r] for rt, r in zip(raggeds, picks)])  # [n]
+        offsets = _offsets_from_lengths(lengths)  # [n + 1]
+        n_items = int(offsets[-1])
+        data = raggeds[0].data.new_empty((n_items, *raggeds[0].trailing_shape))  # [n_items, ...]
+        at = 0
+        for rt, r in zip(raggeds, picks):
+            if r is None:
+                data[at:at + rt.n_items].copy_(rt.data)
+                at += rt.n_items
+                continue
+            part = rt.lengths[r]  # [m]
+            part_offsets = _offsets_from_lengths(part)  # [m + 1]
+            m_items = int(part_offsets[-1])
+            owner = _batch_index(part, m_items)  # [m_items]
+            source = rt.starts[r][owner] + torch.arange(m_items, device=device) - part_offsets[owner]  # [m_items]
+            torch.index_select(rt.data, 0, source, out=data[at:at + m_items])
+            at += m_items
+        return cls.trusted(data, lengths, offsets, _batch_index(lengths, n_items))
+
+    def row_range(self, start: int, stop: int) -> "RaggedTensor":
+        """Sequences ``start`` to ``stop - 1`` as a view: ``data`` is shared, not copied.
+
+        Raises:
+            IndexError: the range is not within ``[0, len(self)]``.
+        """
+        if not 0 <= start <= stop <= len(self):
+            raise IndexError(f"RaggedTensor.row_range: [{start}, {stop}) is not within the {len(self)} sequences")
+        first, last = self.offsets[start].item(), self.offsets[stop].item()
+        return RaggedTensor.trusted(self.data[first:last], self.lengths[start:stop],
+                                    self.offsets[start:stop + 1] - first, self.batch_index[first:last] - start)
 
     def _item_kind(self) -> str:
         return f"{self.trailing_shape} {self.dtype} on {self.device}"
@@ -405,6 +451,30 @@ def to_ragged_tensor(value: Any, device: Any = None, where: str = "to_ragged_ten
         f"{where}: expected a RaggedBuffer* or RaggedTensor with one sequence per row, "
         f"got {type(value).__name__}"
     )
+
+
+def tree_to_torch(tree: Mapping[str, Any]) -> Dict[str, Any]:
+    """A tree (nested dicts of row values) whose numpy arrays became tensors and whose
+    ``RaggedBuffer*`` leaves became ``RaggedTensor``s, on the CPU.
+
+    Arrays are shared with their tensors (``torch.from_numpy``; a read-only array is copied),
+    ragged buffers are copied once, torch leaves are kept as they are; other leaves (and
+    arrays of dtypes torch lacks) are left for the caller's checks to name.
+    """
+    out: Dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, Mapping):
+            out[key] = tree_to_torch(value)
+        elif isinstance(value, np.ndarray):
+            try:
+                out[key] = torch.from_numpy(value if value.flags.writeable else value.copy())
+            except TypeError:
+                out[key] = value
+        elif is_ragged_buffer(value):
+            out[key] = RaggedTensor.from_ragged_buffer(value)
+        else:
+            out[key] = value
+    return out
 
 
 def ragged_tensor_equal(a: Any, b: Any) -> bool:

@@ -29,14 +29,14 @@ Example:
 
 import sys
 from collections.abc import Mapping
-from typing import Any, Callable, Dict, Iterator, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Tuple
 
 import numpy as np
 
 from entmachin.ragged.arrays import RAGGED_BUFFER_TYPES, concat, n_features, n_sequences
 from entmachin.ragged.arrays import take as take_sequences
 
-__all__ = ["leaf_kind", "leaves", "format_path", "n_rows", "stack", "take", "describe"]
+__all__ = ["leaf_kind", "leaves", "format_path", "n_rows", "stack", "take", "row_range", "describe"]
 
 TREE, TENSOR, ARRAY, RAGGED_TENSOR, RAGGED_BUFFER, OTHER = (
     "tree", "tensor", "array", "ragged_tensor", "ragged_buffer", "other",
@@ -160,17 +160,54 @@ def n_rows(value: Any, where: str) -> int:
     return count
 
 
-def _cat(values: Sequence[Any], kind: str) -> Any:
-    if kind is TENSOR:
-        return sys.modules["torch"].cat(values, dim=0)  # [sum of rows, ...]
-    if kind is ARRAY:
-        return np.concatenate(values, axis=0)  # [sum of rows, ...]
+def _cat(values: Sequence[Any], kind: str, rows: Optional[Sequence[Optional[np.ndarray]]]) -> Any:
+    """One leaf's values concatenated; ``rows[i]`` (if given and not None) selects rows of value ``i``."""
+    if rows is None or all(r is None for r in rows):
+        if kind is TENSOR:
+            return sys.modules["torch"].cat(values, dim=0)  # [sum of rows, ...]
+        if kind is ARRAY:
+            return np.concatenate(values, axis=0)  # [sum of rows, ...]
+        if kind is RAGGED_TENSOR:
+            return type(values[0]).cat(values)
+        return concat(values)
     if kind is RAGGED_TENSOR:
-        return type(values[0]).cat(values)
-    return concat(values)
+        return type(values[0]).cat(values, rows)
+    if kind is RAGGED_BUFFER:
+        return concat([v if r is None else take_sequences(v, r) for v, r in zip(values, rows)])
+    # dense: every selected row copied once, straight into the result
+    sizes = [len(v) if r is None else len(r) for v, r in zip(values, rows)]
+    if kind is TENSOR:
+        torch = sys.modules["torch"]
+        first = values[0]
+        out = first.new_empty((sum(sizes), *first.shape[1:]))  # [sum of rows, ...]
+        for v, r, at, size in zip(values, rows, np.cumsum([0] + sizes).tolist(), sizes):
+            if r is None:
+                out[at:at + size].copy_(v)
+            else:
+                torch.index_select(v, 0, torch.as_tensor(r, device=v.device), out=out[at:at + size])
+        return out
+    return np.concatenate([v if r is None else v[r] for v, r in zip(values, rows)], axis=0)
 
 
-def stack(trees: Sequence[Mapping[str, Any]], where: Callable[[int], str]) -> Dict[str, Any]:
+def row_range(tree: Mapping[str, Any], start: int, stop: int) -> Dict[str, Any]:
+    """Rows ``start`` to ``stop - 1`` of every leaf: views of dense and ragged-tensor leaves
+    (nothing copied); ``RaggedBuffer*`` leaves, which have no views, are copied."""
+    out: Dict[str, Any] = {}
+    for key, value in tree.items():
+        kind = _KIND_BY_TYPE.get(type(value)) or _classify(value)
+        if kind is TREE:
+            out[key] = row_range(value, start, stop)
+        elif kind is RAGGED_TENSOR:
+            out[key] = value.row_range(start, stop)
+        elif kind is RAGGED_BUFFER:
+            out[key] = take_sequences(value, np.arange(start, stop, dtype=np.int64))
+        else:
+            out[key] = value[start:stop]  # [stop - start, ...]
+    return out
+
+
+def stack(trees: Sequence[Mapping[str, Any]], where: Callable[[int], str],
+          rows: Optional[Sequence[Optional[np.ndarray]]] = None) -> Dict[str, Any]:
     """Concatenates the rows of trees of the same structure, in order.
 
     Args:
@@ -178,6 +215,9 @@ def stack(trees: Sequence[Mapping[str, Any]], where: Callable[[int], str]) -> Di
             path.
         where: names tree ``i`` for error messages, e.g. ``lambda i: f"episode[{i}]['state']"``
             (called only when something is wrong).
+        rows: optional, one entry per tree: None for all its rows, or an int64 array of the rows
+            to take from it, in that order. Tensor and ragged-tensor leaves copy each selected
+            row once, straight into the result.
 
     Returns:
         A new tree of plain dicts whose leaf ``p`` holds the rows of every tree's leaf ``p``.
@@ -206,7 +246,7 @@ def stack(trees: Sequence[Mapping[str, Any]], where: Callable[[int], str]) -> Di
 
         kind = _KIND_BY_TYPE.get(type(values[0])) or _classify(values[0])
         if kind is TREE:
-            out[key] = stack(values, path)
+            out[key] = stack(values, path, rows)
             continue
         first_type = type(values[0])
         if not all(type(v) is first_type for v in values):
@@ -218,7 +258,7 @@ def stack(trees: Sequence[Mapping[str, Any]], where: Callable[[int], str]) -> Di
         if kind is OTHER:
             _leaf_rows(values[0], kind, path(0))  # raises the TypeError that names what is accepted
         try:
-            out[key] = _cat(values, kind)
+            out[key] = _cat(values, kind, rows)
         except (ValueError, RuntimeError) as e:
             raise ValueError(f"{path(0)} and the following transitions' values cannot be concatenated: {e}") from None
     return out

@@ -12,7 +12,7 @@ from hypothesis.extra import numpy as hnp
 
 import entmachin.ragged
 from entmachin.ragged.arrays import empty_ragged, ragged_equal, ragged_from_arrays, ragged_to_arrays
-from entmachin.ragged.tensor import RaggedTensor, is_ragged, ragged_tensor_equal, to_ragged_tensor
+from entmachin.ragged.tensor import RaggedTensor, is_ragged, ragged_tensor_equal, to_ragged_tensor, tree_to_torch
 
 FAST = settings(max_examples=40, deadline=None)
 DTYPES = [np.float32, np.int64, np.bool_]
@@ -344,3 +344,26 @@ def test_to_ragged_tensor_converts_buffers_and_moves_ragged_tensors():
 def test_to_ragged_tensor_rejects_dense_values():
     with pytest.raises(TypeError, match=r"^model: expected a RaggedBuffer\* or RaggedTensor with one sequence per row, got Tensor"):
         to_ragged_tensor(torch.zeros(2, 1), "cpu", "model")
+
+
+def test_cat_with_rows_gathers_each_selected_sequence_once():
+    a = RaggedTensor.from_lengths(torch.arange(12.0).view(6, 2), [2, 0, 3, 1])
+    b = RaggedTensor.from_lengths(torch.arange(100.0, 106.0).view(3, 2), [1, 2])
+    out = RaggedTensor.cat([a, b, a], rows=[np.array([3, 1, 0]), None, torch.tensor([2])])
+    expected = RaggedTensor.cat([a[[3, 1, 0]], b, a[[2]]])
+    assert ragged_tensor_equal(out, expected)
+    assert torch.equal(out.offsets, expected.offsets) and torch.equal(out.batch_index, expected.batch_index)
+    empty = RaggedTensor.cat([a], rows=[np.array([], dtype=np.int64)])
+    assert len(empty) == 0 and empty.trailing_shape == (2,)
+
+
+def test_tree_to_torch_shares_arrays_converts_ragged_buffers_and_keeps_the_rest():
+    array = np.ones((3, 2), np.float32)
+    frozen = np.zeros(2)
+    frozen.flags.writeable = False
+    tensor = torch.zeros(3)
+    buf = ragged_from_arrays(np.arange(4, dtype=np.float32).reshape(4, 1), [1, 3])
+    out = tree_to_torch({"a": array, "f": frozen, "t": tensor, "n": {"r": buf}, "s": "text"})
+    assert out["a"].data_ptr() == array.ctypes.data and out["t"] is tensor and out["s"] == "text"
+    assert out["f"].data_ptr() != frozen.ctypes.data and torch.equal(out["f"], torch.zeros(2, dtype=torch.float64))
+    assert ragged_tensor_equal(out["n"]["r"], RaggedTensor.from_ragged_buffer(buf))

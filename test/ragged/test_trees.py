@@ -203,3 +203,42 @@ def test_describe_names_type_shape_and_dtype(value, expected):
 def test_importing_trees_does_not_load_torch():
     code = "import sys, entmachin.ragged.trees; sys.exit('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0, "importing entmachin.ragged.trees loads torch"
+
+
+# ------------------------------------------------------------- stack with rows, row_range
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(1, 5), min_size=1, max_size=4), st.integers(0, 2**31 - 1))
+def test_stack_with_rows_equals_stacking_the_selected_rows(sizes, seed):
+    rng = np.random.default_rng(seed)
+    parts = [tree(rng, n) for n in sizes]
+    picks = [None if rng.random() < 0.4 else rng.integers(0, n, int(rng.integers(0, n + 1))) for n in sizes]
+    joined = trees.stack(parts, lambda i: f"t[{i}]", picks)
+    expected = [rows_of(p, int(r)) for p, pick in zip(parts, picks) for r in (range(len(p["dense"])) if pick is None else pick)]
+    assert trees.n_rows(joined, "joined") == len(expected)
+    assert all(same(rows_of(joined, i), e) for i, e in enumerate(expected))
+
+
+def test_stack_with_rows_writes_each_torch_leaf_once_into_new_storage():
+    rng = np.random.default_rng(0)
+    a, b = tree(rng, 4), tree(rng, 3)
+    joined = trees.stack([a, b], lambda i: f"t[{i}]", [None, np.array([2, 0])])
+    assert joined["dense"].data_ptr() not in (a["dense"].data_ptr(), b["dense"].data_ptr())
+    assert torch.equal(joined["dense"], torch.cat([a["dense"], b["dense"][[2, 0]]]))
+    assert not joined["dense"].requires_grad
+
+
+def test_row_range_views_torch_leaves_and_copies_ragged_buffers():
+    rng = np.random.default_rng(1)
+    t = trees.stack([tree(rng, 5), tree(rng, 2)], lambda i: f"t[{i}]")
+    t = {**t, "entities": {**t["entities"]}}
+    part = trees.row_range(t, 2, 6)
+    assert all(same(rows_of(part, i), rows_of(t, 2 + i)) for i in range(4))
+    assert part["dense"].data_ptr() == t["dense"][2:].data_ptr()
+    b = part["entities"]["B"]
+    assert b.data.untyped_storage().data_ptr() == t["entities"]["B"].data.untyped_storage().data_ptr()
+    assert b.offsets[0] == 0 and (b.n_items == 0 or int(b.batch_index.min()) == int(torch.nonzero(b.lengths)[0, 0]))
+    assert trees.n_rows(trees.row_range(t, 3, 3), "empty") == 0
+    with pytest.raises(IndexError, match=r"RaggedTensor.row_range: \[2, 9\) is not within the 7 sequences"):
+        t["entities"]["B"].row_range(2, 9)
