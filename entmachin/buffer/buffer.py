@@ -120,18 +120,17 @@ class Buffer:
         For code that validated the rows itself, as a frame's ``store_episode`` /
         ``store_rollout`` do. ``data`` maps attribute names to values (``major_attr`` name the
         dicts of values, every other attribute is a sub attribute); they are placed by the
-        schema exactly as :meth:`append` places them, and what does not fit the schema still
-        raises with nothing written, but no ``TransitionBase`` is built (it would copy every
-        value) and nothing is scanned for NaN or ±inf. The values are copied into the buffer's
-        columns before this returns. Users appending their own data call :meth:`append`.
+        schema exactly as :meth:`append` places them (the first append fixes the schema from
+        them), and what does not fit the schema still raises with nothing written, but no
+        ``TransitionBase`` is built (it would copy every value) and nothing is scanned for NaN
+        or ±inf. The values are copied into the buffer's columns before this returns. Users
+        appending their own data call :meth:`append`.
 
         Raises:
             ValueError, TypeError: the values do not fit the schema or the buffer's size.
         """
-        if self._schema is None:  # the first append fixes the schema, with every check
-            self.append(TransitionBase.from_data(data, major_attr))
-            return
-        self._write(check_transition(data, self._schema, "append_trusted", self.buffer_size, True))
+        schema = self._schema if self._schema is not None else Schema.of_data(data, major_attr)
+        self._write(check_transition(data, schema, "append_trusted", self.buffer_size, True))
 
     def store_episode(self, episode: Sequence[TransitionLike], required_attrs: Sequence[str] = ()) -> None:
         """Appends transitions in order; if any fails its check, none is stored.

@@ -9,7 +9,7 @@ host arrays ready to be copied into the buffer's columns; it is the hot path of 
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -56,24 +56,35 @@ class Schema:
     @classmethod
     def of(cls, transition: TransitionBase) -> "Schema":
         """The schema of a (validated) transition."""
+        return cls._of(transition.major_attr, transition.sub_attr, transition.custom_attr, transition)
+
+    @classmethod
+    def of_data(cls, data: Mapping[str, Any], major_attr: Sequence[str]) -> "Schema":
+        """The schema of rows given as attribute -> value (``Buffer.append_trusted``'s input):
+        ``major_attr`` name the dicts of values, every other attribute is a sub attribute."""
+        return cls._of(tuple(major_attr), tuple(a for a in data if a not in major_attr), (), data)
+
+    @classmethod
+    def _of(cls, major_attr: Sequence[str], sub_attr: Sequence[str], custom_attr: Sequence[str],
+            transition: Any) -> "Schema":
         leaves: List[LeafSpec] = []
         nodes: List[Tuple[str, Tuple[str, ...], frozenset]] = []
         templates: Dict[str, Any] = {}
-        for attr in transition.major_attr:
+        for attr in major_attr:
             tree = transition[attr]
             nodes.extend(dict_nodes(attr, tree, ()))
             templates[attr] = _template(tree, len(leaves))
             for path, leaf in trees.leaves(tree):
                 kind, dtype, shape = value_spec(leaf)
                 leaves.append(LeafSpec(attr, path, kind, dtype, shape, numpy_dtype_of(dtype)))
-        for attr in transition.sub_attr:
+        for attr in sub_attr:
             kind, dtype, shape = value_spec(transition[attr])
             shape = shape or (1,)  # a [B] sub attribute is stored as [B, 1], like a number (Machin's shape)
             leaves.append(LeafSpec(attr, (), kind, dtype, shape, numpy_dtype_of(dtype)))
         return cls(
-            tuple(transition.major_attr),
-            tuple(transition.sub_attr),
-            tuple(transition.custom_attr),
+            tuple(major_attr),
+            tuple(sub_attr),
+            tuple(custom_attr),
             tuple(leaves),
             tuple(nodes),
             templates,
