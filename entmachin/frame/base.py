@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from entmachin.buffer import Buffer
+from entmachin.buffer import RolloutBuffer
 from entmachin.frame import storing
 from entmachin.frame.config import A2CConfig, check_callable, frame_kwargs_from_config, generate_config
 from entmachin.frame.record import MAJOR_ATTRS
@@ -126,7 +126,7 @@ class ActorCriticFrame:
                                 for opt, a, k in zip(self.optimizers, sched_args, sched_kwargs)]
         self._initial_lrs = [[g["lr"] for g in opt.param_groups] for opt in self.optimizers]
         if replay_buffer is None:
-            replay_buffer = Buffer(config.replay_size, config.replay_device)
+            replay_buffer = RolloutBuffer(config.replay_size, config.replay_device)
         for method in ("append", "size", "clear", "sample_batch"):
             if not callable(getattr(replay_buffer, method, None)):
                 raise TypeError(f"{name}: replay_buffer has no {method}() method; pass an entmachin Buffer")

@@ -13,7 +13,8 @@ from typing import Any, Dict, NamedTuple
 
 import torch
 
-from entmachin.buffer import TransitionBase
+from entmachin.buffer import RolloutBuffer, TransitionBase
+from entmachin.ragged import arrdict
 
 __all__ = ["Rollout", "BUFFER_KEYS", "MAJOR_ATTRS"]
 
@@ -70,7 +71,12 @@ class Rollout(NamedTuple):
 
     @classmethod
     def read(cls, buffer: Any) -> "Rollout":
-        """Every row of an on-policy ``buffer`` as one record (``sample_batch(..., "all")``)."""
+        """Every row of an on-policy ``buffer`` as one record: the rows a ``RolloutBuffer``
+        holds by reference, else ``sample_batch(..., "all")``'s copy."""
+        held = buffer.held() if isinstance(buffer, RolloutBuffer) else None
+        if held is not None:
+            return cls(*(arrdict(held[BUFFER_KEYS[f]]) if f in MAJOR_ATTRS else held[BUFFER_KEYS[f]]
+                         for f in cls._fields))
         _, values = buffer.sample_batch(buffer.size(), sample_method="all",
                                         sample_attrs=[BUFFER_KEYS[f] for f in cls._fields])
         return cls(*values)

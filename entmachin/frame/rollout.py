@@ -26,6 +26,7 @@ from ragged_buffer import RaggedBufferI64
 
 from entmachin.env import GLOBAL_ENTITY, VecEnv, VecObs, to_state, to_vec_actions
 from entmachin.ragged import trees
+from entmachin.ragged.tensor import tree_to_torch
 
 __all__ = ["RolloutCollector", "RolloutStats", "default_actions", "global_state", "global_actions"]
 
@@ -101,7 +102,10 @@ class RolloutCollector:
 
     Episodes continue across calls; rows whose episode ended (environments auto-reset) are
     stored as terminal or truncated, and truncated rows carry the final observation as
-    ``next_state`` so that they bootstrap from it.
+    ``next_state`` so that they bootstrap from it. Each observation's state is converted to
+    torch once (numpy arrays shared, ragged buffers copied into ``RaggedTensor``s); the actor
+    reads that state and ``store_rollout`` concatenates it, the only other copy of its
+    features before ``update()`` takes minibatches.
 
     Args:
         frame: an ``A2C`` / ``PPO`` frame (anything with ``act`` and ``store_rollout``).
@@ -128,14 +132,22 @@ class RolloutCollector:
         self._lengths = np.zeros(len(envs), dtype=np.int64)  # [B]
         self.total_env_steps = 0
 
-    def _next_state(self, obs: VecObs, state: Dict[str, Any]) -> Dict[str, Any]:
-        """The state after each row's step: the final observation where the episode ended."""
-        if obs.final_obs is None or len(obs.final_index) == 0:
+    def _state_of(self, obs: VecObs) -> Dict[str, Any]:
+        """``state_fn(obs)`` with torch leaves: converted once, read by the actor and stored."""
+        return tree_to_torch(self.state_fn(obs))
+
+    def _next_state(self, obs: VecObs, state: Dict[str, Any], truncated: np.ndarray) -> Dict[str, Any]:
+        """The state after each row's step: the final observation where the episode was
+        truncated (its row bootstraps from it); elsewhere the state the environment returned,
+        which for a terminal row is the next episode's first (never read: it does not bootstrap)."""
+        if obs.final_obs is None or not truncated.any():
             return state
-        final = self.state_fn(obs.final_obs)
+        final_index = np.asarray(obs.final_index, dtype=np.int64)  # [n_done]
+        cut = np.flatnonzero(truncated[final_index])  # [n_truncated]: places in final_obs
+        final = self._state_of(obs.final_obs)
         n_rows = len(obs)
         index = np.arange(n_rows, dtype=np.int64)  # [B]
-        index[obs.final_index] = n_rows + np.arange(len(obs.final_index))
+        index[final_index[cut]] = n_rows + cut
         joined = trees.stack([state, final], lambda i: ("state", "final_obs state")[i])
         return trees.take(joined, index)
 
@@ -150,7 +162,7 @@ class RolloutCollector:
         if returns.shape != self._returns.shape:
             raise ValueError(f"RolloutCollector.restore: the snapshot has {returns.shape[0]} rows; this collector "
                              f"steps {self._returns.shape[0]} environments")
-        self._state = snapshot["state"]
+        self._state = None if snapshot["state"] is None else tree_to_torch(snapshot["state"])
         self._returns = returns
         self._lengths = np.asarray(snapshot["lengths"], dtype=np.int64)  # [B]
         self.total_env_steps = int(snapshot["total_env_steps"])
@@ -158,7 +170,7 @@ class RolloutCollector:
     def collect(self) -> RolloutStats:
         """Runs ``n_steps`` steps, stores them with ``frame.store_rollout`` and returns statistics."""
         if self._state is None:
-            self._state = self.state_fn(self.envs.reset())
+            self._state = self._state_of(self.envs.reset())
         steps: List[Dict[str, Any]] = []
         returns: List[float] = []
         lengths: List[int] = []
@@ -167,11 +179,11 @@ class RolloutCollector:
             result = self.frame.act(state)
             stored_action, env_actions = self.action_fn(result)
             obs = self.envs.act(env_actions)
-            after = self.state_fn(obs)
+            after = self._state_of(obs)
             done = np.asarray(obs.done, dtype=np.bool_)  # [B]
             truncated = np.asarray(obs.truncated, dtype=np.bool_) & done  # [B]
             steps.append({
-                "state": state, "action": stored_action, "next_state": self._next_state(obs, after),
+                "state": state, "action": stored_action, "next_state": self._next_state(obs, after, truncated),
                 "reward": np.asarray(obs.reward, dtype=np.float32), "terminal": done & ~truncated,
                 "truncated": truncated,
             })

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Dict, List, NamedTuple, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 import torch
@@ -22,6 +22,7 @@ from entmachin.frame.record import Rollout
 from entmachin.frame.gae import gae
 from entmachin.frame.rows import tree_rows
 from entmachin.ragged import trees
+from entmachin.ragged.tensor import tree_to_torch
 
 __all__ = ["Steps", "read_episode", "read_rollout", "value_targets", "to_rollout"]
 
@@ -42,6 +43,10 @@ class Steps(NamedTuple):
         truncated: bool ``[T, B]``.
         bootstrap: int64 ``[k]`` flat row indices whose ``next_state`` value is needed.
         next_state: tree of the ``k`` ``next_state`` rows of ``bootstrap``, or None if ``k == 0``.
+        inputs: the critic's input: the ``N`` state rows, then the ``k`` next_state rows.
+            ``state`` and ``next_state`` are views of it (torch leaves; each value was copied
+            once, when the caller's steps were concatenated). None when next_state does not
+            have the structure of state (``value_targets`` raises about it).
     """
 
     state: Dict[str, Any]
@@ -51,6 +56,7 @@ class Steps(NamedTuple):
     truncated: np.ndarray
     bootstrap: np.ndarray
     next_state: Any
+    inputs: Optional[Dict[str, Any]]
 
     @property
     def n_rows(self) -> int:
@@ -132,11 +138,14 @@ def _read(steps: Sequence[Any], name: str, episode: bool) -> Steps:
             _check_transition(transition, f"{name}[{t}]")
     n_envs = 1 if episode else tree_rows(steps[0]["state"], f"{name}[0]['state']")
     n_steps = len(steps)
-    state = trees.stack([t["state"] for t in steps], lambda t: f"{name}[{t}]['state']")
-    action = trees.stack([t["action"] for t in steps], lambda t: f"{name}[{t}]['action']")
-    for key, tree in (("state", state), ("action", action)):
-        if tree_rows(tree, f"{name}[...][{key!r}]") != n_steps * n_envs:
-            _diagnose_rows(steps, key, n_envs, name, episode)
+    n_rows = n_steps * n_envs
+    for t, transition in enumerate(steps):
+        if tree_rows(transition["state"], f"{name}[{t}]['state']") != n_envs:
+            _diagnose_rows(steps, "state", n_envs, name, episode)
+    with torch.no_grad():
+        action = tree_to_torch(trees.stack([t["action"] for t in steps], lambda t: f"{name}[{t}]['action']"))
+    if tree_rows(action, f"{name}[...]['action']") != n_rows:
+        _diagnose_rows(steps, "action", n_envs, name, episode)
     reward = _flag_column([t["reward"] for t in steps], n_envs, name, "reward", False)  # [T, B]
     terminal = _flag_column([t["terminal"] for t in steps], n_envs, name, "terminal", True)  # [T, B]
     if any("truncated" in t for t in steps):
@@ -148,21 +157,38 @@ def _read(steps: Sequence[Any], name: str, episode: bool) -> Steps:
     needs = truncated.copy()  # [T, B]
     needs[-1] |= ~terminal[-1]  # the rollout's last rows bootstrap unless terminal
     bootstrap = np.flatnonzero(needs).astype(np.int64)  # [k]
-    next_state = None
-    if bootstrap.size:
-        used = np.unique(bootstrap // n_envs)  # steps whose next_state is read
-        parts = []
-        for t in used:
-            where = f"{name}[{t}]['next_state']"
-            tree = steps[t]["next_state"]
-            rows = tree_rows(tree, where)
-            if rows != n_envs:
-                raise ValueError(f"{where} holds {rows} rows, but {name}[{t}]['state'] holds {n_envs}")
-            envs = np.flatnonzero(needs[t]).astype(np.int64)  # [k_t]
-            parts.append(tree if envs.size == n_envs else trees.take(tree, envs))
-        # A single part may be the caller's own tree: it is only read.
-        next_state = trees.stack(parts, lambda i: f"{name}[{used[i]}]['next_state']") if len(parts) > 1 else parts[0]
-    return Steps(state, action, reward, terminal, truncated, bootstrap, next_state)
+    used = np.unique(bootstrap // n_envs)  # steps whose next_state is read
+    parts, picks = [], []
+    for t in used:
+        where = f"{name}[{t}]['next_state']"
+        tree = steps[t]["next_state"]
+        rows = tree_rows(tree, where)
+        if rows != n_envs:
+            raise ValueError(f"{where} holds {rows} rows, but {name}[{t}]['state'] holds {n_envs}")
+        envs = np.flatnonzero(needs[t]).astype(np.int64)  # [k_t]
+        parts.append(tree)
+        picks.append(None if envs.size == n_envs else envs)
+
+    def where_state(i: int) -> str:
+        return f"{name}[{i}]['state']" if i < n_steps else f"{name}[{used[i - n_steps]}]['next_state']"
+
+    # Every state row and every bootstrap next_state row in one concatenation: each value is
+    # copied once, the critic reads them in one call, and the stored state is a view of it.
+    states = [t["state"] for t in steps]
+    with torch.no_grad():
+        try:
+            inputs = tree_to_torch(trees.stack(states + parts, where_state, [None] * n_steps + picks))
+        except (TypeError, ValueError):
+            if not parts:
+                raise
+            # The states differ from each other (raised here, naming the step) or from next_state:
+            # then the checks of the state come first and value_targets says what next_state lacks.
+            state = tree_to_torch(trees.stack(states, where_state))
+            next_state = trees.stack(parts, lambda i: where_state(n_steps + i), picks)
+            return Steps(state, action, reward, terminal, truncated, bootstrap, next_state, None)
+    state = trees.row_range(inputs, 0, n_rows)
+    next_state = trees.row_range(inputs, n_rows, n_rows + bootstrap.size) if bootstrap.size else None
+    return Steps(state, action, reward, terminal, truncated, bootstrap, next_state, inputs)
 
 
 def read_episode(episode: Sequence[Any], name: str = "store_episode") -> Steps:
@@ -198,14 +224,13 @@ def value_targets(
     """
     n_steps, n_envs = steps.reward.shape
     n_rows = n_steps * n_envs
-    inputs = steps.state
-    if steps.next_state is not None:
+    if steps.inputs is None:  # _read could not concatenate state and next_state
         try:
-            inputs = trees.stack([steps.state, steps.next_state], lambda i: ("state", "next_state")[i])
+            trees.stack([steps.state, steps.next_state], lambda i: ("state", "next_state")[i])
         except (TypeError, ValueError) as e:
             raise ValueError(f"next_state must have the same keys and value kinds as state: {e}") from None
     with torch.no_grad():
-        out = criticize(inputs)
+        out = criticize(steps.inputs)
     values = out.detach().reshape(-1).to("cpu", torch.float64)  # [N + k]
     if values.shape[0] != n_rows + steps.bootstrap.size:
         raise ValueError(
