@@ -20,11 +20,10 @@ import torch
 from entmachin.buffer import TransitionBase
 from entmachin.frame.record import Rollout
 from entmachin.frame.gae import gae
-from entmachin.frame.rows import tree_rows
 from entmachin.ragged import trees
 from entmachin.ragged.tensor import tree_to_torch
 
-__all__ = ["Steps", "read_episode", "read_rollout", "value_targets", "to_rollout"]
+__all__ = ["Steps", "read_episode", "read_rollout", "tree_rows", "value_targets", "to_rollout"]
 
 _REQUIRED = ("state", "action", "next_state", "reward", "terminal")
 _ACCEPTED = (*_REQUIRED, "truncated")
@@ -61,6 +60,20 @@ class Steps(NamedTuple):
     @property
     def n_rows(self) -> int:
         return int(self.reward.size)
+
+
+def tree_rows(tree: Mapping[str, Any], where: str) -> int:
+    """The common number of rows of every leaf of a stored ``tree`` (``state``, ``action``,
+    ``next_state``), which must be a dict of named values, never a bare tensor.
+
+    Raises:
+        ValueError: leaves disagree on the number of rows, a leaf has no row dimension, or the
+            tree has no leaves.
+        TypeError: a leaf is not a tensor, an array or a ragged value, or ``tree`` is not a mapping.
+    """
+    if not isinstance(tree, Mapping):
+        raise TypeError(f"{where} is a {type(tree).__name__}; expected a dict of named values")
+    return trees.n_rows(tree, where)
 
 
 def _check_transition(transition: Any, where: str) -> None:
