@@ -372,7 +372,10 @@ class A2C(ActorCriticFrame):
         for step in steps:
             step.optimizer.zero_grad(set_to_none=True)
         terms = [t for step in steps for t in step.terms.values()]
-        sum(terms).backward()
+        total = terms[0]
+        for term in terms[1:]:  # not sum(terms): its 0 + first term is one more node to run both ways
+            total = total + term
+        total.backward()
         with_grad = [[p for p in step.params if p.grad is not None] for step in steps]
         norms = total_norms([[p.grad for p in ps] for ps in with_grad])
         flags = iter(finite_flags(terms + [n for n in norms if n is not None]))
