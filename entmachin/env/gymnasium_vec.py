@@ -212,7 +212,10 @@ class GymnasiumVecEnv(VecEnv):
             vec.final_obs = self._final_obs(finals)
             vec.final_index = np.array(finals.index, dtype=np.int64)  # [n_final]
         if self.check_finite:
-            refuse_non_finite(vec, self._obs_filter, self._rows, "GymnasiumVecEnv")
+            shown = flat if self._selector is None else flat[:, self._selector]  # [num_envs, n_kept_features]
+            # One test on the arrays in hand; refuse_non_finite finds and names the culprit.
+            if not (np.isfinite(shown).all() and np.isfinite(vec.reward).all()):
+                refuse_non_finite(vec, self._obs_filter, self._rows, "GymnasiumVecEnv")
             if vec.final_obs is not None:
                 refuse_non_finite(vec.final_obs, self._obs_filter, vec.final_index, "GymnasiumVecEnv", final=True)
         return vec

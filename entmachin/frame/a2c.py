@@ -38,7 +38,7 @@ from entmachin.frame.interrupts import InterruptGuard
 from entmachin.frame.losses import OldLogProbs, Units, old_log_probs, old_units, normalized, units_of
 from entmachin.frame.record import Rollout
 from entmachin.frame.summary import UpdateStats, log_update, write_graph
-from entmachin.frame.update import explained_variance, finite_flags, mean_of, minibatch_schedule
+from entmachin.frame.update import explained_variance, finite_flags, mean_of, minibatch_schedule, total_norms
 
 __all__ = ["A2C"]
 
@@ -372,9 +372,12 @@ class A2C(ActorCriticFrame):
         for step in steps:
             step.optimizer.zero_grad(set_to_none=True)
         terms = [t for step in steps for t in step.terms.values()]
-        sum(terms).backward()
+        total = terms[0]
+        for term in terms[1:]:  # not sum(terms): its 0 + first term is one more node to run both ways
+            total = total + term
+        total.backward()
         with_grad = [[p for p in step.params if p.grad is not None] for step in steps]
-        norms = [torch.nn.utils.get_total_norm([p.grad for p in ps]) if ps else None for ps in with_grad]
+        norms = total_norms([[p.grad for p in ps] for ps in with_grad])
         flags = iter(finite_flags(terms + [n for n in norms if n is not None]))
         term_ok = [[next(flags) for _ in step.terms] for step in steps]
         norm_ok = [norm is None or next(flags) for norm in norms]

@@ -10,7 +10,6 @@ appended), the counters a checkpoint holds, ``save`` / ``load`` and ``generate_c
 """
 from __future__ import annotations
 
-import contextlib
 import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any, Dict, List, Optional, Tuple, Union
@@ -181,9 +180,11 @@ class ActorCriticFrame:
                     "takes no 'deterministic' parameter"
                 )
             extra["deterministic"] = True
-        stats = collecting_stats_of(self._actor_norms) if collect_stats and self._actor_norms else contextlib.nullcontext()
-        with torch.no_grad(), stats:
-            return safe_call(self.actor, state, extra)
+        if collect_stats and self._actor_norms:
+            with torch.no_grad(), collecting_stats_of(self._actor_norms):
+                return safe_call(self.actor, state, extra) if extra else safe_call(self.actor, state)
+        with torch.no_grad():
+            return safe_call(self.actor, state, extra) if extra else safe_call(self.actor, state)
 
     def eval_act(self, state: Mapping[str, Any], action: Mapping[str, Any]) -> Any:
         """Scores ``action`` in ``state`` with the actor (with gradients); returns its result."""

@@ -9,12 +9,12 @@ the value step (while ``i < critic_update_times``).
 from __future__ import annotations
 
 import math
-from typing import List
+from typing import List, Optional
 
 import numpy as np
 import torch
 
-__all__ = ["minibatch_schedule", "finite_flags", "mean_of", "explained_variance"]
+__all__ = ["minibatch_schedule", "finite_flags", "total_norms", "mean_of", "explained_variance"]
 
 
 def minibatch_schedule(n_rows: int, batch_size: int, n_minibatches: int, rng: np.random.Generator) -> List[np.ndarray]:
@@ -39,6 +39,34 @@ def finite_flags(values: List[torch.Tensor]) -> List[bool]:
     if all(v.dtype == first.dtype and v.device == first.device for v in values):
         return torch.isfinite(torch.stack([v.detach().reshape(()) for v in values])).tolist()
     return torch.stack([torch.isfinite(v.detach()).all().cpu() for v in values]).tolist()
+
+
+def total_norms(groups: List[List[torch.Tensor]]) -> List[Optional[torch.Tensor]]:
+    """``torch.nn.utils.get_total_norm`` (2-norm) of each group of gradients (None for an empty
+    group), bit-identical to it.
+
+    When every gradient is a plain tensor of one dtype on one CPU or CUDA device (the usual
+    case), one ``_foreach_norm`` over all the groups' gradients replaces one per group: the
+    per-tensor norms do not depend on the list they come in, and each total is then reduced
+    exactly as ``get_total_norm`` reduces it. Anything else goes through ``get_total_norm``.
+    """
+    flat = [g for group in groups for g in group]
+    if not flat:
+        return [None for _ in groups]
+    first = flat[0]
+    device, dtype = first.device, first.dtype
+    if len(groups) == 1 or device.type not in ("cpu", "cuda") or not all(
+            type(g) is torch.Tensor and g.device == device and g.dtype == dtype for g in flat):
+        return [torch.nn.utils.get_total_norm(group) if group else None for group in groups]
+    with torch.no_grad():
+        per_tensor = torch._foreach_norm(flat, 2.0)  # one norm per gradient
+        out: List[Optional[torch.Tensor]] = []
+        start = 0
+        for group in groups:
+            end = start + len(group)
+            out.append(torch.linalg.vector_norm(torch.stack(per_tensor[start:end]), 2.0) if group else None)
+            start = end
+    return out
 
 
 def mean_of(values: List[torch.Tensor]) -> float:

@@ -10,10 +10,13 @@ import math
 from typing import NamedTuple, Optional
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from entmachin.ragged.tensor import RaggedTensor
+
+
+# Smallest positive normal float32: the race's floor (p is float32, see masked_categorical).
+_TINY = torch.finfo(torch.float32).tiny
 
 
 class HeadOutput(NamedTuple):
@@ -51,11 +54,12 @@ def masked_categorical(
     logits = logits.float()  # [n, n_choices]
     if allowed is not None:
         logits = logits.masked_fill(~allowed, float("-inf"))
-    log_p = F.log_softmax(logits, dim=-1)  # [n, n_choices]
+    n, n_choices = logits.shape
+    log_p = logits.log_softmax(-1)  # [n, n_choices]
     p = log_p.exp()  # [n, n_choices]
     if action is None:
-        if logits.shape[0] == 0 or logits.shape[1] == 0:
-            action = torch.zeros(logits.shape[0], 1, dtype=torch.int64, device=logits.device)  # [n, 1]
+        if n == 0 or n_choices == 0:
+            action = torch.zeros(n, 1, dtype=torch.int64, device=logits.device)  # [n, 1]
         elif deterministic:
             action = logits.argmax(dim=-1, keepdim=True)  # [n, 1]
         else:
@@ -63,12 +67,12 @@ def masked_categorical(
                 # Exponential race: argmax p_i / E_i with E_i ~ Exp(1) i.i.d. is choice i with
                 # probability p_i (several times cheaper than multinomial on small batches).
                 # E is kept above 0 so that forbidden choices (p = 0) score 0, never nan.
-                race = torch.empty_like(p).exponential_().clamp_min_(torch.finfo(p.dtype).tiny)  # [n, n_choices]
+                race = torch.empty_like(p).exponential_().clamp_min_(_TINY)  # [n, n_choices]
                 action = (p / race).argmax(dim=-1, keepdim=True)  # [n, 1]
     else:
         action = action[:, None]  # [n, 1]
-    if logits.shape[1] == 0:
-        zeros = logits.new_zeros(logits.shape[0], 1)  # [n, 1]
+    if n_choices == 0:
+        zeros = logits.new_zeros(n, 1)  # [n, 1]
         log_prob = entropy = zeros
     else:
         log_prob = log_p.gather(1, action)  # [n, 1]

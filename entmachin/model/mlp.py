@@ -62,7 +62,10 @@ class _DenseTrunk(NormalisedModule):
             raise ValueError(
                 f"{self.owner}.forward: state has shape {tuple(state.shape)}; expected [B, {self.d_state}]"
             )
-        x = state.to(device=device, dtype=torch.promote_types(state.dtype, torch.float32))  # [B, d_state]
+        if state.dtype is torch.float32 and state.device == device:
+            x = state  # [B, d_state], the common case: no conversion to dispatch
+        else:
+            x = state.to(device=device, dtype=torch.promote_types(state.dtype, torch.float32))  # [B, d_state]
         if self.norm is not None:
             x = self.norm(x)
         return self.hidden(x)  # [B, d_hidden[-1]]
@@ -116,9 +119,12 @@ class MLPActor(_DenseTrunk):
                     f"expected {n} integer choices ([B] or [B, 1])"
                 )
             action = action.reshape(n).long()  # [B]
-            bad = (action < 0) | (action >= self.n_actions)
-            if bad.any():
-                raise ValueError(f"MLPActor.forward: action {int(action[bad][0])} is outside [0, {self.n_actions})")
+            if n:
+                low, high = torch.stack(torch.aminmax(action)).tolist()  # one host sync for both bounds
+                if low < 0 or high >= self.n_actions:
+                    bad = (action < 0) | (action >= self.n_actions)  # [B]
+                    raise ValueError(
+                        f"MLPActor.forward: action {int(action[bad][0])} is outside [0, {self.n_actions})")
         return tuple(masked_categorical(logits, mask, action, deterministic, keepdim=True))  # [B, 1] each
 
 
