@@ -150,21 +150,6 @@ class ActorCriticFrame(FrameSurface):
         """The optimizers: ``[actor_optim, critic_optim]``, or one when parameters are shared."""
         return [self.actor_optim] if self.shared_parameters else [self.actor_optim, self.critic_optim]
 
-    @property
-    def lr_schedulers(self) -> List[Any]:
-        """The learning-rate schedulers, one per optimizer (empty without ``lr_scheduler``)."""
-        return list(self._schedulers)
-
-    @property
-    def n_updates(self) -> int:
-        """``update()`` calls so far (restored by ``load``)."""
-        return self._n_updates
-
-    def update_lr_scheduler(self) -> None:
-        """Steps every learning-rate scheduler once."""
-        for scheduler in self._schedulers:
-            scheduler.step()
-
     def act(self, state: Mapping[str, Any], deterministic: bool = False, *, collect_stats: bool = True) -> Any:
         """Runs the actor on ``state`` without gradients and returns its result unchanged.
 

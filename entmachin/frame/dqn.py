@@ -168,21 +168,6 @@ class DQN(FrameSurface):
         """``[qnet_optim]``."""
         return [self.qnet_optim]
 
-    @property
-    def lr_schedulers(self) -> List[Any]:
-        """The learning-rate scheduler (empty without ``lr_scheduler``)."""
-        return list(self._schedulers)
-
-    @property
-    def n_updates(self) -> int:
-        """``update()`` calls so far (restored by ``load``)."""
-        return self._n_updates
-
-    def update_lr_scheduler(self) -> None:
-        """Steps the learning-rate scheduler once."""
-        for scheduler in self._schedulers:
-            scheduler.step()
-
     def _q(self, state: Mapping[str, Any], use_target: bool, where: str, checks: DeferredChecks) -> List[qt.QTable]:
         net = self.qnet_target if use_target else self.qnet
         n_rows = tree_rows(state, f"{where}: state")

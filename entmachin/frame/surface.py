@@ -2,13 +2,13 @@
 
 A frame class sets ``_config_cls`` (its settings record) and ``network_names`` (the attributes
 holding its two networks, also their checkpoint file names and the constructor's first two
-arguments); it has ``writer``, ``optimizers``, ``lr_schedulers``, ``replay_buffer`` and
+arguments); it has ``writer``, ``optimizers``, ``_schedulers``, ``_n_updates``, ``replay_buffer`` and
 ``training_counters()`` / ``set_training_counters()`` for :mod:`entmachin.frame.checkpoint`.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import torch
 
@@ -22,6 +22,21 @@ class FrameSurface:
 
     _config_cls: type
     network_names: Tuple[str, str] = ("actor", "critic")
+
+    @property
+    def lr_schedulers(self) -> List[Any]:
+        """The learning-rate schedulers, one per optimizer (empty without ``lr_scheduler``)."""
+        return list(self._schedulers)
+
+    @property
+    def n_updates(self) -> int:
+        """``update()`` calls so far (restored by ``load``)."""
+        return self._n_updates
+
+    def update_lr_scheduler(self) -> None:
+        """Steps every learning-rate scheduler once."""
+        for scheduler in self._schedulers:
+            scheduler.step()
 
     def close(self) -> None:
         """Flushes and closes a writer the frame created from a log directory."""
