@@ -10,6 +10,8 @@ Example:
 from entmachin.frame.a2c import A2C
 from entmachin.frame.checkpoint import CheckpointError
 from entmachin.frame.config import A2CConfig, PPOConfig
+from entmachin.frame.dqn import DQN, DQNPer
+from entmachin.frame.dqn_config import DQNConfig, DQNPerConfig
 from entmachin.frame.evaluate import EvalResult, evaluate
 from entmachin.frame.gae import GAEResult, gae, gae_episode
 from entmachin.frame.health import NonFiniteUpdateError
@@ -19,7 +21,7 @@ from entmachin.frame.safe_call import model_devices, safe_call
 from entmachin.frame.summary import UpdateStats
 
 __all__ = [
-    "A2C", "A2CConfig", "CheckpointError", "EvalResult", "GAEResult", "NonFiniteUpdateError", "PPO", "PPOConfig",
+    "A2C", "A2CConfig", "CheckpointError", "DQN", "DQNConfig", "DQNPer", "DQNPerConfig", "EvalResult", "GAEResult", "NonFiniteUpdateError", "PPO", "PPOConfig",
     "RolloutCollector", "RolloutStats", "UpdateStats", "evaluate", "gae", "gae_episode", "global_actions",
     "global_state", "model_devices", "safe_call",
 ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping, Sequence
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -20,7 +20,8 @@ from torch import nn
 
 from entmachin.buffer import RolloutBuffer
 from entmachin.frame import storing
-from entmachin.frame.config import A2CConfig, check_callable, frame_kwargs_from_config, generate_config
+from entmachin.frame.config import A2CConfig, check_callable
+from entmachin.frame.surface import FrameSurface
 from entmachin.frame.record import MAJOR_ATTRS
 from entmachin.frame.safe_call import safe_call
 from entmachin.frame.store_checks import check_steps
@@ -73,7 +74,7 @@ def _make_optimizer(optimizer: Any, params: Any, lr: float) -> torch.optim.Optim
 
 
 
-class ActorCriticFrame:
+class ActorCriticFrame(FrameSurface):
     """The shared part of :class:`~entmachin.frame.a2c.A2C` and :class:`~entmachin.frame.ppo.PPO`
     (see A2C for the keywords); subclasses call :meth:`_setup` from ``__init__`` and define
     ``update()``."""
@@ -147,21 +148,6 @@ class ActorCriticFrame:
     def optimizers(self) -> List[torch.optim.Optimizer]:
         """The optimizers: ``[actor_optim, critic_optim]``, or one when parameters are shared."""
         return [self.actor_optim] if self.shared_parameters else [self.actor_optim, self.critic_optim]
-
-    @property
-    def lr_schedulers(self) -> List[Any]:
-        """The learning-rate schedulers, one per optimizer (empty without ``lr_scheduler``)."""
-        return list(self._schedulers)
-
-    @property
-    def n_updates(self) -> int:
-        """``update()`` calls so far (restored by ``load``)."""
-        return self._n_updates
-
-    def update_lr_scheduler(self) -> None:
-        """Steps every learning-rate scheduler once."""
-        for scheduler in self._schedulers:
-            scheduler.step()
 
     def act(self, state: Mapping[str, Any], deterministic: bool = False, *, collect_stats: bool = True) -> Any:
         """Runs the actor on ``state`` without gradients and returns its result unchanged.
@@ -295,59 +281,3 @@ class ActorCriticFrame:
         for opt, values in zip(self.optimizers, lrs):
             for group, lr in zip(opt.param_groups, values):
                 group["lr"] = lr
-
-    def close(self) -> None:
-        """Flushes and closes a writer the frame created from a log directory."""
-        if self.writer is not None and self._owns_writer:
-            self.writer.close()
-
-    # ---------------------------------------------------------------- saving / configs
-
-    def save(self, model_dir: str, network_map: Optional[Mapping[str, str]] = None, version: int = 0) -> None:
-        """Saves models, optimizers, schedulers, normalisation statistics and RNG states.
-
-        The version is published atomically: a process killed at any instant of a save leaves
-        the previous version or the new one, complete and loadable
-        (:mod:`entmachin.frame.checkpoint`). ``network_map`` names the actor's and critic's
-        files; the (on-policy) buffer is not saved.
-        """
-        from entmachin.frame.checkpoint import save_frame
-
-        save_frame(self, model_dir, network_map, version)
-
-    def load(self, model_dir: str, network_map: Optional[Mapping[str, str]] = None, version: int = -1) -> None:
-        """Restores what :meth:`save` wrote (``version=-1``: the highest saved), torch's global RNG
-        state included.
-
-        Every file is read and checked before anything is assigned: on any error the frame is
-        left exactly as it was. Files are read with ``torch.load(weights_only=True)``.
-
-        Raises:
-            FileNotFoundError: the directory, the version or one of its files is missing.
-            CheckpointError: (a ``ValueError``) a file is not a checkpoint, is damaged, or was
-                saved by another frame class or for other models / optimizers.
-        """
-        from entmachin.frame.checkpoint import load_frame
-
-        load_frame(self, model_dir, network_map, version)
-
-    @classmethod
-    def generate_config(cls, config: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
-        """Machin-style ``{"frame": ..., "frame_config": {...}}``: defaults overridden by ``config``.
-
-        Raises:
-            ValueError: ``config["frame_config"]`` has a key the frame does not know (the
-                message lists the allowed keys).
-        """
-        return generate_config(cls.__name__, cls._config_cls, config)
-
-    @classmethod
-    def init_from_config(cls, config: Mapping[str, Any], model_device: Union[str, torch.device] = "cpu"
-                         ) -> "ActorCriticFrame":
-        """Builds a frame from :meth:`generate_config`'s dict; models, optimizer, criterion and
-        scheduler are import paths (bare names: ``torch.optim``, ``torch.nn``,
-        ``torch.optim.lr_scheduler``); a critic entry ``"@actor.critic"`` calls that method of
-        the built actor (shared parameters)."""
-        kwargs = frame_kwargs_from_config(cls.__name__, cls._config_cls, config, model_device)
-        return cls(kwargs.pop("actor"), kwargs.pop("critic"), kwargs.pop("optimizer"), kwargs.pop("criterion"),
-                   **kwargs)

@@ -29,7 +29,7 @@ import logging
 import os
 import re
 from collections.abc import Mapping
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -49,15 +49,21 @@ _STATE_KEYS = {"format", "frame", "optimizers", "lr_schedulers", "n_updates", "s
 _ELEMENTWISE = {"Adam", "AdamW", "SGD", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam", "ASGD", "Adadelta", "Rprop"}
 
 
-def _names(network_map: Optional[Mapping[str, str]], where: str) -> Dict[str, str]:
-    names = {"actor": "actor", "critic": "critic"}
+def _networks(frame: Any) -> Tuple[str, ...]:
+    """The attributes holding a frame's networks (``actor`` / ``critic`` unless it says otherwise)."""
+    return tuple(getattr(frame, "network_names", ("actor", "critic")))
+
+
+def _names(network_map: Optional[Mapping[str, str]], where: str, frame: Any) -> Dict[str, str]:
+    names = {name: name for name in _networks(frame)}
     if network_map is None:
         return names
     if not isinstance(network_map, Mapping):
-        raise TypeError(f"{where}: network_map must map 'actor' / 'critic' to file names, got {network_map!r}")
+        raise TypeError(f"{where}: network_map must map {' / '.join(map(repr, names))} to file names, "
+                        f"got {network_map!r}")
     unknown = sorted(set(network_map) - set(names))
     if unknown:
-        raise ValueError(f"{where}: network_map has unknown key {unknown[0]!r}; allowed keys are ['actor', 'critic']")
+        raise ValueError(f"{where}: network_map has unknown key {unknown[0]!r}; allowed keys are {list(names)}")
     bad = [v for v in network_map.values() if not isinstance(v, str) or not re.fullmatch(r"[A-Za-z0-9_\-]+", v)]
     if bad:
         raise ValueError(f"{where}: network_map names must be non-empty and use only letters, digits, '_' and '-', "
@@ -100,15 +106,15 @@ def save_frame(frame: Any, model_dir: str, network_map: Optional[Mapping[str, st
     """
     where = f"{type(frame).__name__}.save"
     _check_version(version, where, allow_latest=False)
-    names = _names(network_map, where)
+    names = _names(network_map, where, frame)
     extras = dict(extras or {})
-    clash = sorted(set(extras) & {"actor", "critic", _STATE})
+    clash = sorted(set(extras) & {*_networks(frame), _STATE})
     if clash or not all(isinstance(k, str) and re.fullmatch(r"[a-z0-9_]+", k) for k in extras):
-        raise ValueError(f"{where}: extras keys must be lower-case names other than actor, critic and {_STATE}, "
-                         f"got {sorted(extras)}")
+        raise ValueError(f"{where}: extras keys must be lower-case names other than {', '.join(_networks(frame))} "
+                         f"and {_STATE}, got {sorted(extras)}")
     if frame.replay_buffer.size():
-        logger.warning("%s: %d stored rows are not saved (the on-policy buffer is only kept until update())",
-                       where, frame.replay_buffer.size())
+        logger.warning("%s: %d stored rows are not saved (%s)", where, frame.replay_buffer.size(),
+                       getattr(frame, "unsaved_buffer_note", "the on-policy buffer is only kept until update()"))
     blobs = {attr: _encode(getattr(frame, attr).state_dict()) for attr in names}
     blobs[_STATE] = _encode(_frame_state(frame))
     blobs.update(extras)
@@ -255,7 +261,7 @@ class LoadedCheckpoint:
 
 
 def _snapshot(frame: Any) -> tuple:
-    models = {attr: copy.deepcopy(getattr(frame, attr).state_dict()) for attr in ("actor", "critic")}
+    models = {attr: copy.deepcopy(getattr(frame, attr).state_dict()) for attr in _networks(frame)}
     return models, copy.deepcopy(_frame_state(frame))
 
 
@@ -316,7 +322,7 @@ def read_frame_checkpoint(frame: Any, model_dir: str, network_map: Optional[Mapp
     """
     where = f"{type(frame).__name__}.load"
     _check_version(version, where, allow_latest=True)
-    names = _names(network_map, where)
+    names = _names(network_map, where, frame)
     if version == -1:
         version = latest_version(model_dir, where)
     elif not os.path.isdir(model_dir):

@@ -20,7 +20,7 @@ import torch
 
 from entmachin.ragged.device import check_device
 
-__all__ = ["A2CConfig", "PPOConfig", "generate_config", "frame_kwargs_from_config", "resolve"]
+__all__ = ["A2CConfig", "PPOConfig", "SettingsChecks", "generate_config", "frame_kwargs_from_config", "resolve"]
 
 
 def _is_int(value: Any) -> bool:
@@ -31,35 +31,8 @@ def _is_real(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
-@dataclass(frozen=True, kw_only=True)
-class A2CConfig:
-    """The scalar settings of an A2C frame; see ``A2C`` for what each one means.
-
-    Raises:
-        TypeError / ValueError: a setting of the wrong type or outside its range; the message
-            names the setting, what it accepts and what arrived.
-    """
-
-    batch_size: int = 100
-    actor_update_times: int = 5
-    critic_update_times: int = 10
-    actor_learning_rate: float = 0.001
-    critic_learning_rate: float = 0.001
-    entropy_weight: Optional[float] = None
-    value_weight: float = 0.5
-    gradient_max: float = math.inf
-    gae_lambda: float = 1.0
-    discount: float = 0.99
-    normalize_advantage: bool = True
-    replay_size: int = 500000
-    replay_device: Union[str, torch.device] = "cpu"
-    visualize: bool = False
-    visualize_dir: str = ""
-    value_clip: Optional[float] = None
-    target_kl: Optional[float] = None
-    n_anneal_updates: Optional[int] = None
-    anneal_entropy: bool = False
-    seed: Optional[int] = None
+class SettingsChecks:
+    """The range checks every frame's settings record shares (``A2CConfig``, ``DQNConfig``)."""
 
     def _where(self, name: str) -> str:
         return f"{type(self).__name__[:-6]}: {name}"
@@ -89,6 +62,37 @@ class A2CConfig:
     def _bool(self, name: str) -> None:
         if not isinstance(getattr(self, name), bool):
             raise TypeError(f"{self._where(name)} must be a bool, got {getattr(self, name)!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class A2CConfig(SettingsChecks):
+    """The scalar settings of an A2C frame; see ``A2C`` for what each one means.
+
+    Raises:
+        TypeError / ValueError: a setting of the wrong type or outside its range; the message
+            names the setting, what it accepts and what arrived.
+    """
+
+    batch_size: int = 100
+    actor_update_times: int = 5
+    critic_update_times: int = 10
+    actor_learning_rate: float = 0.001
+    critic_learning_rate: float = 0.001
+    entropy_weight: Optional[float] = None
+    value_weight: float = 0.5
+    gradient_max: float = math.inf
+    gae_lambda: float = 1.0
+    discount: float = 0.99
+    normalize_advantage: bool = True
+    replay_size: int = 500000
+    replay_device: Union[str, torch.device] = "cpu"
+    visualize: bool = False
+    visualize_dir: str = ""
+    value_clip: Optional[float] = None
+    target_kl: Optional[float] = None
+    n_anneal_updates: Optional[int] = None
+    anneal_entropy: bool = False
+    seed: Optional[int] = None
 
     def __post_init__(self) -> None:
         self._int("batch_size", 1)
@@ -148,8 +152,9 @@ _OBJECT_DEFAULTS: Dict[str, Any] = {
 
 
 def default_frame_config(config_cls: type) -> Dict[str, Any]:
-    """Every ``frame_config`` key of a frame with its default value."""
-    values = dict(_OBJECT_DEFAULTS)
+    """Every ``frame_config`` key of a frame with its default value (a settings class may
+    override the object defaults with an ``object_defaults`` class attribute)."""
+    values = {**_OBJECT_DEFAULTS, **getattr(config_cls, "object_defaults", {})}
     values.update({f.name: f.default for f in dataclasses.fields(config_cls)})
     return values
 
@@ -229,9 +234,11 @@ def frame_kwargs_from_config(
 ) -> Dict[str, Any]:
     """Builds the models, optimizer, criterion and scheduler a config names; returns frame kwargs.
 
-    The result holds ``actor``, ``critic``, ``optimizer`` and ``criterion`` and every other
-    setting as a keyword of the frame's constructor.
+    The result holds the two models under the names of the settings class's ``model_roles``
+    (``actor`` and ``critic`` by default; ``qnet`` and ``qnet_target`` for DQN), ``optimizer`` and
+    ``criterion`` and every other setting as a keyword of the frame's constructor.
     """
+    roles = getattr(config_cls, "model_roles", ("actor", "critic"))
     where = f"{frame_name}.init_from_config"
     if not isinstance(config, Mapping) or "frame_config" not in config:
         raise ValueError(f"{where}: expected a dict with a 'frame_config' entry, as generate_config returns")
@@ -244,7 +251,7 @@ def frame_kwargs_from_config(
     models, model_args, model_kwargs = values.pop("models"), values.pop("model_args"), values.pop("model_kwargs")
     for name, entry in (("models", models), ("model_args", model_args), ("model_kwargs", model_kwargs)):
         if not isinstance(entry, (list, tuple)) or len(entry) != 2:
-            raise ValueError(f"frame_config.{name}: expected two entries (actor, critic), got {entry!r}")
+            raise ValueError(f"frame_config.{name}: expected two entries ({roles[0]}, {roles[1]}), got {entry!r}")
     actor = _build(models[0], model_args[0], model_kwargs[0], "frame_config.models[0]", model_device)
     critic = _build(models[1], model_args[1], model_kwargs[1], "frame_config.models[1]", model_device, actor)
     optimizer = resolve(values.pop("optimizer"), "torch.optim", "frame_config.optimizer")
@@ -252,7 +259,7 @@ def frame_kwargs_from_config(
     criterion = criterion_cls(*values.pop("criterion_args"), **values.pop("criterion_kwargs"))
     if values["lr_scheduler"] is not None:
         values["lr_scheduler"] = resolve(values["lr_scheduler"], "torch.optim.lr_scheduler", "frame_config.lr_scheduler")
-    return {"actor": actor, "critic": critic, "optimizer": optimizer, "criterion": criterion, **values}
+    return {roles[0]: actor, roles[1]: critic, "optimizer": optimizer, "criterion": criterion, **values}
 
 
 def check_callable(value: Any, where: str, what: str) -> Callable:

@@ -19,8 +19,8 @@ What is checked:
   with one item per row when there are global features), no unknown type; masks for every
   action, row lengths that agree with the actors; one action value per actor, in range and
   allowed by the mask;
-* entmachin's MLPs (actor or critic): ``state['state']`` is ``[N, d_state]``; an ``MLPActor``'s
-  stored choices lie in ``[0, n_actions)``.
+* entmachin's MLPs (actor, critic or Q-network): ``state['state']`` is ``[N, d_state]``; an
+  ``MLPActor``'s or ``MLPQNet``'s stored choices lie in ``[0, n_actions)``.
 """
 from __future__ import annotations
 
@@ -38,13 +38,14 @@ from entmachin.env.common import GLOBAL_ENTITY
 from entmachin.env.environment import ObsSpace
 from entmachin.frame.storing import Steps
 from entmachin.model.mlp import MLPActor, MLPCritic, MLPGaussianActor
+from entmachin.model.q_mlp import MLPQNet
 from entmachin.ragged.arrays import is_ragged_buffer
 from entmachin.ragged.tensor import RaggedTensor
 
 __all__ = ["check_steps"]
 
 _WRAPPERS = (nn.DataParallel, nn.parallel.DistributedDataParallel)
-_MLPS = (MLPActor, MLPCritic, MLPGaussianActor)
+_MLPS = (MLPActor, MLPCritic, MLPGaussianActor, MLPQNet)
 _ACTION = "['action']"
 _TO_STATE = "store the state the actor acted on (to_state(obs, action_space) holds every entity type and mask)"
 
@@ -329,7 +330,7 @@ def _check_dense(model: Any, role: str, steps: Steps, at: _Rows, name: str) -> N
         raise ValueError(f"{name}[0]['state']['state'] has shape {tuple(value.shape[1:])} per row; the {role} "
                          f"({type(model).__name__}) takes d_state={model.d_state} features")
     chosen = steps.action.get("action")
-    if not isinstance(model, MLPActor) or not isinstance(chosen, (torch.Tensor, np.ndarray)) or chosen.ndim == 0:
+    if not isinstance(model, (MLPActor, MLPQNet)) or not isinstance(chosen, (torch.Tensor, np.ndarray)) or chosen.ndim == 0:
         return
     values = chosen.detach().cpu().numpy() if isinstance(chosen, torch.Tensor) else chosen
     values = values.reshape(values.shape[0], -1)  # [N, k]

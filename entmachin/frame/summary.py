@@ -11,16 +11,25 @@ Every ``update()`` writes these tags at step = the number of updates so far::
     charts/learning_rate   learning rate of the first parameter group of the first optimizer
     charts/skipped_steps   optimizer steps skipped for non-finite losses or gradients
     charts/minibatches     minibatches evaluated (fewer than asked when target_kl stopped early)
+
+and every DQN / DQNPer ``update()`` (:class:`QUpdateStats`)::
+
+    losses/td_loss         the loss of the TD errors (importance-weighted for DQNPer)
+    charts/q_values        mean Q(s, a) of the sampled rows
+    charts/epsilon         the exploration rate after the update
+    charts/buffer_size     rows in the replay buffer
+    charts/importance_weight  mean importance weight of the sampled rows (DQNPer)
+    charts/learning_rate   as above
 """
 from __future__ import annotations
 
 import math
 import os
-from typing import Any, Dict, NamedTuple, Optional, Set, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Set, Tuple, Union
 
 import torch
 
-__all__ = ["UpdateStats", "make_writer", "log_update", "autograd_dot", "write_graph"]
+__all__ = ["UpdateStats", "QUpdateStats", "make_writer", "log_update", "autograd_dot", "write_graph"]
 
 
 class UpdateStats(NamedTuple):
@@ -38,6 +47,17 @@ class UpdateStats(NamedTuple):
     stopped_early: bool
     optimizer_steps: Dict[str, Tuple[int, int]]  # "actor" / "critic" / "shared" -> steps (attempted, skipped)
     non_finite: Tuple[str, ...]  # what made steps skip: "policy loss", "entropy", "value loss", "gradients of ..."
+
+
+class QUpdateStats(NamedTuple):
+    """What one DQN / DQNPer ``update()`` measured (``importance_weight``: nan without prioritized replay)."""
+
+    td_loss: float
+    q_values: float
+    epsilon: float
+    buffer_size: int
+    importance_weight: float
+    learning_rate: float
 
 
 def make_writer(writer: Any, where: str) -> Optional[Any]:
@@ -70,13 +90,20 @@ _TAGS = {
     "learning_rate": "charts/learning_rate",
     "skipped_steps": "charts/skipped_steps",
     "minibatches": "charts/minibatches",
+    "td_loss": "losses/td_loss",
+    "q_values": "charts/q_values",
+    "epsilon": "charts/epsilon",
+    "buffer_size": "charts/buffer_size",
+    "importance_weight": "charts/importance_weight",
 }
 
 
-def log_update(writer: Any, stats: UpdateStats, step: int) -> None:
+def log_update(writer: Any, stats: Union[UpdateStats, QUpdateStats], step: int) -> None:
     """Writes the finite fields of ``stats`` under the module's tags."""
     values: Dict[str, Any] = stats._asdict()
     for field, tag in _TAGS.items():
+        if field not in values:
+            continue
         value = float(values[field])
         if math.isfinite(value):
             writer.add_scalar(tag, value, step)

@@ -2,6 +2,7 @@
 from entmachin.model.config import RelposEncodingConfig, RogueNetConfig, TranslationConfig
 from entmachin.model.input_norm import InputNorm, collecting_stats
 from entmachin.model.mlp import MLPActor, MLPCritic, MLPGaussianActor
+from entmachin.model.q_mlp import MLPQNet
 from entmachin.model.rogue_net import RogueNet, RogueNetCritic, RogueNetOutput
 
 __all__ = [
@@ -9,6 +10,7 @@ __all__ = [
     "MLPActor",
     "MLPCritic",
     "MLPGaussianActor",
+    "MLPQNet",
     "RelposEncodingConfig",
     "RogueNet",
     "RogueNetConfig",

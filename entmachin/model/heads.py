@@ -3,6 +3,10 @@
 Each head turns actor embeddings into logits, sets forbidden choices to ``-inf`` (never sampled,
 probability exactly 0) and samples, takes the most likely allowed choice, or re-evaluates given
 choices. Log-probabilities and entropies are computed in float32 even under autocast.
+
+The Q-heads (:class:`CategoricalQHead`, :class:`SelectEntityQHead`) give one action value per
+choice per actor instead, ``-inf`` where the mask forbids a choice, in a plain or a dueling form
+(``V(actor) + A(actor, choice) - mean of A over the allowed choices``).
 """
 from __future__ import annotations
 
@@ -142,6 +146,13 @@ class SelectEntityHead(nn.Module):
         action: Optional[torch.Tensor] = None,
         deterministic: bool = False,
     ) -> HeadOutput:
+        logits, allowed = self.scores(x, actors, actees, actee_mask)  # [n_actors, width] each
+        return masked_categorical(logits, allowed, action, deterministic)
+
+    def scores(self, x: torch.Tensor, actors: RaggedTensor, actees: RaggedTensor,
+               actee_mask: Optional[torch.Tensor]) -> "tuple[torch.Tensor, torch.Tensor]":
+        """``(logits, allowed)``, both ``[n_actors, width]`` (``width``: the longest actee list);
+        ``allowed`` is False beyond a row's actees and where ``actee_mask`` forbids a pair."""
         n_rows, n_actors = len(actors), actors.n_items
         rows = actors.batch_index  # [n_actors]
         choices = actees.lengths[rows]  # [n_actors] actees each actor chooses from
@@ -168,13 +179,81 @@ class SelectEntityHead(nn.Module):
             pair_logits = (q[pair_actor] * k[pair_actee]).sum(dim=-1) * scale  # [n_pairs]
             logits = pair_logits.new_zeros(n_actors * width).index_put((pair_actor * width + pair_pos,), pair_logits)
             logits = logits.view(n_actors, width)  # [n_actors, width]
-        column = torch.arange(width, device=q.device)  # [width]
-        allowed = column[None, :] < choices[:, None]  # [n_actors, width]
-        if actee_mask is not None and actee_mask.numel():
-            # Row b's mask is [n_actors_b, n_actees_b] row-major: actor i's entries start at
-            # mask_start[b] + i * n_actees_b.
-            mask_start = torch.cumsum(actors.lengths * actees.lengths, 0) - actors.lengths * actees.lengths  # [B]
-            first = mask_start[rows] + actors.positions * choices  # [n_actors]
-            index = (first[:, None] + column[None, :]).clamp(max=actee_mask.shape[0] - 1)  # [n_actors, width]
-            allowed = allowed & actee_mask[index]
-        return masked_categorical(logits, allowed, action, deterministic)
+        return logits, select_entity_allowed(actors, actees, actee_mask)
+
+
+def select_entity_allowed(actors: RaggedTensor, actees: RaggedTensor, actee_mask: Optional[torch.Tensor]
+                          ) -> torch.Tensor:
+    """Which actee each actor may select, laid out per actor up to the longest actee list.
+
+    Shape:
+        actors / actees: ragged ``[n, 1]``, one sequence per row; actee_mask: bool ``[n_pairs]``
+        (row-major actor x actee per row) or ``None``; returns bool ``[n_actors, width]``.
+    """
+    rows = actors.batch_index  # [n_actors]
+    choices = actees.lengths[rows]  # [n_actors]
+    column = torch.arange(actees.max_length, device=choices.device)  # [width]
+    allowed = column[None, :] < choices[:, None]  # [n_actors, width]
+    if actee_mask is not None and actee_mask.numel():
+        # Row b's mask is [n_actors_b, n_actees_b] row-major: actor i's entries start at
+        # mask_start[b] + i * n_actees_b.
+        mask_start = torch.cumsum(actors.lengths * actees.lengths, 0) - actors.lengths * actees.lengths  # [B]
+        first = mask_start[rows] + actors.positions * choices  # [n_actors]
+        index = (first[:, None] + column[None, :]).clamp(max=actee_mask.shape[0] - 1)  # [n_actors, width]
+        allowed = allowed & actee_mask[index]
+    return allowed
+
+
+def dueling(advantage: torch.Tensor, value: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """``value + advantage - mean of advantage over the allowed choices`` (Wang et al., 2016).
+
+    Shape:
+        advantage, allowed: ``[n_actors, width]``; value: ``[n_actors, 1]``; returns ``[n_actors, width]``.
+    """
+    n_allowed = allowed.sum(dim=1, keepdim=True).clamp_min(1)  # [n_actors, 1]
+    mean = advantage.masked_fill(~allowed, 0.0).sum(dim=1, keepdim=True) / n_allowed  # [n_actors, 1]
+    return value + advantage - mean  # [n_actors, width]
+
+
+class CategoricalQHead(nn.Module):
+    """One action value per choice per actor (``-inf`` where ``mask`` forbids the choice).
+
+    Shape:
+        x: ``[n_tokens, d_model]``; actors: int64 ``[n_actors]`` stream indices; mask: bool
+        ``[n_actors, n_choices]`` or ``None``; returns float32 ``[n_actors, n_choices]``.
+    """
+
+    def __init__(self, d_model: int, n_choices: int, dueling: bool = False) -> None:
+        super().__init__()
+        self.n_choices = n_choices
+        self.proj = nn.Linear(d_model, n_choices)
+        self.value = nn.Linear(d_model, 1) if dueling else None
+
+    def forward(self, x: torch.Tensor, actors: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
+        h = x.index_select(0, actors)  # [n_actors, d_model]
+        q = self.proj(h).float()  # [n_actors, n_choices]
+        allowed = mask if mask is not None else torch.ones_like(q, dtype=torch.bool)  # [n_actors, n_choices]
+        if self.value is not None:
+            q = dueling(q, self.value(h).float(), allowed)
+        return q.masked_fill(~allowed, float("-inf"))
+
+
+class SelectEntityQHead(SelectEntityHead):
+    """One action value per actee per actor: the scaled query-key product of :class:`SelectEntityHead`
+    (plus a value stream when dueling), ``-inf`` beyond the row's actees and where forbidden.
+
+    Shape:
+        as :class:`SelectEntityHead`; returns float32 ``[n_actors, width]``.
+    """
+
+    def __init__(self, d_model: int, d_qk: int, dueling: bool = False) -> None:
+        super().__init__(d_model, d_qk)
+        self.value = nn.Linear(d_model, 1) if dueling else None
+
+    def forward(self, x: torch.Tensor, actors: RaggedTensor, actees: RaggedTensor,  # type: ignore[override]
+                actee_mask: Optional[torch.Tensor]) -> torch.Tensor:
+        q, allowed = self.scores(x, actors, actees, actee_mask)  # [n_actors, width] each
+        q = q.float()
+        if self.value is not None:
+            q = dueling(q, self.value(x.index_select(0, actors.data[:, 0])).float(), allowed)
+        return q.masked_fill(~allowed, float("-inf"))

@@ -1,7 +1,7 @@
 """RogueNet: a ragged-batch transformer policy and value function over entities, in pure PyTorch."""
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, Dict, Literal, Mapping, NamedTuple, Optional, Tuple
 
 import torch
 from torch import nn
@@ -17,7 +17,7 @@ from entmachin.env.environment import ObsSpace
 from entmachin.model.attention import RaggedTransformer, segment_pool
 from entmachin.model.config import RogueNetConfig
 from entmachin.model.embedding import EntityEmbedding, TokenBatch
-from entmachin.model.heads import CategoricalHead, HeadOutput, SelectEntityHead
+from entmachin.model.heads import CategoricalHead, CategoricalQHead, HeadOutput, SelectEntityHead, SelectEntityQHead
 from entmachin.model.input_norm import NormalisedModule
 from entmachin.model.inputs import (
     DeferredChecks,
@@ -63,6 +63,8 @@ class RogueNet(NormalisedModule):
         obs_space: the environment's observation space.
         action_space: action name -> action space (may be empty for a value-only network).
         config: hyperparameters.
+        q_head: also build one Q-head per action for :meth:`q_values` (``"plain"`` or
+            ``"dueling"``; None: none, the parameters of a policy network only).
 
     Shape:
         entities[t]: ragged float ``[n_entities, n_features]``, one sequence per row (``B`` rows);
@@ -82,8 +84,12 @@ class RogueNet(NormalisedModule):
         obs_space: ObsSpace,
         action_space: Mapping[str, ActionSpace],
         config: RogueNetConfig = RogueNetConfig(),
+        *,
+        q_head: Optional[Literal["plain", "dueling"]] = None,
     ) -> None:
         super().__init__()
+        if q_head not in (None, "plain", "dueling"):
+            raise ValueError(f"RogueNet: q_head must be None, 'plain' or 'dueling', got {q_head!r}")
         if not isinstance(obs_space, ObsSpace):
             raise TypeError(f"RogueNet: obs_space must be an ObsSpace, got {type(obs_space).__name__}")
         if not isinstance(action_space, Mapping):
@@ -129,6 +135,14 @@ class RogueNet(NormalisedModule):
         self.value_head = nn.Linear(config.d_model, 1)
         nn.init.zeros_(self.value_head.weight)
         nn.init.zeros_(self.value_head.bias)
+        self.q_head = q_head
+        if q_head is not None:
+            duel = q_head == "dueling"
+            self.q_heads = nn.ModuleList([
+                SelectEntityQHead(config.d_model, config.d_qk, duel) if isinstance(space, SelectEntityActionSpace)
+                else CategoricalQHead(config.d_model, len(space.index_to_label), duel)
+                for space in action_space.values()
+            ])
 
     def _device(self) -> torch.device:
         return self.value_head.weight.device
@@ -253,6 +267,41 @@ class RogueNet(NormalisedModule):
             return head(x, actors.with_data(actor_tokens[:, None]), actees.with_data(actee_tokens[:, None]),
                         mask.actee_mask, action, deterministic)
         return head(x, actor_tokens, mask.mask, action, deterministic)
+
+    def q_values(self, entities: Mapping[str, Any], action_masks: Mapping[str, Any],
+                 visible: Optional[Mapping[str, Any]] = None) -> Dict[str, RaggedTensor]:
+        """One action value per choice per actor, from the Q-heads (``q_head`` must be set).
+
+        Categorical and global actions give ``n_choices`` values per actor, select-entity
+        actions one per actee of the actor's row (padded to the batch's longest actee list).
+        Choices the masks forbid, and padding, are ``-inf``: they never win a max.
+
+        Returns:
+            action name -> float32 ragged ``[n_actors, width]``, one sequence per row.
+
+        Raises:
+            RuntimeError: the network was built without ``q_head``.
+            ValueError / TypeError: as :meth:`forward`.
+        """
+        if self.q_head is None:
+            raise RuntimeError("RogueNet.q_values: this network has no Q-heads; build it with "
+                               "RogueNet(obs_space, action_space, config, q_head='plain' or 'dueling')")
+        tokens, x, masks, _ = self._encode_for_policy(entities, action_masks, visible, None)
+        starts = tokens.layout.starts
+        out: Dict[str, RaggedTensor] = {}
+        for name, mask in masks.items():
+            head = self.q_heads[self.action_names.index(name)]
+            actors = mask.actors
+            actor_tokens = starts[actors.batch_index] + actors.data[:, 0]  # [n_actors]
+            if isinstance(head, SelectEntityQHead):
+                actees = mask.actees
+                actee_tokens = starts[actees.batch_index] + actees.data[:, 0]  # [n_actees]
+                q = head(x, actors.with_data(actor_tokens[:, None]), actees.with_data(actee_tokens[:, None]),
+                         mask.actee_mask)  # [n_actors, width]
+            else:
+                q = head(x, actor_tokens, mask.mask)  # [n_actors, n_choices]
+            out[name] = actors.with_data(q)
+        return out
 
     def value(self, entities: Mapping[str, Any], visible: Optional[Mapping[str, Any]] = None) -> torch.Tensor:
         """The value of each row: mean of all its token embeddings -> Linear (zero-initialised).

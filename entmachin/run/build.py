@@ -11,10 +11,10 @@ from torch import nn
 
 from entmachin.env import EnvList, Environment, ParallelEnvList, TimeLimit, VecEnv
 from entmachin.env.examples import ENV_REGISTRY
-from entmachin.frame import A2C, PPO
+from entmachin.frame import A2C, DQN, PPO, DQNPer
 from entmachin.frame.config import resolve
 from entmachin.model import RogueNet
-from entmachin.run.config import ConfigError, EnvSection, RunConfig, update_times
+from entmachin.run.config import Q_FRAMES, ConfigError, EnvSection, RunConfig, update_times
 
 __all__ = ["EnvFactory", "env_class", "make_envs", "make_frame", "seeds"]
 
@@ -74,6 +74,8 @@ def make_envs(config: RunConfig, seed: int) -> VecEnv:
 def make_frame(config: RunConfig, obs_space: Any, action_space: Any, writer: Any = None) -> Tuple[Any, str]:
     """Builds RogueNet, its critic and the frame; returns ``(frame, what n_epochs became)``."""
     net_config = config.model.net_config()
+    if config.frame.name in Q_FRAMES:
+        return _make_q_frame(config, obs_space, action_space, writer), ""
     net = RogueNet(obs_space, action_space, net_config)
     # A separate critic is a RogueNet of its own (its action heads stay unused), so that spaces
     # with only global features, which need the global token of a global action, work too.
@@ -95,3 +97,18 @@ def make_frame(config: RunConfig, obs_space: Any, action_space: Any, writer: Any
                 f"{config.frame.n_epochs} x ceil({config.rollout.rows} rows / batch_size "
                 f"{config.frame.settings.batch_size}) = {config.frame.n_epochs * per_epoch} minibatch steps per update")
     return frame, note
+
+
+def _make_q_frame(config: RunConfig, obs_space: Any, action_space: Any, writer: Any) -> Any:
+    """RogueNet with Q-heads, its target copy and a DQN / DQNPer frame."""
+    net = RogueNet(obs_space, action_space, config.model.net_config(), q_head=config.model.q_head)
+    target = RogueNet(obs_space, action_space, config.model.net_config(), q_head=config.model.q_head)
+    device = torch.device(config.train.device)
+    net.to(device)
+    target.to(device)
+    cls = {"DQN": DQN, "DQNPer": DQNPer}[config.frame.name]
+    optimizer = resolve(config.frame.optimizer, "torch.optim", "frame.optimizer")
+    criterion = nn.MSELoss(reduction="none" if cls is DQNPer else "mean")
+    settings = dict(vars(config.frame.settings))
+    settings.update(seed=seeds(config)["frame"])
+    return cls(net, target, optimizer, criterion, writer=writer, **settings)

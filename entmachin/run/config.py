@@ -29,13 +29,15 @@ from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple,
 import yaml
 
 from entmachin.frame.config import A2CConfig, PPOConfig
+from entmachin.frame.dqn_config import DQNConfig, DQNPerConfig
 from entmachin.model.config import RogueNetConfig
 
 __all__ = ["ConfigError", "EnvSection", "ModelSection", "FrameSection", "RolloutSection", "TrainSection",
            "LogSection", "RunConfig", "FRAMES", "config_from_dict", "config_to_dict", "load_config",
            "parse_yaml", "apply_overrides", "update_times", "dump_yaml"]
 
-FRAMES = {"PPO": PPOConfig, "A2C": A2CConfig}
+FRAMES = {"PPO": PPOConfig, "A2C": A2CConfig, "DQN": DQNConfig, "DQNPer": DQNPerConfig}
+Q_FRAMES = ("DQN", "DQNPer")  # off-policy: their replay_size is the config's, n_updates replaces n_epochs
 # Frame settings the runner derives, so a config never states them twice.
 _DERIVED = {"seed": "train.seed", "replay_size": "rollout.num_envs x rollout.n_steps"}
 
@@ -62,6 +64,7 @@ class ModelSection(RogueNetConfig):
     """RogueNet's config plus where the critic lives."""
 
     critic: Literal["separate", "shared"] = "separate"
+    q_head: Literal["plain", "dueling"] = "plain"
 
     def net_config(self) -> RogueNetConfig:
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(RogueNetConfig)}
@@ -74,13 +77,15 @@ class FrameSection:
 
     With ``n_epochs`` set the runner turns it into ``actor_update_times`` and
     ``critic_update_times`` (``n_epochs x ceil(rollout rows / batch_size)`` minibatch steps);
-    with ``n_epochs: null`` the config's own update times apply.
+    with ``n_epochs: null`` the config's own update times apply. The DQN frames take
+    ``n_updates`` instead: ``update()`` calls (one sampled batch each) per rollout.
     """
 
-    name: Literal["PPO", "A2C"] = "PPO"
+    name: Literal["PPO", "A2C", "DQN", "DQNPer"] = "PPO"
     n_epochs: Optional[int] = 4
     optimizer: str = "Adam"
-    settings: A2CConfig = field(default_factory=PPOConfig)
+    settings: Union[A2CConfig, DQNConfig] = field(default_factory=PPOConfig)
+    n_updates: int = 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -263,14 +268,23 @@ def _frame_from(value: Any, rows: int) -> FrameSection:
     if name not in FRAMES:
         raise ConfigError(f"frame.name: expected one of {sorted(FRAMES)}, got {name!r}")
     config_cls = FRAMES[name]
-    for key, source in _DERIVED.items():
+    derived = {"seed": _DERIVED["seed"]} if name in Q_FRAMES else _DERIVED
+    for key, source in derived.items():
         if key in value:
             raise ConfigError(f"frame.{key}: set by the runner from {source}; remove it from the frame section")
-    own = ["name", "n_epochs", "optimizer"]
-    allowed = own + [f.name for f in dataclasses.fields(config_cls) if f.name not in _DERIVED]
+    own = ["name", "n_updates", "optimizer"] if name in Q_FRAMES else ["name", "n_epochs", "optimizer"]
+    allowed = own + [f.name for f in dataclasses.fields(config_cls) if f.name not in derived]
     for key in value:
         if key not in allowed:
             raise ConfigError(f"frame.{key}: unknown key for {name}; allowed keys are {allowed}")
+    if name in Q_FRAMES:
+        n_updates = _convert(value.pop("n_updates", 1), int, "frame.n_updates")
+        if n_updates < 1:
+            raise ConfigError(f"frame.n_updates: expected an int >= 1, got {n_updates}")
+        optimizer = _convert(value.pop("optimizer", "Adam"), str, "frame.optimizer")
+        value.pop("name", None)
+        return FrameSection(name=name, n_epochs=None, optimizer=optimizer, n_updates=n_updates,
+                            settings=_dataclass_from(config_cls, value, "frame"))
     n_epochs = _convert(value.pop("n_epochs", 4), Optional[int], "frame.n_epochs")
     if n_epochs is not None and n_epochs < 1:
         raise ConfigError(f"frame.n_epochs: expected an int >= 1 or null, got {n_epochs}")
@@ -319,7 +333,8 @@ def _check_rules(config: RunConfig) -> None:
     if config.rollout.processes > config.rollout.num_envs:
         raise ConfigError(f"rollout.processes: {config.rollout.processes} worker processes for "
                           f"{config.rollout.num_envs} environments; use at most rollout.num_envs")
-    if config.model.critic == "shared" and frame.settings.critic_learning_rate != frame.settings.actor_learning_rate:
+    if isinstance(frame.settings, A2CConfig) and config.model.critic == "shared" and \
+            frame.settings.critic_learning_rate != frame.settings.actor_learning_rate:
         raise ConfigError(
             f"frame.critic_learning_rate: with model.critic: shared the actor and critic share one network and "
             f"one optimizer at frame.actor_learning_rate ({frame.settings.actor_learning_rate}); "
@@ -346,7 +361,12 @@ def config_to_dict(config: RunConfig) -> Dict[str, Any]:
     out: Dict[str, Any] = {}
     for name in ("env", "model", "frame", "rollout", "train", "log"):
         section = getattr(config, name)
-        if name == "frame":
+        if name == "frame" and section.name in Q_FRAMES:
+            settings = plain(section.settings)
+            settings.pop("seed")
+            out[name] = {"name": section.name, "n_updates": section.n_updates, "optimizer": section.optimizer,
+                         **settings}
+        elif name == "frame":
             settings = plain(section.settings)
             for key in _DERIVED:
                 settings.pop(key)

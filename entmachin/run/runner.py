@@ -213,7 +213,8 @@ class Runner:
                 return signals.received
             started = time.perf_counter()
             stats = self.collector.collect()
-            self.frame.update()
+            for _ in range(config.frame.n_updates):  # 1 but for the DQN frames
+                self.frame.update()
             elapsed = time.perf_counter() - started
             state.env_steps += stats.n_env_steps
             state.iterations += 1

@@ -44,7 +44,7 @@ def test_nested_configs_and_tuples():
     ({"model": {"relpos_encoding": {"extent": [5]}}}, r"^model.relpos_encoding: "),
     ({"frame": {"seed": 3}}, r"^frame.seed: set by the runner from train.seed; remove it"),
     ({"frame": {"replay_size": 3}}, r"^frame.replay_size: set by the runner from rollout.num_envs x rollout.n_steps"),
-    ({"frame": {"name": "DQN"}}, r"^frame.name: expected one of \['A2C', 'PPO'\], got 'DQN'"),
+    ({"frame": {"name": "SAC"}}, r"^frame.name: expected one of \['A2C', 'DQN', 'DQNPer', 'PPO'\], got 'SAC'"),
     ({"frame": {"actor_update_times": 3}}, r"^frame.actor_update_times: give frame.n_epochs or the update times"),
     ({"frame": {"batch_size": 1000}}, r"^frame.batch_size: 1000 is more than the 512 rows one rollout stores"),
     ({"rollout": {"num_envs": 2, "processes": 3}, "frame": {"batch_size": 8}},
