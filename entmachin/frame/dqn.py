@@ -43,7 +43,7 @@ from entmachin.frame.base import _make_optimizer
 from entmachin.frame.config import check_callable
 from entmachin.frame.dqn_config import DQNConfig, DQNPerConfig
 from entmachin.frame.interrupts import InterruptGuard
-from entmachin.frame.rows import tree_rows
+from entmachin.frame.storing import tree_rows
 from entmachin.frame.safe_call import safe_call
 from entmachin.frame.store_checks import check_steps
 from entmachin.frame.summary import QUpdateStats, log_update, make_writer, write_graph
