@@ -71,8 +71,12 @@ def make_envs(config: RunConfig, seed: int) -> VecEnv:
     return ParallelEnvList(factory, config.rollout.num_envs, config.rollout.processes, seed=seed)
 
 
-def make_frame(config: RunConfig, obs_space: Any, action_space: Any, writer: Any = None) -> Tuple[Any, str]:
-    """Builds RogueNet, its critic and the frame; returns ``(frame, what n_epochs became)``."""
+def make_frame(config: RunConfig, obs_space: Any, action_space: Any, writer: Any = None, *,
+               rank: int = 0) -> Tuple[Any, str]:
+    """Builds RogueNet, its critic and the frame; returns ``(frame, what n_epochs became)``.
+
+    ``rank``: a data-parallel rank other than 0 shuffles its minibatches with a seed of its own.
+    """
     net_config = config.model.net_config()
     net = RogueNet(obs_space, action_space, net_config)
     # A separate critic is a RogueNet of its own (its action heads stay unused), so that spaces
@@ -84,7 +88,8 @@ def make_frame(config: RunConfig, obs_space: Any, action_space: Any, writer: Any
     actor_times, critic_times = update_times(config)
     settings = dict(vars(config.frame.settings))
     settings.update(actor_update_times=actor_times, critic_update_times=critic_times,
-                    replay_size=config.rollout.rows, seed=seeds(config)["frame"])
+                    replay_size=config.rollout.rows,
+                    seed=seeds(config)["frame"] if rank == 0 else seeds(config)["frame"] + rank)
     cls = {"PPO": PPO, "A2C": A2C}[config.frame.name]
     optimizer = resolve(config.frame.optimizer, "torch.optim", "frame.optimizer")
     frame = cls(net, critic, optimizer, nn.MSELoss(), writer=writer, **settings)
