@@ -65,7 +65,16 @@ def seeds(config: RunConfig) -> Dict[str, int]:
 
 
 def make_envs(config: RunConfig, seed: int) -> VecEnv:
+    """The environments of a rollout section: ``EnvList``, ``ParallelEnvList``, or with ``workers``
+    set, a ``RayEnvList`` of ``max(1, processes)`` Ray actors (``auto``: the Ray this process is
+    connected to, or a new local one; ``ray://ADDRESS``: that cluster)."""
     factory = EnvFactory(config.env)
+    workers = config.rollout.workers
+    if workers is not None:
+        from entmachin.env.ray_env_list import RayEnvList  # Ray only where asked for
+
+        return RayEnvList(factory, config.rollout.num_envs, max(1, config.rollout.processes), seed=seed,
+                          address=None if workers == "auto" else workers)
     if config.rollout.processes == 0:
         return EnvList(factory, config.rollout.num_envs, seed=seed)
     return ParallelEnvList(factory, config.rollout.num_envs, config.rollout.processes, seed=seed)

@@ -145,6 +145,10 @@ def test_distributed_section_is_checked():
     with pytest.raises(ConfigError, match=r"rollout.workers: expected null, 'auto' \(a local Ray\) or 'ray://ADDRESS', "
                                           r"got 'local'"):
         config_from_dict({"rollout": {"workers": "local"}})
+    from entmachin.run.config import apply_overrides
+
+    data = apply_overrides({}, ["rollout.workers=ray://10.0.0.1:10001", "rollout.processes=4"])
+    assert config_from_dict(data).rollout.workers == "ray://10.0.0.1:10001"
 
 
 def _plain(config):
