@@ -69,6 +69,9 @@ def main() -> None:
     args = parser.parse_args()
 
     ray = import_ray()
+    # the workers import entmachin and this script's module from this checkout
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.dirname(HERE), HERE, os.environ.get("PYTHONPATH"))
+                                               if p)
     ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=False, configure_logging=False)
     remote = Stepper(RayEnvList(make_env, args.num_envs, args.workers, seed=0))
     local = Stepper(ParallelEnvList(make_env, args.num_envs, args.workers, seed=0))

@@ -258,8 +258,10 @@ class RayEnvList(VecEnv):
                                  f"{cmd}(): {cause}", k, index, None, str(e)) from None
 
     def _died(self, k: int, cmd: str, error: BaseException) -> EnvWorkerError:
-        return EnvWorkerError(f"RayEnvList: {self.describe(k)} died during {cmd}() ({type(error).__name__}); "
-                              "pass restart=True to replace dead workers", k, None, -1)
+        detail = " ".join(str(error).split())[:400]
+        return EnvWorkerError(f"RayEnvList: {self.describe(k)} died during {cmd}() ({type(error).__name__}: "
+                              f"{detail}); pass restart=True to replace dead workers (a worker that cannot start, e.g. "
+                              "one that cannot import the environment's module, fails the same way again)", k, None, -1)
 
     def _reply(self, k: int, ref: Any, cmd: str, again: Callable[[], Any], mark: bool) -> VecObs:
         """Worker ``k``'s batch; a dead worker is replaced and reset when ``restart`` is set."""

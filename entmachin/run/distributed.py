@@ -51,6 +51,9 @@ class DistributedRun:
     collectives: Collectives
     backend: str
 
+    def __post_init__(self) -> None:
+        self.data_parallel = DataParallel(self.collectives)
+
     @property
     def rank(self) -> int:
         return self.collectives.rank
@@ -58,10 +61,6 @@ class DistributedRun:
     @property
     def world_size(self) -> int:
         return self.collectives.world_size
-
-    @property
-    def data_parallel(self) -> DataParallel:
-        return DataParallel(self.collectives)
 
     def barrier(self) -> None:
         self.collectives.all_reduce_sum(torch.zeros(1))

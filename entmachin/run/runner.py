@@ -196,6 +196,8 @@ class Runner:
             logger.warning("resume: the checkpoint was written by %d rank(s), this run has %d; models, optimisers, "
                            "statistics and counters are restored, the environments restart their episodes",
                            len(saved), world_size)
+            if self.dist is not None and self.dist.rank > 0:  # not rank 0's generator: actions of its own
+                torch.manual_seed(rank_seed(self._seeds["torch"] + self.state.env_steps, self.dist.rank))
             return None
         mine = saved[0 if self.dist is None else self.dist.rank]
         if "torch_rng" in mine:

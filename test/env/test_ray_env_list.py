@@ -54,7 +54,7 @@ def test_a_dead_worker_is_reported_or_replaced(ray_local):
     try:
         envs.reset()
         with pytest.raises(EnvWorkerError, match=r"worker 0 \(environments 0\.\.1, on .+\) died during act\(\) "
-                                                  r"\(\w+\); pass restart=True to replace dead workers"):
+                                                  r"\(\w+: .*\); pass restart=True to replace dead workers"):
             envs.act(_fates("exit", "live", "live", "live"))
     finally:
         envs.close()
