@@ -26,6 +26,7 @@ setup(
     ],
     extras_require={
         "test": ["pytest>=7", "hypothesis>=6.50", "gymnasium>=0.29"],
+        "ray": ["ray==2.60.0"],  # RayEnvList: environment workers as Ray actors (rollout.workers)
     },
     entry_points={"console_scripts": ["entmachin = entmachin.run.cli:main"]},
     package_data={"entmachin.run": ["configs/*.yaml"]},

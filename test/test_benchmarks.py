@@ -19,6 +19,7 @@ sys.path.insert(0, str(BENCHMARKS))  # the benchmarks' helper modules (_competit
 TINY = {
     "bench_buffer.py": (["--n-transitions", "2000", "--ragged-rows", "2000", "--seconds", "0.02", "--repeats", "1"],
                         "machin"),
+    "bench_data_parallel.py": (["--steps", "2048", "--repeats", "1", "--work-ms", "5"], "of bare"),
     "bench_env_list.py": (["--num-envs", "4", "--steps", "5", "--repeats", "1"], "batching"),
     "bench_frame_machin.py": (["--episodes", "2", "--length", "20", "--repeats", "1"], "machin"),
     "bench_frame_minesweeper.py": (["--n-envs", "8", "--n-steps", "4", "--batch-size", "16", "--epochs", "1",
@@ -30,6 +31,8 @@ TINY = {
     "bench_parallel_env_list.py": (["--num-envs", "3", "--env-steps", "12", "--block-env-steps", "6",
                                     "--work-ms", "0.05", "--warmup", "1"], "EnvList"),
     "bench_runner.py": (["--steps", "2048", "--repeats", "1", "--processes", "0"], "runner cost"),
+    "bench_ray_env_list.py": (["--num-envs", "4", "--steps", "4", "--block", "2", "--store-repeats", "1"],
+                              "RayEnvList"),
     "bench_rogue_net.py": (["--rows", "8", "--repeats", "1", "--fixed", "4", "--max-entities", "8", "--infer-rows", "4",
                             "--n-envs", "4", "--n-steps", "4", "--batch-size", "8"], "rogue-net side: skipped"),
     "bench_safe_call.py": (["--calls", "10", "--repeats", "1"], "safe_call"),

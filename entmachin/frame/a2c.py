@@ -132,6 +132,12 @@ class A2C(ActorCriticFrame):
 
     _config_cls = A2CConfig
 
+    #: Data-parallel extension point: None (one process: nothing changes), or an object with
+    #: ``normalized(advantage, row)``, ``weigh(losses, n_units, n_rows, criterion)`` and
+    #: ``average_gradients(params, terms)`` that makes this rank's update the update of every
+    #: rank's rows together (``entmachin.frame.data_parallel.DataParallel``).
+    data_parallel: Optional[Any] = None
+
     def __init__(
         self, actor: nn.Module, critic: nn.Module, optimizer: Any, criterion: Any, *,
         lr_scheduler: Any = None, lr_scheduler_args: Any = None, lr_scheduler_kwargs: Any = None,
@@ -299,7 +305,8 @@ class A2C(ActorCriticFrame):
             units = units_of(result, batch.n_rows, cfg.entropy_weight is not None, f"{type(self).__name__}.update")
             advantage = batch.advantage.reshape(-1)  # [b]
             if cfg.normalize_advantage:
-                advantage = normalized(advantage.to(units.log_prob.device), units.row)
+                normalize = normalized if self.data_parallel is None else self.data_parallel.normalized
+                advantage = normalize(advantage.to(units.log_prob.device), units.row)
             objective, entropy, approx_kl, clip_fraction = self._policy_terms(units, old, advantage)
             policy_loss = parts["policy loss"] = -objective
             if cfg.entropy_weight is not None and entropy is not None:
@@ -311,7 +318,11 @@ class A2C(ActorCriticFrame):
                 before = batch.old_value.to(predicted.device, predicted.dtype)  # [b, 1]
                 predicted = before + (predicted - before).clamp(-cfg.value_clip, cfg.value_clip)  # [b, 1]
             value_loss = self.criterion(goal, predicted.reshape(goal.shape)) * cfg.value_weight
-        return Losses(policy_loss, value_loss, parts, entropy, approx_kl, clip_fraction)
+        losses = Losses(policy_loss, value_loss, parts, entropy, approx_kl, clip_fraction)
+        if self.data_parallel is None:
+            return losses
+        n_units = units.log_prob.shape[0] if policy else 0
+        return self.data_parallel.weigh(losses, n_units, batch.n_rows, self.criterion)
 
     def _policy_terms(self, units: Units, old: Optional[torch.Tensor], advantage: torch.Tensor
                       ) -> Tuple[torch.Tensor, Optional[torch.Tensor], Optional[torch.Tensor], Optional[torch.Tensor]]:
@@ -376,6 +387,8 @@ class A2C(ActorCriticFrame):
         for term in terms[1:]:  # not sum(terms): its 0 + first term is one more node to run both ways
             total = total + term
         total.backward()
+        if self.data_parallel is not None:
+            self.data_parallel.average_gradients([p for step in steps for p in step.params], terms)
         with_grad = [[p for p in step.params if p.grad is not None] for step in steps]
         norms = total_norms([[p.grad for p in ps] for ps in with_grad])
         flags = iter(finite_flags(terms + [n for n in norms if n is not None]))

@@ -65,14 +65,27 @@ def seeds(config: RunConfig) -> Dict[str, int]:
 
 
 def make_envs(config: RunConfig, seed: int) -> VecEnv:
+    """The environments of a rollout section: ``EnvList``, ``ParallelEnvList``, or with ``workers``
+    set, a ``RayEnvList`` of ``max(1, processes)`` Ray actors (``auto``: the Ray this process is
+    connected to, or a new local one; ``ray://ADDRESS``: that cluster)."""
     factory = EnvFactory(config.env)
+    workers = config.rollout.workers
+    if workers is not None:
+        from entmachin.env.ray_env_list import RayEnvList  # Ray only where asked for
+
+        return RayEnvList(factory, config.rollout.num_envs, max(1, config.rollout.processes), seed=seed,
+                          address=None if workers == "auto" else workers)
     if config.rollout.processes == 0:
         return EnvList(factory, config.rollout.num_envs, seed=seed)
     return ParallelEnvList(factory, config.rollout.num_envs, config.rollout.processes, seed=seed)
 
 
-def make_frame(config: RunConfig, obs_space: Any, action_space: Any, writer: Any = None) -> Tuple[Any, str]:
-    """Builds RogueNet, its critic and the frame; returns ``(frame, what n_epochs became)``."""
+def make_frame(config: RunConfig, obs_space: Any, action_space: Any, writer: Any = None, *,
+               rank: int = 0) -> Tuple[Any, str]:
+    """Builds RogueNet, its critic and the frame; returns ``(frame, what n_epochs became)``.
+
+    ``rank``: a data-parallel rank other than 0 shuffles its minibatches with a seed of its own.
+    """
     net_config = config.model.net_config()
     if config.frame.name in Q_FRAMES:
         return _make_q_frame(config, obs_space, action_space, writer), ""
@@ -86,7 +99,8 @@ def make_frame(config: RunConfig, obs_space: Any, action_space: Any, writer: Any
     actor_times, critic_times = update_times(config)
     settings = dict(vars(config.frame.settings))
     settings.update(actor_update_times=actor_times, critic_update_times=critic_times,
-                    replay_size=config.rollout.rows, seed=seeds(config)["frame"])
+                    replay_size=config.rollout.rows,
+                    seed=seeds(config)["frame"] if rank == 0 else seeds(config)["frame"] + rank)
     cls = {"PPO": PPO, "A2C": A2C}[config.frame.name]
     optimizer = resolve(config.frame.optimizer, "torch.optim", "frame.optimizer")
     frame = cls(net, critic, optimizer, nn.MSELoss(), writer=writer, **settings)

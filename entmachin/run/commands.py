@@ -5,6 +5,7 @@ import argparse
 import logging
 import os
 import sys
+from typing import Any
 
 from entmachin.run.config import ConfigError, RunConfig, apply_overrides, config_from_dict, config_to_dict, load_config
 
@@ -44,28 +45,60 @@ def resolve_train_config(args: argparse.Namespace) -> RunConfig:
 
 
 def train(args: argparse.Namespace) -> int:
-    from entmachin.run.cli import default_run_dir
-    from entmachin.run.runner import RunError, Runner, load_run_config
+    """``entmachin train``; under ``torchrun`` each rank runs it (see ``entmachin.run.distributed``)."""
+    from entmachin.run.distributed import from_environment
 
+    config = _train_config(args)
+    distributed = from_environment(config.distributed, config.train.device)
+    try:
+        result, runner = _train(args, config, distributed)
+    except BaseException as e:  # the other ranks stop naming this one instead of waiting for it
+        if distributed is not None:
+            distributed.report(e)
+        raise
+    finally:
+        if distributed is not None:
+            distributed.close()
+    if distributed is not None and distributed.rank != 0:
+        return 0 if result.stopped is None else (130 if result.stopped == "SIGINT" else 143)
+    return _report(result, runner)
+
+
+def _train_config(args: argparse.Namespace) -> RunConfig:
+    from entmachin.run.runner import RunError, load_run_config
+
+    if args.resume is None:
+        return resolve_train_config(args)
+    if args.target is not None:
+        raise RunError("give a config or --resume RUN_DIR, not both (a resumed run keeps its config)")
+    stored = load_run_config(args.resume)
+    frozen = [o.partition("=")[0] for o in args.overrides if not o.partition("=")[0].startswith(_RESUMABLE)]
+    if frozen:
+        raise ConfigError(f"--set {frozen[0]}: a resumed run keeps its config; only train.total_steps and log.* "
+                          "may change")
+    return config_from_dict(apply_overrides(config_to_dict(stored), args.overrides), "--resume")
+
+
+def _train(args: argparse.Namespace, config: RunConfig, distributed: Any) -> Any:
+    from entmachin.run.cli import default_run_dir
+    from entmachin.run.runner import Runner
+
+    lead = distributed is None or distributed.rank == 0
     if args.resume is not None:
-        if args.target is not None:
-            raise RunError("give a config or --resume RUN_DIR, not both (a resumed run keeps its config)")
-        stored = load_run_config(args.resume)
-        frozen = [o.partition("=")[0] for o in args.overrides if not o.partition("=")[0].startswith(_RESUMABLE)]
-        if frozen:
-            raise ConfigError(f"--set {frozen[0]}: a resumed run keeps its config; only train.total_steps and log.* "
-                              "may change")
-        config = config_from_dict(apply_overrides(config_to_dict(stored), args.overrides), "--resume")
-        runner = Runner(config, args.resume, resume=True, progress=not args.no_progress)
-        if args.overrides:
+        runner = Runner(config, args.resume, resume=True, progress=not args.no_progress, distributed=distributed)
+        if args.overrides and lead:
             from entmachin.run.logs import write_config
 
-            write_config(args.resume, config)
+            write_config(args.resume, config, 1 if distributed is None else distributed.world_size)
     else:
-        config = resolve_train_config(args)
         run_dir = args.run_dir or config.log.run_dir or default_run_dir(config.env.name)
-        runner = Runner(config, run_dir, force=args.force, progress=not args.no_progress)
-    result = runner.train()
+        if distributed is not None and run_dir != (args.run_dir or config.log.run_dir):  # one name for all ranks
+            run_dir = distributed.gather_bytes(run_dir.encode())[0].decode()
+        runner = Runner(config, run_dir, force=args.force, progress=not args.no_progress, distributed=distributed)
+    return runner.train(), runner
+
+
+def _report(result: Any, runner: Any) -> int:
     if result.final_eval is not None:
         from entmachin.run.build import EnvFactory, seeds
         from entmachin.run.evaluation import random_policy_return

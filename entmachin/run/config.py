@@ -1,13 +1,16 @@
 """The run config: one nested, typed record read from YAML, checked before anything starts.
 
-A run config has six sections (see :func:`describe` for every field and its meaning)::
+A run config has seven sections (see :func:`describe` for every field and its meaning)::
 
     env:      which environment (registry name or ``package.module:Class``), its kwargs, a time limit
     model:    RogueNet's config, and whether the critic shares the actor's network
     frame:    the frame (PPO / A2C) with its own config's fields, Machin's names, plus n_epochs
-    rollout:  num_envs, n_steps, processes (0: EnvList, N: ParallelEnvList with N workers)
+    rollout:  num_envs, n_steps, processes (0: EnvList, N: ParallelEnvList with N workers), workers
+              (null: this machine; ``auto`` or ``ray://ADDRESS``: environment workers on Ray)
     train:    total_steps, seed (the one seed everything derives from), device, threads
     log:      run_dir, checkpoint / evaluation intervals, evaluation episodes
+    distributed: the collective backend and timeout of data-parallel ranks (under ``torchrun``,
+              where ``rollout.num_envs`` and ``frame.batch_size`` are per rank)
 
 Unknown keys raise with their dotted path and the allowed keys; values of the wrong type name
 the field, the expected type and the value; rules across fields are checked at load time.
@@ -33,7 +36,7 @@ from entmachin.frame.dqn_config import DQNConfig, DQNPerConfig
 from entmachin.model.config import RogueNetConfig
 
 __all__ = ["ConfigError", "EnvSection", "ModelSection", "FrameSection", "RolloutSection", "TrainSection",
-           "LogSection", "RunConfig", "FRAMES", "config_from_dict", "config_to_dict", "load_config",
+           "LogSection", "DistributedSection", "RunConfig", "FRAMES", "config_from_dict", "config_to_dict", "load_config",
            "parse_yaml", "apply_overrides", "update_times", "dump_yaml"]
 
 FRAMES = {"PPO": PPOConfig, "A2C": A2CConfig, "DQN": DQNConfig, "DQNPer": DQNPerConfig}
@@ -90,14 +93,19 @@ class FrameSection:
 
 @dataclass(frozen=True, kw_only=True)
 class RolloutSection:
+    """Environments per rank; ``workers`` puts their workers on Ray (``processes`` of them, at least 1)."""
+
     num_envs: int = 32
     n_steps: int = 16
     processes: int = 0
+    workers: Optional[str] = None
 
     def __post_init__(self) -> None:
         for name, low in (("num_envs", 1), ("n_steps", 1), ("processes", 0)):
             if getattr(self, name) < low:
                 raise ValueError(f"{name}: expected an int >= {low}, got {getattr(self, name)}")
+        if self.workers is not None and self.workers != "auto" and not re.match(r"^ray://\S+$", self.workers):
+            raise ValueError(f"workers: expected null, 'auto' (a local Ray) or 'ray://ADDRESS', got {self.workers!r}")
 
     @property
     def rows(self) -> int:
@@ -139,6 +147,19 @@ class LogSection:
 
 
 @dataclass(frozen=True, kw_only=True)
+class DistributedSection:
+    """Data-parallel ranks started by ``torchrun``: ``auto`` picks gloo on CPU and nccl on CUDA;
+    ``timeout`` is how long (seconds) a rank waits for the others before stopping with an error."""
+
+    backend: Literal["auto", "gloo", "nccl"] = "auto"
+    timeout: float = 300.0
+
+    def __post_init__(self) -> None:
+        if not (self.timeout > 0 and math.isfinite(self.timeout)):
+            raise ValueError(f"timeout: expected a number of seconds > 0, got {self.timeout}")
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunConfig:
     env: EnvSection = field(default_factory=EnvSection)
     model: ModelSection = field(default_factory=ModelSection)
@@ -146,6 +167,7 @@ class RunConfig:
     rollout: RolloutSection = field(default_factory=RolloutSection)
     train: TrainSection = field(default_factory=TrainSection)
     log: LogSection = field(default_factory=LogSection)
+    distributed: DistributedSection = field(default_factory=DistributedSection)
 
 
 def update_times(config: RunConfig) -> Tuple[int, int]:
@@ -300,7 +322,7 @@ def _frame_from(value: Any, rows: int) -> FrameSection:
 
 
 _SECTIONS = {"env": EnvSection, "model": ModelSection, "rollout": RolloutSection, "train": TrainSection,
-             "log": LogSection}
+             "log": LogSection, "distributed": DistributedSection}
 
 
 def config_from_dict(data: Any, source: str = "config") -> RunConfig:
@@ -359,7 +381,7 @@ def config_to_dict(config: RunConfig) -> Dict[str, Any]:
         return value if not hasattr(value, "type") else str(value)  # torch.device
 
     out: Dict[str, Any] = {}
-    for name in ("env", "model", "frame", "rollout", "train", "log"):
+    for name in allowed_sections():
         section = getattr(config, name)
         if name == "frame" and section.name in Q_FRAMES:
             settings = plain(section.settings)

@@ -62,9 +62,10 @@ FIELD_DOCS: Dict[str, str] = {
     "frame.n_step": "DQN: rewards summed before bootstrapping (n-step returns)",
     "frame.actor_reduction": "DQN: an action's value over its actors: sum or mean",
     "rollout": "how experience is collected",
-    "rollout.num_envs": "environments stepped together",
     "rollout.n_steps": "steps per environment in each rollout (one update per rollout)",
-    "rollout.processes": "0: step in this process (EnvList); N: N worker processes (ParallelEnvList)",
+    "rollout.num_envs": "environments stepped together (per rank under torchrun)",
+    "rollout.processes": "0: step in this process (EnvList); N: N worker processes (ParallelEnvList, or Ray workers)",
+    "rollout.workers": "null: workers on this machine; auto: a local Ray; ray://ADDRESS: a Ray cluster (entmachin[ray])",
     "train": "the training run",
     "train.total_steps": "environment steps to train for",
     "train.seed": "the one seed: torch's, the frame's, the environments' and evaluation's derive from it",
@@ -76,6 +77,9 @@ FIELD_DOCS: Dict[str, str] = {
     "log.eval_interval": "environment steps between evaluations (one also runs at the end)",
     "log.eval_episodes": "episodes per evaluation",
     "log.eval_deterministic": "evaluate the most likely actions instead of sampling",
+    "distributed": "data-parallel ranks under torchrun (one process: unused)",
+    "distributed.backend": "auto: gloo on CPU, nccl on CUDA; or gloo / nccl",
+    "distributed.timeout": "seconds a rank waits for the others before stopping with an error naming the failed rank",
 }
 
 

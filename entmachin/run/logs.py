@@ -27,7 +27,7 @@ import numpy as np
 from entmachin.run.config import RunConfig, config_to_dict, dump_yaml
 
 __all__ = ["prepare_run_dir", "write_config", "make_writer", "write_iteration", "write_evals", "write_hparams",
-           "progress_bar", "atomic_write"]
+           "progress_bar", "atomic_write", "NullWriter"]
 
 logger = logging.getLogger(__name__)
 
@@ -74,8 +74,24 @@ def prepare_run_dir(run_dir: str, checkpoint_dir: str, *, resume: bool, force: b
                 os.remove(os.path.join(run_dir, name))
 
 
-def write_config(run_dir: str, config: RunConfig) -> None:
+class NullWriter:
+    """Stands in for the tensorboard writer on ranks other than 0: every call does nothing."""
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *args, **kwargs: None
+
+
+def write_config(run_dir: str, config: RunConfig, world_size: int = 1) -> None:
+    """Writes the resolved config, with a header saying how it ran: ranks, environments in all,
+    and where the environment workers were."""
     header = "# The resolved config of this run: `entmachin train config.yaml` runs it again.\n"
+    where = "Ray (rollout.workers)" if config.rollout.workers is not None else "this machine"
+    if world_size > 1:
+        header += (f"# Ran on {world_size} data-parallel ranks (torchrun): rollout.num_envs and frame.batch_size are "
+                   f"per rank; {world_size} x {config.rollout.num_envs} = {world_size * config.rollout.num_envs} "
+                   f"environments in all; environment workers on {where}.\n")
+    else:
+        header += f"# Ran in one process; environment workers on {where}.\n"
     atomic_write(os.path.join(run_dir, "config.yaml"), (header + dump_yaml(config_to_dict(config))).encode())
 
 

@@ -12,6 +12,12 @@ A run directory holds::
 Checkpoints are taken between rollouts, so a resumed run continues exactly where the
 checkpoint was taken (one thread, CPU). SIGINT and SIGTERM stop the run after the current
 iteration with a checkpoint; a second SIGINT stops at once.
+
+Under ``torchrun`` (a :class:`~entmachin.run.distributed.DistributedRun` given) every rank runs
+this loop on its own environments with data-parallel updates; rank 0 alone writes the run
+directory, and its checkpoints hold every rank's environments and generators. Resuming with
+the same number of ranks continues exactly; with another, models, optimisers, statistics and
+counters are restored and the environments restart their episodes (with a warning).
 """
 from __future__ import annotations
 
@@ -35,6 +41,7 @@ from entmachin.frame.summary import log_update
 from entmachin.run import logs
 from entmachin.run.build import EnvFactory, make_envs, make_frame, seeds
 from entmachin.run.config import RunConfig, config_to_dict, dump_yaml, load_config
+from entmachin.run.distributed import DistributedRun, rank_seed, rank_state, restore_rank_state
 from entmachin.run.evaluation import eval_envs
 from entmachin.run.spaces import spaces_record
 from entmachin.run.tracker import RolloutTracker
@@ -118,10 +125,15 @@ class Runner:
     """
 
     def __init__(self, config: RunConfig, run_dir: str, *, resume: bool = False, force: bool = False,
-                 progress: bool = True) -> None:
-        self.config, self.run_dir, self.progress = config, run_dir, progress
+                 progress: bool = True, distributed: Optional[DistributedRun] = None) -> None:
+        self.config, self.run_dir, self.dist = config, run_dir, distributed
+        self.lead = distributed is None or distributed.rank == 0  # writes the run directory
+        self.progress = progress and self.lead
         self.checkpoint_dir = os.path.join(run_dir, "checkpoints")
-        logs.prepare_run_dir(run_dir, self.checkpoint_dir, resume=resume, force=force)
+        if self.lead:
+            logs.prepare_run_dir(run_dir, self.checkpoint_dir, resume=resume, force=force)
+        if distributed is not None:
+            distributed.barrier()  # the run directory is ready (or rank 0 reported why not)
         self.resume = resume
         self.state = RunState(next_checkpoint=config.log.checkpoint_interval, next_eval=config.log.eval_interval)
         self._seeds = seeds(config)
@@ -131,8 +143,16 @@ class Runner:
     def _build(self) -> None:
         config = self.config
         torch.manual_seed(self._seeds["torch"])
-        self.envs = make_envs(config, self._seeds["envs"])
-        self.frame, note = make_frame(config, self.envs.obs_space(), self.envs.action_space())
+        rank = 0 if self.dist is None else self.dist.rank
+        self.envs = make_envs(config, rank_seed(self._seeds["envs"], rank))
+        self.frame, note = make_frame(config, self.envs.obs_space(), self.envs.action_space(), rank=rank)
+        if self.dist is not None and config.frame.name not in ("PPO", "A2C"):
+            raise RunError(f"frame.name: {config.frame.name} trains in one process; data-parallel training "
+                           f"(torchrun, {self.dist.world_size} ranks) supports PPO and A2C")
+        if self.dist is not None:  # identical weights everywhere; each rank samples its own actions
+            self.dist.data_parallel.broadcast_modules([self.frame.actor, self.frame.critic])
+            self.frame.data_parallel = self.dist.data_parallel
+            torch.manual_seed(rank_seed(self._seeds["torch"], rank))
         self.state.spaces = spaces_record(self.envs.obs_space(), self.envs.action_space())
         if note:
             logger.info(note)
@@ -153,7 +173,7 @@ class Runner:
         runner = _decode_runner(loaded.extras.get("runner"), self.checkpoint_dir, version)
         loaded.apply()
         self.state = runner
-        envs_blob = loaded.extras.get("envs")
+        envs_blob = self._rank_envs(loaded.extras.get("ranks"), loaded.extras.get("envs"))
         restored = False
         if envs_blob is not None:
             try:
@@ -168,8 +188,24 @@ class Runner:
             logger.warning("resume: the checkpoint holds no environment state (the environments could not be "
                            "pickled when it was written); they restart their episodes")
         if not restored:
-            self.collector.total_env_steps = self.state.env_steps
+            self.collector.total_env_steps = self.state.env_steps // (1 if self.dist is None else self.dist.world_size)
         logger.info("resumed %s at %d environment steps (checkpoint %d)", self.run_dir, self.state.env_steps, version)
+
+    def _rank_envs(self, ranks_blob: Optional[bytes], envs_blob: Optional[bytes]) -> Optional[bytes]:
+        """This rank's environments in a checkpoint (None: restart them), its generators restored."""
+        saved = dill.loads(ranks_blob) if ranks_blob is not None else [{"envs": envs_blob}]
+        world_size = 1 if self.dist is None else self.dist.world_size
+        if len(saved) != world_size:
+            logger.warning("resume: the checkpoint was written by %d rank(s), this run has %d; models, optimisers, "
+                           "statistics and counters are restored, the environments restart their episodes",
+                           len(saved), world_size)
+            if self.dist is not None and self.dist.rank > 0:  # not rank 0's generator: actions of its own
+                torch.manual_seed(rank_seed(self._seeds["torch"] + self.state.env_steps, self.dist.rank))
+            return None
+        mine = saved[0 if self.dist is None else self.dist.rank]
+        if "torch_rng" in mine:
+            restore_rank_state(self.frame, mine)
+        return mine["envs"]
 
     # ------------------------------------------------------------------------------- the loop
 
@@ -181,10 +217,11 @@ class Runner:
         writer = None
         try:
             self._build()
-            if not self.resume:
-                logs.write_config(self.run_dir, config)
-            writer = logs.make_writer(self.run_dir, purge_step=self.state.env_steps + 1 if self.resume else None)
-            if not self.resume:
+            if not self.resume and self.lead:
+                logs.write_config(self.run_dir, config, world_size=1 if self.dist is None else self.dist.world_size)
+            writer = logs.make_writer(self.run_dir, purge_step=self.state.env_steps + 1 if self.resume else None) \
+                if self.lead else logs.NullWriter()
+            if not self.resume and self.lead:
                 writer.add_text("config", "```yaml\n" + dump_yaml(config_to_dict(config)) + "\n```", 0)
             final = None
             with _StopSignals() as signals, logs.progress_bar(config, self.state.env_steps, self.progress) as bar:
@@ -193,7 +230,8 @@ class Runner:
                     final = self._evaluate(writer, final=True)
                     self.state.next_eval = self.state.env_steps + config.log.eval_interval  # a longer resumed run
                     self._checkpoint()
-                    logs.write_hparams(writer, config, final)
+                    if final is not None:
+                        logs.write_hparams(writer, config, final)
                 else:
                     self._checkpoint()
                     logger.warning("%s: stopped at %d environment steps with a checkpoint; resume with:  entmachin "
@@ -204,17 +242,22 @@ class Runner:
                 writer.close()
             if hasattr(self, "envs"):
                 self.envs.close()
+            if hasattr(self, "frame"):
+                self.frame.data_parallel = None
             torch.set_num_threads(previous_threads)
 
     def _loop(self, writer: Any, signals: _StopSignals, bar: Any) -> Optional[str]:
         config, state = self.config, self.state
         while state.env_steps < config.train.total_steps:
-            if signals.received:
-                return signals.received
+            if signals.received if self.dist is None else self.dist.any_true(signals.received is not None):
+                return signals.received or "a stop signal to another rank"
             started = time.perf_counter()
-            stats = self.collector.collect()
-            for _ in range(config.frame.n_updates):  # 1 but for the DQN frames
-                self.frame.update()
+            if self.dist is None:
+                stats = self.collector.collect()
+                for _ in range(config.frame.n_updates):  # 1 but for the DQN frames
+                    self.frame.update()
+            else:
+                stats = self._collect_and_update()
             elapsed = time.perf_counter() - started
             state.env_steps += stats.n_env_steps
             state.iterations += 1
@@ -230,7 +273,8 @@ class Runner:
             bar.update(stats.n_env_steps)
             bar.set_postfix(mean_return=f"{mean_return:.3f}", refresh=False)
             if step >= state.next_eval and step < config.train.total_steps:
-                self._evaluate(writer, final=False)
+                if self.lead:
+                    self._evaluate(writer, final=False)
                 state.next_eval += config.log.eval_interval * max(1, math.ceil((step - state.next_eval + 1)
                                                                                / config.log.eval_interval))
             if step >= state.next_checkpoint:
@@ -239,10 +283,23 @@ class Runner:
                     1, math.ceil((step - state.next_checkpoint + 1) / config.log.checkpoint_interval))
         return signals.received
 
+    def _collect_and_update(self) -> Any:
+        """One data-parallel iteration: every rank's input statistics merged before the update,
+        the update's statistics and the rollout's episodes gathered from every rank."""
+        models = [self.frame.actor, self.frame.critic]
+        before = self.dist.data_parallel.snapshot_input_stats(models)
+        stats = self.collector.collect()
+        self.dist.data_parallel.merge_input_stats(models, before)
+        self.frame.update()
+        self.frame.last_update = self.dist.data_parallel.reduce_stats(self.frame.last_update)
+        return self.dist.gather_rollout(stats)
+
     # ------------------------------------------------------------------------------- evaluation
 
-    def _evaluate(self, writer: Any, final: bool) -> Dict[str, float]:
+    def _evaluate(self, writer: Any, final: bool) -> Optional[Dict[str, float]]:
         config = self.config
+        if not self.lead:
+            return None
         # Evaluations sample from torch's generator too: on a fork of it, seeded alike each time,
         # so that training does not depend on when (or whether) evaluations run.
         with torch.random.fork_rng(devices=_cuda_devices()):
@@ -263,12 +320,20 @@ class Runner:
 
     def _checkpoint(self) -> None:
         extras = {"runner": json.dumps({"format": _RUNNER_FORMAT, **vars(self.state)}).encode()}
+        envs = None
         try:
-            extras["envs"] = dill.dumps({"envs": self.envs.get_state(), "collector": self.collector.snapshot()})
+            envs = dill.dumps({"envs": self.envs.get_state(), "collector": self.collector.snapshot()})
         except Exception as e:
             logger.warning("checkpoint: the environments cannot be pickled (%s: %s); a resumed run restarts their "
                            "episodes", type(e).__name__, e)
-        save_frame(self.frame, self.checkpoint_dir, None, self.state.env_steps, extras=extras)
+        if self.dist is not None:  # every rank's environments and generators, in rank 0's checkpoint
+            ranks = [dill.loads(blob) for blob in self.dist.gather_bytes(dill.dumps(rank_state(self.frame, envs)))]
+            extras["ranks"] = dill.dumps(ranks)
+            envs = ranks[0]["envs"]
+        if envs is not None:
+            extras["envs"] = envs
+        if self.lead:
+            save_frame(self.frame, self.checkpoint_dir, None, self.state.env_steps, extras=extras)
 
 
 def _cuda_devices() -> List[int]:
