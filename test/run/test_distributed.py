@@ -155,3 +155,13 @@ def _plain(config):
     from entmachin.run.config import config_to_dict
 
     return config_to_dict(config)
+
+
+def test_dqn_frames_refuse_data_parallel_training(tmp_path):
+    config = tmp_path / "count-dqn.yaml"
+    config.write_text(CONFIG.replace("frame: {batch_size: 16}", "frame: {name: DQN, batch_size: 16, replay_size: 256}"))
+    outcomes = spawn_ranks(["train", str(config), "--no-progress", "--run-dir", str(tmp_path / "run")],
+                           str(tmp_path / "out"))
+    for outcome in outcomes:
+        assert outcome.startswith("RunError: frame.name: DQN trains in one process; data-parallel training "
+                                  "(torchrun, 2 ranks) supports PPO and A2C"), outcome
