@@ -12,7 +12,8 @@ entmachin's ``RogueNet``, and the bare arithmetic of the step in three attention
 rogue-net's ``padpack``). The bound is the fastest variant; each network's time divided by
 it says how much of its step is not arithmetic. Where rogue-net's time is under twice the
 bound, twice rogue-net's speed is out of reach without changing the arithmetic itself.
-Figures: medians of ``--repeats`` steps, in ms per step (every batch of the workload).
+Figures: medians of ``--repeats`` steps, in CPU ms per step (every batch of the workload;
+process CPU time, which leaves out the time another process held the core).
 """
 from __future__ import annotations
 
@@ -32,9 +33,10 @@ DEFAULT_STUB = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "tools"
 
 
 def _ms(fn: Callable[[], Any]) -> float:
-    start = time.perf_counter()
+    """CPU milliseconds of this process in ``fn()``."""
+    start = time.process_time()
     fn()
-    return (time.perf_counter() - start) * 1e3
+    return (time.process_time() - start) * 1e3
 
 
 def main() -> None:
@@ -68,7 +70,7 @@ def main() -> None:
             worker = CompetitorWorker(args.roguenet_python, os.path.join(HERE, "bench_rogue_net.py"),
                                       ["--roguenet-worker", "--data", data_dir, "--scatter-stub", args.scatter_stub,
                                        "--threads", str(args.threads), "--seed", str(args.seed)], "rogue-net")
-        print(f"median of {args.repeats} alternating steps, ms per step; bound = fastest bare variant")
+        print(f"median of {args.repeats} alternating steps, CPU ms per step; bound = fastest bare variant")
         head = f"{'workload':<40}" + "".join(f"{v:>9}" for v in VARIANTS)
         print(head + f"{'bound':>8}{'rogue-net':>10}{'entmachin':>10}{'rn/bound':>9}{'em/bound':>9}{'em/rn':>7}")
         with worker if worker is not None else contextlib.nullcontext():
@@ -88,7 +90,7 @@ def main() -> None:
                 times: Dict[str, List[float]] = {k: [] for k in (*VARIANTS, "rogue-net", "entmachin")}
                 for _ in range(args.repeats):
                     if worker is not None:
-                        times["rogue-net"].append(worker.request(op="step")["seconds"] * 1e3)
+                        times["rogue-net"].append(worker.request(op="step")["cpu_seconds"] * 1e3)
                     times["entmachin"].append(_ms(ours.step))
                     for v, step in bare.items():
                         times[v].append(_ms(step))
