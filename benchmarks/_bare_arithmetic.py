@@ -169,6 +169,8 @@ class BareNet(nn.Module):
         total = x.new_zeros(())
         start = 0
         for head, (kind, n_actors, choices), given in zip(self.heads, b.actions, b.given):
+            if n_actors == 0:
+                continue
             actors = x[start:start + n_actors]  # [n_actors, d_model]
             if kind == "categorical":
                 logits = head(actors)  # [n_actors, n_choices]
@@ -200,7 +202,8 @@ def bare_step(spaces: Dict[str, Any], batches: List[Dict[str, Any]], mode: str, 
     for batch in batches:
         b = _Batch(batch, spaces, d_model)
         mean = {n: x.mean(0) for n, x in b.features.items()}
-        std = {n: x.std(0).nan_to_num(1.0).clamp_min(1e-3) for n, x in b.features.items()}
+        std = {n: x.std(0).clamp_min(1e-3) if x.shape[0] > 1 else torch.ones(x.shape[1])
+               for n, x in b.features.items()}
         prepared.append((b, [b.features[n] for n in spaces["entities"]], [mean[n] for n in spaces["entities"]],
                          [std[n] for n in spaces["entities"]]))
 
