@@ -149,9 +149,10 @@ def serve(data_dir: str, stub_dir: str, threads: int, seed: int) -> None:
             elif request["op"] == "step":
                 if workload is None:
                     raise ValueError("step before prepare")
-                start = time.perf_counter()
+                start, cpu_start = time.perf_counter(), time.process_time()
                 workload.step()
-                answer({"seconds": time.perf_counter() - start, "scatter_calls": scatter["calls"]["n"]})
+                answer({"seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu_start,
+                        "scatter_calls": scatter["calls"]["n"]})
             else:
                 raise ValueError(f"unknown op {request['op']!r}")
         except Exception:  # the driver shows it and stops

@@ -9,7 +9,9 @@ Usage::
 Two sections, both fp32 unless said, ``--threads`` torch threads (default one), the sides
 alternating step by step so that machine load hits both alike, each figure the median over
 ``--repeats`` steps (at least 5 for a figure worth quoting). The load average is printed
-before and after.
+before and after. Rates come from wall-clock times; the ``cpu ratio`` column divides the
+sides' median CPU times (``time.process_time``) instead, which a busy machine disturbs far
+less (it leaves out the time another process held the core).
 
 **entmachin vs rogue-net 0.1.9.** rogue-net runs in its own interpreter (a worker process of
 this script, kept running and answering one JSON line per step: ``_rogue_net_side.py``).
@@ -77,7 +79,7 @@ import statistics
 import sys
 import tempfile
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))  # this checkout's entmachin
@@ -97,10 +99,11 @@ def _check_same_work(label: str, ours: Dict[str, Any], theirs: Optional[Dict[str
         raise RuntimeError(f"{label}: the sides saw different work: entmachin {ours}, rogue-net {theirs}")
 
 
-def _time(step: Any) -> float:
-    start = time.perf_counter()
+def _time(step: Any) -> Tuple[float, float]:
+    """Wall-clock and CPU seconds (of this process) of ``step()``."""
+    start, cpu_start = time.perf_counter(), time.process_time()
     step()
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu_start
 
 
 def compare_with_roguenet(args: argparse.Namespace) -> None:
@@ -134,22 +137,23 @@ def compare_with_roguenet(args: argparse.Namespace) -> None:
                 seen = ours.prepare()
                 theirs_seen = worker.request(op="prepare", workload=w.name) if worker is not None else None
                 _check_same_work(w.label, seen, theirs_seen, ours.n_entities)
-                t_ours: List[float] = []
-                t_theirs: List[float] = []
+                t_ours: List[Tuple[float, float]] = []
+                t_theirs: List[Tuple[float, float]] = []
                 scatter_calls = 0
                 for i in range(args.repeats):
                     if worker is not None and i % 2:
                         reply = worker.request(op="step")
-                        t_theirs.append(reply["seconds"])
+                        t_theirs.append((reply["seconds"], reply["cpu_seconds"]))
                     t_ours.append(_time(ours.step))
                     if worker is not None and not i % 2:
                         reply = worker.request(op="step")
-                        t_theirs.append(reply["seconds"])
+                        t_theirs.append((reply["seconds"], reply["cpu_seconds"]))
                     if worker is not None:
                         scatter_calls = reply["scatter_calls"]
                 amount = seen["tokens"] if w.unit == "tokens" else ours.n_rows
-                rate_ours = amount / statistics.median(t_ours)
-                rate_theirs = amount / statistics.median(t_theirs) if t_theirs else None
+                rate_ours = [amount / statistics.median(t[k] for t in t_ours) for k in (0, 1)]
+                rate_theirs = [amount / statistics.median(t[k] for t in t_theirs) for k in (0, 1)] \
+                    if t_theirs else None
                 results.append((w, amount, seen["actors"], rate_ours, rate_theirs))
                 del ours
             _print_table(results)
@@ -164,16 +168,20 @@ def compare_with_roguenet(args: argparse.Namespace) -> None:
 
 
 def _print_table(results: List[Any]) -> None:
-    print(f"{'workload':<40}{'per step':>16}{'actors':>10}{'entmachin/s':>14}{'rogue-net/s':>14}{'ratio':>8}")
+    """Rates from wall-clock medians, and the ratio of CPU-time medians beside them: on a
+    shared machine a step's CPU time leaves out the time another process held the core."""
+    print(f"{'workload':<40}{'per step':>16}{'actors':>10}{'entmachin/s':>14}{'rogue-net/s':>14}{'ratio':>8}"
+          f"{'cpu ratio':>11}")
     sections = (("train", "forward + backward (tokens/s)"), ("infer", "inference, no_grad + sampling (rows/s)"))
     for mode, title in sections:
         print(f"  {title}")
         for w, amount, actors, rate_ours, rate_theirs in results:
             if w.mode != mode:
                 continue
-            theirs = f"{rate_theirs:>14,.0f}" if rate_theirs is not None else f"{'skipped':>14}"
-            ratio = f"{rate_ours / rate_theirs:>7.2f}x" if rate_theirs is not None else f"{'-':>8}"
-            print(f"  {w.label:<38}{f'{amount:,} {w.unit}':>16}{sum(actors.values()):>10,}{rate_ours:>14,.0f}"
+            theirs = f"{rate_theirs[0]:>14,.0f}" if rate_theirs is not None else f"{'skipped':>14}"
+            ratio = f"{rate_ours[0] / rate_theirs[0]:>7.2f}x{rate_ours[1] / rate_theirs[1]:>10.2f}x" \
+                if rate_theirs is not None else f"{'-':>8}{'-':>11}"
+            print(f"  {w.label:<38}{f'{amount:,} {w.unit}':>16}{sum(actors.values()):>10,}{rate_ours[0]:>14,.0f}"
                   f"{theirs}{ratio}")
 
 

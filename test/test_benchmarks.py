@@ -35,6 +35,8 @@ TINY = {
                               "RayEnvList"),
     "bench_rogue_net.py": (["--rows", "8", "--repeats", "1", "--fixed", "4", "--max-entities", "8", "--infer-rows", "4",
                             "--n-envs", "4", "--n-steps", "4", "--batch-size", "8"], "rogue-net side: skipped"),
+    "bench_rogue_net_bound.py": (["--rows", "8", "--repeats", "1", "--max-entities", "8", "--infer-rows", "4",
+                                  "--n-envs", "4", "--n-steps", "4", "--batch-size", "8"], "rn/bound"),
     "bench_safe_call.py": (["--calls", "10", "--repeats", "1"], "safe_call"),
 }
 

@@ -8,7 +8,7 @@ batch has normalised it with the old statistics.
 from __future__ import annotations
 
 import contextlib
-from typing import ContextManager, Iterator, Optional, Sequence
+from typing import Any, ContextManager, Iterator, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -65,6 +65,8 @@ class InputNorm(nn.Module):
         self.register_buffer("squares_sum", torch.zeros(n_features, dtype=torch.float64))  # [n_features]
         self.frozen = False
         self._collecting = 0
+        # (statistics tensors, their versions, dtype) -> (mean, std) in that dtype; see _shift_scale.
+        self._cache: Optional[Tuple[Any, torch.Tensor, torch.Tensor]] = None
 
     def extra_repr(self) -> str:
         return f"{self.n_features}, clip={self.clip}, frozen={self.frozen}"
@@ -94,11 +96,32 @@ class InputNorm(nn.Module):
                 f"InputNorm: expected inputs with {self.n_features} features in the last dimension, "
                 f"got shape {tuple(x.shape)}"
             )
-        mean = torch.where(self.count > 1, self.mean, torch.zeros_like(self.mean)).to(x.dtype)  # [n_features]
-        out = ((x - mean) / self.std().to(x.dtype)).clamp(-self.clip, self.clip)  # [..., n_features]
+        mean, std = self._shift_scale(x.dtype)  # [n_features] each
+        out = ((x - mean) / std).clamp(-self.clip, self.clip)  # [..., n_features]
         if self.collecting:
             self.update(x.detach())
         return out
+
+    def _shift_scale(self, dtype: torch.dtype) -> Tuple[torch.Tensor, torch.Tensor]:
+        """The mean and standard deviation the forward uses, in ``dtype``, computed again only
+        when the statistics changed: a dozen small float64 ops per forward otherwise.
+
+        The key holds the statistics tensors themselves (so that a ``.to()`` or an assignment,
+        which replaces them, misses) and their version counters (bumped by every in-place
+        change: ``update``, ``load_state_dict``, ``copy_``).
+        """
+        stats = (self.count, self.mean, self.squares_sum)
+        key = (stats, tuple(t._version for t in stats), dtype)
+        cache = self._cache
+        if cache is not None and cache[0][1] == key[1] and cache[0][2] == dtype and all(
+                a is b for a, b in zip(cache[0][0], stats)):
+            return cache[1], cache[2]
+        # Plain tensors even under inference_mode: the forward's backward may save them.
+        with torch.inference_mode(False), torch.no_grad():
+            mean = torch.where(self.count > 1, self.mean, torch.zeros_like(self.mean)).to(dtype)  # [n_features]
+            std = self.std().to(dtype)  # [n_features]
+        self._cache = (key, mean, std)
+        return mean, std
 
     @torch.no_grad()
     def update(self, x: torch.Tensor) -> None:

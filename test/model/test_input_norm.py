@@ -115,3 +115,42 @@ def test_unnamed_features_are_numbered_and_names_must_fit():
         norm(torch.tensor([[0.0, float("nan")]]))
     with pytest.raises(ValueError, match=r"InputNorm\('Unit'\): feature_names has 1 names for 2 features"):
         InputNorm(2, name="Unit", feature_names=["x"])
+
+
+def _uncached(norm, x):
+    mean = torch.where(norm.count > 1, norm.mean, torch.zeros_like(norm.mean)).to(x.dtype)
+    return ((x - mean) / norm.std().to(x.dtype)).clamp(-norm.clip, norm.clip)
+
+
+def test_cached_mean_and_std_follow_every_change_of_the_statistics():
+    """The forward keeps its mean and std between calls; every way the statistics can change
+    must be seen: update, load_state_dict, an in-place edit, a replaced buffer, another dtype."""
+    norm = InputNorm(2)
+    x = torch.tensor([[1.0, 2.0], [3.0, 6.0], [-4.0, 0.5]])
+    assert torch.equal(norm(x), _uncached(norm, x))
+    with collecting_stats(norm):
+        norm(x)
+    assert torch.equal(norm(x), _uncached(norm, x))
+    other = InputNorm(2)
+    with collecting_stats(other):
+        other(x * 3 + 1)
+    norm.load_state_dict(other.state_dict())
+    assert torch.equal(norm(x), _uncached(other, x))
+    with torch.no_grad():
+        norm.mean.add_(1.0)
+    assert torch.equal(norm(x), _uncached(norm, x))
+    norm.squares_sum = norm.squares_sum * 4
+    assert torch.equal(norm(x), _uncached(norm, x))
+    assert torch.equal(norm(x.double()), _uncached(norm, x.double()))
+
+
+def test_cached_statistics_made_under_inference_mode_serve_a_later_backward():
+    norm = InputNorm(2)
+    with collecting_stats(norm):
+        norm(torch.tensor([[1.0, 2.0], [3.0, 6.0]]))
+    with torch.inference_mode():
+        norm(torch.ones(1, 2))
+    x = torch.ones(3, 2, requires_grad=True)
+    norm(x).sum().backward()
+    assert x.grad is not None and torch.isfinite(x.grad).all()
+

@@ -1,0 +1,177 @@
+"""Profiles of entmachin's RogueNet and rogue-net 0.1.9 on the workloads of ``bench_rogue_net.py``.
+
+Usage::
+
+    python benchmarks/profile_rogue_net.py [--roguenet-python /tmp/roguenet-venv/bin/python]
+        [--top 12] [--workloads minesweeper-train,synthetic-infer] [--threads 1]
+
+For every workload (and both sides, rogue-net in its own interpreter as in
+``bench_rogue_net.py``), one step (every batch of the workload, as that benchmark times it) is
+run ``--repeats`` times under ``torch.profiler`` with ``record_shapes``, after the same untimed
+preparation; each entry's time is its smallest over the repeats (a busy machine inflates some). It
+prints, per side:
+
+* operator counts per step: ``ops`` = every ``aten::`` call the dispatcher saw (nested ones
+  included), ``leaf ops`` = the ``aten::`` calls that call no other ``aten::`` op (about one
+  kernel each on CPU), in the forward alone and in the whole step (forward + backward for
+  ``train`` workloads);
+* the top entries by self CPU time, grouped by operator and input shapes.
+
+Profiling slows each op down by a roughly constant amount, so the counts matter more than the
+absolute times here; ``bench_rogue_net.py`` gives the times.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from typing import Any, Callable, Dict, List
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))  # this checkout's entmachin
+DEFAULT_STUB = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "tools", "torch_scatter_stub"))
+
+
+def _summarise(profs: List[Any], top: int) -> Dict[str, Any]:
+    """Op counts (of the first profile) and the top self-CPU entries: each entry's smallest
+    self time over the profiles, which drops the steps where another process took the core."""
+    prof = profs[0]
+    events = [e for e in prof.events() if e.name.startswith("aten::")]
+    ids_with_children = set()
+    for e in events:
+        if e.cpu_parent is not None:
+            ids_with_children.add(e.cpu_parent.id)
+    leaf = [e for e in events if e.id not in ids_with_children]
+    def smallest(group_by_input_shape: bool) -> Dict[Any, List[Any]]:
+        best: Dict[Any, List[Any]] = {}
+        for p in profs:
+            for avg in p.key_averages(group_by_input_shape=group_by_input_shape):
+                key = (avg.key, str(avg.input_shapes)[:60] if group_by_input_shape else "")
+                ms = avg.self_cpu_time_total / 1e3
+                if key not in best or ms < best[key][2]:
+                    best[key] = [avg.key, avg.count, ms, key[1]]
+        return best
+
+    by_op = sorted(smallest(False).values(), key=lambda r: -r[2])
+    total = sum(r[2] for r in by_op)
+    rows = sorted(smallest(True).values(), key=lambda r: -r[2])[:top]
+    top_ops = [[k, n, ms, 100.0 * ms / max(total, 1e-9)] for k, n, ms, _ in by_op[:top]]
+    return {"ops": len(events), "leaf_ops": len(leaf), "self_ms": total, "top_shapes": rows, "top_ops": top_ops}
+
+
+def profile_step(step: Callable[[], Any], forward_only: Callable[[], Any], top: int, repeats: int) -> Dict[str, Any]:
+    """Profiles ``repeats`` ``forward_only`` calls and ``repeats`` full ``step`` calls, one profile each."""
+    from torch.profiler import ProfilerActivity, profile
+
+    out = {}
+    for name, fn in (("forward", forward_only), ("step", step)):
+        profs = []
+        for _ in range(repeats):
+            with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+                fn()
+            profs.append(prof)
+        out[name] = _summarise(profs, top)
+    return out
+
+
+def _entmachin(stem: str, seed: int, top: int, repeats: int) -> Dict[str, Any]:
+    import torch
+    from _rogue_net_workloads import EntmachinWorkload
+
+    w = EntmachinWorkload(stem, seed)
+    w.prepare()
+
+    def forward_only() -> None:
+        with torch.no_grad():
+            for batch in w.batches:
+                if w.mode == "train":
+                    w.net(batch["entities"], batch["action_masks"], action=batch["action"])
+                else:
+                    with w.net.collecting_stats():
+                        w.net(batch["entities"], batch["action_masks"])
+
+    return profile_step(w.step, forward_only, top, repeats)
+
+
+def _roguenet(stem: str, seed: int, top: int, repeats: int, stub: str) -> Dict[str, Any]:
+    import torch
+    from _rogue_net_side import _import_scatter, _Workload
+
+    _import_scatter(stub)
+    w = _Workload(stem, seed)
+    w.prepare()
+
+    def forward_only() -> None:
+        with torch.no_grad():
+            for batch in w.batches:
+                w.net.get_action_and_auxiliary(batch["entities"], {}, batch["masks"], w.tracer,
+                                               prev_actions=batch["action"] if w.mode == "train" else None)
+
+    return profile_step(w.step, forward_only, top, repeats)
+
+
+def _print(side: str, label: str, result: Dict[str, Any]) -> None:
+    f, s = result["forward"], result["step"]
+    print(f"\n[{side}] {label}: forward {f['ops']} ops / {f['leaf_ops']} leaf ops; step {s['ops']} ops / "
+          f"{s['leaf_ops']} leaf ops; profiled self CPU {s['self_ms']:.1f} ms "
+          f"(forward {f['self_ms']:.1f} ms)")
+    print(f"  {'op':<44}{'calls':>7}{'self ms':>10}{'%':>7}")
+    for key, count, ms, pct in s["top_ops"]:
+        print(f"  {key[:44]:<44}{count:>7}{ms:>10.2f}{pct:>6.1f}%")
+    print(f"  by shape: {'op':<36}{'calls':>7}{'self ms':>10}  shapes")
+    for key, count, ms, shapes in s["top_shapes"][:8]:
+        print(f"    {key[:44]:<44}{count:>7}{ms:>10.2f}  {shapes}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--roguenet-python", default=None)
+    parser.add_argument("--scatter-stub", default=DEFAULT_STUB)
+    parser.add_argument("--workloads", default="", help="comma-separated workload names (default: all)")
+    parser.add_argument("--top", type=int, default=12)
+    parser.add_argument("--repeats", type=int, default=5, help="profiles per side, workload and pass (min per op)")
+    parser.add_argument("--rows", type=int, default=256)
+    parser.add_argument("--infer-rows", type=int, default=128)
+    parser.add_argument("--n-envs", type=int, default=128)
+    parser.add_argument("--n-steps", type=int, default=16)
+    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--max-entities", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--roguenet-worker", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(args.threads)
+    if args.roguenet_worker:
+        stems = json.loads(args.roguenet_worker)
+        print(json.dumps({s: _roguenet(s, args.seed, args.top, args.repeats, args.scatter_stub) for s in stems}))
+        return
+    from _rogue_net_workloads import build_workloads
+
+    with tempfile.TemporaryDirectory(prefix="entmachin-profile-") as data_dir:
+        workloads = build_workloads(args, data_dir)
+        wanted = [w for w in workloads if not args.workloads or w.name in args.workloads.split(",")]
+        theirs = {}
+        if args.roguenet_python:
+            stems = [os.path.join(data_dir, w.name) for w in wanted]
+            done = subprocess.run([args.roguenet_python, __file__, "--roguenet-worker", json.dumps(stems),
+                                   "--scatter-stub", args.scatter_stub, "--threads", str(args.threads),
+                                   "--top", str(args.top), "--repeats", str(args.repeats), "--seed", str(args.seed)],
+                                  capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                raise RuntimeError(f"the rogue-net side failed:\n{done.stderr[-3000:]}")
+            theirs = json.loads(done.stdout.strip().splitlines()[-1])
+        for w in wanted:
+            stem = os.path.join(data_dir, w.name)
+            _print("entmachin", w.label, _entmachin(stem, args.seed, args.top, args.repeats))
+            if stem in theirs:
+                _print("rogue-net", w.label, theirs[stem])
+
+
+if __name__ == "__main__":
+    main()
