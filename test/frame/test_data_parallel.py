@@ -17,7 +17,7 @@ from entmachin.frame.ppo import PPO
 from entmachin.frame.rollout import RolloutCollector
 from entmachin.model.input_norm import InputNorm
 from entmachin.ragged import trees
-from test.frame._frames import Sparse, dense_episode, dense_frame, entity_frame
+from test.frame._frames import Sparse, dense_episode, dense_frame, entity_frame, small_net
 
 N_ENVS, N_STEPS = 4, 4
 
@@ -45,11 +45,16 @@ def run_ranks(world_size, fn, timeout=20.0):
     return results
 
 
-def collected(cls, **kwargs):
+def collected(cls, optimizer=None, **kwargs):
     """A frame (not yet holding rows) and the steps of one rollout of N_ENVS Sparse environments,
     some rows with 0, 1 or 2 actors."""
-    frame = entity_frame(EnvList(Sparse, N_ENVS, seed=0), cls, batch_size=N_ENVS * N_STEPS,
-                         actor_update_times=1, critic_update_times=1, entropy_weight=-0.01, **kwargs)
+    kwargs = dict(batch_size=N_ENVS * N_STEPS, actor_update_times=1, critic_update_times=1, entropy_weight=-0.01,
+                  **kwargs)
+    if optimizer is None:
+        frame = entity_frame(EnvList(Sparse, N_ENVS, seed=0), cls, **kwargs)
+    else:
+        net = small_net(EnvList(Sparse, N_ENVS, seed=0))
+        frame = cls(net, net.critic(), optimizer, nn.MSELoss(), seed=0, **kwargs)
     captured = []
     envs = EnvList(Sparse, N_ENVS, seed=3)
     frame.store_rollout = captured.extend
@@ -72,9 +77,14 @@ def parameters(frame):
     return [p.detach().clone() for p in frame.actor.parameters()]
 
 
+# Adam's first step is about lr * sign(gradient), blind to how the ranks' losses are weighted;
+# SGD's step is the gradient itself, so it checks the weighting (policy, entropy, value).
+@pytest.mark.parametrize("optimizer", [None, torch.optim.SGD], ids=["adam", "sgd"])
+@pytest.mark.parametrize("extra", [{}, {"gradient_max": 0.05}], ids=["plain", "grad-clipped"])
 @pytest.mark.parametrize("cls", [PPO, A2C])
-def test_two_ranks_with_half_a_batch_each_step_as_one_rank_with_all_of_it(cls):
-    frame, steps = collected(cls)
+def test_two_ranks_with_half_a_batch_each_step_as_one_rank_with_all_of_it(cls, optimizer, extra):
+    lrs = {} if optimizer is None else {"actor_learning_rate": 0.1, "critic_learning_rate": 0.1}
+    frame, steps = collected(cls, optimizer, **lrs, **extra)
     n_actors = [sum(len(s["action"]["action"]["move"][i]) for s in steps) for i in range(N_ENVS)]
     halves = [[0, 1], [2, 3]]
     assert len({sum(n_actors[i] for i in half) for half in halves}) == 2, "the halves should hold different actors"
@@ -118,7 +128,9 @@ def test_world_size_one_gives_the_single_process_update():
 
 def test_dense_frames_with_a_summing_criterion_average_gradients_over_rows():
     def filled(rng_seed, episodes):
-        frame = dense_frame(PPO, batch_size=1000, actor_update_times=1, critic_update_times=1)
+        # SGD: its step is the gradient, so a wrong weighting of the summed loss shows (Adam's would not)
+        frame = dense_frame(PPO, torch.optim.SGD, batch_size=1000, actor_update_times=1, critic_update_times=1,
+                            critic_learning_rate=0.01)
         frame.criterion = nn.MSELoss(reduction="sum")
         rng = np.random.default_rng(rng_seed)
         for _ in range(episodes):
