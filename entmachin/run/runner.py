@@ -21,6 +21,7 @@ counters are restored and the environments restart their episodes (with a warnin
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -145,6 +146,8 @@ class Runner:
         torch.manual_seed(self._seeds["torch"])
         rank = 0 if self.dist is None else self.dist.rank
         self.envs = make_envs(config, rank_seed(self._seeds["envs"], rank))
+        if self.dist is not None and self.dist.device != config.train.device:  # "cuda" -> this rank's GPU
+            config = dataclasses.replace(config, train=dataclasses.replace(config.train, device=self.dist.device))
         self.frame, note = make_frame(config, self.envs.obs_space(), self.envs.action_space(), rank=rank)
         if self.dist is not None and config.frame.name not in ("PPO", "A2C"):
             raise RunError(f"frame.name: {config.frame.name} trains in one process; data-parallel training "

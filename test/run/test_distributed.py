@@ -165,3 +165,40 @@ def test_dqn_frames_refuse_data_parallel_training(tmp_path):
     for outcome in outcomes:
         assert outcome.startswith("RunError: frame.name: DQN trains in one process; data-parallel training "
                                   "(torchrun, 2 ranks) supports PPO and A2C"), outcome
+
+
+def test_each_rank_of_a_cuda_run_takes_the_gpu_of_its_local_rank():
+    from entmachin.run.distributed import process_group_backend, rank_device
+
+    assert rank_device("cuda", 3) == "cuda:3"
+    assert rank_device("cuda:0", 3) == "cuda:0"  # an explicit GPU is the user's choice
+    assert rank_device("cpu", 3) == "cpu"
+    # nccl carries CUDA tensors only; the CPU-side collectives (counts, checkpoints) need gloo beside it
+    assert process_group_backend("nccl") == "cpu:gloo,cuda:nccl"
+    assert process_group_backend("gloo") == "gloo"
+
+
+def test_from_environment_binds_the_local_gpu_before_making_an_nccl_group(monkeypatch):
+    import torch.distributed as dist
+
+    from entmachin.run.config import DistributedSection
+    from entmachin.run.distributed import from_environment
+
+    calls = []
+
+    class Stop(Exception):
+        pass
+
+    def init_process_group(backend, timeout):
+        calls.append(("init", backend, timeout.total_seconds()))
+        raise Stop
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: calls.append(("set_device", str(device))))
+    monkeypatch.setattr(dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(dist, "init_process_group", init_process_group)
+    with pytest.raises(Stop):
+        from_environment(DistributedSection(timeout=12), "cuda")
+    assert calls == [("set_device", "cuda:1"), ("init", "cpu:gloo,cuda:nccl", 12.0)]
