@@ -161,7 +161,9 @@ class Runner:
             logger.info(note)
         self.tracker = RolloutTracker(self.envs.action_space())
         self.collector = RolloutCollector(self.frame, self.envs, n_steps=config.rollout.n_steps,
-                                          state_fn=self.tracker.state_fn, action_fn=self.tracker.action_fn)
+                                          state_fn=self.tracker.state_fn, action_fn=self.tracker.action_fn,
+                                          before_store=None if self.dist is None else self._merge_input_stats)
+        self._stats_before: List[torch.Tensor] = []
         if self.resume:
             self._load_latest()
 
@@ -287,15 +289,19 @@ class Runner:
         return signals.received
 
     def _collect_and_update(self) -> Any:
-        """One data-parallel iteration: every rank's input statistics merged before the update,
-        the update's statistics and the rollout's episodes gathered from every rank."""
-        models = [self.frame.actor, self.frame.critic]
-        before = self.dist.data_parallel.snapshot_input_stats(models)
-        stats = self.collector.collect()
-        self.dist.data_parallel.merge_input_stats(models, before)
+        """One data-parallel iteration: every rank's input statistics merged before the rows are
+        stored, the update's statistics and the rollout's episodes gathered from every rank."""
+        self._stats_before = self.dist.data_parallel.snapshot_input_stats([self.frame.actor, self.frame.critic])
+        stats = self.collector.collect()  # merges the statistics (_merge_input_stats) before storing the rows
         self.frame.update()
         self.frame.last_update = self.dist.data_parallel.reduce_stats(self.frame.last_update)
         return self.dist.gather_rollout(stats)
+
+    def _merge_input_stats(self) -> None:
+        """Every rank's input statistics merged into every rank's, before the rollout's rows are
+        stored: their values (and so advantages and value targets) come from the statistics of
+        all ranks' steps, as one process stepping every environment would compute them."""
+        self.dist.data_parallel.merge_input_stats([self.frame.actor, self.frame.critic], self._stats_before)
 
     # ------------------------------------------------------------------------------- evaluation
 

@@ -242,3 +242,18 @@ def test_a_rank_that_reported_a_failure_is_named_by_the_others():
     with pytest.raises(RankFailureError, match=r"rank 0: the all-reduce .* failed because rank 1: ValueError: "
                                                 r"environment exploded"):
         run_ranks(2, rank_body, timeout=2.0)
+
+
+def test_the_collector_merges_before_the_rows_and_their_values_are_stored():
+    """Data-parallel runs merge input statistics in ``before_store``: after the last step (so
+    every step's statistics are in) and before ``store_rollout`` computes the rows' values."""
+    frame = entity_frame(EnvList(Sparse, 2, seed=0), PPO, batch_size=4)
+    events = []
+    store = frame.store_rollout
+    frame.store_rollout = lambda steps: (events.append(("store", len(steps))), store(steps))
+    act = frame.act
+    frame.act = lambda state: (events.append(("act",)), act(state))[1]
+    collector = RolloutCollector(frame, EnvList(Sparse, 2, seed=1), n_steps=3,
+                                 before_store=lambda: events.append(("merge",)))
+    collector.collect()
+    assert events == [("act",)] * 3 + [("merge",), ("store", 3)]
