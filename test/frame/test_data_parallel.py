@@ -257,3 +257,22 @@ def test_the_collector_merges_before_the_rows_and_their_values_are_stored():
                                  before_store=lambda: events.append(("merge",)))
     collector.collect()
     assert events == [("act",)] * 3 + [("merge",), ("store", 3)]
+
+
+@pytest.mark.parametrize("reduction, row_weights", [("mean", (0.5, 1.5)), ("sum", (2.0, 2.0))])
+def test_weigh_gives_every_rank_the_global_kl_and_its_share_of_the_minibatch(reduction, row_weights):
+    """Rank 0 holds 1 actor in 2 rows, rank 1 3 actors in 6: policy and entropy are weighted by
+    actors (1 x 2 / 4, 3 x 2 / 4), the value by rows (or by the world size for a summed loss), and
+    both ranks get the actor-weighted KL, so that ``target_kl`` stops them at the same minibatch."""
+    from entmachin.frame.a2c import Losses
+
+    def rank_weigh(dp):
+        one = torch.tensor(1.0)
+        losses = Losses(one, one, {}, one, torch.tensor([0.4, 0.0][dp.rank]), one)
+        return dp.weigh(losses, [1, 3][dp.rank], [2, 6][dp.rank], nn.MSELoss(reduction=reduction))
+
+    for rank, weighed in enumerate(run_ranks(2, rank_weigh)):
+        unit_weight = (0.5, 1.5)[rank]
+        assert float(weighed.policy) == float(weighed.entropy) == float(weighed.clip_fraction) == unit_weight
+        assert float(weighed.value) == row_weights[rank]
+        assert float(weighed.approx_kl) == pytest.approx(0.1)  # (0.4 x 1 + 0.0 x 3) / 4
