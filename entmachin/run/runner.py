@@ -159,6 +159,12 @@ class Runner:
         self.state.spaces = spaces_record(self.envs.obs_space(), self.envs.action_space())
         if note:
             logger.info(note)
+        if self.dist is not None and self.lead:  # both are per rank: the easiest setting to get wrong
+            size = self.dist.world_size
+            logger.info("%d ranks x rollout.num_envs %d = %d environments; minibatches of %d x frame.batch_size %d = "
+                        "%d rows in all (to match a one-process run of N environments and batch B, give each rank "
+                        "N / %d and B / %d)", size, config.rollout.num_envs, size * config.rollout.num_envs, size,
+                        config.frame.settings.batch_size, size * config.frame.settings.batch_size, size, size)
         self.tracker = RolloutTracker(self.envs.action_space())
         self.collector = RolloutCollector(self.frame, self.envs, n_steps=config.rollout.n_steps,
                                           state_fn=self.tracker.state_fn, action_fn=self.tracker.action_fn,
