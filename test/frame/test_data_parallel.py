@@ -229,7 +229,18 @@ def test_reduce_stats_averages_finite_values_over_ranks():
 
     for reduced in run_ranks(2, rank_reduce):
         assert reduced.policy_loss == 0.5 and reduced.entropy == 2.0
-        assert reduced.skipped_steps == 2 * stats.skipped_steps
+        assert reduced.skipped_steps == stats.skipped_steps  # the same steps on both ranks, counted once
+
+
+def test_a_step_skipped_on_every_rank_counts_once():
+    frame = dense_frame(PPO)
+    frame.store_episode(dense_episode(np.random.default_rng(0), 5))
+    frame.update()
+
+    def rank_reduce(dp):
+        return dp.reduce_stats(frame.last_update._replace(skipped_steps=[2, 1][dp.rank])).skipped_steps
+
+    assert run_ranks(2, rank_reduce) == [2, 2]
 
 
 def test_a_rank_that_reported_a_failure_is_named_by_the_others():
