@@ -13,7 +13,10 @@ minibatch of the same size in all (half on each rank). ``--same-batch`` adds a t
 many steps per update), to show what forgetting that costs.
 
     python benchmarks/bench_data_parallel_returns.py [--envs Count MultiArmedBandit] [--seeds 0 1 2]
-        [--same-batch]
+        [--same-batch] [--num-envs 128] [--steps S]
+
+``--num-envs`` (the 1-rank run's; each of 2 ranks gets half) scales the batch sizes with it, and
+``--steps`` replaces the budget (one evaluation, at the end): both only to check the script runs.
 """
 from __future__ import annotations
 
@@ -36,9 +39,9 @@ BUDGETS: Dict[str, Tuple[int, int, int]] = {
 }
 
 
-def train(env: str, seed: int, n_ranks: int, num_envs: int, batch_size: int, run_dir: str) -> List[Tuple[int, float]]:
+def train(env: str, seed: int, n_ranks: int, num_envs: int, batch_size: int, total: int, interval: int,
+          run_dir: str) -> List[Tuple[int, float]]:
     """``(environment steps, mean evaluation return)`` of every evaluation of one run."""
-    total, interval, _ = BUDGETS[env]
     launcher = [sys.executable, "-m", "entmachin"] if n_ranks == 1 else [
         sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n_ranks}", "-m", "entmachin"]
     overrides = [f"rollout.num_envs={num_envs}", f"frame.batch_size={batch_size}", f"train.total_steps={total}",
@@ -62,18 +65,25 @@ def main(argv: Sequence[str] = ()) -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--same-batch", action="store_true",
                         help="also run 2 ranks with the config's batch size per rank")
+    parser.add_argument("--num-envs", type=int, default=128, help="environments of the 1-rank run")
+    parser.add_argument("--steps", type=int, default=None, help="environment steps in all (default: per env)")
     args = parser.parse_args(list(argv) or None)
 
-    sides = [("1x128", 1, 128, 1), ("2x64", 2, 64, 2)] + ([("2x64 same batch", 2, 64, 1)] if args.same_batch else [])
+    n, half = args.num_envs, args.num_envs // 2
+    sides = [(f"1x{n}", 1, n, 1), (f"2x{half}", 2, half, 2)] + (
+        [(f"2x{half} same batch", 2, half, 1)] if args.same_batch else [])
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         for env in args.envs:
             total, interval, batch = BUDGETS[env]
+            batch = max(2, batch * n // 128)
+            if args.steps is not None:
+                total = interval = args.steps
             curves: Dict[str, List[List[Tuple[int, float]]]] = {name: [] for name, *_ in sides}
             for seed in args.seeds:
                 for name, n_ranks, num_envs, divisor in sides:
                     run_dir = os.path.join(tmp, f"{env}-{seed}-{name.replace(' ', '-')}")
-                    curves[name].append(train(env, seed, n_ranks, num_envs, batch // divisor, run_dir))
+                    curves[name].append(train(env, seed, n_ranks, num_envs, batch // divisor, total, interval, run_dir))
             print(f"\n{env}: {total} environment steps in all, evaluation every {interval} (100 episodes, rank 0); "
                   f"batch_size {batch} on 1 rank, {batch // 2} per rank on 2"
                   + (f" ({batch} per rank in 'same batch')" if args.same_batch else ""))
