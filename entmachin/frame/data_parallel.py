@@ -193,15 +193,20 @@ class DataParallel:
                 norm.squares_sum.copy_(merged[1 + n :])
 
     def reduce_stats(self, stats: UpdateStats) -> UpdateStats:
-        """``stats`` with its losses and diagnostics averaged over the ranks (finite values only)."""
+        """``stats`` with its losses and diagnostics averaged over the ranks (finite values only).
+
+        ``skipped_steps`` is the most any rank skipped: every rank skips the same steps (a
+        non-finite value anywhere skips the step everywhere), and a step skipped on every rank is
+        one skipped step of the update, not one per rank.
+        """
         fields = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "explained_variance")
         values = [getattr(stats, f) for f in fields]
         local = [v if math.isfinite(v) else 0.0 for v in values] + [1.0 if math.isfinite(v) else 0.0 for v in values]
-        total = self.collectives.all_reduce_sum(torch.tensor(local + [float(stats.skipped_steps)],
-                                                             dtype=torch.float64)).tolist()
+        total = self.collectives.all_reduce_sum(torch.tensor(local, dtype=torch.float64)).tolist()
+        skipped = self.collectives.all_gather(torch.tensor([stats.skipped_steps], dtype=torch.int64))
         k = len(fields)
         averaged = {f: total[i] / total[k + i] if total[k + i] else math.nan for i, f in enumerate(fields)}
-        return stats._replace(**averaged, skipped_steps=int(total[-1]))
+        return stats._replace(**averaged, skipped_steps=max(int(s) for s in skipped))
 
 
 def _norms(modules: Iterable[nn.Module]) -> List[InputNorm]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 import torch
@@ -114,19 +114,23 @@ class RolloutCollector:
         state_fn: ``VecObs`` -> state dict (default: the canonical state with every mask).
         action_fn: ``frame.act``'s result -> (stored action dict, ``VecEnv.act`` actions)
             (default: :func:`default_actions`).
+        before_store: called after the last step of each rollout, before ``store_rollout``
+            computes the rows' values (data-parallel ranks merge their input statistics there,
+            so that every rank's values come from the statistics of all ranks' steps).
 
     Raises:
         ValueError: ``n_steps`` is not a positive int.
     """
 
     def __init__(self, frame: Any, envs: VecEnv, n_steps: int, *, state_fn: Optional[StateFn] = None,
-                 action_fn: Optional[ActionFn] = None) -> None:
+                 action_fn: Optional[ActionFn] = None, before_store: Optional[Callable[[], None]] = None) -> None:
         if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 1:
             raise ValueError(f"RolloutCollector: n_steps must be an int >= 1, got {n_steps!r}")
         self.frame, self.envs, self.n_steps = frame, envs, n_steps
         space = envs.action_space()
         self.state_fn: StateFn = state_fn or (lambda obs: to_state(obs, space))
         self.action_fn: ActionFn = action_fn or default_actions
+        self.before_store = before_store
         self._state: Optional[Dict[str, Any]] = None
         self._returns = np.zeros(len(envs), dtype=np.float64)  # [B]
         self._lengths = np.zeros(len(envs), dtype=np.int64)  # [B]
@@ -195,6 +199,8 @@ class RolloutCollector:
             self._returns[done] = 0.0
             self._lengths[done] = 0
             self._state = after
+        if self.before_store is not None:
+            self.before_store()
         self.frame.store_rollout(steps)
         n_env_steps = self.n_steps * len(self.envs)
         self.total_env_steps += n_env_steps

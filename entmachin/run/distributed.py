@@ -25,7 +25,8 @@ from entmachin.frame.collectives import Collectives, report_failure
 from entmachin.frame.data_parallel import DataParallel
 from entmachin.run.config import DistributedSection
 
-__all__ = ["DistributedRun", "from_environment", "rank_seed", "resolve_backend"]
+__all__ = ["DistributedRun", "from_environment", "process_group_backend", "rank_device", "rank_seed",
+           "resolve_backend"]
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +36,21 @@ def resolve_backend(section: DistributedSection, device: str) -> str:
     if section.backend != "auto":
         return section.backend
     return "nccl" if torch.device(device).type == "cuda" and torch.cuda.is_available() else "gloo"
+
+
+def process_group_backend(backend: str) -> str:
+    """The backend string the process group is made with: nccl carries the CUDA tensors and gloo
+    the CPU ones (counts, flags, gathered checkpoints), which nccl alone cannot carry."""
+    return "cpu:gloo,cuda:nccl" if backend == "nccl" else backend
+
+
+def rank_device(device: str, local_rank: int) -> str:
+    """The device of one rank: ``cuda`` without an index becomes ``cuda:LOCAL_RANK`` (one GPU per
+    rank of a node, as torchrun lays them out); any other device is kept as given."""
+    parsed = torch.device(device)
+    if parsed.type == "cuda" and parsed.index is None:
+        return f"cuda:{local_rank}"
+    return device
 
 
 def rank_seed(seed: int, rank: int) -> int:
@@ -50,6 +66,7 @@ class DistributedRun:
 
     collectives: Collectives
     backend: str
+    device: str = "cpu"  # this rank's ``train.device`` (see :func:`rank_device`)
 
     def __post_init__(self) -> None:
         self.data_parallel = DataParallel(self.collectives)
@@ -111,14 +128,17 @@ def from_environment(section: DistributedSection, device: str) -> Optional[Distr
         return None
     import torch.distributed as dist
 
+    device = rank_device(device, int(os.environ.get("LOCAL_RANK", "0")))
+    if torch.device(device).type == "cuda" and torch.cuda.is_available():
+        torch.cuda.set_device(torch.device(device))  # before the group: nccl binds the current device
     backend = resolve_backend(section, device)
     timeout = datetime.timedelta(seconds=section.timeout)
     if not dist.is_initialized():
-        dist.init_process_group(backend, timeout=timeout)
+        dist.init_process_group(process_group_backend(backend), timeout=timeout)
     store = dist.distributed_c10d._get_default_store()
     collectives = Collectives(dist.group.WORLD, store=store, timeout=section.timeout)
-    logger.info("rank %d of %d (backend %s)", collectives.rank, collectives.world_size, backend)
-    return DistributedRun(collectives, backend)
+    logger.info("rank %d of %d (backend %s, device %s)", collectives.rank, collectives.world_size, backend, device)
+    return DistributedRun(collectives, backend, device)
 
 
 def rank_state(frame: Any, envs_blob: Optional[bytes]) -> Dict[str, Any]:

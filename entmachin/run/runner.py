@@ -21,6 +21,7 @@ counters are restored and the environments restart their episodes (with a warnin
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -145,6 +146,8 @@ class Runner:
         torch.manual_seed(self._seeds["torch"])
         rank = 0 if self.dist is None else self.dist.rank
         self.envs = make_envs(config, rank_seed(self._seeds["envs"], rank))
+        if self.dist is not None and self.dist.device != config.train.device:  # "cuda" -> this rank's GPU
+            config = dataclasses.replace(config, train=dataclasses.replace(config.train, device=self.dist.device))
         self.frame, note = make_frame(config, self.envs.obs_space(), self.envs.action_space(), rank=rank)
         if self.dist is not None and config.frame.name not in ("PPO", "A2C"):
             raise RunError(f"frame.name: {config.frame.name} trains in one process; data-parallel training "
@@ -156,9 +159,17 @@ class Runner:
         self.state.spaces = spaces_record(self.envs.obs_space(), self.envs.action_space())
         if note:
             logger.info(note)
+        if self.dist is not None and self.lead:  # both are per rank: the easiest setting to get wrong
+            size = self.dist.world_size
+            logger.info("%d ranks x rollout.num_envs %d = %d environments; minibatches of %d x frame.batch_size %d = "
+                        "%d rows in all (to match a one-process run of N environments and batch B, give each rank "
+                        "N / %d and B / %d)", size, config.rollout.num_envs, size * config.rollout.num_envs, size,
+                        config.frame.settings.batch_size, size * config.frame.settings.batch_size, size, size)
         self.tracker = RolloutTracker(self.envs.action_space())
         self.collector = RolloutCollector(self.frame, self.envs, n_steps=config.rollout.n_steps,
-                                          state_fn=self.tracker.state_fn, action_fn=self.tracker.action_fn)
+                                          state_fn=self.tracker.state_fn, action_fn=self.tracker.action_fn,
+                                          before_store=None if self.dist is None else self._merge_input_stats)
+        self._stats_before: List[torch.Tensor] = []
         if self.resume:
             self._load_latest()
 
@@ -284,15 +295,19 @@ class Runner:
         return signals.received
 
     def _collect_and_update(self) -> Any:
-        """One data-parallel iteration: every rank's input statistics merged before the update,
-        the update's statistics and the rollout's episodes gathered from every rank."""
-        models = [self.frame.actor, self.frame.critic]
-        before = self.dist.data_parallel.snapshot_input_stats(models)
-        stats = self.collector.collect()
-        self.dist.data_parallel.merge_input_stats(models, before)
+        """One data-parallel iteration: every rank's input statistics merged before the rows are
+        stored, the update's statistics and the rollout's episodes gathered from every rank."""
+        self._stats_before = self.dist.data_parallel.snapshot_input_stats([self.frame.actor, self.frame.critic])
+        stats = self.collector.collect()  # merges the statistics (_merge_input_stats) before storing the rows
         self.frame.update()
         self.frame.last_update = self.dist.data_parallel.reduce_stats(self.frame.last_update)
         return self.dist.gather_rollout(stats)
+
+    def _merge_input_stats(self) -> None:
+        """Every rank's input statistics merged into every rank's, before the rollout's rows are
+        stored: their values (and so advantages and value targets) come from the statistics of
+        all ranks' steps, as one process stepping every environment would compute them."""
+        self.dist.data_parallel.merge_input_stats([self.frame.actor, self.frame.critic], self._stats_before)
 
     # ------------------------------------------------------------------------------- evaluation
 

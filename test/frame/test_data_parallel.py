@@ -17,7 +17,7 @@ from entmachin.frame.ppo import PPO
 from entmachin.frame.rollout import RolloutCollector
 from entmachin.model.input_norm import InputNorm
 from entmachin.ragged import trees
-from test.frame._frames import Sparse, dense_episode, dense_frame, entity_frame
+from test.frame._frames import Sparse, dense_episode, dense_frame, entity_frame, small_net
 
 N_ENVS, N_STEPS = 4, 4
 
@@ -45,11 +45,16 @@ def run_ranks(world_size, fn, timeout=20.0):
     return results
 
 
-def collected(cls, **kwargs):
+def collected(cls, optimizer=None, **kwargs):
     """A frame (not yet holding rows) and the steps of one rollout of N_ENVS Sparse environments,
     some rows with 0, 1 or 2 actors."""
-    frame = entity_frame(EnvList(Sparse, N_ENVS, seed=0), cls, batch_size=N_ENVS * N_STEPS,
-                         actor_update_times=1, critic_update_times=1, entropy_weight=-0.01, **kwargs)
+    kwargs = dict(batch_size=N_ENVS * N_STEPS, actor_update_times=1, critic_update_times=1, entropy_weight=-0.01,
+                  **kwargs)
+    if optimizer is None:
+        frame = entity_frame(EnvList(Sparse, N_ENVS, seed=0), cls, **kwargs)
+    else:
+        net = small_net(EnvList(Sparse, N_ENVS, seed=0))
+        frame = cls(net, net.critic(), optimizer, nn.MSELoss(), seed=0, **kwargs)
     captured = []
     envs = EnvList(Sparse, N_ENVS, seed=3)
     frame.store_rollout = captured.extend
@@ -72,9 +77,14 @@ def parameters(frame):
     return [p.detach().clone() for p in frame.actor.parameters()]
 
 
+# Adam's first step is about lr * sign(gradient), blind to how the ranks' losses are weighted;
+# SGD's step is the gradient itself, so it checks the weighting (policy, entropy, value).
+@pytest.mark.parametrize("optimizer", [None, torch.optim.SGD], ids=["adam", "sgd"])
+@pytest.mark.parametrize("extra", [{}, {"gradient_max": 0.05}], ids=["plain", "grad-clipped"])
 @pytest.mark.parametrize("cls", [PPO, A2C])
-def test_two_ranks_with_half_a_batch_each_step_as_one_rank_with_all_of_it(cls):
-    frame, steps = collected(cls)
+def test_two_ranks_with_half_a_batch_each_step_as_one_rank_with_all_of_it(cls, optimizer, extra):
+    lrs = {} if optimizer is None else {"actor_learning_rate": 0.1, "critic_learning_rate": 0.1}
+    frame, steps = collected(cls, optimizer, **lrs, **extra)
     n_actors = [sum(len(s["action"]["action"]["move"][i]) for s in steps) for i in range(N_ENVS)]
     halves = [[0, 1], [2, 3]]
     assert len({sum(n_actors[i] for i in half) for half in halves}) == 2, "the halves should hold different actors"
@@ -118,7 +128,9 @@ def test_world_size_one_gives_the_single_process_update():
 
 def test_dense_frames_with_a_summing_criterion_average_gradients_over_rows():
     def filled(rng_seed, episodes):
-        frame = dense_frame(PPO, batch_size=1000, actor_update_times=1, critic_update_times=1)
+        # SGD: its step is the gradient, so a wrong weighting of the summed loss shows (Adam's would not)
+        frame = dense_frame(PPO, torch.optim.SGD, batch_size=1000, actor_update_times=1, critic_update_times=1,
+                            critic_learning_rate=0.01)
         frame.criterion = nn.MSELoss(reduction="sum")
         rng = np.random.default_rng(rng_seed)
         for _ in range(episodes):
@@ -217,7 +229,18 @@ def test_reduce_stats_averages_finite_values_over_ranks():
 
     for reduced in run_ranks(2, rank_reduce):
         assert reduced.policy_loss == 0.5 and reduced.entropy == 2.0
-        assert reduced.skipped_steps == 2 * stats.skipped_steps
+        assert reduced.skipped_steps == stats.skipped_steps  # the same steps on both ranks, counted once
+
+
+def test_a_step_skipped_on_every_rank_counts_once():
+    frame = dense_frame(PPO)
+    frame.store_episode(dense_episode(np.random.default_rng(0), 5))
+    frame.update()
+
+    def rank_reduce(dp):
+        return dp.reduce_stats(frame.last_update._replace(skipped_steps=[2, 1][dp.rank])).skipped_steps
+
+    assert run_ranks(2, rank_reduce) == [2, 2]
 
 
 def test_a_rank_that_reported_a_failure_is_named_by_the_others():
@@ -230,3 +253,37 @@ def test_a_rank_that_reported_a_failure_is_named_by_the_others():
     with pytest.raises(RankFailureError, match=r"rank 0: the all-reduce .* failed because rank 1: ValueError: "
                                                 r"environment exploded"):
         run_ranks(2, rank_body, timeout=2.0)
+
+
+def test_the_collector_merges_before_the_rows_and_their_values_are_stored():
+    """Data-parallel runs merge input statistics in ``before_store``: after the last step (so
+    every step's statistics are in) and before ``store_rollout`` computes the rows' values."""
+    frame = entity_frame(EnvList(Sparse, 2, seed=0), PPO, batch_size=4)
+    events = []
+    store = frame.store_rollout
+    frame.store_rollout = lambda steps: (events.append(("store", len(steps))), store(steps))
+    act = frame.act
+    frame.act = lambda state: (events.append(("act",)), act(state))[1]
+    collector = RolloutCollector(frame, EnvList(Sparse, 2, seed=1), n_steps=3,
+                                 before_store=lambda: events.append(("merge",)))
+    collector.collect()
+    assert events == [("act",)] * 3 + [("merge",), ("store", 3)]
+
+
+@pytest.mark.parametrize("reduction, row_weights", [("mean", (0.5, 1.5)), ("sum", (2.0, 2.0))])
+def test_weigh_gives_every_rank_the_global_kl_and_its_share_of_the_minibatch(reduction, row_weights):
+    """Rank 0 holds 1 actor in 2 rows, rank 1 3 actors in 6: policy and entropy are weighted by
+    actors (1 x 2 / 4, 3 x 2 / 4), the value by rows (or by the world size for a summed loss), and
+    both ranks get the actor-weighted KL, so that ``target_kl`` stops them at the same minibatch."""
+    from entmachin.frame.a2c import Losses
+
+    def rank_weigh(dp):
+        one = torch.tensor(1.0)
+        losses = Losses(one, one, {}, one, torch.tensor([0.4, 0.0][dp.rank]), one)
+        return dp.weigh(losses, [1, 3][dp.rank], [2, 6][dp.rank], nn.MSELoss(reduction=reduction))
+
+    for rank, weighed in enumerate(run_ranks(2, rank_weigh)):
+        unit_weight = (0.5, 1.5)[rank]
+        assert float(weighed.policy) == float(weighed.entropy) == float(weighed.clip_fraction) == unit_weight
+        assert float(weighed.value) == row_weights[rank]
+        assert float(weighed.approx_kl) == pytest.approx(0.1)  # (0.4 x 1 + 0.0 x 3) / 4

@@ -165,3 +165,66 @@ def test_dqn_frames_refuse_data_parallel_training(tmp_path):
     for outcome in outcomes:
         assert outcome.startswith("RunError: frame.name: DQN trains in one process; data-parallel training "
                                   "(torchrun, 2 ranks) supports PPO and A2C"), outcome
+
+
+def test_each_rank_of_a_cuda_run_takes_the_gpu_of_its_local_rank():
+    from entmachin.run.distributed import process_group_backend, rank_device
+
+    assert rank_device("cuda", 3) == "cuda:3"
+    assert rank_device("cuda:0", 3) == "cuda:0"  # an explicit GPU is the user's choice
+    assert rank_device("cpu", 3) == "cpu"
+    # nccl carries CUDA tensors only; the CPU-side collectives (counts, checkpoints) need gloo beside it
+    assert process_group_backend("nccl") == "cpu:gloo,cuda:nccl"
+    assert process_group_backend("gloo") == "gloo"
+
+
+def test_from_environment_binds_the_local_gpu_before_making_an_nccl_group(monkeypatch):
+    import torch.distributed as dist
+
+    from entmachin.run.config import DistributedSection
+    from entmachin.run.distributed import from_environment
+
+    calls = []
+
+    class Stop(Exception):
+        pass
+
+    def init_process_group(backend, timeout):
+        calls.append(("init", backend, timeout.total_seconds()))
+        raise Stop
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: calls.append(("set_device", str(device))))
+    monkeypatch.setattr(dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(dist, "init_process_group", init_process_group)
+    with pytest.raises(Stop):
+        from_environment(DistributedSection(timeout=12), "cuda")
+    assert calls == [("set_device", "cuda:1"), ("init", "cpu:gloo,cuda:nccl", 12.0)]
+
+
+@pytest.mark.slow
+def test_two_ranks_of_64_environments_learn_count_as_one_rank_of_128(tmp_path):
+    """The issue's returns parity on Count, seed 0, 1,024 environment steps in all (two updates).
+
+    The 2-rank run halves ``frame.batch_size`` with ``rollout.num_envs`` (both are per rank), so
+    each update takes as many minibatch steps, of as many rows in all, as the 1-rank run. Both
+    reach 1.0 there on seeds 0-2 (``benchmarks/bench_data_parallel_returns.py``); a random policy
+    gets 0.79. Tolerance 0.05: two standard deviations of a 100-episode evaluation of a policy
+    right 95% of the time (sqrt(0.95 x 0.05 / 100) = 0.022), a quarter of what learning adds.
+    """
+    common = ["--no-progress", "--set", "train.total_steps=1024", "--set", "train.seed=0",
+              "--set", f"log.eval_interval={10 ** 6}", "--set", f"log.checkpoint_interval={10 ** 6}"]
+    finals = {}
+    for n_ranks, num_envs, batch_size in ((1, 128, 64), (2, 64, 32)):
+        run_dir = tmp_path / f"run{n_ranks}"
+        outcomes = spawn_ranks(["train", "Count", "--run-dir", str(run_dir), *common, "--set",
+                                f"rollout.num_envs={num_envs}", "--set", f"frame.batch_size={batch_size}"],
+                               str(tmp_path / f"out{n_ranks}"), world_size=n_ranks, timeout=300)
+        assert outcomes == ["ok"] * n_ranks
+        evals = json.loads((run_dir / "eval.json").read_text())
+        assert evals[-1]["env_steps"] == 1024 and evals[-1]["episodes"] == 100
+        finals[n_ranks] = evals[-1]["mean"]
+    assert finals[1] >= 0.95, finals
+    assert abs(finals[2] - finals[1]) <= 0.05, finals
