@@ -268,6 +268,7 @@ def main() -> None:
         else:
             share = f"{figures['rate'] / plain['rate']:.0%}"
             print(f"{side:<22} {figures['rate']:>10,.0f} {share:>9} {figures['return']:>29.1f}")
+    print(f"entmachin / plain PyTorch: {ours['rate'] / plain['rate']:.0%} (target >= 85%)")
     print(f"entmachin / plain with the same semantics: {ours['rate'] / contract['rate']:.0%} (the framework's own "
           "cost; the rest of the distance to the plain loop is what those semantics cost)")
     print(f"seconds per phase (best runs)  {'entmachin':>9} {'plain':>7} {'difference':>10} {'same semantics':>15}")
@@ -277,7 +278,7 @@ def main() -> None:
     if theirs is None:
         print("sb3: skipped (pass --sb3-python PATH to measure it)")
     else:
-        print(f"ratio entmachin / sb3: {ours['rate'] / theirs['rate']:.2f}x (target >= 1.5x); "
+        print(f"ratio entmachin / sb3: {ours['rate'] / theirs['rate']:.2f}x (target: never below 1.2x); "
               f"plain PyTorch / sb3: {plain['rate'] / theirs['rate']:.2f}x")
 
 
