@@ -19,6 +19,9 @@ sys.path.insert(0, str(BENCHMARKS))  # the benchmarks' helper modules (_competit
 TINY = {
     "bench_buffer.py": (["--n-transitions", "2000", "--ragged-rows", "2000", "--seconds", "0.02", "--repeats", "1"],
                         "machin"),
+    "bench_dqn.py": (["--rows", "2048", "--distinct-rows", "512", "--n-envs", "8", "--n-steps", "8", "--batch-size",
+                      "32", "--cartpole-rows", "200", "--length", "20", "--updates", "3", "--repeats", "1"],
+                     "machin: skipped"),
     "bench_env_list.py": (["--num-envs", "4", "--steps", "5", "--repeats", "1"], "batching"),
     "bench_frame_machin.py": (["--episodes", "2", "--length", "20", "--repeats", "1"], "machin"),
     "bench_frame_minesweeper.py": (["--n-envs", "8", "--n-steps", "4", "--batch-size", "16", "--epochs", "1",
