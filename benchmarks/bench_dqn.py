@@ -2,8 +2,8 @@
 
 (a) MineSweeper. ``MineSweeper(orbital_cannon=True)`` (the speed workload's environment, so the
 select-entity Q-head takes part), the bundled ``minesweeper-dqn.yaml`` model (RogueNet d_model 32,
-one layer, relative positions, dueling Q-heads) and its frame settings (3-step returns, soft
-target updates, gradient clipping), batch 256. ``--distinct-rows`` rows are collected by a
+one layer, relative positions, dueling Q-heads) and its frame settings (16-step returns, soft
+target updates, gradient clipping), but batch 256 (the config's is 128). ``--distinct-rows`` rows are collected by a
 uniformly random policy (epsilon 1) from 128 environments and stored again and again until the
 prioritized buffer holds ``--rows`` rows (the speed of an update depends on the rows' shapes, not
 on their being distinct). Timed: ``update()`` = sample 256 rows by priority, both networks'
@@ -15,7 +15,7 @@ is the time inside ``sample_batch`` and ``update_priority``.
 ``MLPQNet``, Machin's example ``QNet``), Machin's defaults on both sides (batch 100, Adam at 1e-3,
 ``nn.MSELoss`` switched to per-row, soft target update 0.005, double Q), the same
 ``--cartpole-rows`` prerecorded CartPole-sized transitions stored in both. Timed: windows of
-``--updates`` ``update()`` calls.
+``--updates`` ``update()`` calls (``--ms-updates`` on MineSweeper).
 
 The sides alternate window by window (Machin runs in its own interpreter, kept running, see
 ``_competitor.CompetitorWorker``); every figure is the median of ``--repeats`` windows. One torch
@@ -171,7 +171,7 @@ def minesweeper_replay(args: argparse.Namespace) -> Any:
                             relpos_encoding=RelposEncodingConfig(extent=(5, 5), position_features=("x", "y")))
     net = RogueNet(envs.obs_space(), envs.action_space(), config, q_head="dueling")
     frame = DQNPer(net, copy.deepcopy(net), torch.optim.Adam, nn.MSELoss(reduction="none"), batch_size=args.batch_size,
-                   learning_rate=5e-4, n_step=3, update_rate=0.01, gradient_max=10.0, replay_size=args.rows,
+                   learning_rate=1e-3, n_step=16, update_rate=0.02, gradient_max=10.0, replay_size=args.rows,
                    epsilon=1.0, epsilon_decay=1.0, seed=0)
     recorded: List[Any] = []
     store = frame.store_rollout
@@ -201,11 +201,11 @@ def time_minesweeper(args: argparse.Namespace, frame: Any) -> Dict[str, float]:
     rates, shares = [], []
     for _ in range(args.repeats):
         sample.total = priority.total = 0.0
-        seconds = _window(frame, args.updates)
-        rates.append(args.updates / seconds)
+        seconds = _window(frame, args.ms_updates)
+        rates.append(args.ms_updates / seconds)
         shares.append((sample.total + priority.total) / seconds)
     return {"rate": statistics.median(rates), "share": statistics.median(shares),
-            "sample_ms": 1e3 * sample.total / args.updates, "priority_ms": 1e3 * priority.total / args.updates}
+            "sample_ms": 1e3 * sample.total / args.ms_updates, "priority_ms": 1e3 * priority.total / args.ms_updates}
 
 
 def main() -> None:
@@ -218,7 +218,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=256, help="MineSweeper rows per update")
     parser.add_argument("--cartpole-rows", type=int, default=20_000, help="CartPole transitions stored")
     parser.add_argument("--length", type=int, default=200, help="steps per prerecorded CartPole episode")
-    parser.add_argument("--updates", type=int, default=100, help="update() calls per timed window")
+    parser.add_argument("--updates", type=int, default=100, help="update() calls per timed CartPole window")
+    parser.add_argument("--ms-updates", type=int, default=20, help="update() calls per timed MineSweeper window")
     parser.add_argument("--repeats", type=int, default=5, help="timed windows per side (median)")
     parser.add_argument("--machin-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -229,7 +230,8 @@ def main() -> None:
     sys.path.insert(0, os.path.dirname(HERE))  # this checkout's entmachin
 
     print(f"load average {', '.join(f'{x:.2f}' for x in os.getloadavg())} (1, 5, 15 min); {os.cpu_count()} cores; "
-          f"torch threads 1; median of {args.repeats} windows of {args.updates} updates")
+          f"torch threads 1; medians of {args.repeats} windows ({args.ms_updates} MineSweeper / {args.updates} CartPole "
+          "updates each)")
     started = time.perf_counter()
     frame = minesweeper_replay(args)
     filled = time.perf_counter() - started
@@ -238,7 +240,7 @@ def main() -> None:
           f"({min(args.distinct_rows, args.rows):,} distinct, filled in {filled:.1f} s), batch {args.batch_size}, "
           "minesweeper-dqn.yaml's model")
     print(f"    updates/s {ms['rate']:,.1f}   buffer share {100 * ms['share']:.1f}% (goal < 20%): "
-          f"sample_batch {ms['sample_ms']:.2f} ms, update_priority {ms['priority_ms']:.2f} ms per update")
+          f"sample_batch {ms['sample_ms']:.2f} ms, update_priority {ms['priority_ms']:.2f} ms per update (last window)")
     del frame
 
     cp = compare_with_machin(args)
