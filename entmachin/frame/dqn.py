@@ -74,7 +74,9 @@ class DQN(FrameSurface):
         lr_scheduler_args: ``(args,)`` of the scheduler (Machin's one-element tuple).
         lr_scheduler_kwargs: ``(kwargs,)`` of the scheduler.
         batch_size: rows sampled per ``update()``.
-        epsilon_decay: ``epsilon`` is multiplied by it after each ``act_discrete_with_noise``.
+        epsilon_decay: ``epsilon`` is multiplied by it after each ``act_discrete_with_noise`` call
+            (Machin's rule) and, through :meth:`act` (``RolloutCollector``, the runner), once per
+            environment row acted for.
         update_rate: soft target update ``target = (1 - rate) target + rate qnet`` per update.
         update_steps: hard target update every this many updates (give ``update_rate=None``).
         learning_rate: the optimizer's learning rate.
@@ -207,17 +209,31 @@ class DQN(FrameSurface):
         Input statistics of the Q-network learn from ``state``."""
         out = self._choose(state, use_target, self.epsilon, True, f"{type(self).__name__}.act_discrete_with_noise")
         if decay_epsilon:
-            self.epsilon = max(self.config.epsilon_min, self.epsilon * self.config.epsilon_decay)
+            self.decay_epsilon()
         return out
 
     def act(self, state: Mapping[str, Any], deterministic: bool = False, *, collect_stats: bool = True) -> tuple:
         """``(action,)`` for ``RolloutCollector`` and ``evaluate``: greedy when ``deterministic``,
-        else epsilon-greedy (the epsilon does not decay during evaluation, ``collect_stats=False``)."""
+        else epsilon-greedy.
+
+        Unlike :meth:`act_discrete_with_noise` (Machin's once per call), epsilon decays once per
+        row acted for: ``B`` environments stepped together decay it ``B`` times, so a schedule
+        reads in environment steps whatever the number of environments. It does not decay
+        during evaluation (``collect_stats=False``).
+        """
         if deterministic:
             return (self.act_discrete(state),)
         if collect_stats:
-            return (self.act_discrete_with_noise(state),)
+            out = self.act_discrete_with_noise(state, decay_epsilon=False)
+            self.decay_epsilon(tree_rows(state, f"{type(self).__name__}.act: state"))
+            return (out,)
         return (self._choose(state, False, self.epsilon, False, f"{type(self).__name__}.act"),)
+
+    def decay_epsilon(self, n_steps: int = 1) -> float:
+        """Multiplies ``epsilon`` by ``epsilon_decay ** n_steps`` (floor ``epsilon_min``); returns it."""
+        cfg = self.config
+        self.epsilon = max(cfg.epsilon_min, self.epsilon * cfg.epsilon_decay ** n_steps)
+        return self.epsilon
 
     # ------------------------------------------------------------------------- storing
 

@@ -51,7 +51,7 @@ FIELD_DOCS: Dict[str, str] = {
     "frame.anneal_entropy": "entropy_weight falls to 0 with the learning rates (needs n_anneal_updates)",
     "frame.surrogate_loss_clip": "PPO's clip range epsilon",
     "frame.n_updates": "DQN / DQNPer: update() calls (one sampled batch each) per rollout",
-    "frame.epsilon_decay": "DQN: epsilon is multiplied by this after every acting step",
+    "frame.epsilon_decay": "DQN: epsilon is multiplied by this once per environment step",
     "frame.update_rate": "DQN: soft target update rate per update (null: use update_steps)",
     "frame.update_steps": "DQN: copy the Q-network into the target every this many updates (null: update_rate)",
     "frame.learning_rate": "DQN: learning rate of the Q-network",

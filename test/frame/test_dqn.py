@@ -232,6 +232,20 @@ def test_epsilon_decays_to_its_floor():
     assert frame.epsilon == 0.2
 
 
+def test_act_decays_epsilon_once_per_row_and_act_discrete_with_noise_once_per_call():
+    """The collector's act() reads epsilon_decay per environment step; Machin's method per call."""
+    frame = make(epsilon=1.0, epsilon_decay=0.5)
+    four_rows = {"state": torch.zeros(4, D)}
+    frame.act_discrete_with_noise(four_rows)
+    assert frame.epsilon == 0.5
+    frame.act(four_rows)
+    assert frame.epsilon == 0.5 / 16
+    frame.act(four_rows, deterministic=True)
+    frame.act(four_rows, collect_stats=False)
+    assert frame.epsilon == 0.5 / 16
+    assert frame.decay_epsilon(2) == 0.5 / 64
+
+
 # ----------------------------------------------------------------------------- bad input
 
 

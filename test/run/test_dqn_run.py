@@ -39,3 +39,11 @@ def test_dqn_config_sections_round_trip_and_refuse_ppo_keys():
         config_from_dict({"frame": {"name": "DQN", "n_epochs": 2}})
     with pytest.raises(ConfigError, match=r"frame.n_updates: expected an int >= 1, got 0"):
         config_from_dict({"frame": {"name": "DQNPer", "n_updates": 0}})
+
+
+def test_train_finds_the_bundled_dqn_config_by_frame(tmp_path, capsys):
+    directory = str(tmp_path / "run")
+    assert main(["train", "MineSweeper", "--frame", "DQN", "--run-dir", directory, *TINY]) == 0
+    assert "name: DQNPer" in (tmp_path / "run" / "config.yaml").read_text()
+    assert main(["train", "Count", "--frame", "DQN", "--run-dir", str(tmp_path / "other"), *TINY]) == 2
+    assert "'Count' has no bundled DQN config" in capsys.readouterr().err
