@@ -1,6 +1,7 @@
 """Per-type entity embedding and the assembly of the flat token stream."""
 from __future__ import annotations
 
+from itertools import islice
 from typing import Dict, List, NamedTuple, Optional
 
 import torch
@@ -12,6 +13,7 @@ from entmachin.model.config import TranslationConfig
 from entmachin.model.input_norm import InputNorm
 from entmachin.model.inputs import ParsedEntities
 from entmachin.model.layout import RowLayout, build_layout
+from entmachin.model.norm_pack import NormPack
 from entmachin.model.translate import TranslatePositions
 
 
@@ -103,6 +105,15 @@ class EntityEmbedding(nn.Module):
             feature_embedding(self.widths[name], d_model, clip, f"RogueNet input norm of entities['{name}']", names[name])
             for name in self.token_types
         ])
+        self._norm_pack = NormPack([])
+
+    def _pack(self) -> NormPack:
+        """The ``NormPack`` of the embeddings' ``InputNorm``s (again when an embedding was replaced)."""
+        norms = [e[0] for e in self.embeddings if isinstance(e, nn.Sequential) and isinstance(e[0], InputNorm)]
+        pack = self._norm_pack
+        if len(norms) != len(pack.norms) or any(a is not b for a, b in zip(norms, pack.norms)):
+            pack = self._norm_pack = NormPack(norms)
+        return pack
 
     def forward(self, parsed: ParsedEntities) -> TokenBatch:
         n_rows = parsed.n_rows
@@ -128,14 +139,32 @@ class EntityEmbedding(nn.Module):
             feats = {**feats, GLOBAL_ENTITY: _global_inputs(parsed, n_rows, n_entities.device)}
 
         glob = parsed.global_features
+        inputs: List[torch.Tensor] = []
+        for name in self.token_types:
+            x = feats[name]
+            if glob is not None and name != GLOBAL_ENTITY:
+                x = torch.cat([x, glob[real[name].batch_index]], dim=1)  # [n, n_features + n_global]
+            inputs.append(x)
+        # Every InputNorm first normalises with the statistics as they were, then all of them
+        # update together (one pass over the packed statistics instead of one per type).
+        pack = self._pack()
+        normed_types = [k for k, e in enumerate(self.embeddings)
+                        if isinstance(e, nn.Sequential) and isinstance(e[0], InputNorm)]
+        normed_inputs = [inputs[k] for k in normed_types]
+        normalised = dict(zip(normed_types, pack.normalise(normed_inputs)))
         embedded, order, types = [], [], []
         for k, name in enumerate(self.token_types):
-            inputs = feats[name]
-            if glob is not None and name != GLOBAL_ENTITY:
-                inputs = torch.cat([inputs, glob[real[name].batch_index]], dim=1)  # [n, n_features + n_global]
-            embedded.append(self.embeddings[k](inputs))  # [n, d_model]
+            module = self.embeddings[k]
+            if k in normalised:
+                h = normalised[k]  # [n, n_features]
+                for layer in islice(module, 1, None):
+                    h = layer(h)
+                embedded.append(h)  # [n, d_model]
+            else:
+                embedded.append(module(inputs[k]))  # [n, d_model]
             order.append(dest[name])
             types.append(torch.full_like(dest[name], k))
+        pack.update(normed_inputs)
         dtype = embedded[0].dtype
         for e in embedded[1:]:
             dtype = torch.promote_types(dtype, e.dtype)
