@@ -55,9 +55,11 @@ def masked_categorical(
         deterministic: choose the most likely allowed choice instead of sampling.
         keepdim: return ``[n, 1]`` action, log-probability and entropy instead of ``[n]``.
     """
-    logits = logits.float()  # [n, n_choices]
-    if allowed is not None:
-        logits = logits.masked_fill(~allowed, float("-inf"))
+    if logits.dtype != torch.float32:
+        logits = logits.float()  # [n, n_choices]
+    forbidden = None if allowed is None else ~allowed  # [n, n_choices]
+    if forbidden is not None:
+        logits = logits.masked_fill(forbidden, float("-inf"))
     n, n_choices = logits.shape
     log_p = logits.log_softmax(-1)  # [n, n_choices]
     p = log_p.exp()  # [n, n_choices]
@@ -81,7 +83,7 @@ def masked_categorical(
     else:
         log_prob = log_p.gather(1, action)  # [n, 1]
         # Zero out forbidden entries before the product: 0 * -inf would poison values and gradients.
-        finite = log_p if allowed is None else log_p.masked_fill(~allowed, 0.0)  # [n, n_choices]
+        finite = log_p if forbidden is None else log_p.masked_fill(forbidden, 0.0)  # [n, n_choices]
         entropy = -(p * finite).sum(dim=-1, keepdim=True)  # [n, 1]
     if keepdim:
         return HeadOutput(action, log_prob, entropy)

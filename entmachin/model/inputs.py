@@ -28,13 +28,15 @@ class DeferredChecks:
 
     def add(self, failed: torch.Tensor, message: Callable[[], str]) -> None:
         """Registers ``failed`` (a bool scalar tensor) with a lazily built error message."""
-        self._checks.append((failed.reshape(()), message))
+        if failed.dtype != torch.bool:
+            failed = failed.to(torch.bool)
+        self._checks.append((failed if failed.dim() == 0 else failed.reshape(()), message))
 
     def raise_first(self) -> None:
         """Raises ``ValueError`` with the message of the first failed check, if any."""
         if not self._checks:
             return
-        flags = torch.stack([f.to(torch.bool) for f, _ in self._checks]).tolist()  # the one sync
+        flags = torch.stack([f for f, _ in self._checks]).tolist()  # the one sync
         self._checks, checks = [], self._checks
         for flag, (_, message) in zip(flags, checks):
             if flag:

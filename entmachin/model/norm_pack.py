@@ -120,11 +120,13 @@ class NormPack:
                 if on:
                     norm.update(x.detach())
             return
-        count, mean, squares, feature_norm, first = self._pack()
+        count, mean, squares, feature_norm, _ = self._pack()
         with torch.inference_mode(False):
-            batch_means, batch_squares, ns = [], [], []
+            batch_means, batch_squares, sizes = [], [], []
             for norm, x in zip(self.norms, xs):
-                x = x.detach().reshape(-1, norm.n_features).to(torch.float64)  # [n, n_features]
+                if x.dim() != 2:
+                    x = x.reshape(-1, norm.n_features)
+                x = x.to(torch.float64)  # [n, n_features]; no autograd under no_grad
                 n = x.shape[0]
                 if n == 0:
                     # No change: zero moments and zero count leave mean, squares_sum and count as
@@ -135,13 +137,17 @@ class NormPack:
                     batch_square = ((x - batch_mean) ** 2).sum(dim=0)  # [n_features]
                 batch_means.append(batch_mean)
                 batch_squares.append(batch_square)
-                ns.append(x.new_full((norm.n_features,), n))  # [n_features]
+                sizes.append(n)
             batch_mean = torch.cat(batch_means)  # [F]
             batch_square = torch.cat(batch_squares)  # [F]
-            n = torch.cat(ns)  # [F] float64 batch size of each feature's norm
+            if count.device.type == "cpu":
+                n_norm = torch.tensor(sizes, dtype=torch.float64)  # [n_norms]
+            else:  # filled on the device: a host-to-device copy of a pageable list would sync
+                n_norm = torch.cat([mean.new_full((1,), k) for k in sizes])  # [n_norms]
+            n = n_norm.index_select(0, feature_norm)  # [F] batch size of each feature's norm
             old = count.index_select(0, feature_norm).to(torch.float64)  # [F]
             total = (old + n).clamp_min(1.0)  # [F]; clamping changes nothing where the count is >= 1
             delta = batch_mean - mean  # [F]
             mean += delta * (total.reciprocal() * n)  # n / total, as InputNorm.update rounds it
             squares += batch_square + delta**2 * (old * n / total)
-            count += n.index_select(0, first).to(torch.int64)  # [n_norms]; no host-to-device copy
+            count += n_norm.to(torch.int64)  # [n_norms]
