@@ -112,9 +112,10 @@ class CategoricalHead(nn.Module):
         mask: Optional[torch.Tensor],
         action: Optional[torch.Tensor] = None,
         deterministic: bool = False,
+        keepdim: bool = False,
     ) -> HeadOutput:
         logits = self.proj(x.index_select(0, actors))  # [n_actors, n_choices]
-        return masked_categorical(logits, mask, action, deterministic)
+        return masked_categorical(logits, mask, action, deterministic, keepdim)
 
 
 class SelectEntityHead(nn.Module):
@@ -147,9 +148,10 @@ class SelectEntityHead(nn.Module):
         actee_mask: Optional[torch.Tensor],
         action: Optional[torch.Tensor] = None,
         deterministic: bool = False,
+        keepdim: bool = False,
     ) -> HeadOutput:
         logits, allowed = self.scores(x, actors, actees, actee_mask)  # [n_actors, width] each
-        return masked_categorical(logits, allowed, action, deterministic)
+        return masked_categorical(logits, allowed, action, deterministic, keepdim)
 
     def scores(self, x: torch.Tensor, actors: RaggedTensor, actees: RaggedTensor,
                actee_mask: Optional[torch.Tensor]) -> "tuple[torch.Tensor, torch.Tensor]":

@@ -143,15 +143,21 @@ def build_layout(lengths: np.ndarray, device: torch.device, overhead: int = BUCK
                 stop - start,
                 end - first,
                 width,
-                torch.from_numpy(gather).to(device),
-                torch.from_numpy(valid).to(device),
-                torch.from_numpy(key_valid).to(device),
+                _on(gather, device),
+                _on(valid, device),
+                _on(key_valid, device),
             )
         )
     return RowLayout(
         n_rows,
-        torch.from_numpy(lengths).to(device),
-        torch.from_numpy(starts).to(device),
-        torch.from_numpy(batch_index).to(device),
+        _on(lengths, device),
+        _on(starts, device),
+        _on(batch_index, device),
         tuple(buckets),
     )
+
+
+def _on(array: np.ndarray, device: torch.device) -> torch.Tensor:
+    """``array`` as a tensor on ``device`` (sharing its memory on the CPU: no copy, no ``to`` call)."""
+    tensor = torch.from_numpy(array)
+    return tensor if torch.device(device).type == "cpu" else tensor.to(device)
