@@ -183,20 +183,22 @@ class SelectEntityHead(nn.Module):
             pair_logits = (q[pair_actor] * k[pair_actee]).sum(dim=-1) * scale  # [n_pairs]
             logits = pair_logits.new_zeros(n_actors * width).index_put((pair_actor * width + pair_pos,), pair_logits)
             logits = logits.view(n_actors, width)  # [n_actors, width]
-        return logits, select_entity_allowed(actors, actees, actee_mask)
+        return logits, select_entity_allowed(actors, actees, actee_mask, width)
 
 
-def select_entity_allowed(actors: RaggedTensor, actees: RaggedTensor, actee_mask: Optional[torch.Tensor]
-                          ) -> torch.Tensor:
+def select_entity_allowed(actors: RaggedTensor, actees: RaggedTensor, actee_mask: Optional[torch.Tensor],
+                          width: Optional[int] = None) -> torch.Tensor:
     """Which actee each actor may select, laid out per actor up to the longest actee list.
 
     Shape:
         actors / actees: ragged ``[n, 1]``, one sequence per row; actee_mask: bool ``[n_pairs]``
-        (row-major actor x actee per row) or ``None``; returns bool ``[n_actors, width]``.
+        (row-major actor x actee per row) or ``None``; returns bool ``[n_actors, width]``;
+        ``width``, the longest actee list, where the caller knows it already (a host sync).
     """
     rows = actors.batch_index  # [n_actors]
     choices = actees.lengths[rows]  # [n_actors]
-    column = torch.arange(actees.max_length, device=choices.device)  # [width]
+    width = actees.max_length if width is None else width
+    column = torch.arange(width, device=choices.device)  # [width]
     allowed = column[None, :] < choices[:, None]  # [n_actors, width]
     if actee_mask is not None and actee_mask.numel():
         # Row b's mask is [n_actors_b, n_actees_b] row-major: actor i's entries start at
