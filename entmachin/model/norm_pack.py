@@ -38,8 +38,8 @@ class NormPack:
         self._cache: Optional[Tuple[Any, List[Tuple[torch.Tensor, torch.Tensor]]]] = None
 
     def _pack(self) -> Tuple[torch.Tensor, ...]:
-        """``(count [n_norms], mean [F], squares_sum [F], feature_norm [F], first [n_norms])``
-        (each feature's norm, each norm's first feature), packing if needed."""
+        """``(count [n_norms], mean [F], squares_sum [F], feature_norm [F])`` (each feature's
+        norm), packing if needed."""
         views = self._views
         if views is not None and all(
             norm._buffers["count"] is c and norm._buffers["mean"] is m and norm._buffers["squares_sum"] is s
@@ -52,7 +52,6 @@ class NormPack:
             squares = torch.cat([norm.squares_sum for norm in self.norms])  # [F]
             widths = torch.tensor(self.widths, dtype=torch.int64)  # [n_norms]
             feature_norm = torch.repeat_interleave(torch.arange(len(self.norms)), widths).to(count.device)  # [F]
-            first = (torch.cumsum(widths, 0) - widths).to(count.device)  # [n_norms]
         views, at = [], 0
         for k, (norm, width) in enumerate(zip(self.norms, self.widths)):
             view = (count[k], mean[at:at + width], squares[at:at + width])
@@ -60,14 +59,14 @@ class NormPack:
             views.append(view)
             at += width
         self._views = views
-        self._packed = (count, mean, squares, feature_norm, first)
+        self._packed = (count, mean, squares, feature_norm)
         self._cache = None
         return self._packed
 
     def shift_scale(self, dtype: torch.dtype) -> List[Tuple[torch.Tensor, torch.Tensor]]:
         """Per norm, the ``(mean, std)`` its forward uses, in ``dtype`` (as ``InputNorm._shift_scale``),
         computed for all norms at once and again only when some statistics changed."""
-        count, mean, squares, feature_norm, _ = self._pack()
+        count, mean, squares, feature_norm = self._pack()
         key = (tuple(t._version for view in self._views for t in view), dtype)  # type: ignore[union-attr]
         cache = self._cache
         if cache is not None and cache[0] == key:
@@ -120,7 +119,7 @@ class NormPack:
                 if on:
                     norm.update(x.detach())
             return
-        count, mean, squares, feature_norm, _ = self._pack()
+        count, mean, squares, feature_norm = self._pack()
         with torch.inference_mode(False):
             batch_means, batch_squares, sizes = [], [], []
             for norm, x in zip(self.norms, xs):
