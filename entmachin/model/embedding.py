@@ -1,8 +1,10 @@
 """Per-type entity embedding and the assembly of the flat token stream."""
 from __future__ import annotations
 
+from itertools import islice
 from typing import Dict, List, NamedTuple, Optional
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -11,7 +13,8 @@ from entmachin.env.environment import ObsSpace
 from entmachin.model.config import TranslationConfig
 from entmachin.model.input_norm import InputNorm
 from entmachin.model.inputs import ParsedEntities
-from entmachin.model.layout import RowLayout, build_layout
+from entmachin.model.layout import RowLayout, build_layout, on_device, row_starts
+from entmachin.model.norm_pack import NormPack
 from entmachin.model.translate import TranslatePositions
 
 
@@ -103,53 +106,110 @@ class EntityEmbedding(nn.Module):
             feature_embedding(self.widths[name], d_model, clip, f"RogueNet input norm of entities['{name}']", names[name])
             for name in self.token_types
         ])
+        self._norm_pack = NormPack([])
+
+    def _pack(self) -> NormPack:
+        """The ``NormPack`` of the embeddings' ``InputNorm``s (again when an embedding was replaced)."""
+        norms = [e[0] for e in self.embeddings if isinstance(e, nn.Sequential) and isinstance(e[0], InputNorm)]
+        pack = self._norm_pack
+        if len(norms) != len(pack.norms) or any(a is not b for a, b in zip(norms, pack.norms)):
+            pack = self._norm_pack = NormPack(norms)
+        return pack
 
     def forward(self, parsed: ParsedEntities) -> TokenBatch:
         n_rows = parsed.n_rows
         device = parsed.global_features.device if parsed.global_features is not None else None
         real = parsed.features
         feats = self.translate(real, n_rows) if self.translate is not None else {k: v.data for k, v in real.items()}
-        counts = [rt.lengths for rt in real.values()]
-        n_entities = torch.stack(counts, dim=1).sum(dim=1) if counts else None  # [B]
-        if n_entities is None:
-            device = device or next(self.parameters()).device
-            n_entities = torch.zeros(n_rows, dtype=torch.int64, device=device)  # [B]
-        n_tokens_per_row = n_entities + int(self.global_token)  # [B]
-        layout = build_layout(n_tokens_per_row.cpu().numpy(), n_entities.device)
-
+        device = next(iter(real.values())).lengths.device if real else (device or next(self.parameters()).device)
+        # The one device-to-host copy of the forward: every type's row lengths. The stream layout
+        # and the destination of every token are planned from them on the host.
+        if real:
+            counts = torch.stack([rt.lengths for rt in real.values()], dim=1).cpu().numpy()  # [B, n_types]
+        else:
+            counts = np.zeros((n_rows, 0), dtype=np.int64)  # [B, 0]
+        where, token_type, n_entities = _stream_plan(counts, self.global_token, self.token_types, len(real))
+        layout = build_layout(n_entities + int(self.global_token), device)
+        sizes = [int(n) for n in counts.sum(axis=0)] + ([n_rows] if self.global_token else [])
+        n_tokens = where.shape[0]
+        plan = on_device(np.concatenate([where, token_type, n_entities]), device)  # one upload
+        where_t, token_type_t, n_entities_t = plan.split([n_tokens, n_tokens, n_rows])
         # Stream index of each entity: its row's start + the entities of earlier types + its position.
-        type_start = layout.starts.clone()  # [B]
-        dest: Dict[str, torch.Tensor] = {}
-        for name, rt in real.items():
-            dest[name] = type_start[rt.batch_index] + rt.positions  # [n_entities_of_type]
-            type_start = type_start + rt.lengths
+        dest: Dict[str, torch.Tensor] = dict(zip(self.token_types, where_t.split(sizes)))
         if self.global_token:
-            dest[GLOBAL_ENTITY] = type_start  # [B]: the global token follows the row's entities
-            feats = {**feats, GLOBAL_ENTITY: _global_inputs(parsed, n_rows, n_entities.device)}
+            feats = {**feats, GLOBAL_ENTITY: _global_inputs(parsed, n_rows, device)}
 
         glob = parsed.global_features
-        embedded, order, types = [], [], []
-        for k, name in enumerate(self.token_types):
-            inputs = feats[name]
+        inputs: List[torch.Tensor] = []
+        for name in self.token_types:
+            x = feats[name]
             if glob is not None and name != GLOBAL_ENTITY:
-                inputs = torch.cat([inputs, glob[real[name].batch_index]], dim=1)  # [n, n_features + n_global]
-            embedded.append(self.embeddings[k](inputs))  # [n, d_model]
-            order.append(dest[name])
-            types.append(torch.full_like(dest[name], k))
+                x = torch.cat([x, glob[real[name].batch_index]], dim=1)  # [n, n_features + n_global]
+            inputs.append(x)
+        # Every InputNorm first normalises with the statistics as they were, then all of them
+        # update together (one pass over the packed statistics instead of one per type).
+        pack = self._pack()
+        normed_types = [k for k, e in enumerate(self.embeddings)
+                        if isinstance(e, nn.Sequential) and isinstance(e[0], InputNorm)]
+        normed_inputs = [inputs[k] for k in normed_types]
+        normalised = dict(zip(normed_types, pack.normalise(normed_inputs)))
+        embedded = []
+        for k, name in enumerate(self.token_types):
+            module = self.embeddings[k]
+            if k in normalised:
+                h = normalised[k]  # [n, n_features]
+                for layer in islice(module, 1, None):
+                    h = layer(h)
+                embedded.append(h)  # [n, d_model]
+            else:
+                embedded.append(module(inputs[k]))  # [n, d_model]
+        pack.update(normed_inputs)
         dtype = embedded[0].dtype
         for e in embedded[1:]:
             dtype = torch.promote_types(dtype, e.dtype)
         source = torch.cat([e.to(dtype) for e in embedded])  # [n_tokens, d_model] in type order
-        where = torch.cat(order)  # [n_tokens]
-        x = torch.empty_like(source).index_copy(0, where, source)  # [n_tokens, d_model] stream order
-        token_type = torch.empty_like(where).index_copy_(0, where, torch.cat(types))  # [n_tokens]
+        x = torch.empty_like(source).index_copy(0, where_t, source)  # [n_tokens, d_model] stream order
 
         visible = None
         if parsed.visible:
-            visible = torch.ones(layout.n_tokens, dtype=torch.bool, device=where.device)  # [n_tokens]
+            visible = torch.ones(layout.n_tokens, dtype=torch.bool, device=device)  # [n_tokens]
             for name, vis in parsed.visible.items():
                 visible[dest[name]] = vis
-        return TokenBatch(x, layout, n_entities, visible, token_type, feats, dest)
+        return TokenBatch(x, layout, n_entities_t, visible, token_type_t, feats, dest)
+
+
+def _stream_plan(counts: np.ndarray, global_token: bool, token_types: List[str], n_real: int
+                 ) -> "tuple[np.ndarray, np.ndarray, np.ndarray]":
+    """Where each token goes in the stream, on the host.
+
+    Args:
+        counts: int64 ``[B, n_real]`` entities of each real type per row.
+
+    Returns:
+        ``where`` int64 ``[n_tokens]``: stream index of each token, in type order (every entity of
+        the first type row by row, then the next type, then one ``__global__`` token per row);
+        ``token_type`` int64 ``[n_tokens]``: each stream position's index into ``token_types``;
+        ``n_entities`` int64 ``[B]``: real entities per row.
+    """
+    n_rows = counts.shape[0]
+    n_entities = counts.sum(axis=1)  # [B]
+    type_start = row_starts(n_entities + int(global_token))  # [B]
+    rows = np.arange(n_rows)
+    where, kinds = [], []
+    for k in range(n_real):
+        lengths = counts[:, k]  # [B]
+        first = np.cumsum(lengths) - lengths  # [B] offset of each row's first entity of the type
+        n = int(first[-1] + lengths[-1]) if n_rows else 0
+        where.append((type_start - first)[np.repeat(rows, lengths)] + np.arange(n))  # [n]
+        kinds.append(np.full(n, k, dtype=np.int64))
+        type_start = type_start + lengths
+    if global_token:
+        where.append(type_start)  # [B]: the global token follows the row's entities
+        kinds.append(np.full(n_rows, len(token_types) - 1, dtype=np.int64))
+    where_all = np.concatenate(where) if where else np.zeros(0, dtype=np.int64)  # [n_tokens]
+    token_type = np.empty_like(where_all)  # [n_tokens]
+    token_type[where_all] = np.concatenate(kinds) if kinds else where_all
+    return where_all.astype(np.int64), token_type, n_entities.astype(np.int64)
 
 
 def _global_inputs(parsed: ParsedEntities, n_rows: int, device: torch.device) -> torch.Tensor:

@@ -55,9 +55,11 @@ def masked_categorical(
         deterministic: choose the most likely allowed choice instead of sampling.
         keepdim: return ``[n, 1]`` action, log-probability and entropy instead of ``[n]``.
     """
-    logits = logits.float()  # [n, n_choices]
-    if allowed is not None:
-        logits = logits.masked_fill(~allowed, float("-inf"))
+    if logits.dtype != torch.float32:
+        logits = logits.float()  # [n, n_choices]
+    forbidden = None if allowed is None else ~allowed  # [n, n_choices]
+    if forbidden is not None:
+        logits = logits.masked_fill(forbidden, float("-inf"))
     n, n_choices = logits.shape
     log_p = logits.log_softmax(-1)  # [n, n_choices]
     p = log_p.exp()  # [n, n_choices]
@@ -81,7 +83,7 @@ def masked_categorical(
     else:
         log_prob = log_p.gather(1, action)  # [n, 1]
         # Zero out forbidden entries before the product: 0 * -inf would poison values and gradients.
-        finite = log_p if allowed is None else log_p.masked_fill(~allowed, 0.0)  # [n, n_choices]
+        finite = log_p if forbidden is None else log_p.masked_fill(forbidden, 0.0)  # [n, n_choices]
         entropy = -(p * finite).sum(dim=-1, keepdim=True)  # [n, 1]
     if keepdim:
         return HeadOutput(action, log_prob, entropy)
@@ -110,9 +112,10 @@ class CategoricalHead(nn.Module):
         mask: Optional[torch.Tensor],
         action: Optional[torch.Tensor] = None,
         deterministic: bool = False,
+        keepdim: bool = False,
     ) -> HeadOutput:
         logits = self.proj(x.index_select(0, actors))  # [n_actors, n_choices]
-        return masked_categorical(logits, mask, action, deterministic)
+        return masked_categorical(logits, mask, action, deterministic, keepdim)
 
 
 class SelectEntityHead(nn.Module):
@@ -145,9 +148,10 @@ class SelectEntityHead(nn.Module):
         actee_mask: Optional[torch.Tensor],
         action: Optional[torch.Tensor] = None,
         deterministic: bool = False,
+        keepdim: bool = False,
     ) -> HeadOutput:
         logits, allowed = self.scores(x, actors, actees, actee_mask)  # [n_actors, width] each
-        return masked_categorical(logits, allowed, action, deterministic)
+        return masked_categorical(logits, allowed, action, deterministic, keepdim)
 
     def scores(self, x: torch.Tensor, actors: RaggedTensor, actees: RaggedTensor,
                actee_mask: Optional[torch.Tensor]) -> "tuple[torch.Tensor, torch.Tensor]":
@@ -179,20 +183,22 @@ class SelectEntityHead(nn.Module):
             pair_logits = (q[pair_actor] * k[pair_actee]).sum(dim=-1) * scale  # [n_pairs]
             logits = pair_logits.new_zeros(n_actors * width).index_put((pair_actor * width + pair_pos,), pair_logits)
             logits = logits.view(n_actors, width)  # [n_actors, width]
-        return logits, select_entity_allowed(actors, actees, actee_mask)
+        return logits, select_entity_allowed(actors, actees, actee_mask, width)
 
 
-def select_entity_allowed(actors: RaggedTensor, actees: RaggedTensor, actee_mask: Optional[torch.Tensor]
-                          ) -> torch.Tensor:
+def select_entity_allowed(actors: RaggedTensor, actees: RaggedTensor, actee_mask: Optional[torch.Tensor],
+                          width: Optional[int] = None) -> torch.Tensor:
     """Which actee each actor may select, laid out per actor up to the longest actee list.
 
     Shape:
         actors / actees: ragged ``[n, 1]``, one sequence per row; actee_mask: bool ``[n_pairs]``
-        (row-major actor x actee per row) or ``None``; returns bool ``[n_actors, width]``.
+        (row-major actor x actee per row) or ``None``; returns bool ``[n_actors, width]``;
+        ``width``, the longest actee list, where the caller knows it already (a host sync).
     """
     rows = actors.batch_index  # [n_actors]
     choices = actees.lengths[rows]  # [n_actors]
-    column = torch.arange(actees.max_length, device=choices.device)  # [width]
+    width = actees.max_length if width is None else width
+    column = torch.arange(width, device=choices.device)  # [width]
     allowed = column[None, :] < choices[:, None]  # [n_actors, width]
     if actee_mask is not None and actee_mask.numel():
         # Row b's mask is [n_actors_b, n_actees_b] row-major: actor i's entries start at

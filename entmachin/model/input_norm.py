@@ -8,7 +8,8 @@ batch has normalised it with the old statistics.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, ContextManager, Iterator, Optional, Sequence, Tuple
+import weakref
+from typing import Any, ContextManager, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -161,6 +162,33 @@ class InputNorm(nn.Module):
         )
 
 
+# Bumped whenever any module anywhere registers a submodule (assignment, ``add_module``,
+# ``register_module``): the lists below are found again after any change to a module tree.
+_generation = [0]
+
+
+def _bump(module: nn.Module, name: str, submodule: Optional[nn.Module]) -> None:
+    _generation[0] += 1
+
+
+nn.modules.module.register_module_module_registration_hook(_bump)
+_found: "weakref.WeakKeyDictionary[nn.Module, Tuple[int, List[InputNorm]]]" = weakref.WeakKeyDictionary()
+
+
+def input_norms(module: nn.Module) -> List[InputNorm]:
+    """Every ``InputNorm`` inside ``module``, found once per module tree (not on every call).
+
+    The list is found again after any module registers a submodule; deleting a submodule
+    (``del``) does not, which at worst leaves a norm in the list that no forward uses.
+    """
+    entry = _found.get(module)
+    if entry is not None and entry[0] == _generation[0]:
+        return entry[1]
+    norms = [m for m in module.modules() if isinstance(m, InputNorm)]
+    _found[module] = (_generation[0], norms)
+    return norms
+
+
 def collecting_stats(module: nn.Module) -> ContextManager[None]:
     """Lets every ``InputNorm`` inside ``module`` update its statistics within the block.
 
@@ -168,7 +196,7 @@ def collecting_stats(module: nn.Module) -> ContextManager[None]:
         >>> with collecting_stats(model):
         ...     out = model(**state)   # normalises with the old statistics, then updates them
     """
-    return collecting_stats_of([m for m in module.modules() if isinstance(m, InputNorm)])
+    return collecting_stats_of(input_norms(module))
 
 
 @contextlib.contextmanager
@@ -192,12 +220,10 @@ class NormalisedModule(nn.Module):
 
     def freeze(self) -> None:
         """Freezes every running input normalisation of this module."""
-        for m in self.modules():
-            if isinstance(m, InputNorm):
-                m.freeze()
+        for m in input_norms(self):
+            m.freeze()
 
     def unfreeze(self) -> None:
         """Unfreezes every running input normalisation of this module."""
-        for m in self.modules():
-            if isinstance(m, InputNorm):
-                m.unfreeze()
+        for m in input_norms(self):
+            m.unfreeze()

@@ -20,25 +20,48 @@ WHERE = "RogueNet.forward"
 class DeferredChecks:
     """Collects value checks (bool scalar tensors) and raises for the first failed one.
 
-    Each check is decided only at :meth:`raise_first`, in one device-to-host copy.
+    Each check is decided only at :meth:`raise_first`, in one device-to-host copy. Range
+    checks (:meth:`add_range`) are decided together, in one comparison over all of them.
     """
 
     def __init__(self) -> None:
-        self._checks: List[Tuple[torch.Tensor, Callable[[], str]]] = []
+        # (failed, message) for a plain check; (None, message, values, bound) for a range check.
+        self._checks: List[Tuple[Any, ...]] = []
 
     def add(self, failed: torch.Tensor, message: Callable[[], str]) -> None:
         """Registers ``failed`` (a bool scalar tensor) with a lazily built error message."""
-        self._checks.append((failed.reshape(()), message))
+        if failed.dtype != torch.bool:
+            failed = failed.to(torch.bool)
+        self._checks.append((failed if failed.dim() == 0 else failed.reshape(()), message))
+
+    def add_range(self, values: torch.Tensor, bound: torch.Tensor, message: Callable[[], str]) -> None:
+        """Registers the check that every ``values[i]`` lies in ``[0, bound[i])`` (int64 ``[n]`` each)."""
+        self._checks.append((None, message, values, bound))
 
     def raise_first(self) -> None:
         """Raises ``ValueError`` with the message of the first failed check, if any."""
         if not self._checks:
             return
-        flags = torch.stack([f.to(torch.bool) for f, _ in self._checks]).tolist()  # the one sync
         self._checks, checks = [], self._checks
-        for flag, (_, message) in zip(flags, checks):
-            if flag:
-                raise ValueError(message())
+        ranges = [c for c in checks if c[0] is None]
+        flags_in = [c[0] for c in checks if c[0] is not None]
+        if ranges:
+            values = torch.cat([c[2] for c in ranges])  # [n]
+            bound = torch.cat([c[3] for c in ranges])  # [n]
+            flags_in.append(((values < 0) | (values >= bound)).any())
+        flags = torch.stack(flags_in).tolist() if flags_in else []  # the one sync
+        range_failed = bool(flags.pop()) if ranges else False
+        plain = iter(flags)
+        for check in checks:
+            if check[0] is None:
+                if not range_failed:
+                    continue
+                values, bound = check[2], check[3]
+                failed = bool(((values < 0) | (values >= bound)).any())  # only once one failed
+            else:
+                failed = bool(next(plain))
+            if failed:
+                raise ValueError(check[1]())
 
 
 def _check_width(rt: RaggedTensor, width: int, where: str, declared: str) -> None:

@@ -106,6 +106,23 @@ def plan_buckets(sorted_lengths: np.ndarray, overhead: int = BUCKET_OVERHEAD_PAI
     return plan
 
 
+def _stream_order(lengths: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(order, sorted_lengths, sorted_starts, starts)`` of rows laid out longest first."""
+    n_rows = lengths.shape[0]
+    order = np.argsort(-lengths, kind="stable")  # [B] stored position -> original row
+    sorted_lengths = lengths[order]  # [B]
+    sorted_starts = np.zeros(n_rows + 1, dtype=np.int64)  # [B + 1]
+    np.cumsum(sorted_lengths, out=sorted_starts[1:])
+    starts = np.empty(n_rows, dtype=np.int64)  # [B]
+    starts[order] = sorted_starts[:-1]
+    return order, sorted_lengths, sorted_starts, starts
+
+
+def row_starts(lengths: np.ndarray) -> np.ndarray:
+    """``[B]`` stream index of each row's first token, as :func:`build_layout` lays the rows out."""
+    return _stream_order(np.asarray(lengths, dtype=np.int64))[3]
+
+
 def build_layout(lengths: np.ndarray, device: torch.device, overhead: int = BUCKET_OVERHEAD_PAIRS) -> RowLayout:
     """Builds the stream layout and attention buckets for rows of ``lengths`` tokens.
 
@@ -116,12 +133,7 @@ def build_layout(lengths: np.ndarray, device: torch.device, overhead: int = BUCK
     """
     lengths = np.asarray(lengths, dtype=np.int64)
     n_rows = lengths.shape[0]
-    order = np.argsort(-lengths, kind="stable")  # [B] stored position -> original row
-    sorted_lengths = lengths[order]  # [B]
-    sorted_starts = np.zeros(n_rows + 1, dtype=np.int64)  # [B + 1]
-    np.cumsum(sorted_lengths, out=sorted_starts[1:])
-    starts = np.empty(n_rows, dtype=np.int64)  # [B]
-    starts[order] = sorted_starts[:-1]
+    order, sorted_lengths, sorted_starts, starts = _stream_order(lengths)
     batch_index = np.repeat(order, sorted_lengths)  # [n_tokens]
     n_tokens = int(sorted_starts[-1])
 
@@ -143,15 +155,21 @@ def build_layout(lengths: np.ndarray, device: torch.device, overhead: int = BUCK
                 stop - start,
                 end - first,
                 width,
-                torch.from_numpy(gather).to(device),
-                torch.from_numpy(valid).to(device),
-                torch.from_numpy(key_valid).to(device),
+                on_device(gather, device),
+                on_device(valid, device),
+                on_device(key_valid, device),
             )
         )
     return RowLayout(
         n_rows,
-        torch.from_numpy(lengths).to(device),
-        torch.from_numpy(starts).to(device),
-        torch.from_numpy(batch_index).to(device),
+        on_device(lengths, device),
+        on_device(starts, device),
+        on_device(batch_index, device),
         tuple(buckets),
     )
+
+
+def on_device(array: np.ndarray, device: torch.device) -> torch.Tensor:
+    """``array`` as a tensor on ``device`` (sharing its memory on the CPU: no copy, no ``to`` call)."""
+    tensor = torch.from_numpy(array)
+    return tensor if torch.device(device).type == "cpu" else tensor.to(device)

@@ -243,30 +243,31 @@ class RogueNet(NormalisedModule):
         n_rows = tokens.layout.n_rows
         starts = tokens.layout.starts
         actions, log_probs, entropies = {}, {}, {}
-        log_prob_sum = x.new_zeros(n_rows, dtype=torch.float32)  # [B]
-        entropy_sum = x.new_zeros(n_rows, dtype=torch.float32)  # [B]
+        log_prob_sum = x.new_zeros(n_rows, 1, dtype=torch.float32)  # [B, 1]
+        entropy_sum = x.new_zeros(n_rows, 1, dtype=torch.float32)  # [B, 1]
         for name, mask in masks.items():
             head = self.heads[self.action_names.index(name)]
             out = self._run_head(head, x, starts, mask, None if given is None else given[name], deterministic)
             actors = mask.actors
-            actions[name] = actors.with_data(out.action[:, None])  # [n_actors, 1]
-            log_probs[name] = actors.with_data(out.log_prob[:, None])  # [n_actors, 1]
-            entropies[name] = actors.with_data(out.entropy[:, None])  # [n_actors, 1]
+            actions[name] = actors.with_data(out.action)  # [n_actors, 1]
+            log_probs[name] = actors.with_data(out.log_prob)  # [n_actors, 1]
+            entropies[name] = actors.with_data(out.entropy)  # [n_actors, 1]
             log_prob_sum = log_prob_sum.index_add(0, actors.batch_index, out.log_prob)
             entropy_sum = entropy_sum.index_add(0, actors.batch_index, out.entropy)
-        return RogueNetOutput(actions, log_probs, entropies, log_prob_sum[:, None], entropy_sum[:, None])
+        return RogueNetOutput(actions, log_probs, entropies, log_prob_sum, entropy_sum)
 
     @staticmethod
     def _run_head(head: nn.Module, x: torch.Tensor, starts: torch.Tensor, mask: ParsedMask,
                   action: Optional[torch.Tensor], deterministic: bool) -> HeadOutput:
+        """The head's output with ``[n_actors, 1]`` fields."""
         actors = mask.actors
         actor_tokens = starts[actors.batch_index] + actors.data[:, 0]  # [n_actors]
         if isinstance(head, SelectEntityHead):
             actees = mask.actees
             actee_tokens = starts[actees.batch_index] + actees.data[:, 0]  # [n_actees]
             return head(x, actors.with_data(actor_tokens[:, None]), actees.with_data(actee_tokens[:, None]),
-                        mask.actee_mask, action, deterministic)
-        return head(x, actor_tokens, mask.mask, action, deterministic)
+                        mask.actee_mask, action, deterministic, keepdim=True)
+        return head(x, actor_tokens, mask.mask, action, deterministic, keepdim=True)
 
     def q_values(self, entities: Mapping[str, Any], action_masks: Mapping[str, Any],
                  visible: Optional[Mapping[str, Any]] = None) -> Dict[str, RaggedTensor]:

@@ -23,15 +23,14 @@ def _range_check(checks: DeferredChecks, values: RaggedTensor, limit: torch.Tens
     """Every item of ``values`` (``[n, 1]``) must lie in ``[0, limit[row])``."""
     v = values.data[:, 0]  # [n]
     bound = limit[values.batch_index]  # [n]
-    bad = (v < 0) | (v >= bound)  # [n]
 
     def message() -> str:
-        i = _first(bad)
+        i = _first((v < 0) | (v >= bound))
         row = int(values.batch_index[i])
         return (f"{where} row {row} item {i - int(values.offsets[row])} is {int(v[i])}; expected {what} "
                 f"in [0, {int(bound[i])})")
 
-    checks.add(bad.any(), message)
+    checks.add_range(v, bound, message)
 
 
 def pair_actor_index(choices: torch.Tensor) -> torch.Tensor:
@@ -49,9 +48,11 @@ def check_masks(
     """Actors, actees and masks fit the rows' entities, and every actor has an allowed choice."""
     if not masks:
         return
-    n_entities = torch.zeros(parsed.n_rows, dtype=torch.int64, device=next(iter(masks.values())).actors.device)  # [B]
-    for rt in parsed.features.values():
-        n_entities = n_entities + rt.lengths
+    lengths = [rt.lengths for rt in parsed.features.values()]
+    if lengths:
+        n_entities = torch.stack(lengths).sum(dim=0)  # [B]
+    else:
+        n_entities = torch.zeros(parsed.n_rows, dtype=torch.int64, device=next(iter(masks.values())).actors.device)  # [B]
     n_tokens = n_entities + int(global_token)  # [B]
     for name, mask in masks.items():
         where = f"{WHERE}: action_masks['{name}']"

@@ -161,8 +161,10 @@ class RaggedTensor:
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)  # [n + 1]
         sequence_ids = np.arange(lengths.shape[0], dtype=np.int64)  # [n]
         batch_index = np.repeat(sequence_ids, lengths)  # [n_items]
-        arrays = (flat, lengths, offsets, batch_index)
-        return cls(*(torch.from_numpy(a).to(device) for a in arrays))
+        tensors = [torch.from_numpy(a) for a in (flat, lengths, offsets, batch_index)]
+        if device is not None and torch.device(device) != tensors[0].device:
+            tensors = [t.to(device) for t in tensors]
+        return cls(*tensors)
 
     @classmethod
     def from_list(
@@ -389,7 +391,10 @@ class RaggedTensor:
                 f"got {got}"
             )
         index_tensors = (self.lengths, self.offsets, self.batch_index)
-        return RaggedTensor(data, *(t.to(data.device) for t in index_tensors))
+        device = data.device
+        if any(t.device != device for t in index_tensors):
+            index_tensors = tuple(t.to(device) for t in index_tensors)
+        return RaggedTensor(data, *index_tensors)
 
     def to(self, *args: Any, **kwargs: Any) -> "RaggedTensor":
         """Forwards to ``data.to``; index tensors follow to the new device (keeping int64)."""

@@ -179,3 +179,20 @@ def test_constructor_errors():
         RogueNet(OBS_SPACE, ACTION_SPACE, RogueNetConfig(relpos_encoding=RelposEncodingConfig(extent=[2], position_features=["q"])))
     space = ObsSpace(entities={"A.b": Entity(["x"])})
     RogueNet(space, {"a.move": CategoricalActionSpace(["l", "r"])})  # dotted names are fine
+
+
+def test_deferred_checks_report_the_first_failure_in_order_with_range_checks_decided_together():
+    from entmachin.model.inputs import DeferredChecks
+
+    def checks(first_range_bad: bool, plain_bad: bool, second_range_bad: bool) -> DeferredChecks:
+        c = DeferredChecks()
+        c.add_range(torch.tensor([0, 3 if first_range_bad else 1]), torch.tensor([2, 2]), lambda: "first range")
+        c.add(torch.tensor(plain_bad), lambda: "plain")
+        c.add_range(torch.tensor([-1 if second_range_bad else 0]), torch.tensor([1]), lambda: "second range")
+        return c
+
+    checks(False, False, False).raise_first()
+    for flags, match in (((True, True, True), "first range"), ((False, True, True), "plain"),
+                         ((False, False, True), "second range")):
+        with pytest.raises(ValueError, match=match):
+            checks(*flags).raise_first()
