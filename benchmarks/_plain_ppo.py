@@ -25,6 +25,7 @@ from torch import nn
 from entmachin.env import EnvList, to_state, to_vec_actions
 from entmachin.env.examples import MineSweeper
 from entmachin.model import RogueNet
+from entmachin.model.input_norm import collecting_stats_of, input_norms
 from entmachin.ragged import trees
 from entmachin.ragged.tensor import RaggedTensor, to_ragged_tensor
 
@@ -58,6 +59,7 @@ class PlainPPO:
         self.space = self.envs.action_space()
         torch.manual_seed(seed)
         self.net = RogueNet(self.envs.obs_space(), self.space)
+        self.norms = input_norms(self.net)  # found once
         self.critic = self.net.critic()
         actor_params = list(self.net.parameters())
         ids = {id(p) for p in actor_params}
@@ -78,7 +80,7 @@ class PlainPPO:
         n_envs = len(self.envs)
         states, actions, rewards, dones = [], [], [], []
         for _ in range(self.n_steps):
-            with _phase(spent, "acting"), torch.no_grad(), self.net.collecting_stats():
+            with _phase(spent, "acting"), torch.no_grad(), collecting_stats_of(self.norms):
                 out = self.net(self.state["entities"], self.state["action_masks"])
                 action = to_vec_actions(out.action)
             with _phase(spent, "env step"):

@@ -24,6 +24,7 @@ from entmachin.env import (
 )
 from entmachin.env.examples import CherryPick, MineSweeper
 from entmachin.model import RogueNet, RogueNetConfig
+from entmachin.model.input_norm import collecting_stats_of, input_norms
 from entmachin.ragged.arrays import concat, take
 
 # The synthetic batches: type A with U[1, max] entities and 4 features, type B with
@@ -154,6 +155,7 @@ class EntmachinWorkload:
         obs_space, action_space = build_spaces(spaces, entmachin.env)
         torch.manual_seed(seed)
         self.net = RogueNet(obs_space, action_space, CONFIG)
+        self.norms = input_norms(self.net)  # found once, as PPO.act does
         self.n_rows = sum(len(b["entities"][next(iter(b["entities"]))].size1()) for b in self.batches)
         self.n_entities = sum(n_items(b["entities"]) for b in self.batches)
         self.tokens = 0
@@ -173,7 +175,7 @@ class EntmachinWorkload:
                 out = self.net(batch["entities"], batch["action_masks"], action=batch["action"])
                 out.log_prob_sum.sum().backward()
             else:
-                with torch.no_grad(), self.net.collecting_stats():
+                with torch.no_grad(), collecting_stats_of(self.norms):
                     out = self.net(batch["entities"], batch["action_masks"])
             for name, lp in out.log_prob.items():
                 actors[name] = actors.get(name, 0) + int(lp.data.shape[0])

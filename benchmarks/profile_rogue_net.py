@@ -82,6 +82,8 @@ def _entmachin(stem: str, seed: int, top: int, repeats: int) -> Dict[str, Any]:
     import torch
     from _rogue_net_workloads import EntmachinWorkload
 
+    from entmachin.model.input_norm import collecting_stats_of
+
     w = EntmachinWorkload(stem, seed)
     w.prepare()
 
@@ -91,7 +93,7 @@ def _entmachin(stem: str, seed: int, top: int, repeats: int) -> Dict[str, Any]:
                 if w.mode == "train":
                     w.net(batch["entities"], batch["action_masks"], action=batch["action"])
                 else:
-                    with w.net.collecting_stats():
+                    with collecting_stats_of(w.norms):
                         w.net(batch["entities"], batch["action_masks"])
 
     return profile_step(w.step, forward_only, top, repeats)

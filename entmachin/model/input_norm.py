@@ -8,7 +8,6 @@ batch has normalised it with the old statistics.
 from __future__ import annotations
 
 import contextlib
-import weakref
 from typing import Any, ContextManager, Iterator, List, Optional, Sequence, Tuple
 
 import torch
@@ -162,31 +161,13 @@ class InputNorm(nn.Module):
         )
 
 
-# Bumped whenever any module anywhere registers a submodule (assignment, ``add_module``,
-# ``register_module``): the lists below are found again after any change to a module tree.
-_generation = [0]
-
-
-def _bump(module: nn.Module, name: str, submodule: Optional[nn.Module]) -> None:
-    _generation[0] += 1
-
-
-nn.modules.module.register_module_module_registration_hook(_bump)
-_found: "weakref.WeakKeyDictionary[nn.Module, Tuple[int, List[InputNorm]]]" = weakref.WeakKeyDictionary()
-
-
 def input_norms(module: nn.Module) -> List[InputNorm]:
-    """Every ``InputNorm`` inside ``module``, found once per module tree (not on every call).
+    """Every ``InputNorm`` inside ``module``, in ``modules()`` order.
 
-    The list is found again after any module registers a submodule; deleting a submodule
-    (``del``) does not, which at worst leaves a norm in the list that no forward uses.
+    This walks the module tree; callers that enter ``collecting_stats`` on every step (the
+    frames' ``act``) find the norms once and use :func:`collecting_stats_of`.
     """
-    entry = _found.get(module)
-    if entry is not None and entry[0] == _generation[0]:
-        return entry[1]
-    norms = [m for m in module.modules() if isinstance(m, InputNorm)]
-    _found[module] = (_generation[0], norms)
-    return norms
+    return [m for m in module.modules() if isinstance(m, InputNorm)]
 
 
 def collecting_stats(module: nn.Module) -> ContextManager[None]:
