@@ -44,6 +44,7 @@ from entmachin.frame.config import check_callable
 from entmachin.frame.dqn_config import DQNConfig, DQNPerConfig
 from entmachin.frame.interrupts import InterruptGuard
 from entmachin.frame.storing import tree_rows
+from entmachin.frame.target_sync import ModeSwitch, TargetPairs
 from entmachin.frame.safe_call import safe_call
 from entmachin.frame.store_checks import check_steps
 from entmachin.frame.summary import QUpdateStats, log_update, make_writer, write_graph
@@ -153,6 +154,8 @@ class DQN(FrameSurface):
         self._rng = np.random.default_rng(config.seed)
         self._n_updates = 0
         self._norms = [m for m in qnet.modules() if isinstance(m, InputNorm)]
+        self._target_pairs = TargetPairs(qnet, qnet_target)
+        self._modes = ModeSwitch(qnet)
         self._method = "q_values" if callable(getattr(qnet, "q_values", None)) else "__call__"
         self._visualized = False
         self.last_update: Optional[QUpdateStats] = None
@@ -305,7 +308,7 @@ class DQN(FrameSurface):
         checks = DeferredChecks()
         with InterruptGuard() as guard:
             try:
-                self.qnet.train()
+                self._modes.set(True)
                 tables = self._q(state, False, name, checks)
                 chosen = qt.stored_actions(action, tables, name, checks)
                 with torch.no_grad():
@@ -344,7 +347,7 @@ class DQN(FrameSurface):
                     if update_target and cfg.mode != "vanilla":
                         self._update_target()
             finally:
-                self.qnet.train(False)
+                self._modes.set(False)
         td_loss = float(loss.detach())
         self.last_update = QUpdateStats(td_loss, float(q.detach().mean()), self.epsilon, self.replay_buffer.size(),
                                         float(np.mean(weight)) if weight is not None else math.nan,
@@ -363,17 +366,11 @@ class DQN(FrameSurface):
     @torch.no_grad()
     def _update_target(self) -> None:
         cfg = self.config
-        online, target = self.qnet.state_dict(), self.qnet_target.state_dict()
         if cfg.update_steps is not None:
             if self._n_updates % cfg.update_steps == 0:
-                self.qnet_target.load_state_dict(online)
+                self._target_pairs.copy_all()
             return
-        params = dict(self.qnet.named_parameters())
-        for key, value in target.items():
-            if key in params and value.is_floating_point():
-                value.lerp_(online[key], cfg.update_rate)
-            else:  # buffers (input statistics) follow at once
-                value.copy_(online[key])
+        self._target_pairs.soft_update(cfg.update_rate)
 
     # ------------------------------------------------------------ counters of a checkpoint
 
