@@ -155,6 +155,7 @@ class DQN(FrameSurface):
         self._n_updates = 0
         self._norms = [m for m in qnet.modules() if isinstance(m, InputNorm)]
         self._target_pairs = TargetPairs(qnet, qnet_target)
+        self._params = list(qnet.parameters())  # the optimizer's list, read once as well
         self._modes = ModeSwitch(qnet)
         self._method = "q_values" if callable(getattr(qnet, "q_values", None)) else "__call__"
         self._visualized = False
@@ -329,9 +330,11 @@ class DQN(FrameSurface):
                 self.qnet_optim.zero_grad(set_to_none=True)
                 if update_value:
                     loss.backward()
-                params = [p for p in self.qnet.parameters() if p.grad is not None]
-                norm = torch.nn.utils.get_total_norm([p.grad for p in params]) if params else loss.new_zeros(())
-                flags = torch.stack([torch.isfinite(td).all(), torch.isfinite(loss), torch.isfinite(norm)]).tolist()
+                params = [p for p in self._params if p.grad is not None]
+                norm = _grad_norm(params) if params else loss.new_zeros(())
+                finite = torch.isfinite(torch.cat([td, loss.reshape(1).to(td.device),
+                                                   norm.reshape(1).to(td.device)])).cpu().numpy()
+                flags = [bool(finite[:-2].all()), bool(finite[-2]), bool(finite[-1])]  # the one host sync
                 if not all(flags):
                     self.qnet_optim.zero_grad(set_to_none=True)
                     what = ("TD errors", "TD loss", "gradients")[flags.index(False)]
@@ -427,6 +430,18 @@ class DQNPer(DQN):
 
     def _after_step(self, td: torch.Tensor, index: Optional[np.ndarray]) -> None:
         self.replay_buffer.update_priority(td.abs().cpu().numpy(), index)
+
+
+def _grad_norm(params: List[torch.Tensor]) -> torch.Tensor:
+    """The gradients' total 2-norm; ``get_total_norm``'s arithmetic without its grouping by device
+    and dtype when there is one group (a small network's update spends more on the grouping)."""
+    grads = [p.grad for p in params]
+    first = grads[0]
+    if first.device.type in ("cpu", "cuda") and all(
+            g.device == first.device and g.dtype == first.dtype and type(g) is torch.Tensor and g.layout == torch.strided
+            for g in grads):
+        return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)  # []
+    return torch.nn.utils.get_total_norm(grads)
 
 
 def _one(value: Any, default: Any, where: str) -> Any:

@@ -39,6 +39,7 @@ class QTable(NamedTuple):
         row: int64 ``[n_actors]``: each actor's row.
         dense: one actor per row, in row order (a dense network's table): a row's value is its
             actor's value.
+        masked: some choice may be forbidden (False: a dense network's table without ``mask``).
     """
 
     name: str
@@ -46,6 +47,7 @@ class QTable(NamedTuple):
     allowed: torch.Tensor
     row: torch.Tensor
     dense: bool = False
+    masked: bool = True
 
 
 def _mask_checks(table: QTable, checks: DeferredChecks, where: str, masked: bool = True) -> None:
@@ -90,8 +92,9 @@ def read_q(out: Any, state: Mapping[str, Any], qnet: Any, n_rows: int, where: st
             if allowed.shape != out.shape:
                 raise ValueError(f"{where}: state['mask'] has shape {tuple(allowed.shape)} but the Q-network returned "
                                  f"{tuple(out.shape)}; the mask needs one entry per action value")
-        table = QTable(DENSE, out, allowed, torch.arange(n_rows, device=out.device), True)
-        _mask_checks(table, checks, where, masked=mask is not None)
+        table = QTable(DENSE, out, allowed, torch.arange(n_rows, device=out.device), True,
+                       mask is not None)
+        _mask_checks(table, checks, where, masked=table.masked)
         return [table]
     if not isinstance(out, Mapping):
         raise TypeError(f"{where}: the Q-network returned a {type(out).__name__}; expected a tensor [B, n_actions] "
@@ -193,7 +196,8 @@ def best_values(tables: Sequence[QTable], n_rows: int, reduction: str,
         if table.q.shape[1] == 0:
             continue
         best = table.q.gather(1, index[:, None])[:, 0]  # [n_actors]
-        best = torch.where(torch.isfinite(best), best, torch.zeros_like(best))  # an actor with no choice: 0
+        if table.masked:  # unmasked values are all finite (checked; the update raises otherwise)
+            best = torch.where(torch.isfinite(best), best, torch.zeros_like(best))  # an actor with no choice: 0
         value = row_values(best, table, n_rows, reduction)  # [B]
         total = value if total is None else total + value
     if total is None:
