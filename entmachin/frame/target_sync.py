@@ -55,7 +55,7 @@ class TargetPairs:
 
     @staticmethod
     def _read(slots: List[_Slot]) -> Tuple[List[torch.Tensor], List[torch.Tensor]]:
-        return [t[name].detach() for t, _, name in slots], [o[name].detach() for _, o, name in slots]
+        return [t[name] for t, _, name in slots], [o[name] for _, o, name in slots]  # in place under no_grad
 
     @torch.no_grad()
     def soft_update(self, rate: float) -> None:
