@@ -11,7 +11,7 @@ its actors' values; a row's value is the sum over its actions. Forbidden choices
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, List, NamedTuple, Optional, Sequence
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -50,6 +50,24 @@ class QTable(NamedTuple):
     masked: bool = True
 
 
+_DENSE_CONSTANTS: Dict[Tuple[int, int, torch.device], Tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def _dense_constants(n_rows: int, width: int, device: torch.device) -> Tuple[torch.Tensor, torch.Tensor]:
+    """All-True ``allowed`` ``[B, n_actions]`` and ``row`` ``[B]`` of an unmasked dense table, made once
+    per shape and device (three tables per update otherwise allocate them again; nothing writes
+    to them)."""
+    key = (n_rows, width, device)
+    found = _DENSE_CONSTANTS.get(key)
+    if found is None:
+        if len(_DENSE_CONSTANTS) >= 32:
+            _DENSE_CONSTANTS.clear()
+        with torch.inference_mode(False):  # plain tensors even when first made under inference_mode
+            found = _DENSE_CONSTANTS[key] = (torch.ones(n_rows, width, dtype=torch.bool, device=device),
+                                             torch.arange(n_rows, device=device))
+    return found
+
+
 def _mask_checks(table: QTable, checks: DeferredChecks, where: str, masked: bool = True) -> None:
     """Registers the table's checks: no finite value where the mask forbids (only when a mask
     exists: without one every choice is allowed) and no NaN or infinity where it allows."""
@@ -86,14 +104,14 @@ def read_q(out: Any, state: Mapping[str, Any], qnet: Any, n_rows: int, where: st
                              f"with B = {n_rows} (one row of action values per state row)")
         mask = state.get("mask")
         if mask is None:
-            allowed = torch.ones(out.shape, dtype=torch.bool, device=out.device)  # [B, n_actions]
+            allowed, row = _dense_constants(out.shape[0], out.shape[1], out.device)  # [B, n_actions], [B]
         else:
             allowed = torch.as_tensor(mask, device=out.device).to(torch.bool)  # [B, n_actions]
             if allowed.shape != out.shape:
                 raise ValueError(f"{where}: state['mask'] has shape {tuple(allowed.shape)} but the Q-network returned "
                                  f"{tuple(out.shape)}; the mask needs one entry per action value")
-        table = QTable(DENSE, out, allowed, torch.arange(n_rows, device=out.device), True,
-                       mask is not None)
+            row = torch.arange(n_rows, device=out.device)  # [B]
+        table = QTable(DENSE, out, allowed, row, True, mask is not None)
         _mask_checks(table, checks, where, masked=table.masked)
         return [table]
     if not isinstance(out, Mapping):

@@ -374,3 +374,11 @@ def test_nan_q_values_in_update_raise_before_anything_steps():
                                          r"choice of action 'action'"):
         frame.update()
     assert frame.n_updates == 0
+
+
+def test_update_after_acting_under_inference_mode_on_the_same_batch_shape():
+    frame = make(batch_size=7, n_actions=5)
+    with torch.inference_mode():
+        frame.act_discrete({"state": torch.zeros(7, D)})  # first use of the [7, 5] table constants
+    frame.store_episode(episode(np.random.default_rng(0), 8, n_actions=5))
+    assert np.isfinite(frame.update())
