@@ -44,6 +44,7 @@ from entmachin.frame.config import check_callable
 from entmachin.frame.dqn_config import DQNConfig, DQNPerConfig
 from entmachin.frame.interrupts import InterruptGuard
 from entmachin.frame.storing import tree_rows
+from entmachin.frame.target_sync import ModeSwitch, TargetPairs
 from entmachin.frame.safe_call import safe_call
 from entmachin.frame.store_checks import check_steps
 from entmachin.frame.summary import QUpdateStats, log_update, make_writer, write_graph
@@ -153,6 +154,9 @@ class DQN(FrameSurface):
         self._rng = np.random.default_rng(config.seed)
         self._n_updates = 0
         self._norms = [m for m in qnet.modules() if isinstance(m, InputNorm)]
+        self._target_pairs = TargetPairs(qnet, qnet_target)
+        self._params = list(qnet.parameters())  # the optimizer's list, read once as well
+        self._modes = ModeSwitch(qnet)
         self._method = "q_values" if callable(getattr(qnet, "q_values", None)) else "__call__"
         self._visualized = False
         self.last_update: Optional[QUpdateStats] = None
@@ -305,7 +309,7 @@ class DQN(FrameSurface):
         checks = DeferredChecks()
         with InterruptGuard() as guard:
             try:
-                self.qnet.train()
+                self._modes.set(True)
                 tables = self._q(state, False, name, checks)
                 chosen = qt.stored_actions(action, tables, name, checks)
                 with torch.no_grad():
@@ -316,19 +320,21 @@ class DQN(FrameSurface):
                 q = qt.taken_values(tables, chosen, n, cfg.actor_reduction)  # [B]
                 reward, discount = reward.reshape(n).to(q), discount.reshape(n).to(q)  # [B], [B]
                 ends = terminal.reshape(n).to(q.device, torch.bool)  # [B]
-                target = reward + torch.where(ends, torch.zeros_like(best), discount * best)  # [B]
+                target = reward + torch.where(ends, 0.0, discount * best)  # [B]
                 td = target - q.detach()  # [B]
                 loss = self._loss(q, target, weight)
                 if cfg.visualize and not self._visualized:
                     self._visualized = True
                     write_graph(loss, "qnet", cfg.visualize_dir or getattr(self.writer, "log_dir", "") or "",
                                 self.writer)
-                self.qnet_optim.zero_grad(set_to_none=True)
+                self._zero_grad()
                 if update_value:
                     loss.backward()
-                params = [p for p in self.qnet.parameters() if p.grad is not None]
-                norm = torch.nn.utils.get_total_norm([p.grad for p in params]) if params else loss.new_zeros(())
-                flags = torch.stack([torch.isfinite(td).all(), torch.isfinite(loss), torch.isfinite(norm)]).tolist()
+                params = [p for p in self._params if p.grad is not None]
+                norm = _grad_norm(params) if params else loss.new_zeros(())
+                finite = torch.isfinite(torch.cat([td, loss.reshape(1).to(td.device),
+                                                   norm.reshape(1).to(td.device)])).cpu().numpy()
+                flags = [bool(finite[:-2].all()), bool(finite[-2]), bool(finite[-1])]  # the one host sync
                 if not all(flags):
                     self.qnet_optim.zero_grad(set_to_none=True)
                     what = ("TD errors", "TD loss", "gradients")[flags.index(False)]
@@ -344,7 +350,7 @@ class DQN(FrameSurface):
                     if update_target and cfg.mode != "vanilla":
                         self._update_target()
             finally:
-                self.qnet.train(False)
+                self._modes.set(False)
         td_loss = float(loss.detach())
         self.last_update = QUpdateStats(td_loss, float(q.detach().mean()), self.epsilon, self.replay_buffer.size(),
                                         float(np.mean(weight)) if weight is not None else math.nan,
@@ -352,6 +358,17 @@ class DQN(FrameSurface):
         if self.writer is not None:
             log_update(self.writer, self.last_update, self._n_updates if log_step is None else log_step)
         return td_loss
+
+    def _zero_grad(self) -> None:
+        """``qnet_optim.zero_grad(set_to_none=True)``; a plain ``Optimizer.zero_grad`` is done here,
+        without its profiler range (a tenth of a small network's update)."""
+        optim = self.qnet_optim
+        if type(optim).zero_grad is not torch.optim.Optimizer.zero_grad:
+            optim.zero_grad(set_to_none=True)
+            return
+        for group in optim.param_groups:
+            for p in group["params"]:
+                p.grad = None
 
     def _loss(self, q: torch.Tensor, target: torch.Tensor, weight: Optional[np.ndarray]) -> torch.Tensor:
         loss = self.criterion(q[:, None], target[:, None])
@@ -363,17 +380,11 @@ class DQN(FrameSurface):
     @torch.no_grad()
     def _update_target(self) -> None:
         cfg = self.config
-        online, target = self.qnet.state_dict(), self.qnet_target.state_dict()
         if cfg.update_steps is not None:
             if self._n_updates % cfg.update_steps == 0:
-                self.qnet_target.load_state_dict(online)
+                self._target_pairs.copy_all()
             return
-        params = dict(self.qnet.named_parameters())
-        for key, value in target.items():
-            if key in params and value.is_floating_point():
-                value.lerp_(online[key], cfg.update_rate)
-            else:  # buffers (input statistics) follow at once
-                value.copy_(online[key])
+        self._target_pairs.soft_update(cfg.update_rate)
 
     # ------------------------------------------------------------ counters of a checkpoint
 
@@ -430,6 +441,18 @@ class DQNPer(DQN):
 
     def _after_step(self, td: torch.Tensor, index: Optional[np.ndarray]) -> None:
         self.replay_buffer.update_priority(td.abs().cpu().numpy(), index)
+
+
+def _grad_norm(params: List[torch.Tensor]) -> torch.Tensor:
+    """The gradients' total 2-norm; ``get_total_norm``'s arithmetic without its grouping by device
+    and dtype when there is one group (a small network's update spends more on the grouping)."""
+    grads = [p.grad for p in params]
+    first = grads[0]
+    if first.device.type in ("cpu", "cuda") and all(
+            g.device == first.device and g.dtype == first.dtype and type(g) is torch.Tensor and g.layout == torch.strided
+            for g in grads):
+        return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)  # []
+    return torch.nn.utils.get_total_norm(grads)
 
 
 def _one(value: Any, default: Any, where: str) -> Any:

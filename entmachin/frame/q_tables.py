@@ -11,7 +11,7 @@ its actors' values; a row's value is the sum over its actions. Forbidden choices
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, List, NamedTuple, Optional, Sequence
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -37,28 +37,56 @@ class QTable(NamedTuple):
         q: float ``[n_actors, width]``, ``-inf`` where forbidden.
         allowed: bool ``[n_actors, width]``: the choices the state allows.
         row: int64 ``[n_actors]``: each actor's row.
+        dense: one actor per row, in row order (a dense network's table): a row's value is its
+            actor's value.
+        masked: some choice may be forbidden (False: a dense network's table without ``mask``).
     """
 
     name: str
     q: torch.Tensor
     allowed: torch.Tensor
     row: torch.Tensor
+    dense: bool = False
+    masked: bool = True
 
 
-def _mask_checks(table: QTable, checks: DeferredChecks, where: str) -> None:
+_DENSE_CONSTANTS: Dict[Tuple[int, int, torch.device], Tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def _dense_constants(n_rows: int, width: int, device: torch.device) -> Tuple[torch.Tensor, torch.Tensor]:
+    """All-True ``allowed`` ``[B, n_actions]`` and ``row`` ``[B]`` of an unmasked dense table, made once
+    per shape and device (three tables per update otherwise allocate them again; nothing writes
+    to them)."""
+    key = (n_rows, width, device)
+    found = _DENSE_CONSTANTS.get(key)
+    if found is None:
+        if len(_DENSE_CONSTANTS) >= 32:
+            _DENSE_CONSTANTS.clear()
+        with torch.inference_mode(False):  # plain tensors even when first made under inference_mode
+            found = _DENSE_CONSTANTS[key] = (torch.ones(n_rows, width, dtype=torch.bool, device=device),
+                                             torch.arange(n_rows, device=device))
+    return found
+
+
+def _mask_checks(table: QTable, checks: DeferredChecks, where: str, masked: bool = True) -> None:
+    """Registers the table's checks: no finite value where the mask forbids (only when a mask
+    exists: without one every choice is allowed) and no NaN or infinity where it allows."""
     q, allowed = table.q, table.allowed
-    ignored = (~allowed & (q > float("-inf"))).any()  # a finite value where the mask forbids
+    if masked:
+        ignored = (~allowed & (q > float("-inf"))).any()  # a finite value where the mask forbids
 
-    def ignored_message() -> str:
-        a = int(torch.nonzero(~allowed & (q > float("-inf")))[0, 0])
-        return (f"{where}: the Q-network's output ignores the mask: action {table.name!r} actor {a} (row "
-                f"{int(table.row[a])}) has a finite value for a choice its mask forbids; a Q-network must give "
-                "forbidden choices -inf (MLPQNet(mask=...) and RogueNet.q_values do)")
+        def ignored_message() -> str:
+            a = int(torch.nonzero(~allowed & (q > float("-inf")))[0, 0])
+            return (f"{where}: the Q-network's output ignores the mask: action {table.name!r} actor {a} (row "
+                    f"{int(table.row[a])}) has a finite value for a choice its mask forbids; a Q-network must give "
+                    "forbidden choices -inf (MLPQNet(mask=...) and RogueNet.q_values do)")
 
-    checks.add(ignored, ignored_message)
-    checks.add((allowed & ~torch.isfinite(q)).any(),
-               lambda: f"{where}: the Q-network returned NaN or infinity for an allowed choice of action "
-                       f"{table.name!r}; its weights or inputs may hold NaN or infinity; nothing was stepped")
+        checks.add(ignored, ignored_message)
+        bad = (allowed & ~torch.isfinite(q)).any()
+    else:
+        bad = ~torch.isfinite(q).all()  # every choice is allowed
+    checks.add(bad, lambda: f"{where}: the Q-network returned NaN or infinity for an allowed choice of action "
+                            f"{table.name!r}; its weights or inputs may hold NaN or infinity; nothing was stepped")
 
 
 def read_q(out: Any, state: Mapping[str, Any], qnet: Any, n_rows: int, where: str,
@@ -76,14 +104,15 @@ def read_q(out: Any, state: Mapping[str, Any], qnet: Any, n_rows: int, where: st
                              f"with B = {n_rows} (one row of action values per state row)")
         mask = state.get("mask")
         if mask is None:
-            allowed = torch.ones(out.shape, dtype=torch.bool, device=out.device)  # [B, n_actions]
+            allowed, row = _dense_constants(out.shape[0], out.shape[1], out.device)  # [B, n_actions], [B]
         else:
             allowed = torch.as_tensor(mask, device=out.device).to(torch.bool)  # [B, n_actions]
             if allowed.shape != out.shape:
                 raise ValueError(f"{where}: state['mask'] has shape {tuple(allowed.shape)} but the Q-network returned "
                                  f"{tuple(out.shape)}; the mask needs one entry per action value")
-        table = QTable(DENSE, out, allowed, torch.arange(n_rows, device=out.device))
-        _mask_checks(table, checks, where)
+            row = torch.arange(n_rows, device=out.device)  # [B]
+        table = QTable(DENSE, out, allowed, row, True, mask is not None)
+        _mask_checks(table, checks, where, masked=table.masked)
         return [table]
     if not isinstance(out, Mapping):
         raise TypeError(f"{where}: the Q-network returned a {type(out).__name__}; expected a tensor [B, n_actions] "
@@ -149,6 +178,8 @@ def stored_actions(action: Mapping[str, Any], tables: Sequence[QTable], where: s
 
 def row_values(values: torch.Tensor, table: QTable, n_rows: int, reduction: str) -> torch.Tensor:
     """Per-actor ``values`` ``[n_actors]`` summed (or averaged) over each row's actors: ``[B]``."""
+    if table.dense:
+        return values + 0.0  # [B]: the sum (and the mean) of one value; 0 + x as index_add gives (+0 for -0)
     total = values.new_zeros(n_rows).index_add(0, table.row, values)  # [B]
     if reduction == "mean":
         count = values.new_zeros(n_rows).index_add(0, table.row, torch.ones_like(values))  # [B]
@@ -159,9 +190,12 @@ def row_values(values: torch.Tensor, table: QTable, n_rows: int, reduction: str)
 def taken_values(tables: Sequence[QTable], actions: Sequence[torch.Tensor], n_rows: int, reduction: str
                  ) -> torch.Tensor:
     """``Q(s, a)`` of each row: the stored choices' values, ``[B]``."""
-    total = tables[0].q.new_zeros(n_rows) if tables else torch.zeros(n_rows)
+    total = None  # a row_values sum starts at +0 and is never -0: adding it to zeros changes nothing
     for table, index in zip(tables, actions):
-        total = total + row_values(table.q.gather(1, index[:, None])[:, 0], table, n_rows, reduction)
+        value = row_values(table.q.gather(1, index[:, None])[:, 0], table, n_rows, reduction)  # [B]
+        total = value if total is None else total + value
+    if total is None:
+        return tables[0].q.new_zeros(n_rows) if tables else torch.zeros(n_rows)
     return total
 
 
@@ -174,14 +208,18 @@ def best_values(tables: Sequence[QTable], n_rows: int, reduction: str,
                 choosers: Optional[Sequence[QTable]] = None) -> torch.Tensor:
     """Each row's value of its best choices, ``[B]``: the max of ``tables``, or (double DQN) the
     values in ``tables`` of the choices that are best in ``choosers``."""
-    total = tables[0].q.new_zeros(n_rows) if tables else torch.zeros(n_rows)
+    total = None  # as in taken_values
     picks = greedy(choosers if choosers is not None else tables)
     for table, index in zip(tables, picks):
         if table.q.shape[1] == 0:
             continue
         best = table.q.gather(1, index[:, None])[:, 0]  # [n_actors]
-        best = torch.where(torch.isfinite(best), best, torch.zeros_like(best))  # an actor with no choice: 0
-        total = total + row_values(best, table, n_rows, reduction)
+        if table.masked:  # unmasked values are all finite (checked; the update raises otherwise)
+            best = torch.where(torch.isfinite(best), best, torch.zeros_like(best))  # an actor with no choice: 0
+        value = row_values(best, table, n_rows, reduction)  # [B]
+        total = value if total is None else total + value
+    if total is None:
+        return tables[0].q.new_zeros(n_rows) if tables else torch.zeros(n_rows)
     return total
 
 

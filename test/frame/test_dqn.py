@@ -363,3 +363,22 @@ def test_generate_config_and_init_from_config():
 def test_read_q_rejects_an_output_of_the_wrong_kind():
     with pytest.raises(TypeError, match=r"the Q-network returned a str; expected a tensor \[B, n_actions\]"):
         qt.read_q("no", {"state": torch.zeros(1, D)}, None, 1, "here", DeferredChecks())
+
+
+def test_nan_q_values_in_update_raise_before_anything_steps():
+    nan = Fixed(lambda s: torch.full((s.shape[0], 2), float("nan")))
+    frame = DQNPer(nan, copy.deepcopy(nan), torch.optim.SGD, nn.MSELoss(), batch_size=4,
+                   replay_buffer=PrioritizedBuffer(50, seed=0))
+    frame.store_episode(episode(np.random.default_rng(0), 6, terminal=False))
+    with pytest.raises(ValueError, match=r"DQNPer.update: the Q-network returned NaN or infinity for an allowed "
+                                         r"choice of action 'action'"):
+        frame.update()
+    assert frame.n_updates == 0
+
+
+def test_update_after_acting_under_inference_mode_on_the_same_batch_shape():
+    frame = make(batch_size=7, n_actions=5)
+    with torch.inference_mode():
+        frame.act_discrete({"state": torch.zeros(7, D)})  # first use of the [7, 5] table constants
+    frame.store_episode(episode(np.random.default_rng(0), 8, n_actions=5))
+    assert np.isfinite(frame.update())
