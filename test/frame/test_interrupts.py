@@ -20,6 +20,15 @@ from test.frame._frames import dense_episode, dense_frame
 SIGINT = signal.SIGINT
 
 
+@pytest.fixture(autouse=True)
+def python_handles_sigint():
+    """Python's own Ctrl-C handler, as in a terminal: a suite started in the background of a
+    non-interactive shell inherits SIGINT ignored, and the guard rightly leaves that alone."""
+    previous = signal.signal(SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(SIGINT, previous)
+
+
 def interrupt():
     """What Ctrl-C does: the signal, handled by the current Python handler before this returns."""
     signal.raise_signal(SIGINT)
@@ -220,8 +229,9 @@ def test_other_errors_also_leave_the_rows_and_counters():
 # ------------------------------------------------------------------- a real SIGINT
 
 CHILD = r"""
-import json
+import json, signal
 import numpy as np, torch
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal, however the suite was started
 torch.set_num_threads(1)
 from test.frame._frames import dense_episode, dense_frame
 frame = dense_frame(actor_update_times=40, critic_update_times=40, batch_size=4, seed=0,
