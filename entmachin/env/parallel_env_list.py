@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import dill
 import numpy as np
@@ -44,7 +44,7 @@ from entmachin.env.env_list import check_actions
 from entmachin.env.env_worker import CLOSE, PROTOCOL, Failure, worker_main
 from entmachin.env.environment import Environment, ObsSpace
 from entmachin.env.main_guard import guard_advice, refuse_while_bootstrapping, unguarded_main_line
-from entmachin.env.vec_env import VecEnv, VecObs, env_seeds
+from entmachin.env.vec_env import VecEnv, VecObs, env_seeds, merge_vec_obs, split_envs
 from entmachin.env.wire import pack_actions, unpack
 from entmachin.env.worker_error import EnvWorkerError
 
@@ -95,17 +95,6 @@ def _start_forkserver_ignoring_sigterm() -> None:
         forkserver.ensure_running()
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-def _split(num_envs: int, n_workers: int) -> List[Tuple[int, int]]:
-    """Contiguous ``(start, stop)`` slices, the first ``num_envs % n_workers`` one longer."""
-    base, extra = divmod(num_envs, n_workers)
-    bounds, start = [], 0
-    for k in range(n_workers):
-        stop = start + base + (1 if k < extra else 0)
-        bounds.append((start, stop))
-        start = stop
-    return bounds
 
 
 def _check_count(name: str, value: Any) -> int:
@@ -231,7 +220,7 @@ class ParallelEnvList(VecEnv):
         if start_method == "forkserver":
             _start_forkserver_ignoring_sigterm()
         try:
-            for k, (start, stop) in enumerate(_split(self.num_envs, self.num_processes)):
+            for k, (start, stop) in enumerate(split_envs(self.num_envs, self.num_processes)):
                 conn, child_conn = ctx.Pipe()
                 process = ctx.Process(
                     target=worker_main,
@@ -278,7 +267,7 @@ class ParallelEnvList(VecEnv):
 
     def reset(self, obs_config: Optional[ObsSpace] = None) -> VecObs:
         self._check_open("reset")
-        self._last_vec = self._merge(self._request("reset", [obs_config] * len(self._workers)))
+        self._last_vec = merge_vec_obs(self._request("reset", [obs_config] * len(self._workers)))
         return self._last_vec
 
     def act(self, actions: Mapping[ActionName, RaggedBufferI64], obs_filter: Optional[ObsSpace] = None) -> VecObs:
@@ -288,7 +277,7 @@ class ParallelEnvList(VecEnv):
         # Checked here so that a bad batch raises ValueError and leaves the workers running.
         check_actions(actions, self._last_vec, self._action_space)
         messages = pack_actions(actions, [(w.start, w.stop) for w in self._workers])
-        self._last_vec = self._merge(self._request("act", [(m, obs_filter) for m in messages]))
+        self._last_vec = merge_vec_obs(self._request("act", [(m, obs_filter) for m in messages]))
         return self._last_vec
 
     def get_state(self) -> bytes:
@@ -430,12 +419,6 @@ class ParallelEnvList(VecEnv):
                 first.error.args = (first.error.args[0] + "\n(also: " + "; ".join(others) + ")",)
             raise first.error
         return results
-
-    def _merge(self, batches: List[VecObs]) -> VecObs:
-        merged = batches[0]
-        for batch in batches[1:]:
-            merged.extend(batch)  # offsets final_index by the rows before
-        return merged
 
     def _raised(self, w: _Worker, cmd: str, failure: Failure) -> _Problem:
         where = "" if failure.env_index is None else f" in environment {failure.env_index}"

@@ -31,7 +31,7 @@ from entmachin.env.action import ActionSpace
 from entmachin.env.common import ActionName
 from entmachin.env.env_list import EnvList, check_actions
 from entmachin.env.environment import Environment, ObsSpace
-from entmachin.env.vec_env import VecEnv, VecObs, env_seeds
+from entmachin.env.vec_env import VecEnv, VecObs, env_seeds, merge_vec_obs, split_envs
 from entmachin.env.wire import pack, pack_actions, unpack, unpack_actions
 from entmachin.env.worker_error import EnvWorkerError
 
@@ -85,16 +85,6 @@ class _EnvWorker:
         self.envs.close()
 
 
-def _split(num_envs: int, n_workers: int) -> List[Tuple[int, int]]:
-    base, extra = divmod(num_envs, n_workers)
-    bounds, start = [], 0
-    for k in range(n_workers):
-        stop = start + base + (1 if k < extra else 0)
-        bounds.append((start, stop))
-        start = stop
-    return bounds
-
-
 class RayEnvList(VecEnv):
     """Steps ``num_envs`` environments in ``num_workers`` Ray actors.
 
@@ -131,7 +121,7 @@ class RayEnvList(VecEnv):
         self.num_envs, self.restart, self.seed = int(num_envs), restart, seed
         self._check_finite = check_finite
         self._seeds = list(env_seeds(seed, self.num_envs))
-        self._bounds = _split(self.num_envs, min(int(num_workers), self.num_envs))
+        self._bounds = split_envs(self.num_envs, min(int(num_workers), self.num_envs))
         self._restarts = [0] * len(self._bounds)
         self._actors: List[Any] = [None] * len(self._bounds)
         self._nodes: List[str] = ["?"] * len(self._bounds)
@@ -183,7 +173,7 @@ class RayEnvList(VecEnv):
         self.reset_rows = np.zeros(0, dtype=np.int64)
         batches = [self._reply(k, ref, "reset", lambda k=k: self._actors[k].reset.remote(obs_config), False)
                    for k, ref in enumerate(refs)]
-        self._last_vec = self._merge(batches)
+        self._last_vec = merge_vec_obs(batches)
         return self._last_vec
 
     def act(self, actions: Mapping[ActionName, RaggedBufferI64], obs_filter: Optional[ObsSpace] = None) -> VecObs:
@@ -196,7 +186,7 @@ class RayEnvList(VecEnv):
         self.reset_rows = np.zeros(0, dtype=np.int64)
         batches = [self._reply(k, ref, "act", lambda k=k: self._actors[k].reset.remote(obs_filter), True)
                    for k, ref in enumerate(refs)]
-        self._last_vec = self._merge(batches)
+        self._last_vec = merge_vec_obs(batches)
         return self._last_vec
 
     def get_state(self) -> bytes:
@@ -283,10 +273,3 @@ class RayEnvList(VecEnv):
             vec.truncated[:] = True
             vec.final_obs, vec.final_index = unpack(pack(vec)), np.arange(len(vec), dtype=np.int64)
         return vec
-
-    @staticmethod
-    def _merge(batches: List[VecObs]) -> VecObs:
-        merged = batches[0]
-        for b in batches[1:]:
-            merged.extend(b)
-        return merged

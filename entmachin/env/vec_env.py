@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -288,3 +288,24 @@ def env_seeds(seed: Optional[int], num_envs: int) -> Sequence[Optional[int]]:
         return [None] * num_envs
     states = np.random.SeedSequence(seed).generate_state(num_envs, dtype=np.uint64)
     return [int(s) for s in states]
+
+
+def split_envs(num_envs: int, n_workers: int) -> List[Tuple[int, int]]:
+    """Contiguous ``(start, stop)`` slices of the environments, one per worker; the first
+    ``num_envs % n_workers`` are one longer."""
+    base, extra = divmod(num_envs, n_workers)
+    bounds, start = [], 0
+    for k in range(n_workers):
+        stop = start + base + (1 if k < extra else 0)
+        bounds.append((start, stop))
+        start = stop
+    return bounds
+
+
+def merge_vec_obs(batches: List[VecObs]) -> VecObs:
+    """The workers' observations in environment order, extending the first batch in place
+    (``extend`` offsets ``final_index`` by the rows before)."""
+    merged = batches[0]
+    for batch in batches[1:]:
+        merged.extend(batch)
+    return merged

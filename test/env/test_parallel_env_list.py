@@ -40,7 +40,8 @@ from entmachin.env import (
     random_actions,
 )
 from entmachin.env.examples.move_to_origin import MoveToOrigin
-from entmachin.env.parallel_env_list import EnvWorkerError, ParallelEnvList, _split
+from entmachin.env.parallel_env_list import EnvWorkerError, ParallelEnvList
+from entmachin.env.vec_env import split_envs
 from entmachin.env.wire import pack, pack_actions, unpack, unpack_actions
 from entmachin.ragged.arrays import ragged_equal, ragged_from_arrays, take
 
@@ -333,7 +334,7 @@ def test_actions_reach_each_worker_as_its_rows(lengths, n_workers, width):
     values = rng.integers(0, 9, size=(sum(lengths), width))  # [n_actors_total, width]
     nothing = np.zeros((0, 1), dtype=np.int64)  # [0, 1]: an action that no row takes
     actions = {"move": ragged_from_arrays(values, lengths), "none": ragged_from_arrays(nothing, [0] * len(lengths))}
-    bounds = _split(len(lengths), min(n_workers, len(lengths)))
+    bounds = split_envs(len(lengths), min(n_workers, len(lengths)))
     for (start, stop), message in zip(bounds, pack_actions(actions, bounds)):
         received = unpack_actions(pickle.loads(pickle.dumps(message, protocol=5)))
         assert received.keys() == actions.keys()
@@ -352,7 +353,7 @@ def test_render_concatenates_frames_in_env_order():
 @given(num_envs=st.integers(1, 50), n_workers=st.integers(1, 50))
 def test_split_is_contiguous_and_even(num_envs, n_workers):
     n_workers = min(num_envs, n_workers)
-    bounds = _split(num_envs, n_workers)
+    bounds = split_envs(num_envs, n_workers)
     assert [b[0] for b in bounds] == [0] + [b[1] for b in bounds[:-1]] and bounds[-1][1] == num_envs
     sizes = [stop - start for start, stop in bounds]
     assert max(sizes) - min(sizes) <= 1 and min(sizes) >= 1 and sizes == sorted(sizes, reverse=True)
