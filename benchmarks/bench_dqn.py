@@ -34,31 +34,22 @@ import os
 import statistics
 import sys
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List
 
 import numpy as np
 import torch
 from torch import nn
 
+from bench_frame_machin import N_ACTIONS, STATE_DIM, prerecorded_episodes
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-STATE_DIM, N_ACTIONS = 4, 2
 
 
 # ----------------------------------------------------------------------------- CartPole (both sides)
 
 def _cartpole_episodes(n_rows: int, length: int, seed: int) -> List[List[Dict[str, Any]]]:
-    """Prerecorded CartPole-sized episodes (state ``[1, 4]``, action ``[1, 1]``), the same on both sides."""
-    rng = np.random.default_rng(seed)
-    episodes = []
-    for _ in range(max(1, n_rows // length)):
-        states = torch.from_numpy(rng.standard_normal((length + 1, 1, STATE_DIM)).astype(np.float32))  # [T+1, 1, 4]
-        actions = torch.from_numpy(rng.integers(0, N_ACTIONS, (length, 1, 1)))  # [T, 1, 1]
-        episodes.append([
-            {"state": {"state": states[t].clone()}, "action": {"action": actions[t].clone()},
-             "next_state": {"state": states[t + 1].clone()}, "reward": 1.0, "terminal": t == length - 1}
-            for t in range(length)
-        ])
-    return episodes
+    """About ``n_rows`` rows of bench_frame_machin's prerecorded episodes, the same on both sides."""
+    return prerecorded_episodes(max(1, n_rows // length), length, seed)
 
 
 class _MachinQNet(nn.Module):

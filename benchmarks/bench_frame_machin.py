@@ -28,8 +28,9 @@ from _competitor import best_alternating, run_competitor
 STATE_DIM, N_ACTIONS = 4, 2
 
 
-def _episodes(n_episodes: int, length: int, seed: int) -> List[List[Dict[str, Any]]]:
-    """``n_episodes`` prerecorded episodes of ``length`` steps (the same on both sides for one seed)."""
+def prerecorded_episodes(n_episodes: int, length: int, seed: int) -> List[List[Dict[str, Any]]]:
+    """``n_episodes`` prerecorded CartPole-sized episodes of ``length`` steps (state ``[1, 4]``,
+    action ``[1, 1]``): the same on both sides for one seed (``bench_dqn.py`` stores them too)."""
     rng = np.random.default_rng(seed)
     episodes = []
     for _ in range(n_episodes):
@@ -84,7 +85,7 @@ def _frame(side: str) -> Any:
 
 def _measure(side: str, args: argparse.Namespace) -> Dict[str, float]:
     """One window on a fresh frame: transitions/s, and the seconds spent storing and updating."""
-    episodes = _episodes(args.episodes, args.length, seed=0)
+    episodes = prerecorded_episodes(args.episodes, args.length, seed=0)
     frame = _frame(side)
     start = time.perf_counter()
     for episode in episodes:
