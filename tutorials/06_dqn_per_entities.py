@@ -46,12 +46,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from entmachin.env import EnvList, TimeLimit, random_actions, to_state
+from entmachin.env import EnvList, TimeLimit, to_state
 from entmachin.env.examples import MineSweeper
 from entmachin.frame import DQNPer, RolloutCollector
 from entmachin.frame.evaluate import evaluate
 from entmachin.model import RelposEncodingConfig, RogueNet, RogueNetConfig
 from entmachin.ragged.tensor import tree_to_torch
+from entmachin.run.evaluation import random_policy_return
 
 CONFIG = RogueNetConfig(d_model=32, n_layer=1, n_head=2, d_qk=16,
                         relpos_encoding=RelposEncodingConfig(extent=(5, 5), position_features=("x", "y")))
@@ -92,20 +93,6 @@ def show_q_values() -> None:
     envs.close()
 
 
-def random_policy_return(make_env, episodes: int, seed: int) -> float:
-    """The mean return of uniformly random allowed actions over ``episodes`` episodes."""
-    envs = EnvList(make_env, 50, seed=seed)
-    rng = np.random.default_rng(seed)
-    obs, running, returns = envs.reset(), np.zeros(50), []
-    while len(returns) < episodes:
-        obs = envs.act(random_actions(obs, envs.action_space(), rng))
-        running += obs.reward
-        returns.extend(running[obs.done].tolist())
-        running[obs.done] = 0.0
-    envs.close()
-    return float(np.mean(returns[:episodes]))
-
-
 def train(args: argparse.Namespace) -> float:
     """Part 2: DQNPer on MineSweeper; returns the trained policy's mean return (``--eval-episodes``)."""
     torch.manual_seed(args.seed)
@@ -142,7 +129,7 @@ def train(args: argparse.Namespace) -> float:
     # stall (two robots defusing empty cells until the time limit) where a little noise moves on.
     n = args.eval_episodes
     trained = evaluate(dqn, make_env, n, deterministic=False, seed=1000 + args.seed, num_envs=min(n, 50)).mean
-    random = random_policy_return(make_env, n, seed=1000 + args.seed)
+    random = random_policy_return(make_env, n, seed=1000 + args.seed).mean  # as `entmachin train` reports it
     print(f"after {collector.total_env_steps} steps ({time.perf_counter() - started:.0f} s): mean return over {n} "
           f"episodes {trained:.2f} (a random policy: {random:.2f}; 1.0: every mine defused)")
     return trained
