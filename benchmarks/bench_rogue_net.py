@@ -83,7 +83,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))  # this checkout's entmachin
-DEFAULT_STUB = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "tools", "torch_scatter_stub"))
+
+from _rogue_net_args import add_workload_arguments  # noqa: E402 (after the path set-up)
 
 
 def _load_average() -> str:
@@ -187,20 +188,9 @@ def _print_table(results: List[Any]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--roguenet-python", default=None,
-                        help="interpreter of a venv with rogue-net==0.1.9 and entity-gym==0.1.10 (see above)")
-    parser.add_argument("--scatter-stub", default=DEFAULT_STUB,
-                        help="folder holding the torch_scatter stand-in, used where rogue-net's venv has none")
-    parser.add_argument("--rows", type=int, default=256, help="rows of the synthetic forward + backward batch")
-    parser.add_argument("--infer-rows", type=int, default=128, help="rows of the synthetic inference batch")
-    parser.add_argument("--n-envs", type=int, default=128, help="environments of the MineSweeper/CherryPick rollouts")
-    parser.add_argument("--n-steps", type=int, default=16, help="steps of those rollouts")
-    parser.add_argument("--batch-size", type=int, default=1024, help="rows per minibatch drawn from a rollout")
+    add_workload_arguments(parser)
     parser.add_argument("--repeats", type=int, default=15, help="timed steps per side and workload (median)")
     parser.add_argument("--fixed", type=int, default=32, help="entities per row in the padded section's fixed case")
-    parser.add_argument("--max-entities", type=int, default=64)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--roguenet-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--data", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -33,7 +33,8 @@ from typing import Any, Callable, Dict, List
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))  # this checkout's entmachin
-DEFAULT_STUB = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "tools", "torch_scatter_stub"))
+
+from _rogue_net_args import add_workload_arguments  # noqa: E402 (after the path set-up)
 
 
 def _summarise(profs: List[Any], top: int) -> Dict[str, Any]:
@@ -131,19 +132,10 @@ def _print(side: str, label: str, result: Dict[str, Any]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--roguenet-python", default=None)
-    parser.add_argument("--scatter-stub", default=DEFAULT_STUB)
+    add_workload_arguments(parser)
     parser.add_argument("--workloads", default="", help="comma-separated workload names (default: all)")
     parser.add_argument("--top", type=int, default=12)
     parser.add_argument("--repeats", type=int, default=5, help="profiles per side, workload and pass (min per op)")
-    parser.add_argument("--rows", type=int, default=256)
-    parser.add_argument("--infer-rows", type=int, default=128)
-    parser.add_argument("--n-envs", type=int, default=128)
-    parser.add_argument("--n-steps", type=int, default=16)
-    parser.add_argument("--batch-size", type=int, default=1024)
-    parser.add_argument("--max-entities", type=int, default=64)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--roguenet-worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     import torch
