@@ -11,6 +11,7 @@ from entmachin.env import (
     Environment,
     Observation,
     ObsSpace,
+    random_actions,
     to_state,
 )
 from entmachin.frame.a2c import A2C
@@ -174,3 +175,37 @@ def entity_states(make_env, n_envs=3, n_steps=3, seed=0):
 
 
 __all__ = ["A2C", "PPO"]
+
+
+def random_policy_returns(make_env, episodes, seed):
+    """Mean return of uniformly random allowed actions over ``episodes`` episodes (50 environments)."""
+    envs = EnvList(make_env, 50, seed=seed)
+    rng = np.random.default_rng(seed)
+    obs, running, returns = envs.reset(), np.zeros(50), []
+    while len(returns) < episodes:
+        obs = envs.act(random_actions(obs, envs.action_space(), rng))
+        running += obs.reward
+        returns.extend(running[obs.done].tolist())
+        running[obs.done] = 0.0
+    return float(np.mean(returns[:episodes]))
+
+
+def cartpole_episode(env, act):
+    """One episode of an unwrapped CartPole-v0 played as Machin's examples play it: cut at 200
+    steps, ``act(state [1, 4]) -> action [1, 1]``. Returns ``(transitions, return, steps)``."""
+    obs, _ = env.reset()
+    state = torch.as_tensor(obs, dtype=torch.float32).reshape(1, 4)
+    total, transitions = 0.0, []
+    for step in range(1, 201):
+        action = act(state)
+        obs, reward, terminated, _, _ = env.step(int(action.item()))
+        next_state = torch.as_tensor(obs, dtype=torch.float32).reshape(1, 4)
+        total += reward
+        transitions.append({
+            "state": {"state": state}, "action": {"action": action}, "next_state": {"state": next_state},
+            "reward": float(reward), "terminal": bool(terminated), "truncated": step == 200 and not terminated,
+        })
+        state = next_state
+        if terminated:
+            break
+    return transitions, total, step

@@ -12,13 +12,14 @@ import pytest
 import torch
 from torch import nn
 
-from entmachin.env import EnvList, TimeLimit, random_actions
+from entmachin.env import EnvList, TimeLimit
 from entmachin.env.examples import Count, MineSweeper, NotHotdog
 from entmachin.frame import DQN, DQNPer, RolloutCollector
 from entmachin.model import MLPQNet, RogueNet, RogueNetConfig
 from entmachin.run.config import load_config
 from entmachin.run.cli import bundled_config_path
 from entmachin.run.runner import Runner
+from test.frame._frames import cartpole_episode, random_policy_returns
 
 pytestmark = pytest.mark.slow
 
@@ -48,21 +49,8 @@ def solve_cartpole(cls, seed=0, max_episodes=1000):
     env.reset(seed=seed)
     smoothed, fulfilled = 0.0, 0
     for episode in range(1, max_episodes + 1):
-        obs, _ = env.reset()
-        state = torch.as_tensor(obs, dtype=torch.float32).reshape(1, 4)
-        total, transitions = 0.0, []
-        for step in range(1, 201):
-            action = frame.act_discrete_with_noise({"state": state})  # [1, 1]
-            obs, reward, terminated, _, _ = env.step(int(action.item()))
-            next_state = torch.as_tensor(obs, dtype=torch.float32).reshape(1, 4)
-            total += reward
-            transitions.append({
-                "state": {"state": state}, "action": {"action": action}, "next_state": {"state": next_state},
-                "reward": float(reward), "terminal": bool(terminated), "truncated": step == 200 and not terminated,
-            })
-            state = next_state
-            if terminated:
-                break
+        transitions, total, step = cartpole_episode(
+            env, lambda state: frame.act_discrete_with_noise({"state": state}))  # [1, 1]
         frame.store_episode(transitions)
         if episode > 100:
             for _ in range(step):
@@ -117,19 +105,6 @@ def test_count_with_two_masked_choices_dqn_plain_heads():
 def test_not_hotdog_dqnper_dueling_heads():
     """As above, on NotHotdog with DQNPer and dueling heads."""
     assert last_100(train_entities(NotHotdog, DQNPer, "dueling", 40)) >= 0.99
-
-
-def random_policy_returns(make_env, episodes, seed):
-    """Mean return of uniformly random allowed actions over ``episodes`` episodes."""
-    envs = EnvList(make_env, 50, seed=seed)
-    rng = np.random.default_rng(seed)
-    obs, running, returns = envs.reset(), np.zeros(50), []
-    while len(returns) < episodes:
-        obs = envs.act(random_actions(obs, envs.action_space(), rng))
-        running += obs.reward
-        returns.extend(running[obs.done].tolist())
-        running[obs.done] = 0.0
-    return float(np.mean(returns[:episodes]))
 
 
 MINESWEEPER_MARGIN = 0.3  # measured, seed 0: 0.76 (seeds 1, 2: 0.77, 0.62); a random policy: 0.07-0.15

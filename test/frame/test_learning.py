@@ -12,13 +12,14 @@ import pytest
 import torch
 from torch import nn
 
-from entmachin.env import EnvList, random_actions
+from entmachin.env import EnvList
 from entmachin.env.examples import Count, MineSweeper, MultiArmedBandit, NotHotdog, RockPaperScissors
 from entmachin.frame.evaluate import evaluate
 from entmachin.frame.ppo import PPO
 from entmachin.frame.rollout import RolloutCollector
 from entmachin.model import MLPActor, MLPCritic, RelposEncodingConfig, RogueNet, RogueNetConfig
 from entmachin.env import TimeLimit
+from test.frame._frames import cartpole_episode, random_policy_returns
 
 pytestmark = pytest.mark.slow
 
@@ -89,18 +90,6 @@ def test_rock_paper_scissors_visible_opponent_is_beaten():
     assert last_100(returns) > 1.9
 
 
-def random_policy_returns(make_env, episodes, seed):
-    envs = EnvList(make_env, 50, seed=seed)
-    rng = np.random.default_rng(seed)
-    obs, running, returns = envs.reset(), np.zeros(50), []
-    while len(returns) < episodes:
-        obs = envs.act(random_actions(obs, envs.action_space(), rng))
-        running += obs.reward
-        returns.extend(running[obs.done].tolist())
-        running[obs.done] = 0.0
-    return float(np.mean(returns[:episodes]))
-
-
 MINESWEEPER_MARGIN = 0.3  # a random policy wins about 0.08 of its episodes under the same cut
 
 
@@ -131,21 +120,7 @@ def solve_cartpole(gae_lambda, seed=0, max_episodes=1000):
     env.reset(seed=seed)
     smoothed, fulfilled = 0.0, 0
     for episode in range(1, max_episodes + 1):
-        obs, _ = env.reset()
-        state = torch.as_tensor(obs, dtype=torch.float32).reshape(1, 4)
-        total, transitions = 0.0, []
-        for step in range(1, 201):
-            action = ppo.act({"state": state})[0]
-            obs, reward, terminated, _, _ = env.step(int(action.item()))
-            next_state = torch.as_tensor(obs, dtype=torch.float32).reshape(1, 4)
-            total += reward
-            transitions.append({
-                "state": {"state": state}, "action": {"action": action}, "next_state": {"state": next_state},
-                "reward": float(reward), "terminal": bool(terminated), "truncated": step == 200 and not terminated,
-            })
-            state = next_state
-            if terminated:
-                break
+        transitions, total, _ = cartpole_episode(env, lambda state: ppo.act({"state": state})[0])
         ppo.store_episode(transitions)
         ppo.update()
         smoothed = 0.8 * smoothed + 0.2 * total
