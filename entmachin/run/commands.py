@@ -52,6 +52,11 @@ def train(args: argparse.Namespace) -> int:
     distributed = from_environment(config.distributed, config.train.device)
     try:
         result, runner = _train(args, config, distributed)
+        if distributed is not None:
+            # Every rank reaches the teardown together: a rank that destroys its process group
+            # while another still runs its last steps (rank 0's final evaluation) can make gloo
+            # abort ("terminate called without an active exception").
+            distributed.barrier()
     except BaseException as e:  # the other ranks stop naming this one instead of waiting for it
         if distributed is not None:
             distributed.report(e)
