@@ -16,7 +16,7 @@ import logging
 import math
 import numbers
 import sys
-from typing import Any, Dict, Mapping, Optional, Set
+from typing import Any, Dict, Mapping, Optional, Set, Tuple
 
 import numpy as np
 import numpy.typing as npt
@@ -129,6 +129,14 @@ class GymnasiumEnvironment(Environment):
         self._pending_seed = None if seed is None else int(seed)  # gymnasium wants a Python int
 
     def reset(self) -> Observation:
+        obs, info = self._reset()
+        return self._observation(obs, 0.0, False, False, info)
+
+    def reset_features(self) -> npt.NDArray[np.float32]:
+        """``reset().global_features`` without building the ``Observation`` (for ``GymnasiumVecEnv``)."""
+        return self._flat(self._reset()[0])
+
+    def _reset(self) -> Tuple[Any, Any]:
         if self._pending_seed is not None:
             result = self.env.reset(seed=self._pending_seed)
             self._pending_seed = None
@@ -139,8 +147,7 @@ class GymnasiumEnvironment(Environment):
                 f"GymnasiumEnvironment: {type(self.env).__name__}.reset returned {type(result).__name__}; "
                 "expected (observation, info) as in the gymnasium API"
             )
-        obs, info = result
-        return self._observation(obs, 0.0, False, False, info)
+        return result
 
     def act(self, actions: Mapping[ActionName, Action]) -> Observation:
         missing = [name for name in self._names if name not in actions]
@@ -176,6 +183,16 @@ class GymnasiumEnvironment(Environment):
         return self._observation(obs, reward, bool(terminated), bool(truncated), info)
 
     def _observation(self, obs: Any, reward: Any, terminated: bool, truncated: bool, info: Any) -> Observation:
+        return Observation(
+            global_features=self._flat(obs),
+            actions={name: GlobalCategoricalActionMask() for name in self._names},
+            done=terminated or truncated,
+            truncated=truncated and not terminated,
+            reward=float(reward),
+            metrics=_numeric_info(info),
+        )
+
+    def _flat(self, obs: Any) -> npt.NDArray[np.float32]:
         # A copy: environments may reuse their observation array, and EnvList keeps this one
         # (final_obs) after resetting the environment.
         flat = np.array(obs, dtype=np.float32).reshape(-1)  # [n_features]
@@ -184,14 +201,7 @@ class GymnasiumEnvironment(Environment):
                 f"GymnasiumEnvironment: observation has {flat.shape[0]} values; the observation space "
                 f"{self.env.observation_space} declares {self.n_features}"
             )
-        return Observation(
-            global_features=flat,
-            actions={name: GlobalCategoricalActionMask() for name in self._names},
-            done=terminated or truncated,
-            truncated=truncated and not terminated,
-            reward=float(reward),
-            metrics=_numeric_info(info),
-        )
+        return flat
 
     def render(self, **kwargs: Any) -> npt.NDArray[np.uint8]:
         """The wrapped environment's ``render()`` (its ``render_mode`` is set at creation)."""

@@ -176,12 +176,12 @@ class GymnasiumVecEnv(VecEnv):
         done = np.zeros(n, dtype=np.bool_)  # [num_envs]
         truncated = np.zeros(n, dtype=np.bool_)  # [num_envs]
         metrics: Dict[str, Metric] = {}
-        finals = _Finals([], [], [], [], [])
+        finals: Optional[_Finals] = None
         buf, flat, obs_shape = self._buf, self._flat, self._obs_shape
         i = 0
         try:
-            for i, (env, gym_action) in enumerate(zip(self.envs, gym_actions)):
-                result = env.step(gym_action)
+            for i, env in enumerate(self.envs):
+                result = env.step(gym_actions[i])
                 if type(result) is not tuple or len(result) != 5:
                     self._bad_step(i, result)
                 obs, r, term, trunc, info = result
@@ -198,17 +198,19 @@ class GymnasiumVecEnv(VecEnv):
                 if term or trunc:
                     cut = bool(trunc) and not term
                     done[i], truncated[i] = True, cut
+                    if finals is None:
+                        finals = _Finals([], [], [], [], [])
                     finals.index.append(i)
                     finals.features.append(flat[i].copy())  # [n_features], before the reset overwrites it
                     finals.reward.append(r)
                     finals.truncated.append(cut)
                     finals.metrics.append(row_metrics)
-                    flat[i] = self.adapters[i].reset().global_features
+                    flat[i] = self.adapters[i].reset_features()
         except Exception as e:
             self._note(e, i)
             raise
         vec = self._vec(flat, np.array(reward, dtype=np.float32), done, truncated, metrics)
-        if finals.index:
+        if finals is not None:
             vec.final_obs = self._final_obs(finals)
             vec.final_index = np.array(finals.index, dtype=np.int64)  # [n_final]
         if self.check_finite:
@@ -216,7 +218,8 @@ class GymnasiumVecEnv(VecEnv):
             # One test on the arrays in hand; refuse_non_finite finds and names the culprit.
             if not (np.isfinite(shown).all() and np.isfinite(vec.reward).all()):
                 refuse_non_finite(vec, self._obs_filter, self._rows, "GymnasiumVecEnv")
-            if vec.final_obs is not None:
+            if finals is not None and not np.isfinite(vec.final_obs.features[GLOBAL_ENTITY].as_array()).all():
+                # (the final rewards are those of vec.reward, checked above)
                 refuse_non_finite(vec.final_obs, self._obs_filter, vec.final_index, "GymnasiumVecEnv", final=True)
         return vec
 

@@ -68,7 +68,7 @@ def global_state(obs: VecObs) -> Dict[str, Any]:
         ValueError: the rows do not each hold exactly one ``__global__`` entity.
     """
     feats = obs.features.get(GLOBAL_ENTITY)
-    if feats is None or not np.all(feats.size1() == 1):
+    if feats is None or feats.items() != feats.size0() or feats.size1().tolist() != [1] * feats.size0():
         raise ValueError(
             "global_state: every row needs exactly one __global__ entity (an environment with global "
             "features, such as from_gymnasium's); use the canonical state (to_state) for entity environments"
@@ -87,7 +87,13 @@ def global_actions(action_name: str = "action") -> ActionFn:
 
     def convert(result: Any) -> Tuple[Dict[str, Any], Dict[str, Any]]:
         nonlocal ones
-        action = result[0].detach().to("cpu", torch.int64).reshape(-1, 1)  # [B, 1]
+        action = result[0]
+        if action.requires_grad:
+            action = action.detach()
+        if action.dtype != torch.int64 or action.device.type != "cpu":
+            action = action.to("cpu", torch.int64)
+        if action.dim() != 2 or action.shape[1] != 1:
+            action = action.reshape(-1, 1)  # [B, 1]
         if ones.shape[0] != action.shape[0]:
             ones = np.ones(action.shape[0], dtype=np.int64)  # [B]: one actor per row
         # Built here from a [B, 1] int64 array and B ones, so the buffer needs no checks.
@@ -140,20 +146,44 @@ class RolloutCollector:
         """``state_fn(obs)`` with torch leaves: converted once, read by the actor and stored."""
         return tree_to_torch(self.state_fn(obs))
 
-    def _next_state(self, obs: VecObs, state: Dict[str, Any], truncated: np.ndarray) -> Dict[str, Any]:
+    def _next_state(self, obs: VecObs, state: Dict[str, Any]) -> Dict[str, Any]:
         """The state after each row's step: the final observation where the episode was
         truncated (its row bootstraps from it); elsewhere the state the environment returned,
         which for a terminal row is the next episode's first (never read: it does not bootstrap)."""
-        if obs.final_obs is None or not truncated.any():
+        if obs.final_obs is None:
             return state
+        truncated = np.asarray(obs.truncated, dtype=np.bool_) & np.asarray(obs.done, dtype=np.bool_)  # [B]
         final_index = np.asarray(obs.final_index, dtype=np.int64)  # [n_done]
         cut = np.flatnonzero(truncated[final_index])  # [n_truncated]: places in final_obs
+        if cut.size == 0:
+            return state
         final = self._state_of(obs.final_obs)
         n_rows = len(obs)
         index = np.arange(n_rows, dtype=np.int64)  # [B]
         index[final_index[cut]] = n_rows + cut
         joined = trees.stack([state, final], lambda i: ("state", "final_obs state")[i])
         return trees.take(joined, index)
+
+    def _episodes(self, reward: np.ndarray, done: np.ndarray) -> Tuple[List[float], List[int]]:
+        """Return and length of every episode that ended in a rollout's ``reward`` and ``done``
+        (``[T, B]``), in order of ending (step, then row); the episodes in progress carry on.
+
+        Returns are differences of float64 running sums of the float32 rewards.
+        """
+        n_steps = reward.shape[0]
+        running = np.cumsum(np.concatenate([self._returns[None], reward]), axis=0).tolist()  # [T + 1][B]
+        base = [0.0] * done.shape[1]  # [B]: the running sum where each row's episode began
+        began = (-self._lengths).tolist()  # [B]: the step where it began (< 0: before this rollout)
+        returns: List[float] = []
+        lengths: List[int] = []
+        step, row = np.nonzero(done)  # step-major
+        for t, b in zip(step.tolist(), row.tolist()):
+            returns.append(running[t + 1][b] - base[b])
+            lengths.append(t + 1 - began[b])
+            base[b], began[b] = running[t + 1][b], t + 1
+        self._returns = np.array(running[-1], dtype=np.float64) - np.array(base, dtype=np.float64)  # [B]
+        self._lengths = n_steps - np.array(began, dtype=np.int64)  # [B]
+        return returns, lengths
 
     def snapshot(self) -> Dict[str, Any]:
         """What :meth:`restore` needs to continue the episodes in progress (picklable)."""
@@ -175,30 +205,34 @@ class RolloutCollector:
         """Runs ``n_steps`` steps, stores them with ``frame.store_rollout`` and returns statistics."""
         if self._state is None:
             self._state = self._state_of(self.envs.reset())
-        steps: List[Dict[str, Any]] = []
-        returns: List[float] = []
-        lengths: List[int] = []
-        for _ in range(self.n_steps):
-            state = self._state
-            result = self.frame.act(state)
-            stored_action, env_actions = self.action_fn(result)
-            obs = self.envs.act(env_actions)
-            after = self._state_of(obs)
-            done = np.asarray(obs.done, dtype=np.bool_)  # [B]
-            truncated = np.asarray(obs.truncated, dtype=np.bool_) & done  # [B]
-            steps.append({
-                "state": state, "action": stored_action, "next_state": self._next_state(obs, after, truncated),
-                "reward": np.asarray(obs.reward, dtype=np.float32), "terminal": done & ~truncated,
-                "truncated": truncated,
-            })
-            self._returns += obs.reward
-            self._lengths += 1
-            for row in np.flatnonzero(done):
-                returns.append(float(self._returns[row]))
-                lengths.append(int(self._lengths[row]))
-            self._returns[done] = 0.0
-            self._lengths[done] = 0
-            self._state = after
+        seen: List[Tuple[Dict[str, Any], Any, Dict[str, Any]]] = []  # (state, stored action, next state)
+        rewards: List[Any] = []
+        dones: List[Any] = []
+        truncations: List[Any] = []
+        try:
+            for _ in range(self.n_steps):
+                state = self._state
+                stored_action, env_actions = self.action_fn(self.frame.act(state))
+                obs = self.envs.act(env_actions)
+                after = self._state_of(obs)
+                seen.append((state, stored_action, self._next_state(obs, after)))
+                rewards.append(obs.reward)
+                dones.append(obs.done)
+                truncations.append(obs.truncated)
+                self._state = after
+        except BaseException:
+            if rewards:  # the episodes keep the steps taken (the state moved on with them)
+                self._episodes(np.array(rewards, dtype=np.float32), np.array(dones, dtype=np.bool_))
+            raise
+        # The per-row columns of every step at once: [T, B] each.
+        reward = np.array(rewards, dtype=np.float32)  # [T, B]
+        done = np.array(dones, dtype=np.bool_)  # [T, B]
+        truncated = np.array(truncations, dtype=np.bool_) & done  # [T, B]
+        terminal = done & ~truncated  # [T, B]
+        steps = [{"state": state, "action": action, "next_state": next_state, "reward": reward[t],
+                  "terminal": terminal[t], "truncated": truncated[t]}
+                 for t, (state, action, next_state) in enumerate(seen)]
+        returns, lengths = self._episodes(reward, done)
         if self.before_store is not None:
             self.before_store()
         self.frame.store_rollout(steps)

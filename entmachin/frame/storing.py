@@ -123,8 +123,12 @@ def _column(value: Any, n_rows: int, where: str, flag: bool) -> np.ndarray:
 def _flag_column(values: List[Any], n_rows: int, name: str, key: str, flag: bool) -> np.ndarray:
     """One key's per-row values of every transition as ``[T, B]`` (fast when all are plain)."""
     plain = (bool,) if flag else (float, int)
+    dtype = np.bool_ if flag else np.float64
     if n_rows == 1 and all(type(v) in plain for v in values):
-        return np.array(values, dtype=np.bool_ if flag else np.float64).reshape(len(values), 1)  # [T, 1]
+        return np.array(values, dtype=dtype).reshape(len(values), 1)  # [T, 1]
+    kinds = "b" if flag else "fiu"  # [B] arrays of these kinds (what a collector hands over) need no checks
+    if all(type(v) is np.ndarray and v.shape == (n_rows,) and v.dtype.kind in kinds for v in values):
+        return np.array(values, dtype=dtype)  # [T, B]
     return np.stack([_column(v, n_rows, f"{name}[{t}][{key!r}]", flag) for t, v in enumerate(values)])  # [T, B]
 
 

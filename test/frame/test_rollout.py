@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from entmachin.env import EnvList, from_gymnasium, to_state
+from entmachin.env import EnvList, GymnasiumVecEnv, from_gymnasium, to_state
 from entmachin.frame.evaluate import evaluate
 from entmachin.frame.ppo import PPO
 from entmachin.frame.rollout import RolloutCollector, global_actions, global_state
@@ -100,3 +100,52 @@ def test_evaluate_max_steps_and_errors(caplog):
     assert len(result.returns) == 2 and "unfinished after max_steps=2" in caplog.text
     with pytest.raises(ValueError, match=r"evaluate: episodes must be an int >= 1, got 0"):
         evaluate(frame, Sparse, 0)
+
+
+def test_episode_statistics_match_a_step_by_step_count_across_rollouts_and_a_failed_step():
+    rng = np.random.default_rng(0)
+
+    def make():  # random float rewards; episodes end (terminal) or are cut at 25 steps (truncated)
+        return gym.wrappers.TransformReward(gym.make("CartPole-v1", max_episode_steps=25),
+                                            lambda r: float(r * rng.random()))
+
+    envs = GymnasiumVecEnv(make, 3, seed=0)
+    seen, fail_in = [], [-1]
+    act = envs.act
+
+    def recording_act(actions, obs_filter=None):
+        fail_in[0] -= 1
+        if fail_in[0] == 0:
+            raise RuntimeError("the simulator crashed")
+        seen.append(act(actions, obs_filter))
+        return seen[-1]
+
+    envs.act = recording_act
+    torch.manual_seed(0)
+    frame = PPO(MLPActor(4, 2), MLPCritic(4), torch.optim.Adam, nn.MSELoss(), batch_size=8)
+    collector = RolloutCollector(frame, envs, n_steps=7, state_fn=global_state, action_fn=global_actions())
+    stats = []
+    for _ in range(4):
+        stats.append(collector.collect())
+        frame.replay_buffer.clear()
+    fail_in[0] = 4
+    with pytest.raises(RuntimeError, match="crashed"):
+        collector.collect()  # fails in its fourth step: the three steps taken count for the episodes
+    unreported = range(len(seen) - 3, len(seen))
+    for _ in range(6):
+        stats.append(collector.collect())
+        frame.replay_buffer.clear()
+    got_returns = [r for s in stats for r in s.episode_returns]
+    got_lengths = [n for s in stats for n in s.episode_lengths]
+
+    running, length, returns, lengths = np.zeros(3), np.zeros(3, dtype=np.int64), [], []
+    for i, obs in enumerate(seen):  # one addition per step; the rows that ended, in row order
+        running += obs.reward
+        length += 1
+        for row in np.flatnonzero(obs.done):
+            if i not in unreported:
+                returns.append(running[row])
+                lengths.append(int(length[row]))
+            running[row], length[row] = 0.0, 0
+    assert got_lengths == lengths and len(lengths) > 8 and 25 in lengths and min(lengths) < 25
+    assert got_returns == pytest.approx(returns, rel=1e-12, abs=1e-12)
