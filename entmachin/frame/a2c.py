@@ -38,7 +38,8 @@ from entmachin.frame.interrupts import InterruptGuard
 from entmachin.frame.losses import OldLogProbs, Units, old_log_probs, old_units, normalized, units_of
 from entmachin.frame.record import Rollout
 from entmachin.frame.summary import UpdateStats, log_update, write_graph
-from entmachin.frame.update import explained_variance, finite_flags, mean_of, minibatch_schedule, total_norms
+from entmachin.frame.update import (clip_grads, explained_variance, finite_flags, mean_of, minibatch_schedule,
+                                   total_norms, zero_grad)
 
 __all__ = ["A2C"]
 
@@ -258,7 +259,7 @@ class A2C(ActorCriticFrame):
             for i, rows in enumerate(schedule):
                 index = torch.from_numpy(rows)  # [b]
                 old_mb = None if old is None or i >= n_policy else old_units(old, torch.from_numpy(position[rows]))
-                losses = self._losses(rollout.rows(index), old_mb, i < n_policy, i < n_value, entropy_scale)
+                losses = self._losses(rollout.minibatch(index), old_mb, i < n_policy, i < n_value, entropy_scale)
                 if (cfg.target_kl is not None and losses.approx_kl is not None
                         and float(losses.approx_kl) > cfg.target_kl):
                     stopped = True
@@ -381,7 +382,7 @@ class A2C(ActorCriticFrame):
         if not steps:
             return
         for step in steps:
-            step.optimizer.zero_grad(set_to_none=True)
+            zero_grad(step.optimizer)
         terms = [t for step in steps for t in step.terms.values()]
         total = terms[0]
         for term in terms[1:]:  # not sum(terms): its 0 + first term is one more node to run both ways
@@ -394,16 +395,18 @@ class A2C(ActorCriticFrame):
         flags = iter(finite_flags(terms + [n for n in norms if n is not None]))
         term_ok = [[next(flags) for _ in step.terms] for step in steps]
         norm_ok = [norm is None or next(flags) for norm in norms]
+        clipped: List[Tuple[List[nn.Parameter], torch.Tensor]] = []  # (parameters, gradient norm) of the steps taken
+        taken: List[_Step] = []
         with guard.step:  # every step of the minibatch, or none
             for step, ok, ps, norm, grads_ok in zip(steps, term_ok, with_grad, norms, norm_ok):
                 counts = tally.setdefault(step.what, [0, 0])
                 counts[0] += 1
                 if all(ok) and grads_ok:
-                    if norm is not None and math.isfinite(self.config.gradient_max):
-                        torch.nn.utils.clip_grads_with_norm_(ps, self.config.gradient_max, norm)
-                    step.optimizer.step()
+                    taken.append(step)
+                    if norm is not None:
+                        clipped.append((ps, norm))
                     continue
-                step.optimizer.zero_grad(set_to_none=True)
+                zero_grad(step.optimizer)
                 counts[1] += 1
                 names = _non_finite_terms(step, ok, policy_parts) if not all(ok) else \
                     [f"gradients of {' + '.join(step.terms)}"]
@@ -412,6 +415,10 @@ class A2C(ActorCriticFrame):
                     f"{type(self).__name__}.update: non-finite {', '.join(names)}; skipped this {step.what} step "
                     "(parameters and optimizer state unchanged)", RuntimeWarning, stacklevel=4,
                 )
+            if clipped and math.isfinite(self.config.gradient_max):
+                clip_grads(clipped, self.config.gradient_max)
+            for step in taken:
+                step.optimizer.step()
 
     def _optimizer_steps(self, policy_loss: Optional[torch.Tensor], value_loss: Optional[torch.Tensor]
                          ) -> List[_Step]:

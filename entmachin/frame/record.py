@@ -58,8 +58,14 @@ class Rollout(NamedTuple):
 
     def rows(self, index: torch.Tensor) -> "Rollout":
         """The rows ``index`` (int64 ``[b]``), every field gathered on its own device."""
-        return Rollout(*(value[index.to(value.device)] if isinstance(value, torch.Tensor) else value[index]
-                         for value in self))
+        return Rollout(*(_take(value, index) for value in self))
+
+    def minibatch(self, index: torch.Tensor) -> "Rollout":
+        """The rows ``index`` (int64 ``[b]``) of the fields ``update()`` reads: ``state``,
+        ``action``, ``value_target`` and ``advantage`` (and so ``old_value``); ``reward``,
+        ``terminal`` and ``truncated`` are None."""
+        return Rollout(_take(self.state, index), _take(self.action, index), None, None, None,
+                       _take(self.value_target, index), _take(self.advantage, index))
 
     def buffer_data(self) -> Dict[str, Any]:
         """The fields under the buffer's attribute names (``Buffer.append_trusted``'s input)."""
@@ -80,3 +86,8 @@ class Rollout(NamedTuple):
         _, values = buffer.sample_batch(buffer.size(), sample_method="all",
                                         sample_attrs=[BUFFER_KEYS[f] for f in cls._fields])
         return cls(*values)
+
+
+def _take(value: Any, index: torch.Tensor) -> Any:
+    """Rows ``index`` of a field: a tensor gathered on its own device, a tree by its ``[]``."""
+    return value[index.to(value.device)] if isinstance(value, torch.Tensor) else value[index]

@@ -9,12 +9,13 @@ the value step (while ``i < critic_update_times``).
 from __future__ import annotations
 
 import math
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import numpy as np
 import torch
 
-__all__ = ["minibatch_schedule", "finite_flags", "total_norms", "mean_of", "explained_variance"]
+__all__ = ["minibatch_schedule", "finite_flags", "total_norms", "clip_grads", "zero_grad", "mean_of",
+           "explained_variance"]
 
 
 def minibatch_schedule(n_rows: int, batch_size: int, n_minibatches: int, rng: np.random.Generator) -> List[np.ndarray]:
@@ -67,6 +68,40 @@ def total_norms(groups: List[List[torch.Tensor]]) -> List[Optional[torch.Tensor]
             out.append(torch.linalg.vector_norm(torch.stack(per_tensor[start:end]), 2.0) if group else None)
             start = end
     return out
+
+
+def clip_grads(groups: List[Tuple[List[torch.Tensor], torch.Tensor]], max_norm: float) -> None:
+    """``torch.nn.utils.clip_grads_with_norm_(params, max_norm, norm)`` for each ``(params, norm)``
+    group (parameters that have gradients), bit-identical to it.
+
+    When every gradient and norm is a plain tensor on one CPU or CUDA device (the usual case),
+    the groups' clip coefficients come from one stacked computation, the same arithmetic per
+    element; anything else goes through ``clip_grads_with_norm_`` group by group.
+    """
+    norms = [norm for _, norm in groups]
+    grads = [[p.grad for p in params] for params, _ in groups]
+    device, dtype = norms[0].device, norms[0].dtype
+    if len(groups) == 1 or device.type not in ("cpu", "cuda") or not all(
+            type(t) is torch.Tensor and t.device == device and t.dtype == dtype
+            for group, norm in zip(grads, norms) for t in (norm, *group)):
+        for params, norm in groups:
+            torch.nn.utils.clip_grads_with_norm_(params, max_norm, norm)
+        return
+    with torch.no_grad():
+        coefs = torch.clamp(max_norm / (torch.stack(norms) + 1e-6), max=1.0)  # [n_groups]
+        for group, coef in zip(grads, coefs):
+            torch._foreach_mul_(group, coef)
+
+
+def zero_grad(optimizer: torch.optim.Optimizer) -> None:
+    """``optimizer.zero_grad(set_to_none=True)``; for optimizers that keep ``Optimizer``'s own
+    ``zero_grad``, the same assignments without its per-call profiling scaffolding."""
+    if type(optimizer).zero_grad is not torch.optim.Optimizer.zero_grad:
+        optimizer.zero_grad(set_to_none=True)
+        return
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            p.grad = None
 
 
 def mean_of(values: List[torch.Tensor]) -> float:

@@ -5,7 +5,7 @@ per id, the new storage that holds it: every torch operator's output (a dispatch
 of them; views and uninitialised allocations are not copies) and every copy made of a
 ``RaggedBuffer`` (its conversion to arrays, concatenation and row selection). Not counted: the
 environment building its ``VecObs`` (the origin), the models' own forwards (computation, not
-storage of the rollout) and update()'s minibatch gathers (``Rollout.rows``, and the batched
+storage of the rollout) and update()'s minibatch gathers (``Rollout.minibatch``, and the batched
 gathers of the old log-probabilities).
 """
 import contextlib
@@ -136,7 +136,7 @@ def test_entity_features_are_copied_twice_between_the_vec_obs_and_the_minibatche
     monkeypatch.setattr(net, "forward", _paused(mode, net.forward))
     monkeypatch.setattr(net, "forward_with_value", _paused(mode, net.forward_with_value))
     monkeypatch.setattr(critic, "forward", _paused(mode, critic.forward))
-    monkeypatch.setattr(Rollout, "rows", _paused(mode, Rollout.rows))
+    monkeypatch.setattr(Rollout, "minibatch", _paused(mode, Rollout.minibatch))
     monkeypatch.setattr(losses_module, "old_log_probs", _paused(mode, losses_module.old_log_probs))
     import entmachin.frame.a2c as a2c_module
     monkeypatch.setattr(a2c_module, "old_log_probs", losses_module.old_log_probs)
