@@ -36,7 +36,7 @@ import json
 import sys
 import time
 from collections import defaultdict
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import numpy as np
 import torch
@@ -96,7 +96,7 @@ def _entmachin(args: argparse.Namespace) -> Dict[str, float]:
     return {"rate": collector.total_env_steps / seconds, "return": float(np.mean(returns[-100:])), **spent}
 
 
-def _plain(args: argparse.Namespace, contract: bool = False) -> Dict[str, float]:
+def _plain(args: argparse.Namespace, contract: bool = False, vec_env: bool = False) -> Dict[str, float]:
     """The same PPO written by hand with no framework (see the module docstring).
 
     ``contract=True`` writes out, still by hand, the work entmachin's PPO does by its documented
@@ -105,6 +105,13 @@ def _plain(args: argparse.Namespace, contract: bool = False) -> Dict[str, float]
     update in batched passes (Machin's PPO re-evaluates the stored actions); each minibatch's
     approximate KL, clip fraction and mean entropy; and one finiteness check of the losses and
     gradient norms per minibatch (a non-finite step is skipped, not taken).
+
+    ``vec_env=True`` steps the environments through entmachin's ``GymnasiumVecEnv`` instead of
+    a loop over gymnasium environments: a ``VecObs`` per step (features as a ``RaggedBufferF32``,
+    checked for NaN) in, one ``RaggedBufferI64`` of actions per step out, converted by hand with
+    nothing else around them. Its distance from the plain loop is what the environment layer's
+    data contract costs; entmachin's distance from it is the frame's, the collector's and
+    ``safe_call``'s own cost.
     """
     import gymnasium as gym
     import torch.nn.functional as F
@@ -113,6 +120,8 @@ def _plain(args: argparse.Namespace, contract: bool = False) -> Dict[str, float]
         return nn.Sequential(nn.Linear(4, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, d_out))
 
     torch.manual_seed(0)
+    if vec_env:
+        return _plain_on_vec_env(args, mlp)
     envs = [gym.make("CartPole-v1") for _ in range(N_ENVS)]
     obs = np.stack([env.reset(seed=i)[0] for i, env in enumerate(envs)]).astype(np.float32)  # [B, 4]
     actor, critic = mlp(2), mlp(1)
@@ -195,6 +204,74 @@ def _plain(args: argparse.Namespace, contract: bool = False) -> Dict[str, float]
     return {"rate": steps / seconds, "return": float(np.mean(returns[-100:])), **spent}
 
 
+def _plain_on_vec_env(args: argparse.Namespace, mlp: Callable[[int], nn.Module]) -> Dict[str, float]:
+    """``_plain(contract=True)`` stepping ``GymnasiumVecEnv`` (see ``_plain``'s ``vec_env``)."""
+    import gymnasium as gym
+    import torch.nn.functional as F
+    from ragged_buffer import RaggedBufferI64
+
+    from entmachin.env import GymnasiumVecEnv
+
+    envs = GymnasiumVecEnv(lambda: gym.make("CartPole-v1"), N_ENVS, seed=0)
+    vec = envs.reset()
+    ones = np.ones(N_ENVS, dtype=np.int64)  # [B]: one actor per row
+    actor, critic = mlp(2), mlp(1)
+    actor_optim = torch.optim.Adam(actor.parameters(), lr=3e-4, fused=True)
+    critic_optim = torch.optim.Adam(critic.parameters(), lr=3e-4, fused=True)
+    n_rows = N_STEPS * N_ENVS
+    episode_return, returns, steps = np.zeros(N_ENVS), [], 0
+    spent: Dict[str, float] = defaultdict(float)
+    start = time.perf_counter()
+    while steps < args.total_steps:
+        states = torch.zeros(N_STEPS, N_ENVS, 4)  # [T, B, 4]
+        actions = torch.zeros(N_STEPS, N_ENVS, 1, dtype=torch.int64)  # [T, B, 1]
+        rewards = np.zeros((N_STEPS, N_ENVS), np.float32)  # [T, B]
+        dones = np.zeros((N_STEPS, N_ENVS), np.float32)  # [T, B]
+        for t in range(N_STEPS):
+            acting = time.perf_counter()
+            obs = torch.from_numpy(vec.features["__global__"].as_array().copy())  # [B, 4]
+            states[t] = obs
+            with torch.no_grad():
+                log_p = F.log_softmax(actor(obs), dim=-1)  # [B, 2]
+                actions[t] = action = torch.multinomial(log_p.exp(), 1)  # [B, 1]
+            chosen = {"action": RaggedBufferI64.from_flattened(action.numpy(), ones)}
+            stepping = time.perf_counter()
+            spent["acting"] += stepping - acting
+            vec = envs.act(chosen)
+            spent["env step"] += time.perf_counter() - stepping
+            rewards[t], dones[t] = vec.reward, vec.done
+            episode_return += vec.reward
+            returns.extend(episode_return[vec.done])
+            episode_return[vec.done] = 0.0
+        steps += n_rows
+        storing = time.perf_counter()
+        with torch.no_grad():
+            values = critic(states.reshape(n_rows, 4)).reshape(N_STEPS, N_ENVS).numpy()  # [T, B]
+            last = critic(torch.from_numpy(vec.features["__global__"].as_array().copy()))[:, 0].numpy()  # [B]
+        advantages = np.zeros((N_STEPS, N_ENVS), np.float32)  # [T, B]
+        gae = np.zeros(N_ENVS, np.float32)  # [B]
+        for t in reversed(range(N_STEPS)):
+            following = last if t == N_STEPS - 1 else values[t + 1]
+            delta = rewards[t] + 0.99 * following * (1 - dones[t]) - values[t]
+            gae = advantages[t] = delta + 0.99 * 0.95 * (1 - dones[t]) * gae
+        b_states = states.reshape(n_rows, 4)  # [N, 4]
+        b_actions = actions.reshape(n_rows, 1)  # [N, 1]
+        b_advantages = torch.from_numpy(advantages.reshape(n_rows))  # [N]
+        b_returns = torch.from_numpy((advantages + values).reshape(n_rows, 1))  # [N, 1]
+        updating = time.perf_counter()
+        spent["storing"] += updating - storing
+        with torch.no_grad():  # the old log-probabilities, re-evaluated in batched passes
+            b_log_probs = torch.cat([
+                F.log_softmax(actor(b_states[rows]), dim=-1).gather(1, b_actions[rows])[:, 0]
+                for rows in torch.arange(n_rows).split(BATCH)])  # [N]
+        _contract_epochs(actor, critic, actor_optim, critic_optim, b_states, b_actions, b_log_probs, b_advantages,
+                         b_returns)
+        spent["update"] += time.perf_counter() - updating
+    seconds = time.perf_counter() - start
+    spent["other"] = seconds - sum(spent.values())
+    return {"rate": steps / seconds, "return": float(np.mean(returns[-100:])), **spent}
+
+
 def _contract_epochs(actor: nn.Module, critic: nn.Module, actor_optim: torch.optim.Optimizer,
                      critic_optim: torch.optim.Optimizer, b_states: torch.Tensor, b_actions: torch.Tensor,
                      b_log_probs: torch.Tensor, b_advantages: torch.Tensor, b_returns: torch.Tensor) -> None:
@@ -249,20 +326,23 @@ def main() -> None:
     # alternate the sides, keep the best run of each
     plain_runs: List[Dict[str, float]] = []
     contract_runs: List[Dict[str, float]] = []
+    vec_env_runs: List[Dict[str, float]] = []
 
     def plain_then_ours() -> Dict[str, float]:
         plain_runs.append(_plain(args))
         contract_runs.append(_plain(args, contract=True))
+        vec_env_runs.append(_plain(args, contract=True, vec_env=True))
         return _entmachin(args)
 
     ours, theirs = best_alternating(plain_then_ours, lambda: _run_sb3(args), args.repeats)
     plain = max(plain_runs, key=lambda figures: figures["rate"])
     contract = max(contract_runs, key=lambda figures: figures["rate"])
+    on_vec_env = max(vec_env_runs, key=lambda figures: figures["rate"])
     print(f"PPO on CartPole-v1: {N_ENVS} envs, n_steps {N_STEPS}, batch {BATCH}, {EPOCHS} epochs, "
           f"{args.total_steps} steps, 64-64 tanh actor and critic, torch threads 1, best of {args.repeats}")
     print(f"{'side':<22} {'steps/s':>10} {'of plain':>9} {'mean return (last episodes)':>29}")
     for side, figures in (("entmachin", ours), ("sb3", theirs), ("plain PyTorch", plain),
-                          ("plain, same semantics", contract)):
+                          ("plain, same semantics", contract), ("  ... on GymnasiumVecEnv", on_vec_env)):
         if figures is None:
             print(f"{side:<22} {'skipped':>10}")
         else:
@@ -271,10 +351,14 @@ def main() -> None:
     print(f"entmachin / plain PyTorch: {ours['rate'] / plain['rate']:.0%} (target >= 85%)")
     print(f"entmachin / plain with the same semantics: {ours['rate'] / contract['rate']:.0%} (the framework's own "
           "cost; the rest of the distance to the plain loop is what those semantics cost)")
-    print(f"seconds per phase (best runs)  {'entmachin':>9} {'plain':>7} {'difference':>10} {'same semantics':>15}")
+    print(f"entmachin / the same-semantics loop on GymnasiumVecEnv: {ours['rate'] / on_vec_env['rate']:.0%} (the "
+          "frame's, the collector's and safe_call's own cost; that loop's distance from the same-semantics loop "
+          "is the environment layer's data contract)")
+    print(f"seconds per phase (best runs)  {'entmachin':>9} {'plain':>7} {'difference':>10} {'same semantics':>15} "
+          f"{'on VecEnv':>10}")
     for phase in PHASES:
         print(f"  {phase:<27} {ours[phase]:>9.3f} {plain[phase]:>7.3f} {ours[phase] - plain[phase]:>+10.3f} "
-              f"{contract[phase]:>15.3f}")
+              f"{contract[phase]:>15.3f} {on_vec_env[phase]:>10.3f}")
     if theirs is None:
         print("sb3: skipped (pass --sb3-python PATH to measure it)")
     else:
