@@ -150,7 +150,7 @@ class RolloutCollector:
         """The state after each row's step: the final observation where the episode was
         truncated (its row bootstraps from it); elsewhere the state the environment returned,
         which for a terminal row is the next episode's first (never read: it does not bootstrap)."""
-        if obs.final_obs is None:
+        if obs.final_obs is None or not np.asarray(obs.truncated).any():
             return state
         truncated = np.asarray(obs.truncated, dtype=np.bool_) & np.asarray(obs.done, dtype=np.bool_)  # [B]
         final_index = np.asarray(obs.final_index, dtype=np.int64)  # [n_done]
