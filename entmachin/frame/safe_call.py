@@ -312,9 +312,11 @@ def safe_call(model: Any, *named_dicts: Mapping[str, Any], method: str = "__call
         >>> actor = MLPActor(4, 2)
         >>> action, log_prob, entropy = safe_call(actor, {"state": torch.zeros(3, 4)})
     """
-    if (method == "__call__" and len(named_dicts) == 1 and type(named_dicts[0]) is dict
-            and isinstance(model, nn.Module) and not isinstance(model, _WRAPPERS)):
-        return _call_module(model, named_dicts[0])
+    if method == "__call__" and isinstance(model, nn.Module) and not isinstance(model, _WRAPPERS):
+        if len(named_dicts) == 1 and isinstance(named_dicts[0], dict):
+            return _call_module(model, named_dicts[0])
+        if len(named_dicts) == 2 and isinstance(named_dicts[0], dict) and isinstance(named_dicts[1], dict):
+            return _call_module(model, {**named_dicts[0], **named_dicts[1]})  # (state, action): the later wins
     inner = model.module if isinstance(model, _WRAPPERS) else model
     if method != "__call__":
         sig = _method_signature(inner, method)
@@ -343,8 +345,9 @@ def safe_call(model: Any, *named_dicts: Mapping[str, Any], method: str = "__call
 
 
 def _call_module(model: nn.Module, named: Dict[str, Any]) -> Any:
-    """``safe_call(model, named)`` for the common case, a module called with one plain dict:
-    the same steps with fewer branches (the acting loop calls it once per environment step)."""
+    """``safe_call(model, named)`` for the common case, a module called with plain dicts (merged
+    into ``named``): the same steps with fewer branches (acting calls it at every environment
+    step, ``update()`` twice per minibatch)."""
     sig = _method_signature(model, "forward")
     input_device, output_device = _devices(model)
     if sig.positional or sig.var_keyword:

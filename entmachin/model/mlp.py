@@ -116,7 +116,8 @@ class MLPActor(_DenseTrunk):
             if empty.any():
                 raise ValueError(f"MLPActor.forward: mask row {int(torch.nonzero(empty)[0, 0])} forbids every choice")
         if action is not None:
-            action = torch.as_tensor(action, device=logits.device)
+            if type(action) is not torch.Tensor or action.device != logits.device:
+                action = torch.as_tensor(action, device=logits.device)
             if action.dtype.is_floating_point and (action == action.round()).all():
                 action = action.long()  # buffers often store discrete actions as floats
             if action.numel() != n or action.dtype.is_floating_point or action.dtype == torch.bool:
@@ -124,7 +125,7 @@ class MLPActor(_DenseTrunk):
                     f"MLPActor.forward: action has shape {tuple(action.shape)} and dtype {action.dtype}; "
                     f"expected {n} integer choices ([B] or [B, 1])"
                 )
-            action = action.reshape(n).long()  # [B]
+            action = action.reshape(n) if action.dtype == torch.int64 else action.reshape(n).long()  # [B]
             if n:
                 low, high = torch.stack(torch.aminmax(action)).tolist()  # one host sync for both bounds
                 if low < 0 or high >= self.n_actions:

@@ -468,7 +468,9 @@ def tree_to_torch(tree: Mapping[str, Any]) -> Dict[str, Any]:
     """
     out: Dict[str, Any] = {}
     for key, value in tree.items():
-        if isinstance(value, Mapping):
+        if type(value) is torch.Tensor:  # the common leaf, kept (before the slower Mapping check)
+            out[key] = value
+        elif isinstance(value, Mapping):
             out[key] = tree_to_torch(value)
         elif isinstance(value, np.ndarray):
             try:
