@@ -3,7 +3,7 @@
 ``store_episode`` / ``store_rollout`` build one :class:`Rollout` per call (checked once, with
 value targets and advantages computed), append it to the frame's buffer as a transition and
 ``update()`` reads the buffer back as one ``Rollout`` of every stored row, then takes
-minibatches of it with :meth:`Rollout.rows`. Fields are read by name everywhere; the buffer
+minibatches of it with :meth:`Rollout.minibatch`. Fields are read by name everywhere; the buffer
 keys stay Machin-like (``value`` for the return target, ``gae`` for the advantage), so a user
 sampling the buffer directly sees the same columns as before.
 """
