@@ -169,12 +169,7 @@ def _plain(args: argparse.Namespace, contract: bool = False, vec_env: bool = Fal
         with torch.no_grad():
             values = critic(torch.from_numpy(states.reshape(n_rows, 4))).reshape(N_STEPS, N_ENVS).numpy()  # [T, B]
             last = critic(torch.from_numpy(obs))[:, 0].numpy()  # [B]
-        advantages = np.zeros((N_STEPS, N_ENVS), np.float32)  # [T, B]
-        gae = np.zeros(N_ENVS, np.float32)  # [B]
-        for t in reversed(range(N_STEPS)):
-            following = last if t == N_STEPS - 1 else values[t + 1]
-            delta = rewards[t] + 0.99 * following * (1 - dones[t]) - values[t]
-            gae = advantages[t] = delta + 0.99 * 0.95 * (1 - dones[t]) * gae
+        advantages = _gae(rewards, dones, values, last)  # [T, B]
         b_states = torch.from_numpy(states.reshape(n_rows, 4))  # [N, 4]
         b_actions = torch.from_numpy(actions.reshape(n_rows, 1))  # [N, 1]
         b_log_probs = torch.from_numpy(log_probs.reshape(n_rows))  # [N]
@@ -254,12 +249,7 @@ def _plain_on_vec_env(args: argparse.Namespace, mlp: Callable[[int], nn.Module])
         with torch.no_grad():
             values = critic(states.reshape(n_rows, 4)).reshape(N_STEPS, N_ENVS).numpy()  # [T, B]
             last = critic(torch.from_numpy(vec.features["__global__"].as_array().copy()))[:, 0].numpy()  # [B]
-        advantages = np.zeros((N_STEPS, N_ENVS), np.float32)  # [T, B]
-        gae = np.zeros(N_ENVS, np.float32)  # [B]
-        for t in reversed(range(N_STEPS)):
-            following = last if t == N_STEPS - 1 else values[t + 1]
-            delta = rewards[t] + 0.99 * following * (1 - dones[t]) - values[t]
-            gae = advantages[t] = delta + 0.99 * 0.95 * (1 - dones[t]) * gae
+        advantages = _gae(rewards, dones, values, last)  # [T, B]
         b_states = states.reshape(n_rows, 4)  # [N, 4]
         b_actions = actions.reshape(n_rows, 1)  # [N, 1]
         b_advantages = torch.from_numpy(advantages.reshape(n_rows))  # [N]
@@ -276,6 +266,18 @@ def _plain_on_vec_env(args: argparse.Namespace, mlp: Callable[[int], nn.Module])
     seconds = time.perf_counter() - start
     spent["other"] = seconds - sum(spent.values())
     return {"rate": steps / seconds, "return": float(np.mean(returns[-100:])), **spent}
+
+
+def _gae(rewards: np.ndarray, dones: np.ndarray, values: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """The plain loops' GAE (discount 0.99, lambda 0.95): ``[T, B]`` advantages from ``[T, B]``
+    rewards, dones and values and the ``[B]`` values after the last step."""
+    advantages = np.zeros((N_STEPS, N_ENVS), np.float32)  # [T, B]
+    gae = np.zeros(N_ENVS, np.float32)  # [B]
+    for t in reversed(range(N_STEPS)):
+        following = last if t == N_STEPS - 1 else values[t + 1]
+        delta = rewards[t] + 0.99 * following * (1 - dones[t]) - values[t]
+        gae = advantages[t] = delta + 0.99 * 0.95 * (1 - dones[t]) * gae
+    return advantages
 
 
 def _contract_epochs(actor: nn.Module, critic: nn.Module, actor_optim: torch.optim.Optimizer,

@@ -245,11 +245,10 @@ class GymnasiumVecEnv(VecEnv):
 
     def _gym_actions(self, actions: Mapping[ActionName, RaggedBufferI64]) -> List[Any]:
         """What each environment's ``step`` receives, after checking ``actions``."""
-        n = len(self.envs)
         chosen: List[List[int]] = []  # per action name: [num_envs] choices
         for name, limit in self._limits:
             act = actions.get(name)
-            # One actor (one value) in each of n rows: size1() lists n ones.
+            # One actor (one value) in each environment's row: size1() lists num_envs ones.
             if type(act) is not RaggedBufferI64 or act.size2() != 1 or act.size1().tolist() != self._ones_list:
                 return self._reject(actions)
             values = act.as_array().ravel().tolist()  # [num_envs] Python ints

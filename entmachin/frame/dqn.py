@@ -48,6 +48,7 @@ from entmachin.frame.target_sync import ModeSwitch, TargetPairs
 from entmachin.frame.safe_call import safe_call
 from entmachin.frame.store_checks import check_steps
 from entmachin.frame.summary import QUpdateStats, log_update, make_writer, write_graph
+from entmachin.frame.update import zero_grad
 from entmachin.frame.surface import FrameSurface
 from entmachin.model.input_norm import InputNorm, collecting_stats_of
 from entmachin.model.inputs import DeferredChecks
@@ -327,7 +328,7 @@ class DQN(FrameSurface):
                     self._visualized = True
                     write_graph(loss, "qnet", cfg.visualize_dir or getattr(self.writer, "log_dir", "") or "",
                                 self.writer)
-                self._zero_grad()
+                zero_grad(self.qnet_optim)
                 if update_value:
                     loss.backward()
                 params = [p for p in self._params if p.grad is not None]
@@ -358,17 +359,6 @@ class DQN(FrameSurface):
         if self.writer is not None:
             log_update(self.writer, self.last_update, self._n_updates if log_step is None else log_step)
         return td_loss
-
-    def _zero_grad(self) -> None:
-        """``qnet_optim.zero_grad(set_to_none=True)``; a plain ``Optimizer.zero_grad`` is done here,
-        without its profiler range (a tenth of a small network's update)."""
-        optim = self.qnet_optim
-        if type(optim).zero_grad is not torch.optim.Optimizer.zero_grad:
-            optim.zero_grad(set_to_none=True)
-            return
-        for group in optim.param_groups:
-            for p in group["params"]:
-                p.grad = None
 
     def _loss(self, q: torch.Tensor, target: torch.Tensor, weight: Optional[np.ndarray]) -> torch.Tensor:
         loss = self.criterion(q[:, None], target[:, None])

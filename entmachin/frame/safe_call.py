@@ -36,6 +36,7 @@ import inspect
 import types
 import weakref
 from collections.abc import Mapping
+from itertools import chain
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import torch
@@ -173,21 +174,13 @@ def _tensor_devices(module: nn.Module) -> List[torch.device]:
         if budget == 0:
             return _tensor_devices_visited(module)
         m = stack.pop()
-        for t in m._parameters.values():
+        for t in chain(m._parameters.values(), m._buffers.values()) if m._buffers else m._parameters.values():
             if t is not None:
                 d = t.device
                 if first is None:
                     first = d
                 elif d != first and (others is None or d not in others):
                     others = [d] if others is None else others + [d]
-        if m._buffers:
-            for t in m._buffers.values():
-                if t is not None:
-                    d = t.device
-                    if first is None:
-                        first = d
-                    elif d != first and (others is None or d not in others):
-                        others = [d] if others is None else others + [d]
         if m._modules:
             stack.extend(m._modules.values())
     if first is None:

@@ -12,7 +12,6 @@ import contextlib
 import functools
 
 import numpy as np
-import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
