@@ -67,7 +67,7 @@ def global_state(obs: VecObs) -> Dict[str, Any]:
         ValueError: the rows do not each hold exactly one ``__global__`` entity.
     """
     feats = obs.features.get(GLOBAL_ENTITY)
-    if feats is None or feats.items() != feats.size0() or feats.size1().tolist() != [1] * feats.size0():
+    if feats is None or feats.size1().tolist() != [1] * feats.size0():
         raise ValueError(
             "global_state: every row needs exactly one __global__ entity (an environment with global "
             "features, such as from_gymnasium's); use the canonical state (to_state) for entity environments"

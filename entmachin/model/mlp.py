@@ -29,8 +29,6 @@ def _layer(d_in: int, d_out: int, gain: float) -> nn.Linear:
 class _DenseTrunk(NormalisedModule):
     """Optional input normalisation followed by hidden layers; shared by the MLP modules."""
 
-    _device_probe: Tuple[nn.Module, ...] = ()  # set in __init__ (instances pickled before it had one: empty)
-
     def __init__(self, owner: str, d_state: int, d_hidden: Sequence[int], activation: Activation,
                  normalize_inputs: bool, clip: float) -> None:
         super().__init__()
@@ -50,14 +48,13 @@ class _DenseTrunk(NormalisedModule):
             d_in = d
         self.hidden = nn.Sequential(*layers)
         self.d_out = d_in
-        # The layer whose weight says where the trunk is, read at every call; a tuple keeps it
-        # out of the module tree (it is registered once, inside ``hidden``).
-        self._device_probe = (layers[0],) if layers else ()
 
     def features(self, state: Any) -> torch.Tensor:
-        # The first layer's weight says where the trunk is (cheaper than walking parameters()).
-        probe = self._device_probe
-        device = probe[0].weight.device if probe else next(self.parameters()).device
+        # The first hidden layer's weight says where the trunk is, read from the module dicts
+        # (cheaper than walking parameters(), or than Sequential's indexing).
+        first = self._modules["hidden"]._modules.get("0")
+        weight = None if first is None else first._parameters.get("weight")
+        device = weight.device if weight is not None else next(self.parameters()).device
         if not isinstance(state, torch.Tensor):
             try:
                 state = torch.as_tensor(state, dtype=torch.float32)
