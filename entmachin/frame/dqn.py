@@ -95,7 +95,8 @@ class DQN(FrameSurface):
         n_step: rewards summed before bootstrapping (n-step returns, from the stored episodes).
         actor_reduction: a row's value of an action over its actors: ``"sum"`` or ``"mean"``.
         writer: tensorboard ``SummaryWriter`` or log directory (see ``entmachin.frame.summary``).
-        seed: seeds the exploration coins (random choices use torch's generator).
+        seed: seeds the exploration coins and the default replay buffer's sampling (random
+            choices use torch's generator).
 
     Raises:
         TypeError / ValueError: a keyword of the wrong type or out of range, networks of
@@ -146,7 +147,7 @@ class DQN(FrameSurface):
             kwargs = _one(lr_scheduler_kwargs, {}, f"{name}: lr_scheduler_kwargs")
             self._schedulers = [lr_scheduler(self.qnet_optim, *args, **kwargs)]
         if replay_buffer is None:
-            replay_buffer = self._buffer_cls(config.replay_size, config.replay_device)
+            replay_buffer = self._buffer_cls(config.replay_size, config.replay_device, seed=config.seed)
         self._check_buffer(replay_buffer)
         self.replay_buffer = replay_buffer
         self.writer = make_writer(writer, name)

@@ -382,3 +382,18 @@ def test_update_after_acting_under_inference_mode_on_the_same_batch_shape():
         frame.act_discrete({"state": torch.zeros(7, D)})  # first use of the [7, 5] table constants
     frame.store_episode(episode(np.random.default_rng(0), 8, n_actions=5))
     assert np.isfinite(frame.update())
+
+
+@pytest.mark.parametrize("cls", [DQN, DQNPer])
+def test_the_same_seed_samples_the_same_minibatches(cls):
+    def trained():
+        frame = make(cls, batch_size=4)
+        rng = np.random.default_rng(0)
+        for _ in range(4):
+            frame.store_episode(episode(rng, length=6))
+        losses = [frame.update() for _ in range(5)]
+        return losses, [p.detach().clone() for p in frame.qnet.parameters()]
+
+    (losses_a, params_a), (losses_b, params_b) = trained(), trained()
+    assert losses_a == losses_b
+    assert all(torch.equal(a, b) for a, b in zip(params_a, params_b))
