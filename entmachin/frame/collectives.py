@@ -74,6 +74,11 @@ class Collectives:
         self.rank = group.rank() if rank is None else rank
         self.world_size = group.size() if world_size is None else world_size
 
+    def release(self) -> None:
+        """Drops the references to the group and its store (after the group was destroyed); no
+        collective runs after this."""
+        self.group = self.store = None
+
     def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
         """Sums ``tensor`` over the ranks, in place; returns it."""
         self._wait(lambda: self.group.allreduce([tensor]), "all-reduce")

@@ -12,6 +12,7 @@ the others stop with an error naming it instead of waiting (every collective wai
 from __future__ import annotations
 
 import datetime
+import gc
 import logging
 import os
 from dataclasses import dataclass
@@ -114,10 +115,19 @@ class DistributedRun:
         return [bytes(g[: int(c)].numpy().tobytes()) for g, c in zip(gathered, counts)]
 
     def close(self) -> None:
+        """Destroys the process group, and with it this rank's last reference to it.
+
+        ``destroy_process_group`` only forgets torch's own references; the group object lives on
+        while the collectives hold it. Left to the interpreter's shutdown, its destruction can
+        meet gloo's worker threads and abort the process ("terminate called without an active
+        exception"), so the references go now, while the interpreter is whole.
+        """
         import torch.distributed as dist
 
         if dist.is_initialized():
             dist.destroy_process_group()
+        self.collectives.release()
+        gc.collect()  # a reference cycle may still hold the group
 
 
 def from_environment(section: DistributedSection, device: str) -> Optional[DistributedRun]:
