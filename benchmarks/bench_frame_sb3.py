@@ -178,12 +178,7 @@ def _plain(args: argparse.Namespace, contract: bool = False, vec_env: bool = Fal
         updating = time.perf_counter()
         spent["storing"] += updating - storing
         if contract:
-            with torch.no_grad():  # the old log-probabilities, re-evaluated in batched passes
-                b_log_probs = torch.cat([
-                    F.log_softmax(actor(b_states[rows]), dim=-1).gather(1, b_actions[rows])[:, 0]
-                    for rows in torch.arange(n_rows).split(BATCH)])  # [N]
-            _contract_epochs(actor, critic, actor_optim, critic_optim, b_states, b_actions, b_log_probs,
-                             b_advantages, b_returns)
+            _contract_update(actor, critic, actor_optim, critic_optim, b_states, b_actions, b_advantages, b_returns)
             spent["update"] += time.perf_counter() - updating
             continue
         for _ in range(EPOCHS):
@@ -207,7 +202,6 @@ def _plain(args: argparse.Namespace, contract: bool = False, vec_env: bool = Fal
 def _plain_on_vec_env(args: argparse.Namespace, mlp: Callable[[int], nn.Module]) -> Dict[str, float]:
     """``_plain(contract=True)`` stepping ``GymnasiumVecEnv`` (see ``_plain``'s ``vec_env``)."""
     import gymnasium as gym
-    import torch.nn.functional as F
     from ragged_buffer import RaggedBufferI64
 
     from entmachin.env import GymnasiumVecEnv
@@ -256,12 +250,7 @@ def _plain_on_vec_env(args: argparse.Namespace, mlp: Callable[[int], nn.Module])
         b_returns = torch.from_numpy((advantages + values).reshape(n_rows, 1))  # [N, 1]
         updating = time.perf_counter()
         spent["storing"] += updating - storing
-        with torch.no_grad():  # the old log-probabilities, re-evaluated in batched passes
-            b_log_probs = torch.cat([
-                F.log_softmax(actor(b_states[rows]), dim=-1).gather(1, b_actions[rows])[:, 0]
-                for rows in torch.arange(n_rows).split(BATCH)])  # [N]
-        _contract_epochs(actor, critic, actor_optim, critic_optim, b_states, b_actions, b_log_probs, b_advantages,
-                         b_returns)
+        _contract_update(actor, critic, actor_optim, critic_optim, b_states, b_actions, b_advantages, b_returns)
         spent["update"] += time.perf_counter() - updating
     seconds = time.perf_counter() - start
     spent["other"] = seconds - sum(spent.values())
@@ -280,12 +269,17 @@ def _gae(rewards: np.ndarray, dones: np.ndarray, values: np.ndarray, last: np.nd
     return advantages
 
 
-def _contract_epochs(actor: nn.Module, critic: nn.Module, actor_optim: torch.optim.Optimizer,
+def _contract_update(actor: nn.Module, critic: nn.Module, actor_optim: torch.optim.Optimizer,
                      critic_optim: torch.optim.Optimizer, b_states: torch.Tensor, b_actions: torch.Tensor,
-                     b_log_probs: torch.Tensor, b_advantages: torch.Tensor, b_returns: torch.Tensor) -> None:
-    """The plain loop's epochs with the work entmachin's PPO semantics add (see ``_plain``)."""
+                     b_advantages: torch.Tensor, b_returns: torch.Tensor) -> None:
+    """The plain loop's update with the work entmachin's PPO semantics add (see ``_plain``): the
+    old log-probabilities re-evaluated in batched passes, then the epochs."""
     import torch.nn.functional as F
 
+    with torch.no_grad():
+        b_log_probs = torch.cat([
+            F.log_softmax(actor(b_states[rows]), dim=-1).gather(1, b_actions[rows])[:, 0]
+            for rows in torch.arange(b_states.shape[0]).split(BATCH)])  # [N]
     actor_params, critic_params = list(actor.parameters()), list(critic.parameters())
     for _ in range(EPOCHS):
         for rows in torch.randperm(b_states.shape[0]).split(BATCH):

@@ -1,7 +1,9 @@
-"""Session fixtures: one local Ray instance for every test that needs it (started on first use)."""
+"""Shared fixtures: one local Ray instance for every test that needs it (started on first use), and
+one torch thread for the learning tests."""
 import os
 
 import pytest
+import torch
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -21,3 +23,12 @@ def ray_local():
         yield ray
     finally:
         ray.shutdown()
+
+
+@pytest.fixture
+def one_thread():
+    """Runs the test on one torch thread (the learning tests' budgets assume it), then restores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

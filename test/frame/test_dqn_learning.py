@@ -21,18 +21,10 @@ from entmachin.run.cli import bundled_config_path
 from entmachin.run.runner import Runner
 from test.frame._frames import cartpole_episode, random_policy_returns
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
 
 SOLVED_REWARD = 190.0  # Machin's DQN example: the smoothed return must exceed this ...
 SOLVED_REPEAT = 5  # ... on this many consecutive episodes
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def solve_cartpole(cls, seed=0, max_episodes=1000):

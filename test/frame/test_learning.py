@@ -21,15 +21,7 @@ from entmachin.model import MLPActor, MLPCritic, RelposEncodingConfig, RogueNet,
 from entmachin.env import TimeLimit
 from test.frame._frames import cartpole_episode, random_policy_returns
 
-pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
 
 
 def train(make_env, iterations, *, n_envs=16, n_steps=4, seed=0, separate_critic=False, relpos=None, **ppo_kwargs):
