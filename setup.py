@@ -15,9 +15,8 @@ setup(
     packages=find_packages(include=["entmachin", "entmachin.*"]),
     python_requires=">=3.10",
     install_requires=[
-        "torch>=2.0",
-        "numpy>=1.22,<2",
-        "ragged-buffer>=0.4.8,<0.5",
+        "torch>=2.6",  # torch.nn.utils.get_total_norm / clip_grads_with_norm_
+        "numpy>=1.22",  # numpy 1 and 2
         "dill>=0.3",
         "tensorboard>=2.10",
         "pyyaml>=6.0",
@@ -26,6 +25,9 @@ setup(
     ],
     extras_require={
         "test": ["pytest>=7", "hypothesis>=6.50", "gymnasium>=0.29"],
+        # Optional: ragged-buffer's RaggedBuffer* values are then accepted and converted. Its
+        # wheels stop at Python 3.11 (and numpy 1); entmachin's own arrays need neither.
+        "ragged-buffer": ['ragged-buffer>=0.4.8,<0.5; python_version < "3.12"'],
         "ray": ["ray==2.60.0"],  # RayEnvList: environment workers as Ray actors (rollout.workers)
     },
     entry_points={"console_scripts": ["entmachin = entmachin.run.cli:main"]},
@@ -34,6 +36,8 @@ setup(
         "Programming Language :: Python :: 3",
         "Programming Language :: Python :: 3.10",
         "Programming Language :: Python :: 3.11",
+        "Programming Language :: Python :: 3.12",
+        "Programming Language :: Python :: 3.13",
         "Topic :: Scientific/Engineering :: Artificial Intelligence",
     ],
 )

@@ -7,7 +7,7 @@ and the network is ragged. The package is layered, each layer importing only tho
     frame    A2C and PPO frames (Machin's keywords), safe_call, GAE, save / load
     buffer   transitions and replay buffers over ragged data      model   RogueNet, MLPs
     env      entity-gym-compatible environments, VecEnv / VecObs, worker processes
-    ragged   ragged arrays: RaggedBuffer helpers, RaggedTensor, arrdict
+    ragged   ragged arrays (numpy), RaggedTensor, arrdict
 
 ``docs/architecture.md`` describes the layers, the contracts between them and the path of one
 PPO iteration through the files. ``import entmachin`` loads no layer: the names below resolve

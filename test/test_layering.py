@@ -27,7 +27,10 @@ ALLOWED = {
 # (layer, module-path prefix inside entmachin) -> third-party packages it must not import
 FORBIDDEN_PACKAGES = {
     "env": {"torch"}, "ragged/arrays.py": {"torch"}, "ragged/arrdict.py": {"torch"}, "ragged/trees.py": {"torch"},
+    "ragged/array.py": {"torch"}, "ragged/interop.py": {"torch"}, "ragged/shim.py": {"torch"},
 }
+# The optional ragged-buffer package has one import site: every other module must not import it.
+RAGGED_BUFFER_SITE = "ragged/interop.py"
 
 
 def _layer(path: pathlib.Path) -> str:
@@ -55,7 +58,7 @@ def _violations():
     for path in sorted(PACKAGE.rglob("*.py")):
         layer = _layer(path)
         rel = path.relative_to(PACKAGE).as_posix()
-        banned = set()
+        banned = set() if rel == RAGGED_BUFFER_SITE else {"ragged_buffer"}
         for prefix, pkgs in FORBIDDEN_PACKAGES.items():
             if rel == prefix or rel.startswith(prefix + "/"):
                 banned |= pkgs
@@ -80,6 +83,8 @@ def test_detects_a_violation(tmp_path, monkeypatch):
     (fake / "frame").mkdir()
     (fake / "frame" / "up.py").write_text("from entmachin.run import cli\n")
     (fake / "__init__.py").write_text("from entmachin import run\n")
+    (fake / "buffer").mkdir()
+    (fake / "buffer" / "rb.py").write_text("from ragged_buffer import RaggedBufferF32\n")
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
     found = list(_violations())
     assert any("must not import torch" in v for v in found)
@@ -88,9 +93,17 @@ def test_detects_a_violation(tmp_path, monkeypatch):
     assert any("env/sly.py:2 imports entmachin.model: layer 'env'" in v for v in found)
     assert any("frame/up.py:1 imports entmachin.run.cli: layer 'frame'" in v for v in found)
     assert any("__init__.py:1 imports entmachin.run: layer '__init__' may import only []" in v for v in found)
+    assert any("buffer/rb.py:1 imports ragged_buffer.RaggedBufferF32: buffer/rb.py must not import ragged_buffer" in v
+               for v in found)
 
 
 @pytest.mark.parametrize("module", ["entmachin.env", "entmachin.env.examples", "entmachin.ragged"])
 def test_env_side_never_loads_torch(module):
     code = f"import sys, {module}; sys.exit('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0, f"importing {module} loads torch"
+
+
+def test_training_code_never_loads_ragged_buffer():
+    code = ("import sys, entmachin.env, entmachin.frame, entmachin.run.runner, entmachin.env.examples; "
+            "sys.exit('ragged_buffer' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0, "importing entmachin loads ragged_buffer"

@@ -22,7 +22,7 @@ each environment step shows a different number of mines, robots and actors. What
    returns custom attributes as lists. ``PrioritizedBuffer`` samples by priority and returns
    the indexes to update priorities with.
 4. **safe_call** calls a model with the entries of those dicts that its ``forward``
-   parameters name, ignoring the others, and moves ragged buffers and tensors to the model's
+   parameters name, ignoring the others, and moves ragged arrays and tensors to the model's
    device. A frame never calls a model positionally: it is how ``RogueNet.forward(entities,
    action_masks, visible=None, action=None)`` receives a sampled state and action.
 5. **Frames** build their own transitions: ``store_episode`` adds the critic's return targets
@@ -68,7 +68,7 @@ def section(title: str) -> None:
 
 
 def show_ragged(name: str, value: Any) -> None:
-    """Prints a ragged value's sequences: a ``RaggedBuffer*`` or a ``RaggedTensor``."""
+    """Prints a ragged value's sequences: a ragged array or a ``RaggedTensor``."""
     rt = to_ragged_tensor(value)
     print(f"{name}: {len(rt)} sequences, {rt.n_items} items of shape {rt.trailing_shape}, {rt.dtype}")
     print(f"    lengths     {rt.lengths.tolist()}")
@@ -112,7 +112,7 @@ def play_episode(ppo: PPO, env: EnvList, max_steps: int = 20) -> List[dict]:
     episode = []
     for _ in range(max_steps):  # until the episode ends, or cut short (the last row then bootstraps)
         out = ppo.act(state)  # safe_call(actor, state) without gradients
-        action = to_vec_actions(out.action)  # {name: RaggedBufferI64}, what EnvList.act takes
+        action = to_vec_actions(out.action)  # {name: RaggedArrayI64}, what EnvList.act takes
         obs = env.act(action)
         # EnvList resets an environment whose episode ended: obs then shows the next episode,
         # and the last observation of the ended one is in obs.final_obs.
@@ -143,7 +143,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     show_ragged("state['action_masks']['Move']['actors'] (entity indices: Mines first, then Robots)",
                 state["action_masks"]["Move"]["actors"])
 
-    actions = random_actions(obs, space, rng)  # {action name: RaggedBufferI64 [n_actors, 1]}
+    actions = random_actions(obs, space, rng)  # {action name: RaggedArrayI64 [n_actors, 1]}
     next_obs = envs.act(actions)
     next_state = reached_state(next_obs, space)
     transition = Transition(
@@ -245,7 +245,7 @@ def main(argv: Optional[List[str]] = None) -> None:
 
     counter = CountEntities()
     print(f"model_devices(counter) = {model_devices(counter)} (input, output: from its parameters)")
-    print("safe_call(counter, state) with the numpy-side state of step 1 (RaggedBuffers):")
+    print("safe_call(counter, state) with the numpy-side state of step 1 (ragged arrays):")
     print(f"    -> {safe_call(counter, state).tolist()}   ('action_masks' was ignored)")
     print("safe_call(counter, sampled_state) with the sampled state (RaggedTensors):")
     print(f"    -> {safe_call(counter, sampled_state).tolist()}")

@@ -12,7 +12,7 @@ calls them, prints what each computes, and checks at the end that the result equ
 ``RogueNet.forward`` on the same batch. What you learn:
 
 1. **Observation -> VecObs.** Each environment reports entities by type, with ids, and which
-   entities act. ``EnvList`` batches them: one ragged buffer per entity type (one sequence
+   entities act. ``EnvList`` batches them: one ragged array per entity type (one sequence
    per environment) and, per action, the actors as entity *indices* within their row, where
    the index order is the order of ``ObsSpace.entities`` (all mines, then all robots, then the
    cannon).
@@ -54,7 +54,7 @@ from entmachin.model.attention import plan_attention, segment_pool
 from entmachin.model.embedding import TokenBatch
 from entmachin.model.heads import CategoricalHead, masked_categorical
 from entmachin.model.inputs import DeferredChecks, parse_action_masks, parse_entities
-from entmachin.ragged import RaggedBuffer, ragged_to_arrays
+from entmachin.ragged import RaggedArray, ragged_to_arrays
 
 # Three environments whose rows differ: (mines, robots, orbital cannon).
 SETUPS = [(5, 1, False), (1, 1, True), (3, 2, False)]
@@ -273,7 +273,7 @@ def walk_through(net: RogueNet, envs: EnvList, seed: int) -> Dict[str, bool]:
 
     # ------------------------------------------------------------------------------------
     section("7. Back to the environments")
-    actions = to_vec_actions(output.action)  # {name: RaggedBufferI64}, one sequence per environment
+    actions = to_vec_actions(output.action)  # {name: RaggedArrayI64}, one sequence per environment
     for name, buf in actions.items():
         print(f"{name!r}: {per_row(buf)}")
     choices = {name: buf.as_array().reshape(-1) for name, buf in actions.items()}
@@ -292,8 +292,8 @@ def walk_through(net: RogueNet, envs: EnvList, seed: int) -> Dict[str, bool]:
     return same
 
 
-def per_row(buf: RaggedBuffer) -> List[list]:
-    """The values of a one-feature ragged buffer, one list per sequence (environment)."""
+def per_row(buf: RaggedArray) -> List[list]:
+    """The values of a one-feature ragged array, one list per sequence (environment)."""
     flat, lengths = ragged_to_arrays(buf)
     return [part.reshape(-1).tolist() for part in np.split(flat, np.cumsum(lengths)[:-1])]
 

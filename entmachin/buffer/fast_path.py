@@ -160,8 +160,7 @@ class _Scratch:
         row, start = self.rows[spec.np_dtype], self._used[spec.np_dtype]
         width = math.prod(spec.shape)
         self._used[spec.np_dtype] = start + width
-        view = row[start : start + width].view()
-        view.shape = (1, *spec.shape)  # raises rather than copy: the view must share the row
+        view = row[start : start + width].reshape(1, *spec.shape)  # a contiguous slice: always a view of the row
         data = memoryview(row[start : start + width].view(np.uint8))  # [row_bytes]
         return row.ctypes.data + start * row.itemsize, view, data
 

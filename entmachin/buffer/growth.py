@@ -96,7 +96,7 @@ def _add(attr: str, path: Tuple[str, ...], value: Any, leaves: List[LeafSpec], w
         return {key: _add(attr, path + (key,), item, leaves, where) for key, item in value.items()}
     raise ValueError(
         f"{where}: {format_path(attr, path)} is a new key holding a {describe(value)}; a key that first "
-        "appears after the buffer's first append must hold ragged values (RaggedBuffer*, RaggedTensor) "
+        "appears after the buffer's first append must hold ragged values (ragged array, RaggedTensor) "
         "or dicts of them, whose earlier rows then read as zero-length sequences"
     )
 

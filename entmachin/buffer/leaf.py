@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from entmachin.buffer.values import find_tensor, own_custom
-from entmachin.ragged import RaggedTensor, is_ragged_buffer
+from entmachin.ragged import RaggedTensor, is_ragged_array
 from entmachin.ragged.trees import describe
 
 __all__ = ["LeafSpec", "dense_array", "scalar_ok", "scalar_column_array", "ragged_arrays", "owned_custom"]
@@ -100,7 +100,7 @@ def _raise_scalar(spec: LeafSpec, value: Any, where: str) -> None:
 
 
 def ragged_arrays(spec: LeafSpec, value: Any, where: str) -> Tuple[Any, np.ndarray]:
-    if is_ragged_buffer(value):
+    if is_ragged_array(value):
         flat = value.as_array()
         if flat.dtype != spec.np_dtype or flat.shape[1:] != spec.shape:
             _raise_ragged(spec, value, where)
@@ -119,7 +119,7 @@ def ragged_arrays(spec: LeafSpec, value: Any, where: str) -> Tuple[Any, np.ndarr
 
 def _raise_ragged(spec: LeafSpec, value: Any, where: str) -> None:
     expected = f"a ragged value of {spec.dtype} items of shape {spec.shape}"
-    error = ValueError if (is_ragged_buffer(value) or isinstance(value, RaggedTensor)) else TypeError
+    error = ValueError if (is_ragged_array(value) or isinstance(value, RaggedTensor)) else TypeError
     raise error(
         f"{where}: {spec.name} is a {describe(value)}; the buffer's schema (fixed by its first "
         f"append) expects {expected}"

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from entmachin.buffer.values import find_tensor, is_dense, is_ragged_value, is_scalar, own_custom, own_major, own_value
-from entmachin.ragged import is_ragged_buffer, trees
+from entmachin.ragged import is_ragged_array, trees
 from entmachin.ragged.tensor import to_ragged_tensor
 from entmachin.ragged.trees import describe, format_path
 
@@ -255,13 +255,13 @@ class TransitionBase:
     def to(self, device: Union[str, torch.device]) -> "TransitionBase":
         """Moves every tensor to ``device`` in place and returns ``self``.
 
-        Numpy arrays become tensors and ragged buffers become ``RaggedTensor``s on ``device``.
+        Numpy arrays become tensors and ragged arrays become ``RaggedTensor``s on ``device``.
         """
 
         def move(value: Any) -> Any:
             if isinstance(value, np.ndarray):
                 return torch.from_numpy(value).to(device)
-            if is_ragged_buffer(value):
+            if is_ragged_array(value):
                 return to_ragged_tensor(value, device, f"{type(self).__name__}.to")
             return value.to(device)
 

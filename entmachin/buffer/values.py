@@ -1,6 +1,6 @@
 """Classifying, checking and copying the values that transitions hold.
 
-A value is *ragged* only if it is a ``RaggedBuffer*`` or a ``RaggedTensor``; a ``torch.Tensor``
+A value is *ragged* only if it is a ragged array or a ``RaggedTensor``; a ``torch.Tensor``
 or ``np.ndarray`` of at least one dimension is *dense* with a leading row dimension; a Python
 or numpy number is a *scalar* (allowed for sub attributes only, as one row). Custom attribute
 values may be anything that holds no tensor and no ragged value.
@@ -13,7 +13,7 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 import torch
 
-from entmachin.ragged import RaggedTensor, arrdict, is_ragged_buffer, n_features, ragged_dtype
+from entmachin.ragged import RaggedTensor, arrdict, is_ragged_array, n_features, ragged_dtype
 from entmachin.ragged import ragged_from_arrays, ragged_to_arrays
 from entmachin.ragged.trees import describe, format_path
 
@@ -51,8 +51,8 @@ def is_scalar(value: Any) -> bool:
 
 
 def is_ragged_value(value: Any) -> bool:
-    """Returns whether ``value`` is ragged (a ``RaggedBuffer*`` or a ``RaggedTensor``)."""
-    return isinstance(value, RaggedTensor) or is_ragged_buffer(value)
+    """Returns whether ``value`` is ragged (a ragged array or a ``RaggedTensor``)."""
+    return isinstance(value, RaggedTensor) or is_ragged_array(value)
 
 
 def scalar_dtype(value: Any) -> torch.dtype:
@@ -72,7 +72,7 @@ def value_spec(value: Any) -> Tuple[str, torch.dtype, Tuple[int, ...]]:
     """
     if isinstance(value, RaggedTensor):
         return "ragged", value.dtype, value.trailing_shape
-    if is_ragged_buffer(value):
+    if is_ragged_array(value):
         return "ragged", torch_dtype_of(ragged_dtype(value)), (n_features(value),)
     if isinstance(value, torch.Tensor):
         return "dense", value.dtype, tuple(value.shape[1:])
@@ -94,7 +94,7 @@ def own_value(value: Any) -> Any:
             value.offsets.clone(),
             value.batch_index.clone(),
         )
-    if is_ragged_buffer(value):
+    if is_ragged_array(value):
         flat, lengths = ragged_to_arrays(value)
         return ragged_from_arrays(flat.copy(), lengths)
     return value

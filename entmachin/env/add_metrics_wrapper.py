@@ -15,7 +15,7 @@ from typing import Any, Dict, Mapping, Optional
 
 import numpy as np
 import numpy.typing as npt
-from ragged_buffer import RaggedBufferI64
+from entmachin.ragged.array import RaggedArrayI64
 
 from entmachin.env.action import ActionSpace
 from entmachin.env.common import GLOBAL_ENTITY, ActionName
@@ -83,7 +83,7 @@ class AddMetricsWrapper(VecEnv):
         self.total_steps[:] = 0
         return self._add_metrics(obs, ended=np.zeros(len(obs), dtype=np.bool_))
 
-    def act(self, actions: Mapping[ActionName, RaggedBufferI64], obs_filter: Optional[ObsSpace] = None) -> VecObs:
+    def act(self, actions: Mapping[ActionName, RaggedArrayI64], obs_filter: Optional[ObsSpace] = None) -> VecObs:
         obs = self.env.act(actions, obs_filter)
         self.total_reward += obs.reward
         self.total_steps += 1

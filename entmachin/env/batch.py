@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Dict, List, Mapping, Optional
 
 import numpy as np
-from ragged_buffer import RaggedBufferBool, RaggedBufferF32, RaggedBufferI64
+from entmachin.ragged.array import RaggedArrayBool, RaggedArrayF32, RaggedArrayI64
 
 from entmachin.env.action import (
     ActionSpace,
@@ -31,7 +31,8 @@ def _ragged(parts: List[np.ndarray], lengths: List[int], width: int, dtype: type
     flat = np.concatenate(parts) if parts else np.zeros((0, width), dtype=dtype)  # [n_items, width]
     if flat.ndim != 2 or flat.shape[1] != width:
         raise ValueError(f"{where}: expected items of width {width}, got an array of shape {flat.shape}")
-    return cls.from_flattened(np.ascontiguousarray(flat, dtype=dtype), np.asarray(lengths, dtype=np.int64))
+    # concatenate made a C-contiguous copy of its own: the ragged array takes it as it is.
+    return cls._wrap(flat if flat.dtype == dtype else flat.astype(dtype), np.array(lengths, dtype=np.int64))
 
 
 def _as_2d(values, width: int, dtype: type, where: str) -> np.ndarray:
@@ -53,7 +54,7 @@ def batch_obs(
     ``first_row`` ("row 3: features['Unit'] has shape ...").
     """
     n = len(obs)
-    features: Dict[EntityName, RaggedBufferF32] = {}
+    features: Dict[EntityName, RaggedArrayF32] = {}
     counts = np.zeros(n, dtype=np.int64)  # entities per row, for global actor indices
     for etype, entity in obs_space.entities.items():
         width = len(entity.features)
@@ -65,7 +66,7 @@ def batch_obs(
             arr = _as_2d(feats, width, np.float32, f"row {first_row + i}: features['{etype}']")
             parts.append(arr)
             lengths[i] = arr.shape[0]
-        features[etype] = _ragged(parts, lengths, width, np.float32, RaggedBufferF32, f"features['{etype}']")
+        features[etype] = _ragged(parts, lengths, width, np.float32, RaggedArrayF32, f"features['{etype}']")
         counts += features[etype].size1()
     if has_global_entity(obs_space, action_space):
         width = len(obs_space.global_features)
@@ -77,9 +78,9 @@ def batch_obs(
                     f"row {first_row + i}: global_features has {row.shape[1]} values; "
                     f"ObsSpace.global_features declares {width}"
                 )
-        features[GLOBAL_ENTITY] = _ragged(rows, [1] * n, width, np.float32, RaggedBufferF32, "global_features")
+        features[GLOBAL_ENTITY] = _ragged(rows, [1] * n, width, np.float32, RaggedArrayF32, "global_features")
 
-    visible: Dict[EntityName, RaggedBufferBool] = {}
+    visible: Dict[EntityName, RaggedArrayBool] = {}
     for etype in {etype for o in obs for etype in o.visible}:
         lengths = features[etype].size1() if etype in features else np.zeros(n, np.int64)
         parts = [
@@ -87,7 +88,7 @@ def batch_obs(
             else np.ones((lengths[i], 1), dtype=np.bool_)
             for i, o in enumerate(obs)
         ]
-        visible[etype] = _ragged(parts, list(lengths), 1, np.bool_, RaggedBufferBool, f"visible['{etype}']")
+        visible[etype] = _ragged(parts, list(lengths), 1, np.bool_, RaggedArrayBool, f"visible['{etype}']")
 
     action_masks: Dict[ActionName, VecActionMask] = {
         name: _batch_mask(obs, obs_space, name, space, counts, first_row) for name, space in action_space.items()
@@ -136,7 +137,7 @@ def _batch_mask(
                     )
             masks.append(m)
         return VecCategoricalActionMask(
-            _ragged([a.reshape(-1, 1) for a in actors], [len(a) for a in actors], 1, np.int64, RaggedBufferI64, name),
+            _ragged([a.reshape(-1, 1) for a in actors], [len(a) for a in actors], 1, np.int64, RaggedArrayI64, name),
             _merge_masks(masks, [len(a) for a in actors], width, name),
         )
     if isinstance(space, SelectEntityActionSpace):
@@ -158,8 +159,8 @@ def _batch_mask(
                 m = m.reshape(-1, 1)
             masks.append(m)
         return VecSelectEntityActionMask(
-            _ragged([a.reshape(-1, 1) for a in actors], [len(a) for a in actors], 1, np.int64, RaggedBufferI64, name),
-            _ragged([e.reshape(-1, 1) for e in actees], [len(e) for e in actees], 1, np.int64, RaggedBufferI64, name),
+            _ragged([a.reshape(-1, 1) for a in actors], [len(a) for a in actors], 1, np.int64, RaggedArrayI64, name),
+            _ragged([e.reshape(-1, 1) for e in actees], [len(e) for e in actees], 1, np.int64, RaggedArrayI64, name),
             _merge_masks(masks, [len(a) * len(e) for a, e in zip(actors, actees)], 1, name),
         )
     raise TypeError(f"action '{name}': unsupported action space {type(space).__name__}")
@@ -167,11 +168,11 @@ def _batch_mask(
 
 def _merge_masks(
     masks: List[Optional[np.ndarray]], lengths: List[int], width: int, name: str
-) -> Optional[RaggedBufferBool]:
+) -> Optional[RaggedArrayBool]:
     if all(m is None for m in masks):
         return None
     parts = [m if m is not None else np.ones((k, width), dtype=np.bool_) for m, k in zip(masks, lengths)]
-    return _ragged(parts, lengths, width, np.bool_, RaggedBufferBool, f"actions['{name}'].mask")
+    return _ragged(parts, lengths, width, np.bool_, RaggedArrayBool, f"actions['{name}'].mask")
 
 
 def empty_vec_obs(obs_space: ObsSpace, action_space: Mapping[ActionName, ActionSpace]) -> VecObs:

@@ -17,12 +17,13 @@ from __future__ import annotations
 from typing import Any, Dict, Mapping, Optional
 
 import numpy as np
-from ragged_buffer import RaggedBufferI64
+from entmachin.ragged.array import RaggedArrayI64
 
 from entmachin.env.action import ActionSpace, SelectEntityActionSpace
 from entmachin.env.common import ActionName
 from entmachin.env.vec_env import VecCategoricalActionMask, VecObs, VecSelectEntityActionMask
 from entmachin.ragged.arrays import ragged_full, ragged_from_arrays
+from entmachin.ragged.interop import as_ragged_array, is_foreign_ragged
 
 
 def to_state(obs: VecObs, action_space: Optional[Mapping[ActionName, ActionSpace]] = None) -> Dict[str, Any]:
@@ -60,25 +61,27 @@ def to_state(obs: VecObs, action_space: Optional[Mapping[ActionName, ActionSpace
     return state
 
 
-def to_vec_actions(action: Mapping[str, Any]) -> Dict[ActionName, RaggedBufferI64]:
-    """Model actions -> what ``VecEnv.act`` takes: ``{name: RaggedBufferI64 [n_actors, 1]}``.
+def to_vec_actions(action: Mapping[str, Any]) -> Dict[ActionName, RaggedArrayI64]:
+    """Model actions -> what ``VecEnv.act`` takes: ``{name: RaggedArrayI64 [n_actors, 1]}``.
 
     Accepts ``{"action": {name: value}}`` (the canonical action) or ``{name: value}``; a value
-    is a ``RaggedBufferI64``, anything with ``to_ragged_buffer()`` (a ``RaggedTensor`` on any
+    is a ``RaggedArrayI64`` (or ragged-buffer's ``RaggedBufferI64``), anything with ``to_ragged_array()`` (a ``RaggedTensor`` on any
     device), or a ``(flat, lengths)`` pair of arrays.
     """
     if "action" in action and isinstance(action["action"], Mapping):
         action = action["action"]
-    out: Dict[ActionName, RaggedBufferI64] = {}
+    out: Dict[ActionName, RaggedArrayI64] = {}
     for name, value in action.items():
-        if hasattr(value, "to_ragged_buffer"):
-            value = value.to_ragged_buffer()
+        if hasattr(value, "to_ragged_array"):
+            value = value.to_ragged_array()
+        elif is_foreign_ragged(value):
+            value = as_ragged_array(value, f"action['{name}']")
         elif isinstance(value, tuple) and len(value) == 2:
             flat, lengths = value
             value = ragged_from_arrays(np.asarray(flat).reshape(-1, 1), np.asarray(lengths), dtype=np.int64)
-        if not isinstance(value, RaggedBufferI64):
+        if not isinstance(value, RaggedArrayI64):
             raise TypeError(
-                f"action['{name}']: expected a RaggedBufferI64, a RaggedTensor or (flat, lengths), "
+                f"action['{name}']: expected a RaggedArrayI64, a RaggedTensor or (flat, lengths), "
                 f"got {type(value).__name__}"
             )
         if value.size2() != 1:
@@ -89,9 +92,9 @@ def to_vec_actions(action: Mapping[str, Any]) -> Dict[ActionName, RaggedBufferI6
 
 def random_actions(
     obs: VecObs, action_space: Mapping[ActionName, ActionSpace], rng: np.random.Generator
-) -> Dict[ActionName, RaggedBufferI64]:
+) -> Dict[ActionName, RaggedArrayI64]:
     """A uniformly random allowed choice for every actor of every action (masks honoured)."""
-    out: Dict[ActionName, RaggedBufferI64] = {}
+    out: Dict[ActionName, RaggedArrayI64] = {}
     for name, amask in obs.action_masks.items():
         lengths = amask.actors.size1()
         n_actors = int(lengths.sum())

@@ -7,7 +7,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 import dill
 import numpy as np
 import numpy.typing as npt
-from ragged_buffer import RaggedBufferI64
+from entmachin.ragged.array import RaggedArrayI64
 
 from entmachin.env.action import (
     Action,
@@ -24,7 +24,7 @@ from entmachin.env.batch import batch_obs
 from entmachin.env.common import ActionName
 from entmachin.env.environment import Environment, Observation, ObsSpace
 from entmachin.env.finite import NonFiniteObservationError, refuse_non_finite
-from entmachin.env.vec_env import VecEnv, VecObs, env_seeds
+from entmachin.env.vec_env import VecEnv, VecObs, env_seeds, ragged_actions
 
 logger = logging.getLogger(__name__)
 
@@ -101,12 +101,13 @@ class EnvList(VecEnv):
         self._obs_filter = obs_config or self._obs_space
         return self._batch([self._call(i, lambda e: e.reset_filter(self._obs_filter)) for i, e in enumerate(self.envs)])
 
-    def act(self, actions: Mapping[ActionName, RaggedBufferI64], obs_filter: Optional[ObsSpace] = None) -> VecObs:
+    def act(self, actions: Mapping[ActionName, RaggedArrayI64], obs_filter: Optional[ObsSpace] = None) -> VecObs:
         if not self.last_obs:
             raise RuntimeError("EnvList.act called before reset()")
         if obs_filter is not None:
             self._obs_filter = obs_filter
         obs_filter = self._obs_filter
+        actions = ragged_actions(actions)
         check_actions(actions, self._last_vec, self._action_space)
         flats = {name: a.as_array().reshape(-1) for name, a in actions.items()}  # [n_actors_total]
         offsets = {name: np.concatenate([[0], np.cumsum(a.size1())]) for name, a in actions.items()}
@@ -204,7 +205,7 @@ class EnvList(VecEnv):
 
 
 def check_actions(
-    actions: Mapping[ActionName, RaggedBufferI64], vec: VecObs, action_space: Mapping[ActionName, ActionSpace]
+    actions: Mapping[ActionName, RaggedArrayI64], vec: VecObs, action_space: Mapping[ActionName, ActionSpace]
 ) -> None:
     """Check that ``actions`` fit the masks of ``vec`` (one row per environment).
 
@@ -215,8 +216,8 @@ def check_actions(
     for name, act in actions.items():
         if name not in action_space:
             raise ValueError(f"actions['{name}']: unknown action; the environment has {list(action_space)}")
-        if not isinstance(act, RaggedBufferI64):
-            raise TypeError(f"actions['{name}']: expected a RaggedBufferI64, got {type(act).__name__}")
+        if not isinstance(act, RaggedArrayI64):
+            raise TypeError(f"actions['{name}']: expected a RaggedArrayI64, got {type(act).__name__}")
         mask = vec.action_masks[name]
         if act.size0() != len(vec):
             raise ValueError(f"actions['{name}'] has {act.size0()} rows; expected one per environment ({len(vec)})")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
-from ragged_buffer import RaggedBufferF32
+from entmachin.ragged.array import RaggedArrayF32
 
 from entmachin.env.common import GLOBAL_ENTITY
 from entmachin.env.environment import ObsSpace
@@ -80,7 +80,7 @@ def refuse_non_finite(
         )
 
 
-def _raise_feature(feats: RaggedBufferF32, flat: np.ndarray, obs_space: ObsSpace, etype: str,
+def _raise_feature(feats: RaggedArrayF32, flat: np.ndarray, obs_space: ObsSpace, etype: str,
                    rows: Sequence[int], first_index: int, who: str, where: str) -> None:
     item, column = (int(k) for k in np.argwhere(~np.isfinite(flat))[0])
     ends = np.cumsum(feats.size1())  # [n_rows]

@@ -8,7 +8,7 @@ from it; the result is the same, field by field, as ``EnvList``'s.
 
 Shape:
     features: ``VecObs.features["__global__"]`` float32 ``[1, n_features]`` per row.
-    actions: ``{action_name: RaggedBufferI64 [1, 1] per row}``, one actor per environment.
+    actions: ``{action_name: RaggedArrayI64 [1, 1] per row}``, one actor per environment.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional
 
 import numpy as np
 import numpy.typing as npt
-from ragged_buffer import RaggedBufferF32, RaggedBufferI64
+from entmachin.ragged.array import RaggedArrayF32, RaggedArrayI64
 
 from entmachin.env.action import ActionSpace
 from entmachin.env.adapters import GymnasiumEnvironment, _numeric_info
@@ -27,7 +27,7 @@ from entmachin.env.common import GLOBAL_ENTITY, ActionName
 from entmachin.env.env_list import check_actions
 from entmachin.env.environment import FeatureFilter, ObsSpace, compile_feature_filter
 from entmachin.env.finite import refuse_non_finite
-from entmachin.env.vec_env import Metric, VecCategoricalActionMask, VecEnv, VecObs, env_seeds
+from entmachin.env.vec_env import Metric, VecCategoricalActionMask, VecEnv, VecObs, env_seeds, ragged_actions
 
 _NO_METRICS: Mapping[str, float] = MappingProxyType({})  # an empty info's metrics, shared and read-only
 
@@ -59,7 +59,7 @@ class GymnasiumVecEnv(VecEnv):
     Example:
         >>> envs = GymnasiumVecEnv(lambda: gym.make("CartPole-v1"), 8, seed=0)
         >>> obs = envs.reset()
-        >>> obs = envs.act({"action": actions})  # RaggedBufferI64, one [1, 1] row per env
+        >>> obs = envs.act({"action": actions})  # RaggedArrayI64, one [1, 1] row per env
     """
 
     def __init__(
@@ -112,7 +112,7 @@ class GymnasiumVecEnv(VecEnv):
         self._selector: Optional[npt.NDArray[np.int64]] = None  # [n_kept_features] columns, None keeps all
         self._started = False
         # Constant masks for check_actions: never handed out, so no caller can extend them.
-        actors = RaggedBufferI64.from_flattened(self._actors, self._ones)  # [num_envs, 1]
+        actors = RaggedArrayI64.from_flattened(self._actors, self._ones)  # [num_envs, 1]
         self._check_vec = VecObs(
             features={}, visible={}, action_masks={name: VecCategoricalActionMask(actors) for name in self._names},
             reward=np.zeros(n, dtype=np.float32), done=np.zeros(n, dtype=np.bool_), metrics={},
@@ -155,14 +155,14 @@ class GymnasiumVecEnv(VecEnv):
             refuse_non_finite(vec, self._obs_filter, self._rows, "GymnasiumVecEnv")
         return vec
 
-    def act(self, actions: Mapping[ActionName, RaggedBufferI64], obs_filter: Optional[ObsSpace] = None) -> VecObs:
+    def act(self, actions: Mapping[ActionName, RaggedArrayI64], obs_filter: Optional[ObsSpace] = None) -> VecObs:
         """Step every environment with one choice per row of each action; see ``VecEnv.act``.
 
         Raises:
             RuntimeError: called before ``reset``.
             ValueError: an action is missing or unknown, has the wrong number of rows or actors,
                 or a choice is out of range; ``obs_filter`` names what the environments lack.
-            TypeError: an action is not a ``RaggedBufferI64``, or an environment breaks the
+            TypeError: an action is not a ``RaggedArrayI64``, or an environment breaks the
                 gymnasium API.
             NonFiniteObservationError: with ``check_finite``, an observation, final observation
                 or reward holds NaN or infinity (a ``ValueError``).
@@ -243,13 +243,14 @@ class GymnasiumVecEnv(VecEnv):
         self._selector = None if compiled is None else compiled.global_features
         self._obs_filter = obs_filter
 
-    def _gym_actions(self, actions: Mapping[ActionName, RaggedBufferI64]) -> List[Any]:
+    def _gym_actions(self, actions: Mapping[ActionName, RaggedArrayI64]) -> List[Any]:
         """What each environment's ``step`` receives, after checking ``actions``."""
+        actions = ragged_actions(actions)
         chosen: List[List[int]] = []  # per action name: [num_envs] choices
         for name, limit in self._limits:
             act = actions.get(name)
             # One actor (one value) in each environment's row: size1() lists num_envs ones.
-            if type(act) is not RaggedBufferI64 or act.size2() != 1 or act.size1().tolist() != self._ones_list:
+            if type(act) is not RaggedArrayI64 or act.size2() != 1 or act.size1().tolist() != self._ones_list:
                 return self._reject(actions)
             values = act.as_array().ravel().tolist()  # [num_envs] Python ints
             if min(values) < 0 or max(values) >= limit:
@@ -263,7 +264,7 @@ class GymnasiumVecEnv(VecEnv):
         choice = np.array(chosen, dtype=self._act_dtype).T.reshape(self._act_shape)  # [num_envs, *nvec.shape]
         return list(choice + self._act_start)
 
-    def _reject(self, actions: Mapping[ActionName, RaggedBufferI64]) -> List[Any]:
+    def _reject(self, actions: Mapping[ActionName, RaggedArrayI64]) -> List[Any]:
         """Raise ``EnvList``'s error for ``actions`` (the fast checks in ``_gym_actions`` failed)."""
         check_actions(actions, self._check_vec, self._action_space)
         missing = [name for name, _ in self._limits if name not in actions]
@@ -279,10 +280,10 @@ class GymnasiumVecEnv(VecEnv):
         feats = flat if self._selector is None else flat[:, self._selector]  # [n, n_kept_features]
         actors = self._actors[:n]  # [n, 1], copied by from_flattened
         return VecObs(
-            features={GLOBAL_ENTITY: RaggedBufferF32.from_flattened(feats, lengths)},
+            features={GLOBAL_ENTITY: RaggedArrayF32.from_flattened(feats, lengths)},
             visible={},
             action_masks={
-                name: VecCategoricalActionMask(RaggedBufferI64.from_flattened(actors, lengths)) for name in self._names
+                name: VecCategoricalActionMask(RaggedArrayI64.from_flattened(actors, lengths)) for name in self._names
             },
             reward=reward,
             done=done,

@@ -8,7 +8,7 @@ The worker process itself is ``entmachin.env.env_worker``; this module is the pa
 
 Wire format: each message is one pickle (protocol 5) frame sent with ``Connection.send_bytes``.
 A worker's actions and its ``VecObs`` travel as nested tuples of names, numbers and raw array
-bytes (``entmachin.env.wire``), never as pickled numpy arrays or ragged buffers: a step costs a
+bytes (``entmachin.env.wire``), never as pickled numpy arrays or ragged arrays: a step costs a
 few copies, not a few microseconds per array. The parent unpacks each reply as it arrives, while
 slower workers are still stepping, and joins the batches with ``VecObs.extend``. Only
 ``create_env`` goes through ``dill``, once per worker, so lambdas and classes defined inside
@@ -36,7 +36,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 import dill
 import numpy as np
 import numpy.typing as npt
-from ragged_buffer import RaggedBufferI64
+from entmachin.ragged.array import RaggedArrayI64
 
 from entmachin.env.action import ActionSpace
 from entmachin.env.common import ActionName
@@ -44,7 +44,7 @@ from entmachin.env.env_list import check_actions
 from entmachin.env.env_worker import CLOSE, PROTOCOL, Failure, worker_main
 from entmachin.env.environment import Environment, ObsSpace
 from entmachin.env.main_guard import guard_advice, refuse_while_bootstrapping, unguarded_main_line
-from entmachin.env.vec_env import VecEnv, VecObs, env_seeds, merge_vec_obs, split_envs
+from entmachin.env.vec_env import VecEnv, VecObs, env_seeds, merge_vec_obs, ragged_actions, split_envs
 from entmachin.env.wire import pack_actions, unpack
 from entmachin.env.worker_error import EnvWorkerError
 
@@ -270,11 +270,12 @@ class ParallelEnvList(VecEnv):
         self._last_vec = merge_vec_obs(self._request("reset", [obs_config] * len(self._workers)))
         return self._last_vec
 
-    def act(self, actions: Mapping[ActionName, RaggedBufferI64], obs_filter: Optional[ObsSpace] = None) -> VecObs:
+    def act(self, actions: Mapping[ActionName, RaggedArrayI64], obs_filter: Optional[ObsSpace] = None) -> VecObs:
         self._check_open("act")
         if self._last_vec is None:
             raise RuntimeError("ParallelEnvList.act called before reset()")
         # Checked here so that a bad batch raises ValueError and leaves the workers running.
+        actions = ragged_actions(actions)
         check_actions(actions, self._last_vec, self._action_space)
         messages = pack_actions(actions, [(w.start, w.stop) for w in self._workers])
         self._last_vec = merge_vec_obs(self._request("act", [(m, obs_filter) for m in messages]))

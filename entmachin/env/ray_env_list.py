@@ -25,13 +25,13 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import dill
 import numpy as np
 import numpy.typing as npt
-from ragged_buffer import RaggedBufferI64
+from entmachin.ragged.array import RaggedArrayI64
 
 from entmachin.env.action import ActionSpace
 from entmachin.env.common import ActionName
 from entmachin.env.env_list import EnvList, check_actions
 from entmachin.env.environment import Environment, ObsSpace
-from entmachin.env.vec_env import VecEnv, VecObs, env_seeds, merge_vec_obs, split_envs
+from entmachin.env.vec_env import VecEnv, VecObs, env_seeds, merge_vec_obs, ragged_actions, split_envs
 from entmachin.env.wire import pack, pack_actions, unpack, unpack_actions
 from entmachin.env.worker_error import EnvWorkerError
 
@@ -176,10 +176,11 @@ class RayEnvList(VecEnv):
         self._last_vec = merge_vec_obs(batches)
         return self._last_vec
 
-    def act(self, actions: Mapping[ActionName, RaggedBufferI64], obs_filter: Optional[ObsSpace] = None) -> VecObs:
+    def act(self, actions: Mapping[ActionName, RaggedArrayI64], obs_filter: Optional[ObsSpace] = None) -> VecObs:
         self._check_open("act")
         if self._last_vec is None:
             raise RuntimeError("RayEnvList.act called before reset()")
+        actions = ragged_actions(actions)
         check_actions(actions, self._last_vec, self._action_space)
         messages = pack_actions(actions, self._bounds)
         refs = [a.act.remote(m, obs_filter) for a, m in zip(self._actors, messages)]

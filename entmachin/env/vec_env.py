@@ -1,6 +1,6 @@
 """Vectorised observations (``VecObs``), their action masks, metrics and the ``VecEnv`` API.
 
-A ``VecObs`` holds one row per environment. Every per-entity value is a ragged buffer with one
+A ``VecObs`` holds one row per environment. Every per-entity value is a ragged array with one
 sequence per row; entity indices within a row follow ``ObsSpace.entities`` order with the
 ``__global__`` pseudo-entity last.
 """
@@ -13,21 +13,35 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import numpy.typing as npt
-from ragged_buffer import RaggedBufferBool, RaggedBufferF32, RaggedBufferI64
+from entmachin.ragged.array import RaggedArrayBool, RaggedArrayF32, RaggedArrayI64
 
 from entmachin.env.action import ActionSpace, GlobalCategoricalActionSpace
 from entmachin.env.common import ActionName, EntityName
 from entmachin.env.environment import ObsSpace
+from entmachin.ragged.array import RaggedArray
 from entmachin.ragged.arrays import empty_ragged, ragged_full, take
+from entmachin.ragged.interop import as_ragged_array, is_foreign_ragged
+
+
+def _ours(value: Any, where: str) -> Any:
+    """``value``, or ragged-buffer's ``RaggedBuffer*`` converted to entmachin's ragged array."""
+    return value if value is None or isinstance(value, RaggedArray) else as_ragged_array(value, where)
+
+
+def ragged_actions(actions: Mapping[ActionName, Any]) -> Mapping[ActionName, Any]:
+    """``actions`` with any ragged-buffer values converted (the same mapping if there are none)."""
+    if not any(is_foreign_ragged(a) for a in actions.values()):
+        return actions
+    return {name: as_ragged_array(a) if is_foreign_ragged(a) else a for name, a in actions.items()}
 
 
 def _extend_optional(
-    mine: Optional[RaggedBufferBool],
-    theirs: Optional[RaggedBufferBool],
+    mine: Optional[RaggedArrayBool],
+    theirs: Optional[RaggedArrayBool],
     my_lengths: npt.NDArray[np.int64],
     their_lengths: npt.NDArray[np.int64],
     width: int,
-) -> Optional[RaggedBufferBool]:
+) -> Optional[RaggedArrayBool]:
     """Concatenate two optional bool masks, filling the absent side with True."""
     if mine is None and theirs is None:
         return None
@@ -48,8 +62,12 @@ class VecCategoricalActionMask:
         mask: optional bool ``[n_actors, n_choices]`` per row; ``None`` means all allowed.
     """
 
-    actors: RaggedBufferI64
-    mask: Optional[RaggedBufferBool] = None
+    actors: RaggedArrayI64
+    mask: Optional[RaggedArrayBool] = None
+
+    def __post_init__(self) -> None:
+        self.actors = _ours(self.actors, "VecCategoricalActionMask.actors")
+        self.mask = _ours(self.mask, "VecCategoricalActionMask.mask")
 
     def __getitem__(self, i: Union[int, npt.NDArray[np.int64]]) -> "VecCategoricalActionMask":
         return VecCategoricalActionMask(take(self.actors, i), None if self.mask is None else take(self.mask, i))
@@ -78,9 +96,14 @@ class VecSelectEntityActionMask:
             ``a * n_actees + e`` allows actor ``a`` to select actee ``e``.
     """
 
-    actors: RaggedBufferI64
-    actees: RaggedBufferI64
-    mask: Optional[RaggedBufferBool] = None
+    actors: RaggedArrayI64
+    actees: RaggedArrayI64
+    mask: Optional[RaggedArrayBool] = None
+
+    def __post_init__(self) -> None:
+        self.actors = _ours(self.actors, "VecSelectEntityActionMask.actors")
+        self.actees = _ours(self.actees, "VecSelectEntityActionMask.actees")
+        self.mask = _ours(self.mask, "VecSelectEntityActionMask.mask")
 
     def __getitem__(self, i: Union[int, npt.NDArray[np.int64]]) -> "VecSelectEntityActionMask":
         return VecSelectEntityActionMask(
@@ -157,8 +180,8 @@ class VecObs:
         final_index: int64 ``[n_final]``, the row of each ``final_obs`` row.
     """
 
-    features: Dict[EntityName, RaggedBufferF32]
-    visible: Dict[EntityName, RaggedBufferBool]
+    features: Dict[EntityName, RaggedArrayF32]
+    visible: Dict[EntityName, RaggedArrayBool]
     action_masks: Dict[ActionName, VecActionMask]
     reward: npt.NDArray[np.float32]
     done: npt.NDArray[np.bool_]
@@ -168,6 +191,10 @@ class VecObs:
     final_index: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     def __post_init__(self) -> None:
+        for name, values in (("features", self.features), ("visible", self.visible)):
+            for key, value in values.items():
+                if not isinstance(value, RaggedArray):
+                    values[key] = _ours(value, f"VecObs.{name}['{key}']")
         if self.truncated is None:
             self.truncated = np.zeros_like(self.done, dtype=np.bool_)
 
@@ -214,7 +241,7 @@ class VecObs:
                 self.metrics[name] = copy.copy(stats)
 
 
-def _lengths(features: Mapping[EntityName, RaggedBufferF32], etype: str, n: int) -> npt.NDArray[np.int64]:
+def _lengths(features: Mapping[EntityName, RaggedArrayF32], etype: str, n: int) -> npt.NDArray[np.int64]:
     feats = features.get(etype)
     return feats.size1() if feats is not None else np.zeros(n, dtype=np.int64)
 
@@ -250,7 +277,7 @@ class VecEnv(ABC):
 
     @abstractmethod
     def act(
-        self, actions: Mapping[ActionName, RaggedBufferI64], obs_filter: Optional[ObsSpace] = None
+        self, actions: Mapping[ActionName, RaggedArrayI64], obs_filter: Optional[ObsSpace] = None
     ) -> VecObs:
         """Step every environment with one ragged int64 ``[n_actors, 1]`` buffer per action."""
 

@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import numpy.typing as npt
-from ragged_buffer import RaggedBufferBool, RaggedBufferF32, RaggedBufferI64
+from entmachin.ragged.array import RaggedArrayBool, RaggedArrayF32, RaggedArrayI64
 
 from entmachin.env.common import ActionName
 from entmachin.env.vec_env import (
@@ -21,20 +21,20 @@ from entmachin.env.vec_env import (
     VecObs,
     VecSelectEntityActionMask,
 )
-from entmachin.ragged.arrays import RaggedBuffer
+from entmachin.ragged.arrays import RaggedArray
 
 __all__ = ["pack", "unpack", "pack_actions", "unpack_actions"]
 
 
-_Wire = Tuple[bytes, Tuple[int, ...], bytes]  # a ragged buffer: values, their shape, lengths
-_DTYPES = {RaggedBufferF32: np.float32, RaggedBufferI64: np.int64, RaggedBufferBool: np.bool_}
+_Wire = Tuple[bytes, Tuple[int, ...], bytes]  # a ragged array: items, their shape, lengths
+_DTYPES = {cls: cls.dtype for cls in (RaggedArrayF32, RaggedArrayI64, RaggedArrayBool)}
 
 
 def _put(flat: npt.NDArray[Any], lengths: npt.NDArray[np.int64]) -> _Wire:
     return flat.tobytes(), flat.shape, lengths.tobytes()
 
 
-def _put_ragged(buf: Optional[RaggedBuffer]) -> Optional[_Wire]:
+def _put_ragged(buf: Optional[RaggedArray]) -> Optional[_Wire]:
     return None if buf is None else _put(buf.as_array(), buf.size1())
 
 
@@ -43,7 +43,8 @@ def _get_ragged(cls: Any, wire: Optional[_Wire]) -> Any:
         return None
     values, shape, lengths = wire
     flat = np.frombuffer(values, _DTYPES[cls]).reshape(shape)  # [n_items, n_features]
-    return cls.from_flattened(flat, np.frombuffer(lengths, np.int64))  # copies: views of the message will do
+    # Views of the message, no copy: ragged arrays never write into their items.
+    return cls._wrap(flat, np.frombuffer(lengths, np.int64))
 
 
 def _put_array(arr: npt.NDArray[Any], dtype: Any) -> bytes:
@@ -55,7 +56,7 @@ def _get_array(data: bytes, dtype: Any) -> npt.NDArray[Any]:
 
 
 def pack_actions(
-    actions: Mapping[ActionName, RaggedBufferI64], bounds: Sequence[Tuple[int, int]]
+    actions: Mapping[ActionName, RaggedArrayI64], bounds: Sequence[Tuple[int, int]]
 ) -> List[Dict[ActionName, _Wire]]:
     """One message per ``(start, stop)`` slice of rows: ``{name: _Wire}`` of those rows."""
     messages: List[Dict[ActionName, _Wire]] = [{} for _ in bounds]
@@ -67,8 +68,8 @@ def pack_actions(
     return messages
 
 
-def unpack_actions(message: Mapping[ActionName, _Wire]) -> Dict[ActionName, RaggedBufferI64]:
-    return {name: _get_ragged(RaggedBufferI64, wire) for name, wire in message.items()}
+def unpack_actions(message: Mapping[ActionName, _Wire]) -> Dict[ActionName, RaggedArrayI64]:
+    return {name: _get_ragged(RaggedArrayI64, wire) for name, wire in message.items()}
 
 
 def pack(vec: VecObs) -> Tuple[Any, ...]:
@@ -94,14 +95,14 @@ def unpack(packed: Tuple[Any, ...]) -> VecObs:
     features, visible, masks, (reward, done, truncated), metrics, final = packed
     action_masks: Dict[ActionName, VecActionMask] = {}
     for name, actors, actees, mask in masks:
-        actors, mask = _get_ragged(RaggedBufferI64, actors), _get_ragged(RaggedBufferBool, mask)
+        actors, mask = _get_ragged(RaggedArrayI64, actors), _get_ragged(RaggedArrayBool, mask)
         action_masks[name] = (
             VecCategoricalActionMask(actors, mask) if actees is None
-            else VecSelectEntityActionMask(actors, _get_ragged(RaggedBufferI64, actees), mask)
+            else VecSelectEntityActionMask(actors, _get_ragged(RaggedArrayI64, actees), mask)
         )
     vec = VecObs(
-        features={etype: _get_ragged(RaggedBufferF32, wire) for etype, wire in features},
-        visible={etype: _get_ragged(RaggedBufferBool, wire) for etype, wire in visible},
+        features={etype: _get_ragged(RaggedArrayF32, wire) for etype, wire in features},
+        visible={etype: _get_ragged(RaggedArrayBool, wire) for etype, wire in visible},
         action_masks=action_masks,
         reward=_get_array(reward, np.float32),
         done=_get_array(done, np.bool_),

@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 import torch
-from ragged_buffer import RaggedBufferI64
+from entmachin.ragged.array import RaggedArrayI64
 
 from entmachin.env import GLOBAL_ENTITY, VecEnv, VecObs, to_state, to_vec_actions
 from entmachin.ragged import trees
@@ -97,7 +97,7 @@ def global_actions(action_name: str = "action") -> ActionFn:
             ones = np.ones(action.shape[0], dtype=np.int64)  # [B]: one actor per row
         # Built here from a [B, 1] int64 array and B ones, so the buffer needs no checks.
         flat = np.ascontiguousarray(action.numpy())  # [B, 1]
-        return {"action": action}, {action_name: RaggedBufferI64.from_flattened(flat, ones)}
+        return {"action": action}, {action_name: RaggedArrayI64.from_flattened(flat, ones)}
 
     return convert
 
@@ -108,7 +108,7 @@ class RolloutCollector:
     Episodes continue across calls; rows whose episode ended (environments auto-reset) are
     stored as terminal or truncated, and truncated rows carry the final observation as
     ``next_state`` so that they bootstrap from it. Each observation's state is converted to
-    torch once (numpy arrays shared, ragged buffers copied into ``RaggedTensor``s); the actor
+    torch once (numpy arrays shared, ragged arrays copied into ``RaggedTensor``s); the actor
     reads that state and ``store_rollout`` concatenates it, the only other copy of its
     features before ``update()`` takes minibatches.
 

@@ -25,7 +25,7 @@ Devices, decided at every call (nothing is cached, so ``model.to(...)`` is alway
 
 What moves: tensors and ``RaggedTensor``s, recursively through dicts (``arrdict`` and other
 dict subclasses keep their type), lists and tuples (NamedTuples keep their type). On the way
-in, ``RaggedBuffer*`` values become ``RaggedTensor``s on the input device. Numpy arrays and
+in, ragged array values become ``RaggedTensor``s on the input device. Numpy arrays and
 every other object pass through untouched (as in Machin); a model that wants tensors converts
 them itself. Only the entries the method receives are moved; extra keys are ignored.
 """
@@ -42,7 +42,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 import torch
 from torch import nn
 
-from entmachin.ragged.arrays import is_ragged_buffer
+from entmachin.ragged.arrays import is_ragged_array
 from entmachin.ragged.arrdict import arrdict
 from entmachin.ragged.device import check_device
 from entmachin.ragged.tensor import RaggedTensor, to_ragged_tensor
@@ -269,7 +269,7 @@ def _move(value: Any, device: torch.device, inputs: bool) -> Any:
         if hasattr(value, "_make"):  # NamedTuple
             return value._make(moved_items)
         return type(value)(moved_items)  # torch.Size, torch.return_types, list subclasses
-    if inputs and is_ragged_buffer(value):
+    if inputs and is_ragged_array(value):
         return to_ragged_tensor(value, device, "safe_call")
     return value
 

@@ -30,7 +30,6 @@ from typing import Any, List, Optional, Tuple
 
 import numpy as np
 import torch
-from ragged_buffer import RaggedBufferF32
 from torch import nn
 
 from entmachin.env.action import ActionSpace, GlobalCategoricalActionSpace, SelectEntityActionSpace
@@ -39,7 +38,7 @@ from entmachin.env.environment import ObsSpace
 from entmachin.frame.storing import Steps
 from entmachin.model.mlp import MLPActor, MLPCritic, MLPGaussianActor
 from entmachin.model.q_mlp import MLPQNet
-from entmachin.ragged.arrays import is_ragged_buffer
+from entmachin.ragged.arrays import is_ragged_array, ragged_dtype
 from entmachin.ragged.tensor import RaggedTensor
 
 __all__ = ["check_steps"]
@@ -86,11 +85,11 @@ def _width(value: Any) -> int:
 
 
 def _is_float_ragged(value: Any) -> bool:
-    return value.data.is_floating_point() if isinstance(value, RaggedTensor) else isinstance(value, RaggedBufferF32)
+    return value.data.is_floating_point() if isinstance(value, RaggedTensor) else ragged_dtype(value) == np.float32
 
 
 def _is_ragged(value: Any) -> bool:
-    return isinstance(value, RaggedTensor) or is_ragged_buffer(value)
+    return isinstance(value, RaggedTensor) or is_ragged_array(value)
 
 
 def _first(bad: np.ndarray) -> int:
@@ -174,7 +173,7 @@ def _mapping(tree: Any, key: str, where: str) -> Mapping:
 
 def _ragged(value: Any, where: str) -> Any:
     if not _is_ragged(value):
-        raise TypeError(f"{where} is a {type(value).__name__}; expected a ragged value (RaggedBuffer or "
+        raise TypeError(f"{where} is a {type(value).__name__}; expected a ragged value (RaggedArray or "
                         "RaggedTensor) with one sequence per row")
     return value
 

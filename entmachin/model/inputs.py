@@ -1,6 +1,6 @@
 """Validation and conversion of RogueNet's inputs: the canonical entity state, masks and actions.
 
-Values may be ``RaggedBuffer*`` (converted onto the model's device) or ``RaggedTensor`` (moved
+Values may be ragged array (converted onto the model's device) or ``RaggedTensor`` (moved
 there). Checks that depend on tensor values are gathered and decided with one device sync.
 """
 from __future__ import annotations

@@ -184,7 +184,7 @@ class RogueNet(NormalisedModule):
         """Samples actions for every actor (or re-evaluates given ones).
 
         Args:
-            entities: entity type -> ragged float ``[n_entities, n_features]`` (``RaggedBuffer*`` or
+            entities: entity type -> ragged float ``[n_entities, n_features]`` (ragged array or
                 ``RaggedTensor``, any device); ``'__global__'`` holds the global features.
             action_masks: action name -> ``{"actors", "mask"}`` (categorical) or
                 ``{"actors", "actees", "actee_mask"}`` (select-entity), as in the canonical state.

@@ -1,4 +1,4 @@
-"""Ragged values: numpy-side helpers over ``ragged_buffer``, ``RaggedTensor`` and ``arrdict``.
+"""Ragged values: entmachin's numpy ragged arrays and their helpers, ``RaggedTensor`` and ``arrdict``.
 
 The numpy-side names are imported eagerly; ``RaggedTensor`` and the other torch-side names are
 imported on first access, so ``import entmachin.ragged`` never imports torch (environment
@@ -7,13 +7,13 @@ worker processes stay light).
 
 from typing import Any, List
 
+from entmachin.ragged.array import RaggedArray, RaggedArrayBool, RaggedArrayF32, RaggedArrayI64, cat
 from entmachin.ragged.arrays import (
-    RAGGED_BUFFER_TYPES,
-    RaggedBuffer,
+    RAGGED_ARRAY_TYPES,
     concat,
     empty_ragged,
     is_ragged,
-    is_ragged_buffer,
+    is_ragged_array,
     n_features,
     n_items,
     n_sequences,
@@ -26,17 +26,23 @@ from entmachin.ragged.arrays import (
     take,
 )
 from entmachin.ragged.arrdict import arrdict
+from entmachin.ragged.interop import as_ragged_array, ragged_buffer_available, to_ragged_buffer
 
 _TORCH_NAMES = ("RaggedTensor", "ragged_tensor_equal", "to_ragged_tensor")
 
 __all__ = [
-    "RAGGED_BUFFER_TYPES",
-    "RaggedBuffer",
+    "RAGGED_ARRAY_TYPES",
+    "RaggedArray",
+    "RaggedArrayBool",
+    "RaggedArrayF32",
+    "RaggedArrayI64",
     "arrdict",
+    "as_ragged_array",
+    "cat",
     "concat",
     "empty_ragged",
     "is_ragged",
-    "is_ragged_buffer",
+    "is_ragged_array",
     "n_features",
     "n_items",
     "n_sequences",
@@ -45,8 +51,10 @@ __all__ = [
     "ragged_equal",
     "ragged_from_arrays",
     "ragged_full",
+    "ragged_buffer_available",
     "ragged_to_arrays",
     "take",
+    "to_ragged_buffer",
     *_TORCH_NAMES,
 ]
 

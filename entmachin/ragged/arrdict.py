@@ -1,7 +1,7 @@
 """``arrdict``: a ``dict`` for trees of arrays, tensors and ragged values.
 
 Keys are strings, reachable as items or attributes; nested plain dicts become arrdicts.
-Indexing with anything other than a string is forwarded to every leaf (ragged buffers via
+Indexing with anything other than a string is forwarded to every leaf (ragged arrays via
 :func:`entmachin.ragged.arrays.take`), and ``.to(...)`` to every leaf that has it. ``arrdict``
 is a container for data (observations, batches, model outputs), never for configs or records.
 
@@ -23,7 +23,7 @@ This module never imports torch.
 from typing import Any, Callable, Dict, Iterable, List
 
 from entmachin.ragged import trees
-from entmachin.ragged.arrays import is_ragged_buffer, n_features, n_items, n_sequences, take
+from entmachin.ragged.arrays import is_ragged_array, n_features, n_items, n_sequences, take
 
 __all__ = ["arrdict"]
 
@@ -41,12 +41,12 @@ def _check_key(key: Any, where: str) -> None:
 
 
 def _index_leaf(value: Any, index: Any) -> Any:
-    return take(value, index) if is_ragged_buffer(value) else value[index]
+    return take(value, index) if is_ragged_array(value) else value[index]
 
 
 def _describe(value: Any) -> str:
     """One-line summary of a leaf: its type, shape and dtype rather than its values."""
-    if is_ragged_buffer(value):
+    if is_ragged_array(value):
         return (
             f"{type(value).__name__}(n_sequences={n_sequences(value)}, "
             f"n_items={n_items(value)}, n_features={n_features(value)})"

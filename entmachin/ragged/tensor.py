@@ -7,12 +7,12 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 import torch
 
+from entmachin.ragged.interop import as_ragged_array, to_ragged_buffer
 from entmachin.ragged.arrays import (
-    RaggedBuffer,
+    RaggedArray,
     is_ragged,
-    is_ragged_buffer,
+    is_ragged_array,
     ragged_from_arrays,
-    ragged_to_arrays,
     as_lengths,
     sequence_indices,
 )
@@ -36,7 +36,7 @@ def _batch_index(lengths: torch.Tensor, n_items: int) -> torch.Tensor:
 class RaggedTensor:
     """A batch of ``n`` sequences of ``[len_i, ...]`` items, stored back to back in ``data``.
 
-    Build one with :meth:`from_lengths`, :meth:`from_ragged_buffer`, :meth:`from_list` or
+    Build one with :meth:`from_lengths`, :meth:`from_ragged_array`, :meth:`from_list` or
     :meth:`cat`; the raw constructor checks shapes, dtypes and devices but trusts that
     ``offsets`` and ``batch_index`` agree with ``lengths``. All four tensors live on the same
     device. Instances are immutable records; operations return new ones.
@@ -150,18 +150,21 @@ class RaggedTensor:
         return cls(data, lengths, _offsets_from_lengths(lengths), _batch_index(lengths, total))
 
     @classmethod
-    def from_ragged_buffer(cls, buf: RaggedBuffer, device: Any = None) -> "RaggedTensor":
-        """Converts a ``RaggedBuffer*`` (float32, int64 or bool) and moves it to ``device``."""
-        if not is_ragged_buffer(buf):
+    def from_ragged_array(cls, buf: Any, device: Any = None) -> "RaggedTensor":
+        """Copies a ragged array (entmachin's or ragged-buffer's; float32, int64 or bool) to
+        ``device``."""
+        if not is_ragged_array(buf):
             raise TypeError(
-                "RaggedTensor.from_ragged_buffer: expected a RaggedBuffer*, "
-                f"got {type(buf).__name__}"
+                f"RaggedTensor.from_ragged_array: expected a ragged array, got {type(buf).__name__}"
             )
-        flat, lengths = ragged_to_arrays(buf)  # [n_items, n_features], [n]
-        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)  # [n + 1]
-        sequence_ids = np.arange(lengths.shape[0], dtype=np.int64)  # [n]
-        batch_index = np.repeat(sequence_ids, lengths)  # [n_items]
-        tensors = [torch.from_numpy(a) for a in (flat, lengths, offsets, batch_index)]
+        buf = as_ragged_array(buf)
+        lengths = np.array(buf.size1())  # [n]
+        tensors = [
+            torch.from_numpy(np.array(buf.as_array())),  # [n_items, n_features], a copy of its own
+            torch.from_numpy(lengths),
+            torch.from_numpy(np.array(buf.offsets)),  # [n + 1]
+            torch.from_numpy(np.repeat(np.arange(lengths.shape[0], dtype=np.int64), lengths)),  # [n_items]
+        ]
         if device is not None and torch.device(device) != tensors[0].device:
             tensors = [t.to(device) for t in tensors]
         return cls(*tensors)
@@ -342,20 +345,25 @@ class RaggedTensor:
 
     # ------------------------------------------------------------------------ conversions
 
-    def to_ragged_buffer(self) -> RaggedBuffer:
-        """Copies to a ``RaggedBuffer*`` on the CPU (2-D float32, int64 or bool data only)."""
-        where = "RaggedTensor.to_ragged_buffer"
+    def to_ragged_array(self) -> RaggedArray:
+        """Copies to a ragged array on the CPU (2-D float32, int64 or bool data only)."""
+        where = "RaggedTensor.to_ragged_array"
         if self.dtype not in _BUFFER_DTYPES:
             raise TypeError(
-                f"{where}: data is {self.dtype}; ragged buffers hold float32, int64 or bool; "
+                f"{where}: data is {self.dtype}; ragged arrays hold float32, int64 or bool; "
                 "call .to(dtype) first"
             )
         if self.data.dim() != 2:
             raise ValueError(
-                f"{where}: ragged buffers hold [n_items, n_features], but data has shape "
+                f"{where}: ragged arrays hold [n_items, n_features], but data has shape "
                 f"{tuple(self.data.shape)}; reshape the data first"
             )
         return ragged_from_arrays(self.data.detach().cpu().numpy(), self.lengths.cpu().numpy())
+
+    def to_ragged_buffer(self) -> Any:
+        """Copies to one of ragged-buffer's ``RaggedBuffer*`` (that optional package must be
+        installed); see :meth:`to_ragged_array` for entmachin's own."""
+        return to_ragged_buffer(self.to_ragged_array())
 
     def to_list(self) -> List[torch.Tensor]:
         """Splits into one ``[len_i, ...]`` tensor per sequence."""
@@ -437,7 +445,7 @@ def _check_data(data: torch.Tensor, where: str) -> torch.Tensor:
 
 
 def to_ragged_tensor(value: Any, device: Any = None, where: str = "to_ragged_tensor") -> RaggedTensor:
-    """Returns a ``RaggedBuffer*`` or a ``RaggedTensor`` as a ``RaggedTensor`` on ``device``.
+    """Returns a ragged array or a ``RaggedTensor`` as a ``RaggedTensor`` on ``device``.
 
     Args:
         value: the ragged value; a ``RaggedTensor`` already on ``device`` is returned as is.
@@ -450,20 +458,20 @@ def to_ragged_tensor(value: Any, device: Any = None, where: str = "to_ragged_ten
     """
     if isinstance(value, RaggedTensor):
         return value if device is None else value.to(device)
-    if is_ragged_buffer(value):
-        return RaggedTensor.from_ragged_buffer(value, device)
+    if is_ragged_array(value):
+        return RaggedTensor.from_ragged_array(value, device)
     raise TypeError(
-        f"{where}: expected a RaggedBuffer* or RaggedTensor with one sequence per row, "
+        f"{where}: expected a ragged array or RaggedTensor with one sequence per row, "
         f"got {type(value).__name__}"
     )
 
 
 def tree_to_torch(tree: Mapping[str, Any]) -> Dict[str, Any]:
     """A tree (nested dicts of row values) whose numpy arrays became tensors and whose
-    ``RaggedBuffer*`` leaves became ``RaggedTensor``s, on the CPU.
+    ragged array leaves became ``RaggedTensor``s, on the CPU.
 
     Arrays are shared with their tensors (``torch.from_numpy``; a read-only array is copied),
-    ragged buffers are copied once, torch leaves are kept as they are; other leaves (and
+    ragged arrays are copied once, torch leaves are kept as they are; other leaves (and
     arrays of dtypes torch lacks) are left for the caller's checks to name.
     """
     out: Dict[str, Any] = {}
@@ -477,8 +485,8 @@ def tree_to_torch(tree: Mapping[str, Any]) -> Dict[str, Any]:
                 out[key] = torch.from_numpy(value if value.flags.writeable else value.copy())
             except TypeError:
                 out[key] = value
-        elif is_ragged_buffer(value):
-            out[key] = RaggedTensor.from_ragged_buffer(value)
+        elif is_ragged_array(value):
+            out[key] = RaggedTensor.from_ragged_array(value)
         else:
             out[key] = value
     return out

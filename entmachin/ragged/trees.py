@@ -1,9 +1,9 @@
 """Trees of rows: walk, count, concatenate and select the rows of nested dicts.
 
 A *tree* is a (possibly nested) mapping whose leaves hold rows: dense torch tensors or numpy
-arrays with a leading row dimension, or ragged values (``RaggedBuffer*``, ``RaggedTensor``) with
+arrays with a leading row dimension, or ragged values (ragged array, ``RaggedTensor``) with
 one sequence per row, as in a canonical entity state or a Machin ``{"state": tensor}`` dict.
-Concatenation keeps each leaf's kind (numpy stays numpy, ragged buffers stay ragged buffers),
+Concatenation keeps each leaf's kind (numpy stays numpy, ragged arrays stay ragged arrays),
 so stacking an episode never copies data to another device or type behind the caller's back.
 The inputs are never modified: every operation returns new leaves.
 
@@ -20,7 +20,7 @@ Example:
     >>> state = {"entities": {"Robot": ragged_from_arrays(np.zeros((3, 2), np.float32), [2, 1])},
     ...          "reward": np.zeros(2)}
     >>> [(path, type(leaf).__name__) for path, leaf in leaves(state)]
-    [(('entities', 'Robot'), 'RaggedBufferF32'), (('reward',), 'ndarray')]
+    [(('entities', 'Robot'), 'RaggedArrayF32'), (('reward',), 'ndarray')]
     >>> n_rows(state, "state"), format_path("state", ("entities", "Robot"))
     (2, "state['entities']['Robot']")
     >>> n_rows(take(stack([state, state], lambda i: f"states[{i}]"), np.array([3, 0])), "s")
@@ -33,19 +33,19 @@ from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Tuple
 
 import numpy as np
 
-from entmachin.ragged.arrays import RAGGED_BUFFER_TYPES, concat, n_features, n_sequences
+from entmachin.ragged.arrays import RAGGED_ARRAY_TYPES, concat, is_ragged_array, n_features, n_sequences
 from entmachin.ragged.arrays import take as take_sequences
 
 __all__ = ["leaf_kind", "leaves", "format_path", "n_rows", "stack", "take", "row_range", "describe"]
 
-TREE, TENSOR, ARRAY, RAGGED_TENSOR, RAGGED_BUFFER, OTHER = (
-    "tree", "tensor", "array", "ragged_tensor", "ragged_buffer", "other",
+TREE, TENSOR, ARRAY, RAGGED_TENSOR, RAGGED_ARRAY, OTHER = (
+    "tree", "tensor", "array", "ragged_tensor", "ragged_array", "other",
 )
 
 _KIND_BY_TYPE: Dict[type, str] = {
     dict: TREE,
     np.ndarray: ARRAY,
-    **{cls: RAGGED_BUFFER for cls in RAGGED_BUFFER_TYPES},
+    **{cls: RAGGED_ARRAY for cls in RAGGED_ARRAY_TYPES},
 }
 
 
@@ -60,8 +60,8 @@ def _classify(value: Any) -> str:
         kind = ARRAY
     elif tensor_module is not None and isinstance(value, tensor_module.RaggedTensor):
         kind = RAGGED_TENSOR
-    elif isinstance(value, RAGGED_BUFFER_TYPES):
-        kind = RAGGED_BUFFER
+    elif is_ragged_array(value):  # entmachin's, or ragged-buffer's (converted where combined)
+        kind = RAGGED_ARRAY
     else:
         kind = OTHER
     _KIND_BY_TYPE[type(value)] = kind
@@ -69,7 +69,7 @@ def _classify(value: Any) -> str:
 
 
 def leaf_kind(value: Any) -> str:
-    """``"tree"`` (a mapping), ``"tensor"``, ``"array"``, ``"ragged_tensor"``, ``"ragged_buffer"``
+    """``"tree"`` (a mapping), ``"tensor"``, ``"array"``, ``"ragged_tensor"``, ``"ragged_array"``
     or ``"other"``."""
     return _KIND_BY_TYPE.get(type(value)) or _classify(value)
 
@@ -99,11 +99,11 @@ def _leaf_rows(value: Any, kind: str, where: str) -> int:
         return int(value.shape[0])
     if kind == RAGGED_TENSOR:
         return len(value)
-    if kind == RAGGED_BUFFER:
+    if kind == RAGGED_ARRAY:
         return int(value.size0())
     raise TypeError(
         f"{where} is a {type(value).__name__}; expected a tensor, a numpy array or a ragged value "
-        "(RaggedBuffer, RaggedTensor) with one row per environment step"
+        "(RaggedArray, RaggedTensor) with one row per environment step"
     )
 
 
@@ -116,7 +116,7 @@ def _fast_rows(tree: Mapping[str, Any]) -> int:
             rows = value.shape[0] if value.ndim else -1
         elif kind is TREE:
             rows = _fast_rows(value)
-        elif kind is RAGGED_BUFFER:
+        elif kind is RAGGED_ARRAY:
             rows = int(value.size0())
         elif kind is RAGGED_TENSOR:
             rows = len(value)
@@ -172,7 +172,7 @@ def _cat(values: Sequence[Any], kind: str, rows: Optional[Sequence[Optional[np.n
         return concat(values)
     if kind is RAGGED_TENSOR:
         return type(values[0]).cat(values, rows)
-    if kind is RAGGED_BUFFER:
+    if kind is RAGGED_ARRAY:
         return concat([v if r is None else take_sequences(v, r) for v, r in zip(values, rows)])
     # dense: every selected row copied once, straight into the result
     sizes = [len(v) if r is None else len(r) for v, r in zip(values, rows)]
@@ -191,7 +191,7 @@ def _cat(values: Sequence[Any], kind: str, rows: Optional[Sequence[Optional[np.n
 
 def row_range(tree: Mapping[str, Any], start: int, stop: int) -> Dict[str, Any]:
     """Rows ``start`` to ``stop - 1`` of every leaf: views of dense and ragged-tensor leaves
-    (nothing copied); ``RaggedBuffer*`` leaves, which have no views, are copied."""
+    (nothing copied); ragged array leaves, which have no views, are copied."""
     out: Dict[str, Any] = {}
     for key, value in tree.items():
         kind = _KIND_BY_TYPE.get(type(value)) or _classify(value)
@@ -199,7 +199,7 @@ def row_range(tree: Mapping[str, Any], start: int, stop: int) -> Dict[str, Any]:
             out[key] = row_range(value, start, stop)
         elif kind is RAGGED_TENSOR:
             out[key] = value.row_range(start, stop)
-        elif kind is RAGGED_BUFFER:
+        elif kind is RAGGED_ARRAY:
             out[key] = take_sequences(value, np.arange(start, stop, dtype=np.int64))
         else:
             out[key] = value[start:stop]  # [stop - start, ...]
@@ -277,7 +277,7 @@ def take(tree: Mapping[str, Any], index: np.ndarray) -> Dict[str, Any]:
         elif kind is ARRAY or kind is RAGGED_TENSOR:
             out[key] = value[index]  # [len(index), ...]
         else:
-            out[key] = take_sequences(value, index)  # raises TypeError for anything but a RaggedBuffer*
+            out[key] = take_sequences(value, index)  # raises TypeError for anything but a ragged array
     return out
 
 
@@ -286,7 +286,7 @@ def describe(value: Any) -> str:
     kind = leaf_kind(value)
     if kind is RAGGED_TENSOR:
         return f"RaggedTensor of {len(value)} sequences of {value.trailing_shape} {value.dtype}"
-    if kind is RAGGED_BUFFER:
+    if kind is RAGGED_ARRAY:
         return f"{type(value).__name__} of {n_sequences(value)} sequences of {n_features(value)} features"
     if kind is TENSOR or kind is ARRAY:
         return f"{type(value).__name__} of shape {tuple(value.shape)} and dtype {value.dtype}"

@@ -106,10 +106,10 @@ def test_ragged_schema_mismatches_raise():
     buffer = Buffer(4)
     buffer.append(_first_transition(rng)[0])
     wrong_width = ragged_from_arrays(np.zeros((1, 5), np.float32), [1])
-    with pytest.raises(ValueError, match=r"state\['entities'\]\['A'\] is a RaggedBufferF32 of 1 sequences of 5 features.*float32 items of shape \(2,\)"):
+    with pytest.raises(ValueError, match=r"state\['entities'\]\['A'\] is a RaggedArrayF32 of 1 sequences of 5 features.*float32 items of shape \(2,\)"):
         buffer.append(Transition({"entities": {"A": wrong_width}}, {}, {}, np.zeros(1, np.float32), np.zeros(1, bool)))
     wrong_dtype = ragged_from_arrays(np.zeros((1, 2), np.int64), [1])
-    with pytest.raises(ValueError, match=r"state\['entities'\]\['A'\] is a RaggedBufferI64"):
+    with pytest.raises(ValueError, match=r"state\['entities'\]\['A'\] is a RaggedArrayI64"):
         buffer.append(Transition({"entities": {"A": wrong_dtype}}, {}, {}, np.zeros(1, np.float32), np.zeros(1, bool)))
     with pytest.raises(TypeError, match=r"state\['entities'\]\['A'\] is a ndarray.*expects a ragged value"):
         buffer.append(Transition({"entities": {"A": np.zeros((1, 2), np.float32)}}, {}, {}, np.zeros(1, np.float32), np.zeros(1, bool)))

@@ -51,9 +51,9 @@ def test_an_entity_type_that_appears_later_adds_a_column(cls):
     assert coin.data.tolist() == [[1.0] * 3] * 2
     assert state.entities["Robot"].lengths.tolist() == [1, 2, 1, 0, 1]
     assert reward[:, 0].tolist() == [0, 0, 1, 2, 2]
-    with pytest.raises(ValueError, match=r"state\['entities'\]\['Coin'\] is a RaggedBufferF32 of 1 sequences of 4 features.*float32 items of shape \(3,\)"):
+    with pytest.raises(ValueError, match=r"state\['entities'\]\['Coin'\] is a RaggedArrayF32 of 1 sequences of 4 features.*float32 items of shape \(3,\)"):
         buffer.append(Transition({"entities": {"Coin": _ragged([1], 4, 0)}}, {}, {}, 0.0, False))
-    with pytest.raises(ValueError, match=r"state\['entities'\]\['Coin'\] is a RaggedBufferI64"):
+    with pytest.raises(ValueError, match=r"state\['entities'\]\['Coin'\] is a RaggedArrayI64"):
         buffer.append(Transition({"entities": {"Coin": _ragged([1], 3, 0, np.int64)}}, {}, {}, 0.0, False))
     assert buffer.size() == 5
 

@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium import spaces
-from ragged_buffer import RaggedBufferI64
+from entmachin.ragged.array import RaggedArrayI64
 
 from entmachin.env import action as em
 from entmachin.env.adapters import (
@@ -23,9 +23,9 @@ from entmachin.env.env_list import EnvList
 from entmachin.env.environment import Observation as EmObservation
 
 
-def ragged(rows: List[List[int]]) -> RaggedBufferI64:
+def ragged(rows: List[List[int]]) -> RaggedArrayI64:
     flat = np.array([v for row in rows for v in row], dtype=np.int64).reshape(-1, 1)  # [n_items, 1]
-    return RaggedBufferI64.from_flattened(flat, np.array([len(r) for r in rows], dtype=np.int64))
+    return RaggedArrayI64.from_flattened(flat, np.array([len(r) for r in rows], dtype=np.int64))
 
 
 # --------------------------------------------------------------------------- gymnasium

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ragged_buffer import RaggedBufferI64
+from entmachin.ragged.array import RaggedArrayI64
 
 from entmachin.env.action import GlobalCategoricalAction, GlobalCategoricalActionMask, GlobalCategoricalActionSpace
 from entmachin.env.add_metrics_wrapper import AddMetricsWrapper
@@ -52,7 +52,7 @@ def make_envs(specs):
 
 
 def noop(n):
-    return {"noop": RaggedBufferI64.from_flattened(np.zeros((n, 1), np.int64), np.ones(n, np.int64))}
+    return {"noop": RaggedArrayI64.from_flattened(np.zeros((n, 1), np.int64), np.ones(n, np.int64))}
 
 
 def metric(values):

@@ -43,7 +43,7 @@ def test_visible_appears_when_reported(batch):
 def test_model_actions_round_trip_in_every_form(batch):
     envs, obs = batch
     acts = random_actions(obs, envs.action_space(), np.random.default_rng(0))
-    as_tensor = {k: RaggedTensor.from_ragged_buffer(v) for k, v in acts.items()}
+    as_tensor = {k: RaggedTensor.from_ragged_array(v) for k, v in acts.items()}
     as_pairs = {k: ragged_to_arrays(v) for k, v in acts.items()}
     for form in (acts, {"action": acts}, as_tensor, {"action": as_tensor}, as_pairs):
         out = to_vec_actions(form)
@@ -54,7 +54,7 @@ def test_model_actions_round_trip_in_every_form(batch):
 
 
 def test_bad_model_actions_raise():
-    with pytest.raises(TypeError, match=r"action\['move'\]: expected a RaggedBufferI64, a RaggedTensor or \(flat, lengths\), got list"):
+    with pytest.raises(TypeError, match=r"action\['move'\]: expected a RaggedArrayI64, a RaggedTensor or \(flat, lengths\), got list"):
         to_vec_actions({"move": [1, 2]})
     two = ragged_from_arrays(np.zeros((2, 2), np.int64), [2])
     with pytest.raises(ValueError, match=r"action\['move'\] has 2 values per actor; expected 1"):

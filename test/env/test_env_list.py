@@ -79,7 +79,7 @@ def test_obs_filter_applies_to_every_step():
     "mutate, exc, match",
     [
         (lambda a: {**a, "jump": a["move"]}, ValueError, r"actions\['jump'\]: unknown action; the environment has"),
-        (lambda a: {**a, "move": np.zeros(3)}, TypeError, r"actions\['move'\]: expected a RaggedBufferI64, got ndarray"),
+        (lambda a: {**a, "move": np.zeros(3)}, TypeError, r"actions\['move'\]: expected a RaggedArrayI64, got ndarray"),
         (lambda a: {**a, "mode": ragged_from_arrays(np.zeros((1, 1), np.int64), [1])}, ValueError,
          r"actions\['mode'\] has 1 rows; expected one per environment \(2\)"),
         (lambda a: {**a, "mode": ragged_from_arrays(np.zeros((3, 1), np.int64), [2, 1])}, ValueError,
@@ -103,7 +103,7 @@ def test_select_entity_choice_out_of_actee_range_is_rejected():
     acts = random_actions(obs, envs.action_space(), np.random.default_rng(0))
     values, lengths = ragged_to_arrays(acts["pick"])
     assert values.size, "seed should give some actors"
-    values[:] = 5
+    values = np.full_like(values, 5)
     acts["pick"] = ragged_from_arrays(values, lengths)
     with pytest.raises(ValueError, match=r"actions\['pick'\] item 0 is 5; expected a value in \[0, [12]\)"):
         envs.act(acts)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
-from ragged_buffer import RaggedBufferF32, RaggedBufferI64
+from entmachin.ragged.array import RaggedArrayF32, RaggedArrayI64
 from torch import nn
 
 from entmachin.env import EnvList, GymnasiumVecEnv, ObsSpace, VecObs, from_gymnasium
@@ -44,13 +44,13 @@ def make_dice(action_space: spaces.Space, max_steps: int = 6):
     return lambda: gym.wrappers.TimeLimit(Dice(action_space), max_episode_steps=max_steps)
 
 
-def ragged(values, lengths=None) -> RaggedBufferI64:
+def ragged(values, lengths=None) -> RaggedArrayI64:
     flat = np.asarray(values, dtype=np.int64).reshape(-1, 1)  # [n_items, 1]
     lengths = np.ones(len(flat), np.int64) if lengths is None else np.asarray(lengths, np.int64)
-    return RaggedBufferI64.from_flattened(flat, lengths)
+    return RaggedArrayI64.from_flattened(flat, lengths)
 
 
-def random_actions(rng: np.random.Generator, envs) -> Dict[str, RaggedBufferI64]:
+def random_actions(rng: np.random.Generator, envs) -> Dict[str, RaggedArrayI64]:
     return {name: ragged(rng.integers(0, len(space.index_to_label), len(envs)))
             for name, space in envs.action_space().items()}
 
@@ -217,9 +217,9 @@ def cartpoles():
 @pytest.mark.parametrize(
     "actions, error, match",
     [
-        ({"action": np.zeros(2)}, TypeError, r"actions\['action'\]: expected a RaggedBufferI64, got ndarray"),
-        ({"action": RaggedBufferF32.from_flattened(np.zeros((2, 1), np.float32), np.ones(2, np.int64))},
-         TypeError, r"actions\['action'\]: expected a RaggedBufferI64, got RaggedBufferF32"),
+        ({"action": np.zeros(2)}, TypeError, r"actions\['action'\]: expected a RaggedArrayI64, got ndarray"),
+        ({"action": RaggedArrayF32.from_flattened(np.zeros((2, 1), np.float32), np.ones(2, np.int64))},
+         TypeError, r"actions\['action'\]: expected a RaggedArrayI64, got RaggedArrayF32"),
         ({"action": ragged([0, 1, 0])}, ValueError,
          r"actions\['action'\] has 3 rows; expected one per environment \(2\)"),
         ({"action": ragged([0, 1], [2, 0])}, ValueError,
@@ -229,7 +229,7 @@ def cartpoles():
         ({"action": ragged([0, 1]), "jump": ragged([0, 1])}, ValueError,
          r"actions\['jump'\]: unknown action; the environment has \['action'\]"),
         ({}, ValueError, r"GymnasiumVecEnv.act: actions \['action'\] are missing; got \[\]"),
-        ({"action": RaggedBufferI64.from_flattened(np.zeros((2, 2), np.int64), np.ones(2, np.int64))}, ValueError,
+        ({"action": RaggedArrayI64.from_flattened(np.zeros((2, 2), np.int64), np.ones(2, np.int64))}, ValueError,
          r"every action needs one value per actor; got widths \{'action': 2\}"),
     ],
 )

@@ -3,7 +3,7 @@
 Every entity of the test environment carries a unique id as its feature value. The test counts,
 per id, the new storage that holds it: every torch operator's output (a dispatch mode sees all
 of them; views and uninitialised allocations are not copies) and every copy made of a
-``RaggedBuffer`` (its conversion to arrays, concatenation and row selection). Not counted: the
+``RaggedArray`` (its conversion to arrays, concatenation and row selection). Not counted: the
 environment building its ``VecObs`` (the origin), the models' own forwards (computation, not
 storage of the rollout) and update()'s minibatch gathers (``Rollout.minibatch``, and the batched
 gathers of the old log-probabilities).
@@ -125,8 +125,9 @@ def test_entity_features_are_copied_twice_between_the_vec_obs_and_the_minibatche
               critic_update_times=3, seed=0)
     collector = RolloutCollector(ppo, envs, n_steps=N_STEPS)
     mode = Copies()
-    # Copies of RaggedBuffers (the only way to copy one is through these functions).
-    monkeypatch.setattr(tensor_module, "ragged_to_arrays", _counted(mode, tensor_module.ragged_to_arrays, lambda r: r[0]))
+    # Copies of ragged arrays (the only ways to copy one on these paths are these functions).
+    from_array = tensor_module.RaggedTensor.from_ragged_array
+    monkeypatch.setattr(tensor_module.RaggedTensor, "from_ragged_array", _counted(mode, from_array, lambda r: r.data.numpy()))
     monkeypatch.setattr(trees_module, "concat", _counted(mode, trees_module.concat, lambda r: r.as_array()))
     monkeypatch.setattr(trees_module, "take_sequences", _counted(mode, trees_module.take_sequences, lambda r: r.as_array()))
     # Not counted: the environments (they make the VecObs), the models' forwards, minibatch gathers.

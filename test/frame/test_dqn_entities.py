@@ -6,7 +6,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ragged_buffer import RaggedBufferBool, RaggedBufferF32, RaggedBufferI64
+from entmachin.ragged.array import RaggedArrayBool, RaggedArrayF32, RaggedArrayI64
 from torch import nn
 
 from entmachin.env import CategoricalActionSpace, Entity, EnvList, ObsSpace, SelectEntityActionSpace
@@ -39,11 +39,11 @@ def random_state(rng, n_rows):
         pair = rng.random((n_a, n_b)) < 0.5
         pair[np.arange(n_a), rng.integers(0, n_b, n_a)] = True
         pairs.append(pair.reshape(-1, 1))
-    return {"entities": {"A": ragged(RaggedBufferF32, feats_a), "B": ragged(RaggedBufferF32, feats_b)},
+    return {"entities": {"A": ragged(RaggedArrayF32, feats_a), "B": ragged(RaggedArrayF32, feats_b)},
             "action_masks": {
-                "move": {"actors": ragged(RaggedBufferI64, actors), "mask": ragged(RaggedBufferBool, masks)},
-                "pick": {"actors": ragged(RaggedBufferI64, actors), "actees": ragged(RaggedBufferI64, actees),
-                         "actee_mask": ragged(RaggedBufferBool, pairs)}}}, masks, pairs
+                "move": {"actors": ragged(RaggedArrayI64, actors), "mask": ragged(RaggedArrayBool, masks)},
+                "pick": {"actors": ragged(RaggedArrayI64, actors), "actees": ragged(RaggedArrayI64, actees),
+                         "actee_mask": ragged(RaggedArrayBool, pairs)}}}, masks, pairs
 
 
 def make(cls=DQN, q_head="plain", **kwargs):
@@ -105,8 +105,8 @@ def transitions(rng, n_steps=3, n_rows=3):
         for n_a, n_b, pair in zip(n_actors, n_actees, pairs):
             grid = pair.reshape(n_a, n_b)
             pick.append(np.array([[int(rng.choice(np.flatnonzero(g)))] for g in grid], dtype=np.int64))
-        steps.append({"state": state, "action": {"action": {"move": ragged(RaggedBufferI64, move),
-                                                            "pick": ragged(RaggedBufferI64, pick)}},
+        steps.append({"state": state, "action": {"action": {"move": ragged(RaggedArrayI64, move),
+                                                            "pick": ragged(RaggedArrayI64, pick)}},
                       "next_state": after, "reward": rng.standard_normal(n_rows).astype(np.float32),
                       "terminal": rng.random(n_rows) < 0.3, "truncated": rng.random(n_rows) < 0.2})
         state = after

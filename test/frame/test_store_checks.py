@@ -81,7 +81,7 @@ def _forbid(step, row):
     masks = step["state"]["action_masks"]["move"]
     actors = masks["actors"]
     masks["mask"] = ragged_from_arrays(np.ones((actors.items(), 2), bool), actors.size1())
-    flat = masks["mask"].as_array()
+    flat = np.array(masks["mask"].as_array())
     start = int(actors.size1()[:row].sum())
     flat[start + 1, 0] = False  # the row's second actor may not choose 0
     masks["mask"] = ragged_from_arrays(flat, actors.size1())

@@ -47,7 +47,7 @@ def _set(tree, path, value):
     "path, value, error, match",
     [
         (("entities", "Unit"), torch.zeros(3, 3), TypeError,
-         r"entities\['Unit'\]: expected a RaggedBuffer\* or RaggedTensor with one sequence per row, got Tensor"),
+         r"entities\['Unit'\]: expected a ragged array or RaggedTensor with one sequence per row, got Tensor"),
         (("entities", "Rock"), ragged_from_arrays(np.zeros((0, 1), np.float32), [0, 0, 0, 0]), ValueError,
          r"entities\['Rock'\] is not an entity type of the observation space; expected some of \['Unit', 'Tree', 'Flag', '__global__'\]"),
         (("entities", "Unit"), ragged_from_arrays(np.zeros((2, 2), np.float32), [1, 1, 0, 0]), ValueError,
@@ -123,7 +123,7 @@ def test_missing_rows_and_global_features(net, state):
 
 def _actions(net, state):
     out = net(state["entities"], state["action_masks"], state.get("visible"), deterministic=True)
-    return {k: v.to_ragged_buffer() for k, v in out.action.items()}
+    return {k: v.to_ragged_array() for k, v in out.action.items()}
 
 
 def test_given_action_errors(net):
@@ -152,7 +152,7 @@ def test_given_action_errors(net):
         with pytest.raises(ValueError, match=rf"action\['move'\] row {row} actor 0 chose {forbidden[0]}, which its mask forbids"):
             _run(net, state, with_value("move", int(forbidden[0])))
     pairs = state["action_masks"]["attack"]["actee_mask"]
-    flat_pairs = RaggedTensor.from_ragged_buffer(pairs)[row][:, 0]
+    flat_pairs = RaggedTensor.from_ragged_array(pairs)[row][:, 0]
     n_actees = int(state["action_masks"]["attack"]["actees"].size1()[row])
     denied = np.flatnonzero(~flat_pairs[:n_actees].numpy())
     if len(denied):

@@ -56,7 +56,7 @@ def test_sampling_and_reevaluation_agree():
         torch.testing.assert_close(again.log_prob[name].data, out.log_prob[name].data, rtol=0, atol=1e-6)
         torch.testing.assert_close(again.entropy[name].data, out.entropy[name].data, rtol=0, atol=1e-6)
     # The stored form {"action": {...}} and ragged buffers are accepted too.
-    stored = {"action": {k: v.to_ragged_buffer() for k, v in out.action.items()}}
+    stored = {"action": {k: v.to_ragged_array() for k, v in out.action.items()}}
     torch.testing.assert_close(_run(net, state, action=stored).log_prob_sum, out.log_prob_sum)
 
 
@@ -96,7 +96,7 @@ def test_perturbing_features_of_another_row_changes_nothing():
     net = _net(seed=2)
     state = zoo_state(zoo_observations(4, 5))
     out = _run(net, state, deterministic=True)
-    units = RaggedTensor.from_ragged_buffer(state["entities"]["Unit"])
+    units = RaggedTensor.from_ragged_array(state["entities"]["Unit"])
     noisy = units.data.clone()
     noisy[units.batch_index == 1] += 10.0
     perturbed = dict(state, entities=dict(state["entities"], Unit=units.with_data(noisy)))
@@ -109,8 +109,8 @@ def test_invisible_entities_do_not_reach_visible_actors():
     net = _net(seed=4, action_space={"move": ACTION_SPACE["move"]})
     state = zoo_state(zoo_observations(5, 6), {"move": ACTION_SPACE["move"]})
     out = _run(net, state, deterministic=True)
-    trees = RaggedTensor.from_ragged_buffer(state["entities"]["Tree"])
-    hidden = ~RaggedTensor.from_ragged_buffer(state["visible"]["Tree"]).data[:, 0]
+    trees = RaggedTensor.from_ragged_array(state["entities"]["Tree"])
+    hidden = ~RaggedTensor.from_ragged_array(state["visible"]["Tree"]).data[:, 0]
     assert hidden.any()
     moved = trees.data.clone()
     moved[hidden] += 50.0
@@ -193,7 +193,7 @@ def test_ragged_tensor_inputs_equal_ragged_buffer_inputs():
     def convert(tree):
         if isinstance(tree, dict):
             return {k: convert(v) for k, v in tree.items()}
-        return RaggedTensor.from_ragged_buffer(tree)
+        return RaggedTensor.from_ragged_array(tree)
 
     out = _run(net, state, deterministic=True)
     out2 = _run(net, convert(state), deterministic=True)

@@ -99,7 +99,7 @@ def test_repr_shows_shapes_not_values():
         "          mask     Tensor((4, 1), torch.bool)\n"
         "reward    Tensor((4,), torch.float32)\n"
         "empty     arrdict: {}\n"
-        "ragged    RaggedBufferF32(n_sequences=2, n_items=3, n_features=2)\n"
+        "ragged    RaggedArrayF32(n_sequences=2, n_items=3, n_features=2)\n"
         "count     7"
     )
     assert str(arrdict()) == "arrdict: {}"

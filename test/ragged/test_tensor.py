@@ -83,11 +83,11 @@ def test_from_lengths_invariants(case):
 def test_ragged_buffer_round_trip(dtype, case):
     data, lengths = case.draw(ragged_case(dtype=dtype, two_d=True))
     buf = ragged_from_arrays(data, lengths)
-    rt = RaggedTensor.from_ragged_buffer(buf)
+    rt = RaggedTensor.from_ragged_array(buf)
     assert_invariants(rt)
     assert rt.dtype == torch.from_numpy(data).dtype
     np.testing.assert_array_equal(rt.data.numpy(), data)
-    assert ragged_equal(rt.to_ragged_buffer(), buf)
+    assert ragged_equal(rt.to_ragged_array(), buf)
 
 
 @FAST
@@ -235,7 +235,7 @@ def test_to_changes_data_only_and_moves_index_tensors():
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_round_trip():
-    rt = RaggedTensor.from_ragged_buffer(
+    rt = RaggedTensor.from_ragged_array(
         ragged_from_arrays(np.arange(10, dtype=np.float32).reshape(5, 2), [2, 0, 3]), device="cuda"
     )
     assert {t.device.type for t in (rt.data, rt.lengths, rt.offsets, rt.batch_index)} == {"cuda"}
@@ -244,7 +244,7 @@ def test_cuda_round_trip():
     padded, mask = rt.padded()
     assert padded.shape == (3, 3, 2) and mask.sum().item() == 5
     assert ragged_tensor_equal(rt, rt.to("cpu"))
-    assert rt.to_ragged_buffer().size1().tolist() == [2, 0, 3]
+    assert rt.to_ragged_array().size1().tolist() == [2, 0, 3]
 
 
 def test_with_data_keeps_structure():
@@ -270,9 +270,9 @@ def test_repr_predicates_and_equality():
     assert len(RaggedTensor.from_lengths(torch.zeros(0, 1), [])) == 0
 
 
-def test_to_ragged_buffer_keeps_lengths_of_buffer_input():
+def test_to_ragged_array_keeps_lengths_of_buffer_input():
     flat, lengths = ragged_to_arrays(
-        RaggedTensor.from_lengths(torch.ones(3, 1, dtype=torch.bool), [0, 3, 0]).to_ragged_buffer()
+        RaggedTensor.from_lengths(torch.ones(3, 1, dtype=torch.bool), [0, 3, 0]).to_ragged_array()
     )
     assert lengths.tolist() == [0, 3, 0] and flat.dtype == np.bool_
 
@@ -306,8 +306,8 @@ I64 = torch.zeros(2, dtype=torch.int64)
          r"RaggedTensor.offsets: expected int64 of shape \(3,\), got torch.int64 of shape \(2,\)"),
         (lambda: RaggedTensor(Z.to("meta"), I64[:1], I64.to("meta"), I64.new_zeros(3).to("meta")),
          ValueError, r"RaggedTensor.lengths is on cpu, but data is on meta"),
-        (lambda: RaggedTensor.from_ragged_buffer(Z), TypeError,
-         r"from_ragged_buffer: expected a RaggedBuffer\*, got Tensor"),
+        (lambda: RaggedTensor.from_ragged_array(Z), TypeError,
+         r"from_ragged_array: expected a ragged array, got Tensor"),
         (lambda: RaggedTensor.from_list([]), ValueError,
          r"from_list: an empty list needs trailing_shape="),
         (lambda: RaggedTensor.from_list([torch.zeros(2, 2), torch.zeros(1, 3)]), ValueError,
@@ -320,10 +320,10 @@ I64 = torch.zeros(2, dtype=torch.int64)
         (lambda: RaggedTensor.cat([Z]), TypeError, r"cat: raggeds\[0\] is a Tensor, not a RaggedTensor"),
         (lambda: RaggedTensor.cat([RaggedTensor.from_lengths(Z, [3]), RaggedTensor.from_lengths(
             torch.zeros(1, 2), [1])]), ValueError, r"cat: raggeds\[1\] has items \(2,\) torch.float32"),
-        (lambda: RaggedTensor.from_lengths(Z.double(), [3]).to_ragged_buffer(), TypeError,
-         r"to_ragged_buffer: data is torch.float64; ragged buffers hold float32, int64 or bool"),
-        (lambda: RaggedTensor.from_lengths(torch.zeros(3, 1, 1), [3]).to_ragged_buffer(), ValueError,
-         r"to_ragged_buffer: ragged buffers hold \[n_items, n_features\], but data has shape"),
+        (lambda: RaggedTensor.from_lengths(Z.double(), [3]).to_ragged_array(), TypeError,
+         r"to_ragged_array: data is torch.float64; ragged arrays hold float32, int64 or bool"),
+        (lambda: RaggedTensor.from_lengths(torch.zeros(3, 1, 1), [3]).to_ragged_array(), ValueError,
+         r"to_ragged_array: ragged arrays hold \[n_items, n_features\], but data has shape"),
         (lambda: RaggedTensor.from_lengths(Z, [3]).with_data(torch.zeros(2, 1)), ValueError,
          r"with_data: expected a tensor \[n_items=3, ...\], got \(2, 1\)"),
     ],
@@ -336,13 +336,13 @@ def test_errors(call, error, match):
 def test_to_ragged_tensor_converts_buffers_and_moves_ragged_tensors():
     buf = ragged_from_arrays(np.arange(6, dtype=np.float32).reshape(3, 2), [2, 0, 1])
     rt = to_ragged_tensor(buf, torch.device("cpu"))
-    assert ragged_tensor_equal(rt, RaggedTensor.from_ragged_buffer(buf))
+    assert ragged_tensor_equal(rt, RaggedTensor.from_ragged_array(buf))
     assert to_ragged_tensor(rt) is rt and to_ragged_tensor(rt, "cpu") is rt
     assert entmachin.ragged.to_ragged_tensor is to_ragged_tensor
 
 
 def test_to_ragged_tensor_rejects_dense_values():
-    with pytest.raises(TypeError, match=r"^model: expected a RaggedBuffer\* or RaggedTensor with one sequence per row, got Tensor"):
+    with pytest.raises(TypeError, match=r"^model: expected a ragged array or RaggedTensor with one sequence per row, got Tensor"):
         to_ragged_tensor(torch.zeros(2, 1), "cpu", "model")
 
 
@@ -366,4 +366,4 @@ def test_tree_to_torch_shares_arrays_converts_ragged_buffers_and_keeps_the_rest(
     out = tree_to_torch({"a": array, "f": frozen, "t": tensor, "n": {"r": buf}, "s": "text"})
     assert out["a"].data_ptr() == array.ctypes.data and out["t"] is tensor and out["s"] == "text"
     assert out["f"].data_ptr() != frozen.ctypes.data and torch.equal(out["f"], torch.zeros(2, dtype=torch.float64))
-    assert ragged_tensor_equal(out["n"]["r"], RaggedTensor.from_ragged_buffer(buf))
+    assert ragged_tensor_equal(out["n"]["r"], RaggedTensor.from_ragged_array(buf))
