@@ -4,7 +4,7 @@ For one workload of ``bench_rogue_net.py`` this builds the same layers as both n
 (per-type input normalisation -> Linear -> ReLU -> LayerNorm; ``n_layer`` pre-norm blocks with
 a fused QKV Linear, attention, projection, LayerNorm, MLP up, GELU, MLP down; the action heads)
 and runs them on tensors made once, outside the timed region, with no ragged bookkeeping: no
-conversion from ``RaggedBuffer``, no validation, no index computations, no gathers of actors
+conversion from ragged arrays, no validation, no index computations, no gathers of actors
 (the actors are the first tokens, the actees the next ones, laid out densely). Only the
 attention part differs between the variants:
 
@@ -15,9 +15,10 @@ attention part differs between the variants:
   narrow rows packed ``group`` per sequence with a block-diagonal mask), with the calls and
   masks RogueNet makes; queries, keys and values reach the grid by one ``index_copy`` per
   bucket and the output leaves it by one ``index_select`` (the least a padded call needs);
-* ``padpack``: rogue-net's arithmetic: ``RaggedBuffer.padpack`` sequences (rows packed into
-  sequences as long as the longest row), its explicit ``q @ k.T``, ``masked_fill``, softmax,
-  ``att @ v``, reached by one gather each way.
+* ``padpack``: rogue-net's arithmetic: ``padpack`` sequences (rows packed into sequences as
+  long as the longest row, as ragged-buffer's ``padpack`` packs them for rogue-net:
+  ``entmachin.ragged.array.padpack``), its explicit ``q @ k.T``, ``masked_fill``, softmax, ``att @ v``,
+  reached by one gather each way.
 
 ``train`` workloads run forward + backward of the summed log-probabilities of given actions;
 ``infer`` workloads run the forward under ``no_grad`` and sample (exponential race, as
@@ -35,6 +36,7 @@ from torch import nn
 
 from entmachin.model.attention import plan_attention
 from entmachin.model.layout import build_layout
+from entmachin.ragged.array import padpack
 
 VARIANTS = ("exact", "buckets", "padpack")
 
@@ -77,10 +79,7 @@ class _Batch:
         self.plans = plan_attention(self.layout, None)
         counts = np.bincount(self.sorted_lengths, minlength=1)
         self.exact = [(int(t), int(counts[t])) for t in range(len(counts) - 1, 0, -1) if counts[t]]
-        ids = np.arange(self.n_tokens, dtype=np.int64)[:, None]  # [n_tokens, 1]
-        from ragged_buffer import RaggedBufferI64
-
-        index, batch_of, inverse = RaggedBufferI64.from_flattened(ids, lengths).padpack() or (None, None, None)
+        index, batch_of, inverse = padpack(lengths) or (None, None, None)
         if index is None:  # every row as long: one plain view
             t = int(lengths.max())
             self.padpack = (torch.arange(self.n_tokens), None, torch.arange(self.n_tokens), self.n_rows, t)

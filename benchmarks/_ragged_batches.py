@@ -2,11 +2,13 @@
 
 ``bench_rogue_net.py`` builds its workloads once (entmachin's environments and helpers) and
 both sides of the comparison read them back from these files, so that entmachin and
-rogue-net see the very same observations. Only numpy and ``ragged_buffer`` are needed here.
+rogue-net see the very same observations. Only numpy is needed here: each side passes its own
+ragged classes to :func:`load_workload` (entmachin's ``RaggedArray{F32,I64,Bool}`` on entmachin's
+side, ragged-buffer's ``RaggedBuffer{F32,I64,Bool}`` on rogue-net's, as rogue-net expects).
 
 A workload is ``<stem>.json`` (the spaces, the mode and where each ragged value sits) beside
 ``<stem>.npz`` (for each value its flat items ``[n_items, n_features]`` and its lengths
-``[n_rows]``). A batch is a tree of dicts whose leaves are ``RaggedBuffer{F32,I64,Bool}``::
+``[n_rows]``). A batch is a tree of dicts whose leaves are ragged arrays (float32, int64, bool)::
 
     {"entities": {entity_type: f32 [n_entities, n_features]},
      "action_masks": {action_name: {"actors": i64 [n_actors, 1], "mask": bool [...], ...}},
@@ -20,12 +22,11 @@ The spaces are plain JSON::
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
-from ragged_buffer import RaggedBufferBool, RaggedBufferF32, RaggedBufferI64
 
-_CLASSES = {"float32": RaggedBufferF32, "int64": RaggedBufferI64, "bool": RaggedBufferBool}
+_DTYPES = ("float32", "int64", "bool")  # the order of load_workload's ``classes``
 
 
 def _leaves(tree: Dict[str, Any], path: Tuple[str, ...] = ()) -> List[Tuple[Tuple[str, ...], Any]]:
@@ -39,7 +40,7 @@ def _leaves(tree: Dict[str, Any], path: Tuple[str, ...] = ()) -> List[Tuple[Tupl
 
 
 def save_workload(stem: str, spaces: Dict[str, Any], mode: str, batches: List[Dict[str, Any]]) -> None:
-    """Writes ``batches`` (trees of ragged buffers) to ``stem.json`` + ``stem.npz``.
+    """Writes ``batches`` (trees of ragged arrays, either side's) to ``stem.json`` + ``stem.npz``.
 
     Args:
         stem: path without suffix.
@@ -60,8 +61,15 @@ def save_workload(stem: str, spaces: Dict[str, Any], mode: str, batches: List[Di
         json.dump({"spaces": spaces, "mode": mode, "n_batches": len(batches), "index": index}, f)
 
 
-def load_workload(stem: str) -> Tuple[Dict[str, Any], str, List[Dict[str, Any]]]:
-    """Reads what :func:`save_workload` wrote: ``(spaces, mode, batches)``."""
+def load_workload(stem: str, classes: Sequence[Any]) -> Tuple[Dict[str, Any], str, List[Dict[str, Any]]]:
+    """Reads what :func:`save_workload` wrote: ``(spaces, mode, batches)``.
+
+    Args:
+        stem: path without suffix.
+        classes: the reading side's ragged classes for float32, int64 and bool, in this order
+            (each with ``from_flattened(flat, lengths)``).
+    """
+    by_dtype = dict(zip(_DTYPES, classes))
     with open(stem + ".json") as f:
         meta = json.load(f)
     batches: List[Dict[str, Any]] = [{} for _ in range(meta["n_batches"])]
@@ -71,7 +79,7 @@ def load_workload(stem: str) -> Tuple[Dict[str, Any], str, List[Dict[str, Any]]]
             for key in entry["path"][:-1]:
                 node = node.setdefault(key, {})
             flat = np.ascontiguousarray(arrays[f"flat{k}"])  # [n_items, n_features]
-            node[entry["path"][-1]] = _CLASSES[entry["dtype"]].from_flattened(flat, arrays[f"lengths{k}"])
+            node[entry["path"][-1]] = by_dtype[entry["dtype"]].from_flattened(flat, arrays[f"lengths{k}"])
     return meta["spaces"], meta["mode"], batches
 
 
@@ -88,5 +96,5 @@ def build_spaces(spaces: Dict[str, Any], env_api: Any) -> Tuple[Any, Dict[str, A
 
 
 def n_items(buffers: Dict[str, Any]) -> int:
-    """Total items of a dict of ragged buffers (e.g. the entities of a batch)."""
+    """Total items of a dict of ragged arrays (e.g. the entities of a batch)."""
     return sum(int(buf.items()) for buf in buffers.values())

@@ -55,10 +55,11 @@ class _Workload:
         from _ragged_batches import build_spaces, load_workload
         from entity_gym.env import SelectEntityActionSpace, VecCategoricalActionMask, VecSelectEntityActionMask
         from entity_gym.simple_trace import Tracer
+        from ragged_buffer import RaggedBufferBool, RaggedBufferF32, RaggedBufferI64
         from rogue_net.input_norm import InputNorm
         from rogue_net.rogue_net import RogueNet, RogueNetConfig
 
-        spaces, self.mode, batches = load_workload(stem)
+        spaces, self.mode, batches = load_workload(stem, (RaggedBufferF32, RaggedBufferI64, RaggedBufferBool))
         obs_space, action_space = build_spaces(spaces, entity_gym.env)
         torch.manual_seed(seed)
         config = RogueNetConfig(d_model=32, n_layer=2, n_head=2, d_qk=16)

@@ -11,7 +11,6 @@ from typing import Any, Callable, Dict, List, NamedTuple, Tuple
 import numpy as np
 import torch
 from _ragged_batches import build_spaces, load_workload, n_items, save_workload
-from ragged_buffer import RaggedBufferF32, RaggedBufferI64
 
 import entmachin.env
 from entmachin.env import (
@@ -25,6 +24,7 @@ from entmachin.env import (
 from entmachin.env.examples import CherryPick, MineSweeper
 from entmachin.model import RogueNet, RogueNetConfig
 from entmachin.model.input_norm import collecting_stats_of, input_norms
+from entmachin.ragged.array import RaggedArrayBool, RaggedArrayF32, RaggedArrayI64
 from entmachin.ragged.arrays import concat, take
 
 # The issue's synthetic batches: type A with U[1, max] entities and 4 features, type B with
@@ -35,6 +35,8 @@ SYNTHETIC_SPACES = {
 }
 # rogue-net's defaults, set explicitly on both sides.
 CONFIG = RogueNetConfig(d_model=32, n_layer=2, n_head=2, d_qk=16)
+# entmachin's side reads the workloads into entmachin's ragged arrays (load_workload's order).
+RAGGED_CLASSES = (RaggedArrayF32, RaggedArrayI64, RaggedArrayBool)
 
 
 class Workload(NamedTuple):
@@ -46,10 +48,10 @@ class Workload(NamedTuple):
     unit: str
 
 
-def _ids(starts: np.ndarray, lengths: np.ndarray) -> RaggedBufferI64:
+def _ids(starts: np.ndarray, lengths: np.ndarray) -> RaggedArrayI64:
     """Per row ``i`` the entity indices ``starts[i] .. starts[i] + lengths[i] - 1``, int64 ``[n, 1]``."""
     flat = np.concatenate([np.arange(s, s + n) for s, n in zip(starts, lengths)] + [np.zeros(0, np.int64)])
-    return RaggedBufferI64.from_flattened(flat.astype(np.int64).reshape(-1, 1), lengths.astype(np.int64))
+    return RaggedArrayI64.from_flattened(flat.astype(np.int64).reshape(-1, 1), lengths.astype(np.int64))
 
 
 def synthetic_batch(n_rows: int, max_entities: int, rng: np.random.Generator, with_action: bool) -> Dict[str, Any]:
@@ -59,12 +61,12 @@ def synthetic_batch(n_rows: int, max_entities: int, rng: np.random.Generator, wi
     a = rng.standard_normal((int(n_a.sum()), 4)).astype(np.float32)  # [n_a, 4]
     b = rng.standard_normal((int(n_b.sum()), 3)).astype(np.float32)  # [n_b, 3]
     batch: Dict[str, Any] = {
-        "entities": {"A": RaggedBufferF32.from_flattened(a, n_a), "B": RaggedBufferF32.from_flattened(b, n_b)},
+        "entities": {"A": RaggedArrayF32.from_flattened(a, n_a), "B": RaggedArrayF32.from_flattened(b, n_b)},
         "action_masks": {"act": {"actors": _ids(np.zeros(n_rows, np.int64), n_a)}},
     }
     if with_action:
         choice = rng.integers(0, 5, (int(n_a.sum()), 1)).astype(np.int64)  # [n_a, 1]
-        batch["action"] = {"act": RaggedBufferI64.from_flattened(choice, n_a)}
+        batch["action"] = {"act": RaggedArrayI64.from_flattened(choice, n_a)}
     return batch
 
 
@@ -151,7 +153,7 @@ class EntmachinWorkload:
     """entmachin's ``RogueNet`` on one workload read back from its files."""
 
     def __init__(self, stem: str, seed: int) -> None:
-        spaces, self.mode, self.batches = load_workload(stem)
+        spaces, self.mode, self.batches = load_workload(stem, RAGGED_CLASSES)
         obs_space, action_space = build_spaces(spaces, entmachin.env)
         torch.manual_seed(seed)
         self.net = RogueNet(obs_space, action_space, CONFIG)

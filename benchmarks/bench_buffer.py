@@ -102,7 +102,7 @@ def _machin(part: str, args: argparse.Namespace) -> Optional[float]:
 # ------------------------------------------------------------------------------ ragged
 
 
-def _ragged_buffer(n_rows: int, seed: int) -> Any:
+def _ragged_replay_buffer(n_rows: int, seed: int) -> Any:
     """A buffer of ``n_rows`` entity rows (1-32 entities of 16 features) and the raw bytes appended."""
     from entmachin.buffer import Buffer, Transition
     from entmachin.ragged import ragged_from_arrays
@@ -164,7 +164,7 @@ def _floor(buffer: Any) -> Callable[[np.ndarray], list]:
 
 
 def _ragged(args: argparse.Namespace) -> Dict[str, Any]:
-    buffer, raw_bytes, padded_bytes = _ragged_buffer(args.ragged_rows, seed=0)
+    buffer, raw_bytes, padded_bytes = _ragged_replay_buffer(args.ragged_rows, seed=0)
     ragged_bytes = sum(
         column.nbytes for spec, column in zip(buffer.schema.leaves, buffer._storage.columns) if spec.kind == "ragged"
     )

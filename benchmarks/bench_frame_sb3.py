@@ -24,7 +24,7 @@ minibatch). entmachin's speed against it is the framework's own cost; the plain 
 against it is what those semantics cost.
 
 A fifth side, "same semantics on GymnasiumVecEnv", is the contract floor: the same-semantics
-loop stepping entmachin's ``GymnasiumVecEnv`` (a ``VecObs`` in and ``RaggedBufferI64`` actions
+loop stepping entmachin's ``GymnasiumVecEnv`` (a ``VecObs`` in and ``RaggedArrayI64`` actions
 out per step, as the ``VecEnv`` contract has them), converting observations and actions by hand
 and sampling as entmachin's heads do (``masked_categorical``'s exponential race, cheaper than
 ``torch.multinomial`` on 8 rows), with nothing of the framework around it. It is the fastest a
@@ -202,10 +202,10 @@ def _plain(args: argparse.Namespace, contract: bool = False, vec_env: bool = Fal
 def _plain_on_vec_env(args: argparse.Namespace, mlp: Callable[[int], nn.Module]) -> Dict[str, float]:
     """``_plain(contract=True)`` stepping ``GymnasiumVecEnv`` (see ``_plain``'s ``vec_env``)."""
     import gymnasium as gym
-    from ragged_buffer import RaggedBufferI64
 
     from entmachin.env import GymnasiumVecEnv
     from entmachin.model.heads import masked_categorical
+    from entmachin.ragged.array import RaggedArrayI64
 
     envs = GymnasiumVecEnv(lambda: gym.make("CartPole-v1"), N_ENVS, seed=0)
     vec = envs.reset()
@@ -229,7 +229,7 @@ def _plain_on_vec_env(args: argparse.Namespace, mlp: Callable[[int], nn.Module])
             with torch.no_grad():
                 action = masked_categorical(actor(obs), None, keepdim=True).action  # [B, 1]
                 actions[t] = action
-            chosen = {"action": RaggedBufferI64.from_flattened(action.numpy(), ones)}
+            chosen = {"action": RaggedArrayI64.from_flattened(action.numpy(), ones)}
             stepping = time.perf_counter()
             spent["acting"] += stepping - acting
             vec = envs.act(chosen)

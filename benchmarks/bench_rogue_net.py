@@ -16,10 +16,11 @@ less (it leaves out the time another process held the core).
 **entmachin vs rogue-net 0.1.9.** rogue-net runs in its own interpreter (a worker process of
 this script, kept running and answering one JSON line per step: ``_rogue_net_side.py``).
 Every workload is built once here and written to a temporary folder as flat arrays + lengths
-(``_ragged_batches.py``); both sides read it back into ``RaggedBuffer``s, so they see the same
+(``_ragged_batches.py``); each side reads it back into its ragged arrays (entmachin's
+``RaggedArray``s; ragged-buffer's ``RaggedBuffer``s on rogue-net's side), so they see the same
 observations and actions, and the script stops if they report different numbers of tokens
-or actors. Timing starts from those ``RaggedBuffer`` inputs on both sides (as rogue-net's
-``get_action_and_auxiliary`` takes them): the conversion to tensors is timed. Both networks
+or actors. Timing starts from those ragged inputs on both sides (as entmachin's ``RogueNet`` and
+rogue-net's ``get_action_and_auxiliary`` take them): the conversion to tensors is timed. Both networks
 get rogue-net's defaults, set explicitly: d_model 32, 2 layers, 2 heads, d_qk 16, no dropout,
 no relative positions, no auxiliary (value) heads. Workloads:
 
@@ -123,7 +124,7 @@ def compare_with_roguenet(args: argparse.Namespace) -> None:
             ours_defaults = {k: getattr(type(CONFIG)(), k) for k in ("d_model", "n_layer", "n_head", "d_qk")}
             used = {k: getattr(CONFIG, k) for k in ours_defaults}
             print(f"\nentmachin vs rogue-net 0.1.9: fp32, {args.threads} thread(s), median of {args.repeats} "
-                  f"alternating steps each, timed from RaggedBuffer inputs; config {used} on both sides")
+                  f"alternating steps each, timed from ragged inputs; config {used} on both sides")
             print(f"  defaults: entmachin {ours_defaults}", end="")
             if worker is not None:
                 hello = worker.hello

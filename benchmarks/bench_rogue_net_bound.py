@@ -50,7 +50,7 @@ def main() -> None:
     from _bare_arithmetic import VARIANTS, bare_step
     from _competitor import CompetitorWorker
     from _ragged_batches import load_workload
-    from _rogue_net_workloads import CONFIG, EntmachinWorkload, build_workloads
+    from _rogue_net_workloads import CONFIG, RAGGED_CLASSES, EntmachinWorkload, build_workloads
 
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); load average "
@@ -70,7 +70,7 @@ def main() -> None:
                 if args.workloads and w.name not in args.workloads.split(","):
                     continue
                 stem = os.path.join(data_dir, w.name)
-                spaces, mode, batches = load_workload(stem)
+                spaces, mode, batches = load_workload(stem, RAGGED_CLASSES)
                 bare = {v: bare_step(spaces, batches, mode, v, CONFIG.d_model, CONFIG.n_layer, CONFIG.n_head,
                                      CONFIG.d_qk) for v in VARIANTS}
                 ours = EntmachinWorkload(stem, args.seed)

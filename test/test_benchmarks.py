@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from ragged_buffer import RaggedBufferBool, RaggedBufferF32, RaggedBufferI64
+from entmachin.ragged.array import RaggedArrayBool, RaggedArrayF32, RaggedArrayI64
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))  # the benchmarks' helper modules (_competitor, _ragged_batches, ...)
@@ -66,17 +66,17 @@ def test_ragged_batches_round_trip(tmp_path):
 
     lengths = np.array([2, 0, 1], dtype=np.int64)
     batch = {
-        "entities": {"Orbital Cannon": RaggedBufferF32.from_flattened(np.arange(6, dtype=np.float32).reshape(3, 2),
+        "entities": {"Orbital Cannon": RaggedArrayF32.from_flattened(np.arange(6, dtype=np.float32).reshape(3, 2),
                                                                      lengths),
-                     "Player": RaggedBufferF32.from_flattened(np.zeros((3, 0), np.float32), lengths)},
-        "action_masks": {"a.b": {"actors": RaggedBufferI64.from_flattened(np.array([[0], [1], [0]]), lengths),
-                                 "mask": RaggedBufferBool.from_flattened(np.array([[True, False]] * 3), lengths)}},
+                     "Player": RaggedArrayF32.from_flattened(np.zeros((3, 0), np.float32), lengths)},
+        "action_masks": {"a.b": {"actors": RaggedArrayI64.from_flattened(np.array([[0], [1], [0]]), lengths),
+                                 "mask": RaggedArrayBool.from_flattened(np.array([[True, False]] * 3), lengths)}},
     }
     spaces = {"entities": {"Orbital Cannon": ["x", "y"], "Player": []},
               "actions": {"a.b": {"kind": "categorical", "choices": ["l", "r"]}}}
     stem = str(tmp_path / "w")
     save_workload(stem, spaces, "infer", [batch, batch])
-    got_spaces, mode, batches = load_workload(stem)
+    got_spaces, mode, batches = load_workload(stem, (RaggedArrayF32, RaggedArrayI64, RaggedArrayBool))
     assert (got_spaces, mode, len(batches)) == (spaces, "infer", 2)
     for got in batches:
         for name, buf in batch["entities"].items():
@@ -84,7 +84,7 @@ def test_ragged_batches_round_trip(tmp_path):
             np.testing.assert_array_equal(got["entities"][name].as_array(), buf.as_array())
             np.testing.assert_array_equal(got["entities"][name].size1(), lengths)
         mask = got["action_masks"]["a.b"]["mask"]
-        assert type(mask) is RaggedBufferBool and mask.as_array().tolist() == [[True, False]] * 3
+        assert type(mask) is RaggedArrayBool and mask.as_array().tolist() == [[True, False]] * 3
         assert n_items(got["entities"]) == 6
 
 

@@ -41,6 +41,7 @@ Example:
 
 from __future__ import annotations
 
+import heapq
 import operator
 from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -53,6 +54,7 @@ __all__ = [
     "RaggedArrayI64",
     "array_class",
     "cat",
+    "padpack",
 ]
 
 IndexLike = Union[int, slice, Sequence[int], np.ndarray]
@@ -165,6 +167,44 @@ def gather_items(offsets: np.ndarray, lengths: np.ndarray, index: np.ndarray) ->
     # add, to 0..total-1, each run's start minus where the run lands in the result.
     shift = offsets[index] - (ends - picked)  # [k]
     return np.arange(total, dtype=np.int64) + np.repeat(shift, picked)  # [total]
+
+
+def padpack(lengths: np.ndarray) -> Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """ragged-buffer's ``padpack`` (which rogue-net attends over), for sequences of ``lengths``.
+
+    Each sequence, in order, goes into the packed row with the most free slots (the first such
+    row on ties) if it fits there, else into a new row; rows are as long as the longest
+    sequence. The same results as ragged-buffer 0.4.8's, quirks included (an empty first
+    sequence opens a row of padding), for any number of features.
+
+    Returns:
+        ``None`` when every sequence has the same length (nothing to pack), else
+        ``(index, batch, inverse)``: ``index`` ``[n_rows, max_len]`` int64, the item of each
+        slot (0 in padding); ``batch`` ``[n_rows, max_len]`` float32, the sequence of each slot
+        (NaN in padding); ``inverse`` ``[n_items]`` int64, each item's slot in the flattened
+        ``[n_rows * max_len]`` layout.
+    """
+    if lengths.size == 0 or (lengths == lengths[0]).all():
+        return None
+    max_len = int(lengths.max())
+    rooms: List[Tuple[int, int]] = []  # a heap of (-free slots, row): the emptiest row first
+    starts = np.empty(lengths.shape[0], dtype=np.int64)  # [n] slot of each sequence's first item
+    for seq, length in enumerate(lengths.tolist()):
+        if rooms and -rooms[0][0] >= length:
+            minus_room, row = heapq.heappop(rooms)
+            room = -minus_room
+        else:
+            room, row = max_len, len(rooms)
+        starts[seq] = row * max_len + max_len - room
+        heapq.heappush(rooms, (length - room, row))
+    n_rows, n_items = len(rooms), int(lengths.sum())
+    firsts = np.cumsum(lengths) - lengths  # [n] each sequence's first item
+    inverse = np.arange(n_items, dtype=np.int64) + np.repeat(starts - firsts, lengths)  # [n_items]
+    index = np.zeros(n_rows * max_len, dtype=np.int64)  # [n_rows * max_len]
+    index[inverse] = np.arange(n_items)
+    batch = np.full(n_rows * max_len, np.nan, dtype=np.float32)  # [n_rows * max_len]
+    batch[inverse] = np.repeat(np.arange(lengths.shape[0], dtype=np.float32), lengths)
+    return index.reshape(n_rows, max_len), batch.reshape(n_rows, max_len), inverse
 
 
 class RaggedArray:
@@ -438,37 +478,8 @@ class RaggedArray:
         return RaggedArrayI64._wrap(flat, self._lengths[: self._n_seqs].copy())
 
     def padpack(self) -> Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """Packs sequences first-fit into rows as long as the longest one.
-
-        Returns:
-            ``None`` when every sequence has the same length (nothing to pack), else
-            ``(index, batch, inverse)``: ``index`` ``[n_rows, max_len]`` int64, the item of each
-            slot (0 in padding); ``batch`` ``[n_rows, max_len]`` float32, the sequence of each
-            slot (NaN in padding); ``inverse`` ``[n_items]`` int64, each item's slot in the
-            flattened ``[n_rows * max_len]`` layout. ragged-buffer's packing, for any number
-            of features.
-        """
-        lengths = self._lengths[: self._n_seqs]
-        if lengths.size == 0 or (lengths == lengths[0]).all():
-            return None
-        max_len = int(lengths.max())
-        starts = np.empty(self._n_seqs, dtype=np.int64)  # slot of each sequence's first item
-        free: List[int] = []  # free slots left in each row
-        for seq, length in enumerate(lengths.tolist()):
-            if length == 0:
-                starts[seq] = 0
-                continue
-            row = next((r for r, room in enumerate(free) if room >= length), len(free))
-            if row == len(free):
-                free.append(max_len)
-            starts[seq] = row * max_len + max_len - free[row]
-            free[row] -= length
-        inverse = np.arange(self._n_items, dtype=np.int64) + np.repeat(starts - self.offsets[:-1], lengths)  # [n_items]
-        index = np.zeros(len(free) * max_len, dtype=np.int64)  # [n_rows * max_len]
-        index[inverse] = np.arange(self._n_items)
-        batch = np.full(len(free) * max_len, np.nan, dtype=np.float32)  # [n_rows * max_len]
-        batch[inverse] = np.repeat(np.arange(self._n_seqs, dtype=np.float32), lengths)
-        return index.reshape(-1, max_len), batch.reshape(-1, max_len), inverse
+        """Packs sequences into rows as long as the longest one: :func:`padpack` of the lengths."""
+        return padpack(self._lengths[: self._n_seqs])
 
     # ------------------------------------------------------------------ arithmetic, equality
 

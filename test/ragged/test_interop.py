@@ -72,13 +72,19 @@ def test_round_trip_and_every_shared_operation_agree(case, data):
     if ours.dtype != np.bool_:
         same(ours + ours, rb + rb)
         same(ours * 3, rb * 3)
-    if ours.size2() == 1:  # ragged-buffer's padpack is right for one feature only
-        packed, expected = ours.padpack(), rb.padpack()
-        assert (packed is None) == (expected is None)
-        if packed is not None:
-            for a, b in zip(packed, expected):
-                np.testing.assert_array_equal(a, b)
     assert ours == rb and not (ours != rb)
+
+
+@needs_ragged_buffer
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 12), max_size=40))
+def test_padpack_packs_as_ragged_buffer(lengths):
+    ours, rb = both(np.int64, np.arange(sum(lengths))[:, None], lengths)  # one feature: right there
+    packed, expected = ours.padpack(), rb.padpack()
+    assert (packed is None) == (expected is None)
+    if packed is not None:
+        for a, b in zip(packed, expected):
+            np.testing.assert_array_equal(a, b)
 
 
 @needs_ragged_buffer
@@ -89,12 +95,15 @@ def test_ragged_buffer_values_pickle_and_unpickle_as_entmachin_arrays():
     assert type(back) is RaggedArrayF32 and back.size1().tolist() == [2, 1]
 
 
-def _minesweeper_obs():
-    from entmachin.env import EnvList
-    from entmachin.env.examples import MineSweeper
+def _example_obs(name, seed):
+    from entmachin.env import EnvList, random_actions
+    from entmachin.env.examples import ENV_REGISTRY
 
-    envs = EnvList(MineSweeper, num_envs=4, seed=3)
-    return envs, envs.reset()
+    envs = EnvList(ENV_REGISTRY[name], num_envs=4, seed=seed)
+    obs = envs.reset()
+    for _ in range(seed % 3):  # a few steps in, where some episodes have ended
+        obs = envs.act(random_actions(obs, envs.action_space(), np.random.default_rng(seed)))
+    return envs, obs
 
 
 def _as_ragged_buffers(vec):
@@ -111,15 +120,23 @@ def _as_ragged_buffers(vec):
                   masks, vec.reward.copy(), vec.done.copy(), dict(vec.metrics))
 
 
+def _example_names():
+    from entmachin.env.examples import ENV_REGISTRY
+
+    return sorted(ENV_REGISTRY)
+
+
 @needs_ragged_buffer
-def test_a_vec_obs_of_ragged_buffers_gives_the_same_state_buffer_rows_and_rogue_net_output():
+@settings(max_examples=6, deadline=None)
+@given(st.sampled_from(_example_names()), st.integers(0, 2**10))
+def test_a_vec_obs_of_ragged_buffers_gives_the_same_state_buffer_rows_and_rogue_net_output(name, seed):
     from entmachin.buffer import Buffer, Transition
     from entmachin.env import to_state, to_vec_actions
     from entmachin.frame import safe_call
     from entmachin.model import RogueNet, RogueNetConfig
     from entmachin.ragged import ragged_equal, trees
 
-    envs, vec = _minesweeper_obs()
+    envs, vec = _example_obs(name, seed)
     space = envs.action_space()
     theirs_vec = _as_ragged_buffers(vec)
     ours, converted = to_state(vec, space), to_state(theirs_vec, space)
@@ -132,8 +149,9 @@ def test_a_vec_obs_of_ragged_buffers_gives_the_same_state_buffer_rows_and_rogue_
     net = RogueNet(envs.obs_space(), space, RogueNetConfig(d_model=8, n_layer=1))
     with torch.no_grad():
         out = safe_call(net, ours)
+        scored = safe_call(net, ours, {"action": out.action})
         again = safe_call(net, raw, {"action": {k: to_ragged_buffer(v.to_ragged_array()) for k, v in out.action.items()}})
-    torch.testing.assert_close(again.log_prob_sum, out.log_prob_sum)
+    assert torch.equal(again.log_prob_sum, scored.log_prob_sum) and torch.equal(again.entropy_sum, scored.entropy_sum)
 
     buffers = [Buffer(buffer_size=16, seed=0) for _ in range(2)]
     for buffer, state in zip(buffers, (ours, raw)):

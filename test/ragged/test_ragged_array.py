@@ -128,12 +128,12 @@ def test_indices_and_padpack_match_the_reference(case):
     if not lengths or len(set(lengths)) == 1:
         assert packed is None
         return
-    # First fit, in sequence order, into rows as long as the longest sequence.
+    # In sequence order, into the row with the most room (the first on ties) if it fits, else a
+    # new row: ragged-buffer's packing, written the slow way.
     max_len, rows, starts = max(lengths), [], {}
     for s, n in enumerate(lengths):
-        if n == 0:
-            continue
-        row = next((r for r, used in enumerate(rows) if used + n <= max_len), len(rows))
+        roomiest = min(range(len(rows)), key=lambda r: (rows[r], r), default=None)
+        row = roomiest if roomiest is not None and rows[roomiest] + n <= max_len else len(rows)
         if row == len(rows):
             rows.append(0)
         starts[s], rows[row] = row * max_len + rows[row], rows[row] + n
@@ -254,3 +254,12 @@ def test_feature_selection_and_repr():
     picked = a[np.array([2, 0]), :, 1]
     assert picked.size1().tolist() == [3, 2] and picked.as_array().ravel().tolist() == [5, 7, 9, 1, 3]
     assert repr(a).endswith("'3 * var * 2 * f32')") and repr(a).startswith("RaggedArrayF32([[[0.0, 1.0]")
+
+
+def test_padpack_puts_each_sequence_in_the_roomiest_row_that_fits():
+    assert RaggedArrayI64.from_flattened(np.zeros((6, 1), np.int64), [3, 3]).padpack() is None
+    index, batch, inverse = RaggedArrayI64.from_flattened(np.zeros((19, 3), np.int64), [6, 3, 8, 2]).padpack()
+    assert index.tolist() == [[0, 1, 2, 3, 4, 5, 0, 0], [6, 7, 8, 17, 18, 0, 0, 0], list(range(9, 17))]
+    nan = float("nan")
+    np.testing.assert_array_equal(batch, [[0] * 6 + [nan] * 2, [1, 1, 1, 3, 3] + [nan] * 3, [2] * 8])
+    assert inverse.tolist() == [*range(6), 8, 9, 10, *range(16, 24), 11, 12]
