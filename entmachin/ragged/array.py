@@ -215,7 +215,8 @@ class RaggedArray:
     classes ``RaggedArrayF32``, ``RaggedArrayI64`` and ``RaggedArrayBool``.
     """
 
-    __slots__ = ("_data", "_lengths", "_n_items", "_n_seqs", "_offsets")
+    # The views below are made once and dropped whenever the array changes.
+    __slots__ = ("_data", "_lengths", "_n_items", "_n_seqs", "_offsets", "_items_view", "_lengths_view")
     dtype: ClassVar[np.dtype]
     _SUFFIX: ClassVar[str]
 
@@ -228,7 +229,7 @@ class RaggedArray:
         self._lengths = np.zeros(0, dtype=np.int64)  # [capacity]
         self._n_items = 0
         self._n_seqs = 0
-        self._offsets: Optional[np.ndarray] = None
+        self._offsets = self._items_view = self._lengths_view = None
 
     # ------------------------------------------------------------------ construction
 
@@ -244,7 +245,7 @@ class RaggedArray:
         out._lengths = lengths
         out._n_items = data.shape[0]
         out._n_seqs = lengths.shape[0]
-        out._offsets = None
+        out._offsets = out._items_view = out._lengths_view = None
         return out
 
     @classmethod
@@ -294,7 +295,9 @@ class RaggedArray:
     def size1(self, i: Optional[int] = None) -> Any:
         """Every sequence's length (a read-only int64 view ``[n_sequences]``), or sequence ``i``'s."""
         if i is None:
-            return _read_only(self._lengths[: self._n_seqs])
+            if self._lengths_view is None:
+                self._lengths_view = _read_only(self._lengths[: self._n_seqs])
+            return self._lengths_view
         return int(self._lengths[sequence_indices(i, self._n_seqs, f"{type(self).__name__}.size1")])
 
     def size2(self) -> int:
@@ -311,7 +314,9 @@ class RaggedArray:
 
     def as_array(self) -> np.ndarray:
         """The items, a read-only view ``[n_items, n_features]`` (``np.array(...)`` copies)."""
-        return _read_only(self._data[: self._n_items])
+        if self._items_view is None:
+            self._items_view = _read_only(self._data[: self._n_items])
+        return self._items_view
 
     @property
     def data(self) -> np.ndarray:
@@ -321,7 +326,7 @@ class RaggedArray:
     @property
     def lengths(self) -> np.ndarray:
         """Every sequence's length, a read-only int64 view ``[n_sequences]``."""
-        return _read_only(self._lengths[: self._n_seqs])
+        return self.size1()
 
     @property
     def offsets(self) -> np.ndarray:
@@ -356,7 +361,7 @@ class RaggedArray:
             grown = np.empty(max(need, 2 * self._lengths.shape[0], 16), np.int64)
             grown[: self._n_seqs] = self._lengths[: self._n_seqs]
             self._lengths = grown
-        self._offsets = None
+        self._offsets = self._items_view = self._lengths_view = None
 
     def push(self, x: Any) -> None:
         """Appends one sequence of ``[length, n_features]`` items (copied)."""
@@ -395,7 +400,7 @@ class RaggedArray:
         self._data = np.zeros((0, self._data.shape[1]), dtype=self.dtype)  # [0, n_features]
         self._lengths = np.zeros(0, dtype=np.int64)
         self._n_items = self._n_seqs = 0
-        self._offsets = None
+        self._offsets = self._items_view = self._lengths_view = None
 
     def _same_kind(self, other: Any, where: str) -> "RaggedArray":
         if not isinstance(other, RaggedArray):
