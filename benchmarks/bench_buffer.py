@@ -126,6 +126,9 @@ def _machin_worker(args: argparse.Namespace) -> None:
     """Runs inside Machin's interpreter: prints one measurement as JSON."""
     from machin.frame.buffers import Buffer, PrioritizedBuffer
 
+    for alias, meant in (("float", float), ("long", int)):  # Machin 0.4.2's PrioritizedBuffer uses
+        if not hasattr(np, alias):  # these aliases of builtins, which numpy 1.24 removed
+            setattr(np, alias, meant)
     torch.set_num_threads(1)
     print(json.dumps({"value": _measure(args.machin_part, Buffer, PrioritizedBuffer, args)}))
 
