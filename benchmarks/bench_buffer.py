@@ -3,8 +3,10 @@
 Workloads (as in the buffer issue):
 
 * dense: state ``{"state": [1, 16]}``, action ``{"action": [1, 1]}``, float reward, bool
-  terminal; ``append`` one transition at a time, ``sample_batch(256)``, and a prioritized
-  ``sample_batch(256)`` + ``update_priority`` loop;
+  terminal; ``append`` one transition at a time (dicts built beforehand; and Machin's loop,
+  where each step builds its dict from that step's values and its ``next_state`` is the next
+  step's ``state``, with torch or numpy ``[1, 16]`` values), ``sample_batch(256)``, and a
+  prioritized ``sample_batch(256)`` + ``update_priority`` loop;
 * ragged (entmachin only: Machin cannot concatenate ragged data): canonical entity states with
   1-32 entities of 16 features per row; ``sample_batch`` at batch 256 and 4096 against the
   data-movement floor (the same rows gathered from every stored column with one ``take`` each,
@@ -46,6 +48,34 @@ def _dense_steps(n: int, seed: int) -> List[Dict[str, Any]]:
     ]
 
 
+def _step_values(n: int, seed: int, as_numpy: bool) -> Dict[str, list]:
+    """The values of ``n`` env steps: ``n + 1`` states, ``n`` actions, rewards and terminals.
+
+    States are ``[1, STATE_DIM]`` and actions ``[1, 1]`` float32 tensors, or numpy arrays with
+    ``as_numpy``; rewards are Python floats and terminals Python bools, as an env loop gives.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    states = [t.clone() for t in torch.rand(n + 1, 1, STATE_DIM, generator=gen)]  # each [1, STATE_DIM]
+    actions = [t.clone() for t in torch.randint(0, 4, (n, 1, 1), generator=gen).float()]  # each [1, 1]
+    if as_numpy:
+        states, actions = [s.numpy() for s in states], [a.numpy() for a in actions]
+    return {"states": states, "actions": actions, "rewards": torch.rand(n, generator=gen).tolist(),
+            "terminals": [i % 100 == 99 for i in range(n)]}
+
+
+def _append_loop(buffer: Any, values: Dict[str, list]) -> float:
+    """Machin's loop: each step builds its dict transition and appends it; returns steps per second.
+
+    A step's ``next_state`` is the next step's ``state`` (the same object), as in an env loop.
+    """
+    states, actions, rewards, terminals = values["states"], values["actions"], values["rewards"], values["terminals"]
+    start = time.perf_counter()
+    for i in range(len(actions)):
+        buffer.append({"state": {"state": states[i]}, "action": {"action": actions[i]},
+                       "next_state": {"state": states[i + 1]}, "reward": rewards[i], "terminal": terminals[i]})
+    return len(actions) / (time.perf_counter() - start)
+
+
 def _best_rate(fn: Callable[[], Any], units: int, seconds: float, repeats: int) -> float:
     """Best of ``repeats`` windows of ``seconds``: calls of ``fn`` (``units`` each) per second."""
     best = 0.0
@@ -60,6 +90,14 @@ def _best_rate(fn: Callable[[], Any], units: int, seconds: float, repeats: int) 
 
 def _measure(part: str, buffer_cls: Any, prioritized_cls: Any, args: argparse.Namespace) -> float:
     """One dense measurement, with either library's classes (they share Machin's signatures)."""
+    if part in ("append_loop", "append_loop_numpy"):
+        values = _step_values(args.n_transitions, 0, as_numpy=part == "append_loop_numpy")
+        if part == "append_loop_numpy" and buffer_cls.__module__.startswith("machin"):
+            # Machin takes tensors only: its side gets tensors sharing the arrays' memory, made
+            # before the clock starts (a Machin loop would pay for torch.from_numpy as well)
+            values = {**values, "states": [torch.from_numpy(s) for s in values["states"]],
+                      "actions": [torch.from_numpy(a) for a in values["actions"]]}
+        return _append_loop(buffer_cls(args.n_transitions), values)
     steps = _dense_steps(args.n_transitions, seed=0)
     if part == "append":
         buffer = buffer_cls(args.n_transitions)
@@ -88,6 +126,9 @@ def _machin_worker(args: argparse.Namespace) -> None:
     """Runs inside Machin's interpreter: prints one measurement as JSON."""
     from machin.frame.buffers import Buffer, PrioritizedBuffer
 
+    for alias, meant in (("float", float), ("long", int)):  # Machin 0.4.2's PrioritizedBuffer uses
+        if not hasattr(np, alias):  # these aliases of builtins, which numpy 1.24 removed
+            setattr(np, alias, meant)
     torch.set_num_threads(1)
     print(json.dumps({"value": _measure(args.machin_part, Buffer, PrioritizedBuffer, args)}))
 
@@ -214,6 +255,8 @@ def main() -> None:
     rows = []
     for part, label, unit, target in (
         ("append", "append, one transition at a time", "transitions/s", 25),
+        ("append_loop", "  Machin's loop: dict built per step, torch", "transitions/s", 25),
+        ("append_loop_numpy", "  Machin's loop: dict built per step, numpy", "transitions/s", 25),
         ("sample", f"sample_batch({BATCH}, concatenate=True)", "samples/s", 10),
         ("prioritized", f"prioritized sample_batch({BATCH}) + update_priority", "iterations/s", 10),
     ):

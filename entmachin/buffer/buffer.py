@@ -188,7 +188,7 @@ class Buffer:
         self._fast = FastPath.build(self._schema, storage, not self.allow_nonfinite) if fast else None
 
     def __getstate__(self) -> dict:
-        # The compiled fast path holds raw addresses of this buffer's columns: rebuilt on unpickling.
+        # The compiled fast path holds memoryviews of this buffer's columns (not picklable): rebuilt on unpickling.
         state = dict(self.__dict__)
         state["_fast"] = None
         return state

@@ -3,16 +3,19 @@
 A one-row dict transition whose leaves are CPU tensors or arrays (and scalars) exactly as the
 schema fixed them needs no general validation: each leaf's type, dtype and shape are checked
 with a few identity and tuple comparisons, then each is copied into its row of the
-pre-allocated columns. Contiguous CPU tensors are copied with one ``memmove`` of the row's
-bytes (the checks guarantee the byte count), a fraction of the cost of ``tensor.numpy()`` plus
-a numpy assignment. Anything else (several rows, ragged leaves, another device, a mismatch, a
-NaN or ±inf) returns False before anything is written, and the buffer takes the general path,
-which also produces the error messages.
+pre-allocated columns. A dense leaf is read as the ``bytes`` of its one row: a contiguous CPU
+tensor's are read in place through a ``ctypes`` array at its ``data_ptr()`` (the checks
+guarantee the byte count), an array's with ``tobytes()``, and the bytes go into the column
+with one memoryview slice assignment. That is a fraction of the cost of ``tensor.numpy()``
+plus a numpy assignment, and of a ``ctypes.memmove`` call (a foreign-function call that
+converts its three arguments). Anything else (several rows, ragged leaves, another device, a
+mismatch, a NaN or ±inf) returns False before anything is written, and the buffer takes the
+general path, which also produces the error messages.
 
-Floating leaves are refused when they hold NaN or ±inf (unless the buffer allows them): they
-are first copied into one staging row per dtype, checked there with one dot product, and
-copied on to their columns only if it is finite (see ``_Scratch``), so a refused row never
-overwrites the oldest one.
+Floating leaves are refused when they hold NaN or ±inf (unless the buffer allows them): their
+bytes are first placed side by side in one staging row per dtype, checked there with one dot
+product, and copied to their columns only if it is finite (see ``_Scratch``), so a refused
+row never overwrites the oldest one.
 
 The checks and copies are compiled once per schema into one straight-line function (like
 ``dataclasses`` and ``namedtuple`` do), because at a few microseconds per append the loop over
@@ -21,7 +24,7 @@ leaves would otherwise be a fifth of the cost. ``FastPath.source`` shows the gen
 
 import ctypes
 import math
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 import torch
@@ -50,7 +53,7 @@ class FastPath:
 
     def __init__(self, schema: Schema, storage: RingStorage, check_finite: bool = True) -> None:
         names: Dict[str, Any] = {
-            "Tensor": torch.Tensor, "ndarray": np.ndarray, "memmove": ctypes.memmove,
+            "Tensor": torch.Tensor, "ndarray": np.ndarray,
             "IMMUTABLE": _IMMUTABLE, "storage": storage, "isfinite": math.isfinite,
         }
         check: List[str] = []
@@ -75,29 +78,22 @@ class FastPath:
                 write.append(f"F{j}[slot] = v{j}")
                 continue
             row_bytes = array[0:1].nbytes
-            names.update({f"D{j}": spec.dtype, f"N{j}": spec.np_dtype, f"S{j}": (1, *spec.shape), f"R{j}": array})
-            check += [
+            names.update({
+                f"D{j}": spec.dtype, f"N{j}": spec.np_dtype, f"S{j}": (1, *spec.shape),
+                f"A{j}": (ctypes.c_char * row_bytes).from_address,  # the row's bytes where a tensor keeps them
+                f"M{j}": memoryview(array.reshape(-1).view(np.uint8)),  # the column's bytes
+            })
+            check += [  # v{j} becomes the row's bytes
                 f"if type(v{j}) is Tensor:",
                 # real dtypes only, so no conjugate or negative bit can be pending
                 f"    if v{j}.dtype is not D{j} or v{j}.shape != S{j} or not v{j}.is_cpu: return False",
-                f"    v{j} = v{j}.data_ptr() if v{j}.is_contiguous() else v{j}.numpy()",
-                f"elif type(v{j}) is not ndarray or v{j}.dtype != N{j} or v{j}.shape != S{j}: return False",
+                f"    v{j} = A{j}(v{j}.data_ptr()).raw if v{j}.is_contiguous() else v{j}.numpy().tobytes()",
+                f"elif type(v{j}) is ndarray and v{j}.dtype == N{j} and v{j}.shape == S{j}: v{j} = v{j}.tobytes()",
+                "else: return False",
             ]
-            column_row = f"{array.ctypes.data} + slot * {row_bytes}"
             if scratch is not None and spec.dtype.is_floating_point:
-                address, names[f"T{j}"], names[f"B{j}"] = scratch.place(spec, row_bytes)
-                names[f"M{j}"] = memoryview(array.reshape(-1).view(np.uint8))  # the column's bytes
-                stage += [
-                    f"if type(v{j}) is int: memmove({address}, v{j}, {row_bytes})",
-                    f"else: T{j}[0:1] = v{j}",
-                ]
-                # a memoryview slice assignment copies between our own arrays at half a memmove's cost
-                write.append(f"M{j}[slot * {row_bytes} : slot * {row_bytes} + {row_bytes}] = B{j}")
-                continue
-            write += [
-                f"if type(v{j}) is int: memmove({column_row}, v{j}, {row_bytes})",
-                f"else: R{j}[slot : slot + 1] = v{j}",
-            ]
+                stage.append(scratch.place(spec, row_bytes, f"v{j}", names))
+            write.append(f"M{j}[slot * {row_bytes} : slot * {row_bytes} + {row_bytes}] = v{j}")
         if scratch is not None:
             stage += scratch.checks(names)
         for k, (attr, column) in enumerate(zip(schema.custom_attr, storage.customs)):
@@ -120,7 +116,6 @@ class FastPath:
             "    return True",
         ]
         self.source = "\n".join(body)
-        self._scratch = scratch  # keeps the staging arrays whose addresses the code holds alive
         exec(compile(self.source, "<entmachin.buffer fast path>", "exec"), names)  # noqa: S102 - our own code
         self.append: Callable[[Any], bool] = names["append"]
 
@@ -136,10 +131,10 @@ class FastPath:
 class _Scratch:
     """One staging row per floating dtype: the new row's floating leaves side by side.
 
-    The fast path copies each floating leaf into its place here, checks all of them with one
-    dot product against ones (a NaN or ±inf makes it non-finite; finite values that overflow
-    it only send the append to the general path, whose check is exact), and copies them to
-    their columns only if the check passes, so a refused append writes nothing.
+    The fast path places each floating leaf's bytes here, checks all of them with one dot
+    product against ones (a NaN or ±inf makes it non-finite; finite values that overflow it
+    only send the append to the general path, whose check is exact), and copies them to their
+    columns only if the check passes, so a refused append writes nothing.
     """
 
     def __init__(self, schema: Schema, storage: RingStorage) -> None:
@@ -148,21 +143,15 @@ class _Scratch:
             if spec.kind == "dense" and spec.dtype.is_floating_point and spec.np_dtype is not None:
                 widths[spec.np_dtype] = widths.get(spec.np_dtype, 0) + math.prod(spec.shape)
         self.rows = {dtype: np.zeros(width, dtype) for dtype, width in widths.items()}  # [width] each
-        self._used = {dtype: 0 for dtype in widths}
+        self._used = {dtype: 0 for dtype in widths}  # bytes placed so far
 
-    def place(self, spec: Any, row_bytes: int) -> Tuple[int, np.ndarray, memoryview]:
-        """Reserves the next ``row_bytes`` of the staging row of the leaf's dtype.
-
-        Returns:
-            ``(address, view, data)``: where the leaf's row goes, a ``[1, *shape]`` view of it,
-            and its bytes.
-        """
-        row, start = self.rows[spec.np_dtype], self._used[spec.np_dtype]
-        width = math.prod(spec.shape)
-        self._used[spec.np_dtype] = start + width
-        view = row[start : start + width].reshape(1, *spec.shape)  # a contiguous slice: always a view of the row
-        data = memoryview(row[start : start + width].view(np.uint8))  # [row_bytes]
-        return row.ctypes.data + start * row.itemsize, view, data
+    def place(self, spec: Any, row_bytes: int, value: str, names: Dict[str, Any]) -> str:
+        """The line that copies ``value`` (a leaf row's bytes) to the next ``row_bytes`` of its dtype's row."""
+        g = list(self.rows).index(spec.np_dtype)
+        start = self._used[spec.np_dtype]
+        self._used[spec.np_dtype] = start + row_bytes
+        names[f"W{g}"] = memoryview(self.rows[spec.np_dtype].view(np.uint8))  # [width * itemsize]
+        return f"W{g}[{start} : {start + row_bytes}] = {value}"
 
     def checks(self, names: Dict[str, Any]) -> List[str]:
         """Lines that return False unless every staged value is finite."""

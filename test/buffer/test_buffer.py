@@ -350,6 +350,26 @@ def test_fast_path_copies_views_and_falls_back_cleanly():
     assert next_state.state[1].tolist() == [9, 9, 9] and reward[:, 0].tolist() == [1, 2, 3]
 
 
+@pytest.mark.parametrize("as_numpy", [False, True])
+def test_fast_path_reads_rows_at_any_offset_and_stride(as_numpy):
+    """The fast path reads a row's bytes where its view starts, in row-major order."""
+    grid = torch.arange(40, dtype=torch.float32).view(4, 10)  # [4, 10]
+    views = [grid[2:3, 4:7], grid[1:2, ::3][:, :3], grid[:3, 5].view(1, 3), grid[0:1, 7:]]  # each [1, 3]
+    ids = torch.arange(8, dtype=torch.int64).view(2, 4)[1:, 1:2]  # [1, 1], at an offset
+    buffer = Buffer(8)
+    buffer.append(_step(0))
+    for i, view in enumerate(views):
+        step = _step(i + 1)
+        step["state"] = {"state": view.numpy() if as_numpy else view}
+        step["action"] = {"action": ids.numpy() if as_numpy else ids}
+        assert buffer._fast.append(step)
+    grid += 100  # the buffer holds copies
+    ids += 100
+    _, (state, action) = buffer.sample_batch(0, sample_method="all", sample_attrs=["state", "action"])
+    assert state.state[1:].tolist() == [[24, 25, 26], [10, 13, 16], [5, 15, 25], [7, 8, 9]]
+    assert action.action[1:, 0].tolist() == [5] * 4
+
+
 @pytest.mark.parametrize("first", ["scalar", "vector", "column"])
 def test_sub_attributes_are_stored_and_sampled_as_n_by_1_whatever_the_form(first):
     """A number, a [B] array and a [B, 1] array are the same sub attribute column ([n, 1], Machin's shape)."""
