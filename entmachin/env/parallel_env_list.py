@@ -9,8 +9,8 @@ The worker process itself is ``entmachin.env.env_worker``; this module is the pa
 Wire format: each message is one pickle (protocol 5) frame sent with ``Connection.send_bytes``.
 A worker's actions and its ``VecObs`` travel as nested tuples of names, numbers and raw array
 bytes (``entmachin.env.wire``), never as pickled numpy arrays or ragged arrays: a step costs a
-few copies, not a few microseconds per array. The parent unpacks each reply as it arrives, while
-slower workers are still stepping, and joins the batches with ``VecObs.extend``. Only
+few copies, not a few microseconds per array. The parent joins the replies field by field
+(``wire.unpack_many``: each field's bytes from every worker, copied once). Only
 ``create_env`` goes through ``dill``, once per worker, so lambdas and classes defined inside
 functions work under every start method.
 
@@ -44,8 +44,8 @@ from entmachin.env.env_list import check_actions
 from entmachin.env.env_worker import CLOSE, PROTOCOL, Failure, worker_main
 from entmachin.env.environment import Environment, ObsSpace
 from entmachin.env.main_guard import guard_advice, refuse_while_bootstrapping, unguarded_main_line
-from entmachin.env.vec_env import VecEnv, VecObs, env_seeds, merge_vec_obs, ragged_actions, split_envs
-from entmachin.env.wire import pack_actions, unpack
+from entmachin.env.vec_env import VecEnv, VecObs, env_seeds, ragged_actions, split_envs
+from entmachin.env.wire import pack_actions, unpack_many
 from entmachin.env.worker_error import EnvWorkerError
 
 logger = logging.getLogger(__name__)
@@ -267,7 +267,7 @@ class ParallelEnvList(VecEnv):
 
     def reset(self, obs_config: Optional[ObsSpace] = None) -> VecObs:
         self._check_open("reset")
-        self._last_vec = merge_vec_obs(self._request("reset", [obs_config] * len(self._workers)))
+        self._last_vec = unpack_many(self._request("reset", [obs_config] * len(self._workers)))
         return self._last_vec
 
     def act(self, actions: Mapping[ActionName, RaggedArrayI64], obs_filter: Optional[ObsSpace] = None) -> VecObs:
@@ -278,7 +278,7 @@ class ParallelEnvList(VecEnv):
         actions = ragged_actions(actions)
         check_actions(actions, self._last_vec, self._action_space)
         messages = pack_actions(actions, [(w.start, w.stop) for w in self._workers])
-        self._last_vec = merge_vec_obs(self._request("act", [(m, obs_filter) for m in messages]))
+        self._last_vec = unpack_many(self._request("act", [(m, obs_filter) for m in messages]))
         return self._last_vec
 
     def get_state(self) -> bytes:
@@ -403,8 +403,7 @@ class ParallelEnvList(VecEnv):
                 elif not ok:
                     problems[k] = self._raised(w, cmd, payload)
                 else:
-                    # Unpacked on arrival, while slower workers are still stepping.
-                    results[k] = unpack(payload) if cmd in ("reset", "act") else payload
+                    results[k] = payload
             if problems and failed_at is None:
                 failed_at = time.monotonic()
                 deadline = min(math.inf if deadline is None else deadline, failed_at + _CLOSE_TIMEOUT_S)

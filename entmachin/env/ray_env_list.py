@@ -31,8 +31,8 @@ from entmachin.env.action import ActionSpace
 from entmachin.env.common import ActionName
 from entmachin.env.env_list import EnvList, check_actions
 from entmachin.env.environment import Environment, ObsSpace
-from entmachin.env.vec_env import VecEnv, VecObs, env_seeds, merge_vec_obs, ragged_actions, split_envs
-from entmachin.env.wire import pack, pack_actions, unpack, unpack_actions
+from entmachin.env.vec_env import VecEnv, VecObs, env_seeds, ragged_actions, split_envs
+from entmachin.env.wire import pack, pack_actions, unpack, unpack_actions, unpack_many
 from entmachin.env.worker_error import EnvWorkerError
 
 __all__ = ["RayEnvList", "import_ray"]
@@ -173,7 +173,7 @@ class RayEnvList(VecEnv):
         self.reset_rows = np.zeros(0, dtype=np.int64)
         batches = [self._reply(k, ref, "reset", lambda k=k: self._actors[k].reset.remote(obs_config), False)
                    for k, ref in enumerate(refs)]
-        self._last_vec = merge_vec_obs(batches)
+        self._last_vec = unpack_many(batches)
         return self._last_vec
 
     def act(self, actions: Mapping[ActionName, RaggedArrayI64], obs_filter: Optional[ObsSpace] = None) -> VecObs:
@@ -187,7 +187,7 @@ class RayEnvList(VecEnv):
         self.reset_rows = np.zeros(0, dtype=np.int64)
         batches = [self._reply(k, ref, "act", lambda k=k: self._actors[k].reset.remote(obs_filter), True)
                    for k, ref in enumerate(refs)]
-        self._last_vec = merge_vec_obs(batches)
+        self._last_vec = unpack_many(batches)
         return self._last_vec
 
     def get_state(self) -> bytes:
@@ -254,10 +254,10 @@ class RayEnvList(VecEnv):
                               f"{detail}); pass restart=True to replace dead workers (a worker that cannot start, e.g. "
                               "one that cannot import the environment's module, fails the same way again)", k, None, -1)
 
-    def _reply(self, k: int, ref: Any, cmd: str, again: Callable[[], Any], mark: bool) -> VecObs:
-        """Worker ``k``'s batch; a dead worker is replaced and reset when ``restart`` is set."""
+    def _reply(self, k: int, ref: Any, cmd: str, again: Callable[[], Any], mark: bool) -> Tuple[Any, ...]:
+        """Worker ``k``'s batch, packed; a dead worker is replaced and reset when ``restart`` is set."""
         try:
-            return unpack(self._get(k, ref, cmd))
+            return self._get(k, ref, cmd)
         except EnvWorkerError as e:
             if not (self.restart and e.exitcode == -1):
                 raise
@@ -266,11 +266,13 @@ class RayEnvList(VecEnv):
         self._ray.kill(self._actors[k])
         self._restarts[k] += 1
         self._start(k)
-        vec = unpack(self._get(k, again(), "reset"))
+        packed = self._get(k, again(), "reset")
         start, stop = self._bounds[k]
         self.reset_rows = np.concatenate([self.reset_rows, np.arange(start, stop, dtype=np.int64)])
-        if mark:  # the episodes in progress were cut short
-            vec.done[:] = True
-            vec.truncated[:] = True
-            vec.final_obs, vec.final_index = unpack(pack(vec)), np.arange(len(vec), dtype=np.int64)
-        return vec
+        if not mark:
+            return packed
+        vec = unpack(packed)  # the episodes in progress were cut short
+        vec.done[:] = True
+        vec.truncated[:] = True
+        vec.final_obs, vec.final_index = unpack(pack(vec)), np.arange(len(vec), dtype=np.int64)
+        return pack(vec)

@@ -2,7 +2,8 @@
 
 Pickling a numpy array costs several microseconds, and a step would pickle a dozen on each side
 of every pipe. Instead arrays travel as raw bytes beside their shape, inside nested tuples of
-names and numbers that one pickle frame carries: ``pack`` / ``unpack`` for a ``VecObs``,
+names and numbers that one pickle frame carries: ``pack`` / ``unpack`` for a ``VecObs``
+(``unpack_many`` joins several workers' messages into one, each field copied once),
 ``pack_actions`` / ``unpack_actions`` for each worker's slice of the actions.
 """
 from __future__ import annotations
@@ -11,7 +12,6 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import numpy.typing as npt
-from entmachin.ragged.array import RaggedArrayBool, RaggedArrayF32, RaggedArrayI64
 
 from entmachin.env.common import ActionName
 from entmachin.env.vec_env import (
@@ -20,10 +20,11 @@ from entmachin.env.vec_env import (
     VecCategoricalActionMask,
     VecObs,
     VecSelectEntityActionMask,
+    merge_vec_obs,
 )
-from entmachin.ragged.arrays import RaggedArray
+from entmachin.ragged.array import RaggedArray, RaggedArrayBool, RaggedArrayF32, RaggedArrayI64
 
-__all__ = ["pack", "unpack", "pack_actions", "unpack_actions"]
+__all__ = ["pack", "unpack", "unpack_many", "pack_actions", "unpack_actions"]
 
 
 _Wire = Tuple[bytes, Tuple[int, ...], bytes]  # a ragged array: items, their shape, lengths
@@ -45,6 +46,15 @@ def _get_ragged(cls: Any, wire: Optional[_Wire]) -> Any:
     flat = np.frombuffer(values, _DTYPES[cls]).reshape(shape)  # [n_items, n_features]
     # Views of the message, no copy: ragged arrays never write into their items.
     return cls._wrap(flat, np.frombuffer(lengths, np.int64))
+
+
+def _join_ragged(cls: Any, wires: Sequence[Optional[_Wire]]) -> Any:
+    """One ragged array of several messages' arrays of one field, rows after rows: one copy."""
+    if wires[0] is None:
+        return None
+    n_items = sum(wire[1][0] for wire in wires)
+    flat = np.frombuffer(b"".join([wire[0] for wire in wires]), _DTYPES[cls])  # [n_items * n_features]
+    return cls._wrap(flat.reshape(n_items, *wires[0][1][1:]), np.frombuffer(b"".join([w[2] for w in wires]), np.int64))
 
 
 def _put_array(arr: npt.NDArray[Any], dtype: Any) -> bytes:
@@ -88,6 +98,55 @@ def pack(vec: VecObs) -> Tuple[Any, ...]:
         [(name, m.count, m.sum, m.min, m.max) for name, m in vec.metrics.items()],
         final,
     )
+
+
+def _layout(packed: Tuple[Any, ...]) -> Tuple[Any, ...]:
+    """What several messages must share to be joined field by field: names, widths, which masks."""
+    features, visible, masks = packed[:3]
+    return (
+        [(etype, wire[1][1:]) for etype, wire in features],
+        [etype for etype, _ in visible],
+        [(name, actees is None, None if mask is None else mask[1][1:]) for name, _, actees, mask in masks],
+    )
+
+
+def unpack_many(packs: Sequence[Tuple[Any, ...]]) -> VecObs:
+    """One ``VecObs`` of several workers' messages, rows after rows: what ``merge_vec_obs`` of
+    their ``unpack``s gives, with each field built once from the joined bytes of all messages."""
+    if len(packs) == 1:
+        return unpack(packs[0])
+    if any(_layout(p) != _layout(packs[0]) for p in packs[1:]):
+        return merge_vec_obs([unpack(p) for p in packs])  # entity types or masks differ: filled in
+    features, visible, masks, dense, metrics, finals = zip(*packs)  # each: one entry per message
+    action_masks: Dict[ActionName, VecActionMask] = {}
+    for i, (name, _, actees, _) in enumerate(packs[0][2]):
+        parts = [m[i] for m in masks]
+        actors, mask = _join_ragged(RaggedArrayI64, [p[1] for p in parts]), _join_ragged(RaggedArrayBool, [p[3] for p in parts])
+        action_masks[name] = (
+            VecCategoricalActionMask(actors, mask) if actees is None
+            else VecSelectEntityActionMask(actors, _join_ragged(RaggedArrayI64, [p[2] for p in parts]), mask)
+        )
+    merged: Dict[str, Metric] = {}
+    for stats in metrics:
+        for name, *values in stats:
+            metric = Metric(*values)
+            merged[name] = merged[name] + metric if name in merged else metric
+    reward, done, truncated = (b"".join(d[j] for d in dense) for j in range(3))
+    vec = VecObs(
+        features={etype: _join_ragged(RaggedArrayF32, [f[i][1] for f in features]) for i, (etype, _) in enumerate(packs[0][0])},
+        visible={etype: _join_ragged(RaggedArrayBool, [v[i][1] for v in visible]) for i, (etype, _) in enumerate(packs[0][1])},
+        action_masks=action_masks,
+        reward=_get_array(reward, np.float32),
+        done=_get_array(done, np.bool_),
+        metrics=merged,
+        truncated=_get_array(truncated, np.bool_),
+    )
+    starts = np.cumsum([0] + [len(d[0]) // 4 for d in dense[:-1]])  # first row of each message (float32 rewards)
+    ended = [(final, start) for final, start in zip(finals, starts) if final is not None]
+    if ended:
+        vec.final_index = np.concatenate([np.frombuffer(final[0], np.int64) + start for final, start in ended])
+        vec.final_obs = unpack_many([final[1] for final, _ in ended])
+    return vec
 
 
 def unpack(packed: Tuple[Any, ...]) -> VecObs:

@@ -618,28 +618,23 @@ def cat(arrays: Sequence[Any], dim: int = 0, where: str = "cat") -> RaggedArray:
     Raises:
         ValueError: an empty list, another class, or sizes that do not fit ``dim``.
     """
-    arrays = list(arrays)
-    if not arrays:
+    parts = list(arrays)
+    if not parts:
         raise ValueError(f"{where}: expected at least one ragged array, got an empty list")
-    first = arrays[0]
-    if not isinstance(first, RaggedArray):
+    if not all(isinstance(p, RaggedArray) for p in parts):
         from entmachin.ragged.interop import as_ragged_array
 
-        first = as_ragged_array(first, f"{where}: arrays[0]")
-    cls, width = type(first), first.size2()
-    parts = [first]
-    for i, other in enumerate(arrays[1:], start=1):
-        if not isinstance(other, RaggedArray):
-            from entmachin.ragged.interop import as_ragged_array
-
-            other = as_ragged_array(other, f"{where}: arrays[{i}]")
-        if type(other) is not cls:
-            raise ValueError(f"{where}: arrays[{i}] is a {type(other).__name__}, but arrays[0] is a {cls.__name__}")
-        if dim != 2 and other.size2() != width:
-            raise ValueError(f"{where}: arrays[{i}] has {other.size2()} features, but arrays[0] has {width}")
-        parts.append(other)
-    datas = [p._data[: p._n_items] for p in parts]
-    lengths = [p._lengths[: p._n_seqs] for p in parts]
+        parts = [as_ragged_array(p, f"{where}: arrays[{i}]") for i, p in enumerate(parts)]
+    cls, width = type(parts[0]), parts[0]._data.shape[1]
+    if not all(type(p) is cls and (dim == 2 or p._data.shape[1] == width) for p in parts):
+        for i, other in enumerate(parts):
+            if type(other) is not cls:
+                raise ValueError(f"{where}: arrays[{i}] is a {type(other).__name__}, but arrays[0] is a {cls.__name__}")
+            if other.size2() != width:
+                raise ValueError(f"{where}: arrays[{i}] has {other.size2()} features, but arrays[0] has {width}")
+    # Whole buffers where nothing was pushed past them (the common case): no slicing.
+    datas = [p._data if p._data.shape[0] == p._n_items else p._data[: p._n_items] for p in parts]
+    lengths = [p._lengths if p._lengths.shape[0] == p._n_seqs else p._lengths[: p._n_seqs] for p in parts]
     if dim == 0:
         return cls._wrap(np.concatenate(datas), np.concatenate(lengths))
     n = lengths[0].shape[0]

@@ -41,8 +41,8 @@ from entmachin.env import (
 )
 from entmachin.env.examples.move_to_origin import MoveToOrigin
 from entmachin.env.parallel_env_list import EnvWorkerError, ParallelEnvList
-from entmachin.env.vec_env import split_envs
-from entmachin.env.wire import pack, pack_actions, unpack, unpack_actions
+from entmachin.env.vec_env import merge_vec_obs, split_envs
+from entmachin.env.wire import pack, pack_actions, unpack, unpack_actions, unpack_many
 from entmachin.ragged.arrays import ragged_equal, ragged_from_arrays, take
 
 
@@ -322,6 +322,17 @@ def test_wire_format_round_trips_every_field(create_env):
                            (copy.final_index, np.int64)):
             assert arr.dtype == dtype and arr.flags.writeable  # not a view of the message's bytes
         assert {n: type(m) for n, m in copy.action_masks.items()} == {n: type(m) for n, m in vec.action_masks.items()}
+
+
+@pytest.mark.parametrize("create_env", [Toy, Patchy])
+def test_unpack_many_joins_messages_as_merging_their_unpacked_batches(create_env):
+    """Joined field by field (one layout) or filled in by extend (Patchy's layouts differ)."""
+    first, second, third = (_batches(create_env, n, n_steps=12, seed=seed) for n, seed in ((3, 1), (2, 2), (4, 3)))
+    for vecs in zip(first, second, third):
+        messages = [pickle.loads(pickle.dumps(pack(v), protocol=5)) for v in vecs]
+        joined = unpack_many(messages)
+        assert_same(joined, merge_vec_obs([unpack(m) for m in messages]))
+        assert len(joined) == 9 and all(a.flags.writeable for a in (joined.reward, joined.done, joined.truncated))
 
 
 @given(
