@@ -15,12 +15,12 @@ from typing import Any, Dict, Mapping, Optional
 
 import numpy as np
 import numpy.typing as npt
-from entmachin.ragged.array import RaggedArrayI64
 
 from entmachin.env.action import ActionSpace
 from entmachin.env.common import GLOBAL_ENTITY, ActionName
 from entmachin.env.environment import ObsSpace
 from entmachin.env.vec_env import Metric, VecEnv, VecObs
+from entmachin.ragged.array import RaggedArrayI64
 
 
 def _summary(values: np.ndarray) -> Metric:

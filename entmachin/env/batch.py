@@ -4,7 +4,6 @@ from __future__ import annotations
 from typing import Dict, List, Mapping, Optional
 
 import numpy as np
-from entmachin.ragged.array import RaggedArrayBool, RaggedArrayF32, RaggedArrayI64
 
 from entmachin.env.action import (
     ActionSpace,
@@ -23,6 +22,7 @@ from entmachin.env.vec_env import (
     VecSelectEntityActionMask,
     has_global_entity,
 )
+from entmachin.ragged.array import RaggedArrayBool, RaggedArrayF32, RaggedArrayI64
 
 _EMPTY_I64 = np.zeros(0, dtype=np.int64)
 

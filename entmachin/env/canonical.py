@@ -17,11 +17,11 @@ from __future__ import annotations
 from typing import Any, Dict, Mapping, Optional
 
 import numpy as np
-from entmachin.ragged.array import RaggedArrayI64
 
 from entmachin.env.action import ActionSpace, SelectEntityActionSpace
 from entmachin.env.common import ActionName
 from entmachin.env.vec_env import VecCategoricalActionMask, VecObs, VecSelectEntityActionMask
+from entmachin.ragged.array import RaggedArrayI64
 from entmachin.ragged.arrays import ragged_full, ragged_from_arrays
 from entmachin.ragged.interop import as_ragged_array, is_foreign_ragged
 

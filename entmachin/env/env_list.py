@@ -7,7 +7,6 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 import dill
 import numpy as np
 import numpy.typing as npt
-from entmachin.ragged.array import RaggedArrayI64
 
 from entmachin.env.action import (
     Action,
@@ -25,6 +24,7 @@ from entmachin.env.common import ActionName
 from entmachin.env.environment import Environment, Observation, ObsSpace
 from entmachin.env.finite import NonFiniteObservationError, refuse_non_finite
 from entmachin.env.vec_env import VecEnv, VecObs, env_seeds, ragged_actions
+from entmachin.ragged.array import RaggedArrayI64
 
 logger = logging.getLogger(__name__)
 

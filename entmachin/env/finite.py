@@ -12,11 +12,11 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
-from entmachin.ragged.array import RaggedArrayF32
 
 from entmachin.env.common import GLOBAL_ENTITY
 from entmachin.env.environment import ObsSpace
 from entmachin.env.vec_env import VecObs
+from entmachin.ragged.array import RaggedArrayF32
 
 _HOW_TO_SKIP = "pass check_finite=False to turn this check off"
 

@@ -19,7 +19,6 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional
 
 import numpy as np
 import numpy.typing as npt
-from entmachin.ragged.array import RaggedArrayF32, RaggedArrayI64
 
 from entmachin.env.action import ActionSpace
 from entmachin.env.adapters import GymnasiumEnvironment, _numeric_info
@@ -28,6 +27,7 @@ from entmachin.env.env_list import check_actions
 from entmachin.env.environment import FeatureFilter, ObsSpace, compile_feature_filter
 from entmachin.env.finite import refuse_non_finite
 from entmachin.env.vec_env import Metric, VecCategoricalActionMask, VecEnv, VecObs, env_seeds, ragged_actions
+from entmachin.ragged.array import RaggedArrayF32, RaggedArrayI64
 
 _NO_METRICS: Mapping[str, float] = MappingProxyType({})  # an empty info's metrics, shared and read-only
 

@@ -36,7 +36,6 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 import dill
 import numpy as np
 import numpy.typing as npt
-from entmachin.ragged.array import RaggedArrayI64
 
 from entmachin.env.action import ActionSpace
 from entmachin.env.common import ActionName
@@ -47,6 +46,7 @@ from entmachin.env.main_guard import guard_advice, refuse_while_bootstrapping, u
 from entmachin.env.vec_env import VecEnv, VecObs, env_seeds, ragged_actions, split_envs
 from entmachin.env.wire import pack_actions, unpack_many
 from entmachin.env.worker_error import EnvWorkerError
+from entmachin.ragged.array import RaggedArrayI64
 
 logger = logging.getLogger(__name__)
 

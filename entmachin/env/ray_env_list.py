@@ -25,7 +25,6 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import dill
 import numpy as np
 import numpy.typing as npt
-from entmachin.ragged.array import RaggedArrayI64
 
 from entmachin.env.action import ActionSpace
 from entmachin.env.common import ActionName
@@ -34,6 +33,7 @@ from entmachin.env.environment import Environment, ObsSpace
 from entmachin.env.vec_env import VecEnv, VecObs, env_seeds, ragged_actions, split_envs
 from entmachin.env.wire import pack, pack_actions, unpack, unpack_actions, unpack_many
 from entmachin.env.worker_error import EnvWorkerError
+from entmachin.ragged.array import RaggedArrayI64
 
 __all__ = ["RayEnvList", "import_ray"]
 

@@ -21,10 +21,10 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 import torch
-from entmachin.ragged.array import RaggedArrayI64
 
 from entmachin.env import GLOBAL_ENTITY, VecEnv, VecObs, to_state, to_vec_actions
 from entmachin.ragged import trees
+from entmachin.ragged.array import RaggedArrayI64
 from entmachin.ragged.tensor import tree_to_torch
 
 __all__ = ["RolloutCollector", "RolloutStats", "default_actions", "global_state", "global_actions"]

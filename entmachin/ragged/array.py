@@ -58,8 +58,8 @@ __all__ = [
 ]
 
 IndexLike = Union[int, slice, Sequence[int], np.ndarray]
-_EMPTY_LENGTHS = np.zeros(0, dtype=np.int64)
-_EMPTY_LENGTHS.flags.writeable = False
+_NO_ITEMS = np.zeros(0, dtype=np.int64)
+_NO_ITEMS.flags.writeable = False
 
 
 def _read_only(arr: np.ndarray) -> np.ndarray:
@@ -161,7 +161,7 @@ def gather_items(offsets: np.ndarray, lengths: np.ndarray, index: np.ndarray) ->
     picked = lengths[index]  # [k]
     total = int(picked.sum())
     if total == 0:
-        return _EMPTY_LENGTHS
+        return _NO_ITEMS
     ends = np.cumsum(picked)  # [k]
     # Item j of the result is item j of a run that starts at offsets[index[s]] for its sequence s:
     # add, to 0..total-1, each run's start minus where the run lands in the result.
@@ -424,6 +424,10 @@ class RaggedArray:
         A slice with step 1 returns a view-backed array (no copy); anything else gathers with
         one vectorised index.
 
+        Args:
+            index: an int, a slice, a 1-D integer array or list, or a boolean mask over sequences.
+            where: names the caller in error messages (default: ``RaggedArrayF32[...]`` etc.).
+
         Raises:
             ValueError: a negative index ("negative indices are not supported").
             IndexError: an index ``>= size0()``, naming it and the number of sequences.
@@ -449,7 +453,7 @@ class RaggedArray:
         if isinstance(index, tuple):
             if len(index) == 1:
                 return self.take(index[0])
-            if len(index) == 3 and index[1] == slice(None):
+            if len(index) == 3 and isinstance(index[1], slice) and index[1] == slice(None):
                 picked = self.take(index[0])
                 feats = index[2]
                 if isinstance(feats, (int, np.integer)):

@@ -9,7 +9,6 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium import spaces
-from entmachin.ragged.array import RaggedArrayI64
 
 from entmachin.env import action as em
 from entmachin.env.adapters import (
@@ -21,6 +20,7 @@ from entmachin.env.adapters import (
 from entmachin.env.common import GLOBAL_ENTITY
 from entmachin.env.env_list import EnvList
 from entmachin.env.environment import Observation as EmObservation
+from entmachin.ragged.array import RaggedArrayI64
 
 
 def ragged(rows: List[List[int]]) -> RaggedArrayI64:

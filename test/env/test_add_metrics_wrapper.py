@@ -2,13 +2,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from entmachin.ragged.array import RaggedArrayI64
 
 from entmachin.env.action import GlobalCategoricalAction, GlobalCategoricalActionMask, GlobalCategoricalActionSpace
 from entmachin.env.add_metrics_wrapper import AddMetricsWrapper
 from entmachin.env.env_list import EnvList
 from entmachin.env.environment import Entity, Environment, Observation, ObsSpace
 from entmachin.env.vec_env import Metric
+from entmachin.ragged.array import RaggedArrayI64
 
 
 class Ticker(Environment):

@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
-from entmachin.ragged.array import RaggedArrayF32, RaggedArrayI64
 from torch import nn
 
 from entmachin.env import EnvList, GymnasiumVecEnv, ObsSpace, VecObs, from_gymnasium
 from entmachin.env.common import GLOBAL_ENTITY
 from entmachin.frame import PPO, RolloutCollector, global_actions, global_state
 from entmachin.model import MLPActor, MLPCritic
+from entmachin.ragged.array import RaggedArrayF32, RaggedArrayI64
 
 
 class Dice(gym.Env):

@@ -6,13 +6,13 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from entmachin.ragged.array import RaggedArrayBool, RaggedArrayF32, RaggedArrayI64
 from torch import nn
 
 from entmachin.env import CategoricalActionSpace, Entity, EnvList, ObsSpace, SelectEntityActionSpace
 from entmachin.env.examples import ENV_REGISTRY
 from entmachin.frame import DQN, DQNPer, RolloutCollector
 from entmachin.model import RogueNet, RogueNetConfig
+from entmachin.ragged.array import RaggedArrayBool, RaggedArrayF32, RaggedArrayI64
 
 OBS = ObsSpace(entities={"A": Entity(["x"]), "B": Entity(["y"])})
 ACTIONS = {"move": CategoricalActionSpace(["l", "r", "u"]), "pick": SelectEntityActionSpace()}

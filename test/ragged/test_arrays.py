@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-from entmachin.ragged.array import RaggedArrayBool, RaggedArrayF32, RaggedArrayI64
 
+from entmachin.ragged.array import RaggedArrayBool, RaggedArrayF32, RaggedArrayI64
 from entmachin.ragged.arrays import (
     RAGGED_ARRAY_TYPES,
     concat,
