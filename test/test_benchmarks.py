@@ -4,6 +4,7 @@ The figures themselves are never checked here: timing assertions have no place i
 shared machines. What is checked is that each script finishes and prints its table.
 """
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -58,6 +59,17 @@ def test_benchmark_runs_on_a_tiny_budget(script):
                           timeout=300, cwd=BENCHMARKS, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert expected.lower() in done.stdout.lower(), done.stdout[-3000:]
+
+
+@pytest.mark.slow
+def test_compare_checkouts_runs_this_checkout_against_itself():
+    """Both sides on this checkout: the figure is found on each, and the ratio printed."""
+    root = BENCHMARKS.parent
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "compare_checkouts.py"), "--old-root", str(root),
+                           "--old-python", sys.executable, "--rounds", "1", "--only", "-"],
+                          capture_output=True, text=True, timeout=300, cwd=root, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert re.search(r"ragged append of MineSweeper states, rows/s\s+[\d,.]+\s+[\d,.]+\s+[\d.]+x", done.stdout), done.stdout
 
 
 def test_ragged_batches_round_trip(tmp_path):
