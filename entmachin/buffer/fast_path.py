@@ -58,6 +58,7 @@ class FastPath:
         }
         check: List[str] = []
         write: List[str] = []
+        offsets: Dict[int, str] = {}
         roots = {attr: f"n{i}" for i, (attr, path, _) in enumerate(schema.nodes) if not path}
         for i, (attr, path, keys) in enumerate(schema.nodes):
             if path:
@@ -92,7 +93,8 @@ class FastPath:
             ]
             if scratch is not None and spec.dtype.is_floating_point:
                 scratch.add(spec, f"v{j}")
-            write.append(f"M{j}[slot * {row_bytes} : slot * {row_bytes} + {row_bytes}] = v{j}")
+            offsets[row_bytes] = f"o{row_bytes}"  # the slot's first byte in columns of this row size
+            write.append(f"M{j}[o{row_bytes} : o{row_bytes} + {row_bytes}] = v{j}")
         stage = scratch.lines(names) if scratch is not None else []
         for k, (attr, column) in enumerate(zip(schema.custom_attr, storage.customs)):
             names[f"C{k}"] = column.objects
@@ -107,9 +109,10 @@ class FastPath:
             "        return False",
             *("    " + line for line in stage),
             "    slot = storage.pos",
+            *(f"    {name} = slot * {row_bytes}" for row_bytes, name in offsets.items()),
             *("    " + line for line in write),
-            "    storage.pos = slot + 1 if slot + 1 < storage.capacity else 0",
-            "    if storage.size < storage.capacity: storage.size += 1",
+            f"    storage.pos = slot + 1 if slot + 1 < {storage.capacity} else 0",
+            f"    if storage.size < {storage.capacity}: storage.size += 1",
             "    storage.n_written += 1",
             "    return True",
         ]
@@ -154,7 +157,12 @@ class _Scratch:
         for g, (dtype, row) in enumerate(self.rows.items()):
             names[f"W{g}"] = memoryview(row.view(np.uint8))  # [width * itemsize]
             names[f"G{g}"], names[f"O{g}"] = row.dot, np.ones_like(row)  # a bound method: one lookup less
+            names[f"R{g}"] = np.zeros((), dtype)  # the dot product's result, written in place
             values = self._values[dtype]
             staged = values[0] if len(values) == 1 else f"join(({', '.join(values)}))"
-            lines += [f"W{g}[:] = {staged}", f"if not isfinite(G{g}(O{g})): return False  # NaN or inf staged"]
+            lines += [
+                f"W{g}[:] = {staged}",
+                f"G{g}(O{g}, R{g})",
+                f"if not isfinite(R{g}): return False  # NaN or inf staged",
+            ]
         return lines
