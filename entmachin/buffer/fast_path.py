@@ -54,17 +54,17 @@ class FastPath:
     def __init__(self, schema: Schema, storage: RingStorage, check_finite: bool = True) -> None:
         names: Dict[str, Any] = {
             "Tensor": torch.Tensor, "ndarray": np.ndarray,
-            "IMMUTABLE": _IMMUTABLE, "storage": storage, "isfinite": math.isfinite,
+            "IMMUTABLE": _IMMUTABLE, "storage": storage, "isfinite": math.isfinite, "join": b"".join,
         }
         check: List[str] = []
-        stage: List[str] = []
         write: List[str] = []
+        offsets: Dict[int, str] = {}
         roots = {attr: f"n{i}" for i, (attr, path, _) in enumerate(schema.nodes) if not path}
         for i, (attr, path, keys) in enumerate(schema.nodes):
             if path:
                 raise ValueError("no fast path: nested major attributes")
             check += [f"n{i} = data[{attr!r}]", f"if type(n{i}) is not dict or len(n{i}) != {len(keys)}: return False"]
-        scratch = _Scratch(schema, storage) if check_finite else None
+        scratch = _Scratch(schema) if check_finite else None
         for j, (spec, column) in enumerate(zip(schema.leaves, storage.columns)):
             array = getattr(column, "array", None)
             if spec.kind == "ragged" or array is None or spec.dtype.is_complex:
@@ -92,10 +92,10 @@ class FastPath:
                 "else: return False",
             ]
             if scratch is not None and spec.dtype.is_floating_point:
-                stage.append(scratch.place(spec, row_bytes, f"v{j}", names))
-            write.append(f"M{j}[slot * {row_bytes} : slot * {row_bytes} + {row_bytes}] = v{j}")
-        if scratch is not None:
-            stage += scratch.checks(names)
+                scratch.add(spec, f"v{j}")
+            offsets[row_bytes] = f"o{row_bytes}"  # the slot's first byte in columns of this row size
+            write.append(f"M{j}[o{row_bytes} : o{row_bytes} + {row_bytes}] = v{j}")
+        stage = scratch.lines(names) if scratch is not None else []
         for k, (attr, column) in enumerate(zip(schema.custom_attr, storage.customs)):
             names[f"C{k}"] = column.objects
             check += [f"c{k} = data[{attr!r}]", f"if type(c{k}) not in IMMUTABLE: return False"]
@@ -109,9 +109,10 @@ class FastPath:
             "        return False",
             *("    " + line for line in stage),
             "    slot = storage.pos",
+            *(f"    {name} = slot * {row_bytes}" for row_bytes, name in offsets.items()),
             *("    " + line for line in write),
-            "    storage.pos = slot + 1 if slot + 1 < storage.capacity else 0",
-            "    if storage.size < storage.capacity: storage.size += 1",
+            f"    storage.pos = slot + 1 if slot + 1 < {storage.capacity} else 0",
+            f"    if storage.size < {storage.capacity}: storage.size += 1",
             "    storage.n_written += 1",
             "    return True",
         ]
@@ -131,32 +132,37 @@ class FastPath:
 class _Scratch:
     """One staging row per floating dtype: the new row's floating leaves side by side.
 
-    The fast path places each floating leaf's bytes here, checks all of them with one dot
-    product against ones (a NaN or ±inf makes it non-finite; finite values that overflow it
-    only send the append to the general path, whose check is exact), and copies them to their
-    columns only if the check passes, so a refused append writes nothing.
+    The fast path joins the bytes of a dtype's floating leaves into its staging row (one
+    copy), checks them all with one dot product against ones (a NaN or ±inf makes it
+    non-finite; finite values that overflow it only send the append to the general path, whose
+    check is exact), and copies them to their columns only if the check passes, so a refused
+    append writes nothing.
     """
 
-    def __init__(self, schema: Schema, storage: RingStorage) -> None:
+    def __init__(self, schema: Schema) -> None:
         widths: Dict[Any, int] = {}
         for spec in schema.leaves:
             if spec.kind == "dense" and spec.dtype.is_floating_point and spec.np_dtype is not None:
                 widths[spec.np_dtype] = widths.get(spec.np_dtype, 0) + math.prod(spec.shape)
         self.rows = {dtype: np.zeros(width, dtype) for dtype, width in widths.items()}  # [width] each
-        self._used = {dtype: 0 for dtype in widths}  # bytes placed so far
+        self._values: Dict[Any, List[str]] = {dtype: [] for dtype in widths}  # names of the leaves' bytes
 
-    def place(self, spec: Any, row_bytes: int, value: str, names: Dict[str, Any]) -> str:
-        """The line that copies ``value`` (a leaf row's bytes) to the next ``row_bytes`` of its dtype's row."""
-        g = list(self.rows).index(spec.np_dtype)
-        start = self._used[spec.np_dtype]
-        self._used[spec.np_dtype] = start + row_bytes
-        names[f"W{g}"] = memoryview(self.rows[spec.np_dtype].view(np.uint8))  # [width * itemsize]
-        return f"W{g}[{start} : {start + row_bytes}] = {value}"
+    def add(self, spec: Any, value: str) -> None:
+        """Stages ``value`` (a floating leaf's row bytes) next in the row of the leaf's dtype."""
+        self._values[spec.np_dtype].append(value)
 
-    def checks(self, names: Dict[str, Any]) -> List[str]:
-        """Lines that return False unless every staged value is finite."""
+    def lines(self, names: Dict[str, Any]) -> List[str]:
+        """Lines that stage every added value and return False unless all of them are finite."""
         lines = []
-        for g, row in enumerate(self.rows.values()):
+        for g, (dtype, row) in enumerate(self.rows.items()):
+            names[f"W{g}"] = memoryview(row.view(np.uint8))  # [width * itemsize]
             names[f"G{g}"], names[f"O{g}"] = row.dot, np.ones_like(row)  # a bound method: one lookup less
-            lines.append(f"if not isfinite(G{g}(O{g})): return False  # NaN or inf staged")
+            names[f"R{g}"] = np.zeros((), dtype)  # the dot product's result, written in place
+            values = self._values[dtype]
+            staged = values[0] if len(values) == 1 else f"join(({', '.join(values)}))"
+            lines += [
+                f"W{g}[:] = {staged}",
+                f"G{g}(O{g}, R{g})",
+                f"if not isfinite(R{g}): return False  # NaN or inf staged",
+            ]
         return lines
