@@ -16,7 +16,6 @@ import json
 import logging
 import os
 import shutil
-from collections.abc import Mapping
 from pathlib import Path
 
 import dill
@@ -29,127 +28,32 @@ from entmachin.buffer import Buffer, PrioritizedBuffer, Transition
 from entmachin.env import EnvList, ParallelEnvList, random_actions, to_state
 from entmachin.env.examples import MineSweeper
 from entmachin.frame.checkpoint import latest_version, read_frame_checkpoint
-from entmachin.frame.checkpoint_files import read_blob, read_manifest
 from entmachin.frame.ppo import PPO
 from entmachin.frame.rollout import RolloutCollector
 from entmachin.model import RogueNet, RogueNetConfig
-from entmachin.ragged import RaggedArray, ragged_from_arrays
+from entmachin.ragged import RaggedArray
 from entmachin.run.build import EnvFactory, make_frame
 from entmachin.run.config import EnvSection
 from entmachin.run.evaluation import evaluate_checkpoint
 from entmachin.run.play import play
 from entmachin.run.runner import Runner, load_run_config
+from test.fixtures.make_before_ragged_arrays import (  # the summaries that wrote expected.json
+    MOVE,
+    all_rows,
+    assert_ragged_like,
+    defuse_actions,
+    env_summary,
+    envs_blob,
+    ragged_summary,
+    rows_summary,
+    schema_summary,
+    state_dict_checksum,
+    tree_summary,
+    vec_summary,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "before_ragged_arrays"
 EXPECTED = json.loads((FIXTURES / "expected.json").read_text())
-MOVE, FIRE, DEFUSE = "Move", "Fire Orbital Cannon", 4
-
-
-# ------------------------------------------------------------------------------- summaries
-# As make_before_ragged_arrays.py computes them.
-
-
-def assert_ragged_like(value):
-    """A numpy-side ragged value, whatever its class: it answers ``size0/size1/size2/as_array``."""
-    for method in ("size0", "size1", "size2", "as_array"):
-        assert callable(getattr(value, method, None)), f"{type(value).__name__} has no {method}()"
-    lengths, flat = np.asarray(value.size1()), np.asarray(value.as_array())
-    assert int(value.size0()) == lengths.shape[0] and flat.shape == (int(lengths.sum()), int(value.size2()))
-
-
-def ragged_summary(value):
-    """``{"lengths", "values"}`` of a ragged value: a ``RaggedTensor`` or a numpy-side ragged array."""
-    if isinstance(getattr(value, "data", None), torch.Tensor):  # a RaggedTensor
-        return {"lengths": value.lengths.tolist(), "values": value.data.tolist()}
-    assert_ragged_like(value)
-    return {"lengths": np.asarray(value.size1()).tolist(), "values": np.asarray(value.as_array()).tolist()}
-
-
-def tree_summary(tree, prefix=""):
-    """Every leaf of a nested dict by its dotted path: ragged leaves summarised, dense ones as lists."""
-    out = {}
-    for key, value in tree.items():
-        path = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            out.update(tree_summary(value, path + "."))
-        elif isinstance(value, (torch.Tensor, np.ndarray)):
-            out[path] = value.tolist()
-        else:
-            out[path] = ragged_summary(value)
-    return out
-
-
-def vec_summary(vec):
-    """A ``VecObs``: features, visibility, action masks, reward, done, truncated, final rows."""
-    masks = {name: {k: ragged_summary(getattr(mask, k)) for k in ("actors", "actees", "mask")
-                    if getattr(mask, k, None) is not None}
-             for name, mask in vec.action_masks.items()}
-    return {
-        "features": {name: ragged_summary(v) for name, v in vec.features.items()},
-        "visible": {name: ragged_summary(v) for name, v in vec.visible.items()},
-        "action_masks": masks,
-        "reward": np.asarray(vec.reward).tolist(),
-        "done": np.asarray(vec.done).tolist(),
-        "truncated": np.asarray(vec.truncated).tolist(),
-        "final_index": np.asarray(vec.final_index).tolist(),
-        "final_obs": None if vec.final_obs is None else vec_summary(vec.final_obs),
-    }
-
-
-def env_summary(env):
-    """A (``TimeLimit``-wrapped) MineSweeper's game state and random generator state."""
-    steps = []
-    while hasattr(env, "max_steps"):
-        steps.append(env.t)
-        env = env.env
-    return {"time_limit_t": steps, "mines": [list(c) for c in env.mines], "robots": [list(c) for c in env.robots],
-            "cooldown": env.cooldown, "rng": env.rng.bit_generator.state}
-
-
-def state_dict_checksum(module):
-    """SHA-256 over every state_dict entry's name, dtype, shape and bytes, and the sum of the values."""
-    digest, total = hashlib.sha256(), 0.0
-    for name, tensor in module.state_dict().items():
-        tensor = tensor.detach().cpu().contiguous()
-        digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}|".encode())
-        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
-        total += float(tensor.double().sum())
-    return {"sha256": digest.hexdigest(), "sum": total, "n_entries": len(module.state_dict())}
-
-
-def defuse_actions(vec):
-    """Every robot defuses (always allowed), the cannon holds fire: a step that needs no policy."""
-    out = {}
-    for name, choice in ((MOVE, DEFUSE), (FIRE, 0)):
-        lengths = np.asarray(vec.action_masks[name].actors.size1(), dtype=np.int64)
-        out[name] = ragged_from_arrays(np.full((int(lengths.sum()), 1), choice, np.int64), lengths)
-    return out
-
-
-def rows_summary(buffer, values):
-    """A sample's values by attribute (major attributes leaf by leaf, by dotted path)."""
-    schema = buffer.schema
-    names = [*schema.major_attr, *schema.sub_attr, *schema.custom_attr]
-    out = {}
-    for name, value in zip(names, values):
-        if name in schema.major_attr:
-            out.update(tree_summary(value, name + "."))
-        elif isinstance(value, torch.Tensor):
-            out[name] = value.tolist()
-        else:
-            out[name] = value
-    return out
-
-
-def all_rows(buffer):
-    """Every stored row, oldest first (``Buffer``'s ``"all"``, for a ``PrioritizedBuffer`` too)."""
-    n, values = Buffer.sample_batch(buffer, 0, sample_method="all")
-    return {"n": n, **rows_summary(buffer, values)}
-
-
-def schema_summary(buffer):
-    """Every leaf of the schema: ``[name, kind, dtype, shape]``."""
-    return [[spec.name, spec.kind, str(spec.dtype), list(spec.shape)] for spec in buffer.schema.leaves]
 
 
 def slice_rows(rows, start, stop):
@@ -184,11 +88,6 @@ def copy_run(tmp_path):
     return str(target)
 
 
-def envs_blob(run_dir):
-    """The latest checkpoint's ``envs`` blob: the dill pickle of the environments and the collector."""
-    checkpoints = os.path.join(run_dir, "checkpoints")
-    version = latest_version(checkpoints)
-    return read_blob(checkpoints, read_manifest(checkpoints, version), "envs")
 
 
 @pytest.fixture
@@ -204,7 +103,7 @@ def torch_rng():
 def test_fixtures_were_written_by_the_ragged_buffer_code_and_pickle_ragged_values_by_rebuild_ragged():
     assert EXPECTED["written_by"]["commit"].startswith("92126af")
     assert EXPECTED["written_by"]["ragged-buffer"] == "0.4.8"
-    for blob in (envs_blob(str(FIXTURES / "run")), (FIXTURES / "parallel_run_envs.dill").read_bytes()):
+    for blob in (envs_blob(str(FIXTURES / "run"))[1], (FIXTURES / "parallel_run_envs.dill").read_bytes()):
         # Ragged values are pickled as calls of entmachin.ragged.arrays._rebuild_ragged(flat, lengths);
         # nothing names the ragged_buffer package, so loading never needs it.
         assert b"entmachin.ragged.arrays" in blob and b"_rebuild_ragged" in blob
@@ -331,7 +230,7 @@ def test_old_ppo_checkpoint_trains_on(torch_rng):
 
 def test_old_run_checkpoint_unpickles_environments_and_collector_state_with_their_ragged_values():
     expected = EXPECTED["run"]["snapshot"]
-    snapshot = dill.loads(envs_blob(str(FIXTURES / "run")))
+    snapshot = dill.loads(envs_blob(str(FIXTURES / "run"))[1])
     envs, last_obs, last_vec, _ = dill.loads(snapshot["envs"])
     for ragged in [*last_vec.features.values(), last_vec.action_masks[MOVE].actors, last_vec.action_masks[MOVE].mask]:
         assert_ragged_like(ragged)
