@@ -7,6 +7,7 @@ import numpy as np
 import numpy.typing as npt
 
 from entmachin.env.action import Action, ActionSpace
+from entmachin.env.adapters import ensure_environment
 from entmachin.env.common import ActionName
 from entmachin.env.environment import Environment, Observation, ObsSpace
 
@@ -19,6 +20,9 @@ class TimeLimit(Environment):
     Truncated rows bootstrap from the critic in GAE, so the cut does not look like a failure.
     An episode that the environment itself ends on the last step stays ``truncated=False``.
 
+    An entity-gym environment that is not ported is wrapped in ``EntityGymAdapter`` first, so
+    seeding and stepping go through the adapter as they do without a limit.
+
     Example:
         >>> envs = EnvList(lambda: TimeLimit(MineSweeper(), 200), 16, seed=0)
     """
@@ -26,7 +30,7 @@ class TimeLimit(Environment):
     def __init__(self, env: Environment, max_steps: int) -> None:
         if isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer)) or max_steps < 1:
             raise ValueError(f"TimeLimit: max_steps must be an int >= 1, got {max_steps!r}")
-        self.env, self.max_steps, self.t = env, int(max_steps), 0
+        self.env, self.max_steps, self.t = ensure_environment(env), int(max_steps), 0
 
     def obs_space(self) -> ObsSpace:
         return self.env.obs_space()

@@ -19,6 +19,7 @@ from entmachin.env.adapters import (
 )
 from entmachin.env.common import GLOBAL_ENTITY
 from entmachin.env.env_list import EnvList
+from entmachin.env.time_limit import TimeLimit
 from entmachin.env.environment import Observation as EmObservation
 from entmachin.ragged.array import RaggedArrayI64
 
@@ -481,6 +482,21 @@ def test_env_list_wraps_an_entity_gym_env_by_itself(fake_package):
     actions = {"move": ragged([[0, 0]] * 2), "pick": ragged([[0]] * 2), "mode": ragged([[0]] * 2)}
     envs.act(actions)
     assert envs.act(actions).done.all()
+
+
+def test_time_limit_wraps_an_entity_gym_env_through_its_adapter(fake_package):
+    # A step limit on an unported environment: seeding and stepping go through the adapter (the
+    # raw class has no seed()), and the cut is marked truncated as for any environment.
+    envs = EnvList(lambda: TimeLimit(FakeEnv(n_steps=10), 2), 2, seed=0)
+    assert all(isinstance(e.env, EntityGymAdapter) for e in envs.envs)
+    envs.reset()
+    actions = {"move": ragged([[0, 0]] * 2), "pick": ragged([[0]] * 2), "mode": ragged([[0]] * 2)}
+    envs.act(actions)
+    vec = envs.act(actions)
+    assert vec.done.all() and vec.truncated.all()
+    seedable = TimeLimit(SeedableFakeEnv(), 5)
+    seedable.seed(7)
+    assert seedable.env.env.seeds == [7]
 
 
 def test_actions_fall_back_to_entmachin_classes_without_the_module():
