@@ -3,7 +3,8 @@
     entmachin play ENV [--seed S]
     entmachin play [ENV] --checkpoint RUN_DIR [--seed S]
 
-ENV is a registry name (``entmachin envs``) or ``package.module:Class``, built with its defaults.
+ENV is a registry name (``entmachin envs``) or ``package.module:Class``, built with its defaults
+(with ``--checkpoint``: with the run's settings).
 Every step prints the step number, the last reward and the return so far, one table per entity
 type (each entity's id and features) and the global features. Then each actor of each action
 is asked for its choice:
@@ -17,8 +18,8 @@ is asked for its choice:
 
 A masked choice is refused and the question repeats. With ``--checkpoint`` (a run directory or
 its ``checkpoints/``) the agent's probability of each choice is shown beside it (masked choices:
-0); without ENV the run's own environment is played (its ``env`` section: kwargs and
-``max_episode_steps`` too), with ENV its spaces must be the checkpoint's. ``--seed S`` plays the
+0) and the run's own environment is played, as it was trained (its ``env`` section: kwargs and
+``max_episode_steps`` too); an ENV naming another environment is refused. ``--seed S`` plays the
 episodes of ``EnvList(factory, 1, seed=S)``. When an episode ends its return is printed and the
 player is asked whether to play again. Output goes to stdout and input comes from stdin, so a
 game can be scripted.
@@ -35,7 +36,7 @@ import torch
 from entmachin.env import GLOBAL_ENTITY, EnvList, ObsSpace, Observation, VecObs, VecSelectEntityActionMask, batch_obs
 from entmachin.env import to_state
 from entmachin.ragged.arrays import ragged_from_arrays
-from entmachin.run.build import EnvFactory
+from entmachin.run.build import EnvFactory, env_class
 from entmachin.run.config import EnvSection
 
 __all__ = ["PlayError", "Turn", "play"]
@@ -81,12 +82,16 @@ def play(env: Optional[str], checkpoint: Optional[str], seed: Optional[int]) -> 
     """
     if env is None and checkpoint is None:
         raise PlayError("play: give ENV or --checkpoint RUN_DIR (see `entmachin envs`)")
-    factory = EnvFactory(EnvSection(name=env)) if env is not None else None
     frame = None
-    if checkpoint is not None:
+    if checkpoint is None:
+        factory = EnvFactory(EnvSection(name=env))
+    else:
         from entmachin.run.evaluation import load_trained
 
-        frame, _, factory = load_trained(checkpoint, factory)
+        frame, config, factory = load_trained(checkpoint)
+        if env is not None and env_class(env) is not env_class(config.env.name):
+            raise PlayError(f"play: {env} is not the environment {checkpoint} was trained on "
+                            f"({config.env.name}); leave ENV out to play the run's own")
     envs = EnvList(factory, 1, seed=seed)
     try:
         print(f"playing {factory.name}{'' if seed is None else f' (seed {seed})'}"

@@ -117,11 +117,14 @@ def test_the_checkpoints_agent_advises_and_plays(run_dir, monkeypatch, capsys):
     assert re.search(r"episode over after 3 steps \(time limit\): reward 0\.000, return 0\.000", out)
 
 
-def test_a_checkpoint_dir_and_a_named_env_of_the_same_spaces(run_dir, monkeypatch, capsys):
-    status, out, err = play(monkeypatch, capsys, ["MineSweeper", "--checkpoint", f"{run_dir}/checkpoints",
-                                                  "--seed", "1"], ["a"] * 3)
-    assert status == 0, err
-    assert {action for action, _, _ in blocks(out)} == {"Move"}  # MineSweeper's defaults: no cannon
+def test_a_named_env_with_a_checkpoint_is_played_with_the_runs_settings(run_dir, monkeypatch, capsys):
+    for name in ("MineSweeper", "entmachin.env.examples.minesweeper:MineSweeper"):
+        status, out, err = play(monkeypatch, capsys, [name, "--checkpoint", f"{run_dir}/checkpoints",
+                                                      "--seed", "1"], [""] * 40)
+        assert status == 0, err
+        # the run's env.kwargs (a cannon) and step limit (3), not MineSweeper's defaults
+        assert {action for action, _, _ in blocks(out)} == {"Move", "Fire Orbital Cannon"}
+        assert "episode over after 3 steps (time limit)" in out
 
 
 def test_q_and_the_end_of_input_quit_with_status_0(monkeypatch, capsys):
@@ -183,8 +186,8 @@ def test_bad_input_is_one_line(run_dir, tmp_path, monkeypatch, capsys):
     assert re.search(r"play: give ENV or --checkpoint RUN_DIR", error_of(monkeypatch, capsys, []))
     assert "unknown environment 'Cont'; did you mean 'Count'?" in error_of(monkeypatch, capsys, ["Cont"])
     assert "cannot find 'nosuch.module:Env'" in error_of(monkeypatch, capsys, ["nosuch.module:Env"])
-    assert re.search(r"was trained on other spaces than NotHotdog's: .*entity type 'Mine' only in the checkpoint",
-                     error_of(monkeypatch, capsys, ["NotHotdog", "--checkpoint", run_dir]))
+    assert re.search(r"play: NotHotdog is not the environment .*minesweeper was trained on \(MineSweeper\); leave "
+                     r"ENV out", error_of(monkeypatch, capsys, ["NotHotdog", "--checkpoint", run_dir]))
     assert "not an entmachin run directory" in error_of(monkeypatch, capsys, ["--checkpoint", str(tmp_path)])
 
 
