@@ -120,7 +120,7 @@ def test_the_checkpoints_agent_advises_and_plays(run_dir, monkeypatch, capsys):
 def test_a_named_env_with_a_checkpoint_is_played_with_the_runs_settings(run_dir, monkeypatch, capsys):
     for name in ("MineSweeper", "entmachin.env.examples.minesweeper:MineSweeper"):
         status, out, err = play(monkeypatch, capsys, [name, "--checkpoint", f"{run_dir}/checkpoints",
-                                                      "--seed", "1"], [""] * 40)
+                                                      "--seed", "0"], [""] * 40)
         assert status == 0, err
         # the run's env.kwargs (a cannon) and step limit (3), not MineSweeper's defaults
         assert {action for action, _, _ in blocks(out)} == {"Move", "Fire Orbital Cannon"}
