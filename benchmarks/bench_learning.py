@@ -63,29 +63,52 @@ def config_fingerprint(env: str, frame: str) -> str:
     path = bundled_config_path(env, frame)
     if path is None:
         raise SystemExit(f"bench_learning: {env} has no bundled {frame} config")
-    data = config_to_dict(load_config(path))
-    data.pop("log")
-    data["train"] = {k: v for k, v in data["train"].items() if k not in ("seed", "total_steps")}
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
+    return fingerprint(config_to_dict(load_config(path)))
+
+
+# Fields that cannot change what a one-process run learns: where the run logs, how ranks talk,
+# where workers live, the DQN frames' Q-head, and a check that only stops a run. Leaving them out
+# keeps a record valid when such a field is added to the config.
+_NOT_LEARNING = {"log": None, "distributed": None, "train": ("seed", "total_steps"), "rollout": ("workers",),
+                 "model": ("q_head",), "env": ("check_finite",)}
+
+
+def fingerprint(data: Dict[str, Any]) -> str:
+    """A short hash of plain config data, seed, budget and the fields in ``_NOT_LEARNING`` left out."""
+    kept = {}
+    for section, values in data.items():
+        dropped = _NOT_LEARNING.get(section, ())
+        if dropped is not None:
+            kept[section] = {k: v for k, v in values.items() if k not in dropped}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def run_job(env: str, frame: str, seed: int, budget: int, runs_dir: str) -> Dict[str, Any]:
     """Trains one bundled config and returns its results record."""
-    from entmachin.frame import evaluate
-    from entmachin.run.build import EnvFactory, seeds
     from entmachin.run.cli import bundled_config_path
-    from entmachin.run.config import load_config
-    from entmachin.run.evaluation import load_trained, random_policy_return
-    from entmachin.run.runner import Runner
+    from entmachin.run.config import config_to_dict, load_config
 
     path = bundled_config_path(env, frame)
     if path is None:
         raise SystemExit(f"bench_learning: {env} has no bundled {frame} config")
-    fingerprint = config_fingerprint(env, frame)  # of the config as it is trained, not as it is after
+    data = config_to_dict(load_config(path))
+    record = {"env": env, "frame": frame, "seed": seed, "config": fingerprint(data), "budget": budget}
+    return {**record, **train_and_evaluate(data, seed, budget, os.path.join(runs_dir, f"{env}-{frame}-{seed}"))}
+
+
+def train_and_evaluate(data: Dict[str, Any], seed: int, budget: int, run_dir: str) -> Dict[str, Any]:
+    """Trains the run config ``data`` (plain data) with ``seed`` for ``budget`` steps (ten evaluations on
+    the way); the final evaluation sampled and deterministic, a random policy's return, the wall time."""
+    from entmachin.frame import evaluate
+    from entmachin.run.build import EnvFactory, seeds
+    from entmachin.run.config import apply_overrides, config_from_dict
+    from entmachin.run.evaluation import load_trained, random_policy_return
+    from entmachin.run.runner import Runner
+
     interval = max(budget // 10, 1)
-    config = load_config(path, [f"train.seed={seed}", f"train.total_steps={budget}",
-                                f"log.eval_interval={interval}", f"log.checkpoint_interval={budget * 2}"])
-    run_dir = os.path.join(runs_dir, f"{env}-{frame}-{seed}")
+    config = config_from_dict(apply_overrides(data, [
+        f"train.seed={seed}", f"train.total_steps={budget}", f"log.eval_interval={interval}",
+        f"log.checkpoint_interval={budget * 2}", "log.run_dir=null"]))
     started = time.perf_counter()
     runner = Runner(config, run_dir, force=True, progress=False)
     result = runner.train()
@@ -94,8 +117,7 @@ def run_job(env: str, frame: str, seed: int, budget: int, runs_dir: str) -> Dict
     trained, _, _ = load_trained(run_dir)
     deterministic = evaluate(trained, factory, config.log.eval_episodes, deterministic=True, seed=eval_seed)
     random = random_policy_return(factory, config.log.eval_episodes, eval_seed)
-    return {"env": env, "frame": frame, "seed": seed, "config": fingerprint, "budget": budget,
-            "env_steps": result.env_steps,
+    return {"env_steps": result.env_steps,
             "sampled": result.final_eval["mean"], "deterministic": deterministic.mean, "random": random.mean,
             "evals": [[e["env_steps"], e["mean"]] for e in runner.state.evals], "wall_s": round(wall, 1),
             "loadavg": os.getloadavg()[0]}

@@ -18,7 +18,7 @@ from entmachin.env.environment import ObsSpace
 from entmachin.env.vec_env import VecObs
 from entmachin.ragged.array import RaggedArrayF32
 
-_HOW_TO_SKIP = "pass check_finite=False to turn this check off"
+_HOW_TO_SKIP = "pass check_finite=False (in a run config: env.check_finite: false) to turn this check off"
 
 
 class NonFiniteObservationError(ValueError):

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, Mapping, Optional
 
 __all__ = ["CheckpointError", "Manifest", "publish", "read_manifest", "read_blob", "manifest_versions",
-           "MANIFEST_FORMAT"]
+           "remove_version", "MANIFEST_FORMAT"]
 
 MANIFEST_FORMAT = "entmachin-checkpoint"
 _MANIFEST_VERSION = 1
@@ -149,6 +149,14 @@ def publish(directory: str, version: int, blobs: Mapping[str, bytes], stems: Map
         raise
     _sweep(directory, obsolete)
     return Manifest(target, version, dict(meta), files)
+
+
+def remove_version(directory: str, version: int) -> None:
+    """Unpublishes ``version`` (its manifest goes first, so a reader sees it whole or not at all),
+    then deletes the files no remaining manifest names."""
+    _remove(manifest_path(directory, version))
+    _fsync_dir(directory)
+    _sweep(directory, lambda name: False)
 
 
 def _published_token(target: str) -> Optional[str]:

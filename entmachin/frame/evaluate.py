@@ -28,7 +28,7 @@ class EvalResult(NamedTuple):
 def evaluate(
     frame: Any, make_env: Callable[[], Environment], episodes: int, deterministic: bool = True,
     seed: Optional[int] = None, *, num_envs: int = 16, max_steps: int = 10_000,
-    state_fn: Optional[StateFn] = None, action_fn: Optional[ActionFn] = None,
+    state_fn: Optional[StateFn] = None, action_fn: Optional[ActionFn] = None, check_finite: bool = True,
 ) -> EvalResult:
     """Runs ``episodes`` episodes with ``frame.act`` and returns their returns.
 
@@ -47,6 +47,7 @@ def evaluate(
         max_steps: vectorised steps after which unfinished episodes are counted with the
             return they have so far (a warning is logged).
         state_fn / action_fn: as for ``RolloutCollector`` (defaults suit RogueNet).
+        check_finite: as for ``EnvList``.
 
     Raises:
         ValueError: ``episodes``, ``num_envs`` or ``max_steps`` is not a positive int.
@@ -57,7 +58,7 @@ def evaluate(
     n_envs = min(num_envs, episodes)
     quota = np.full(n_envs, episodes // n_envs, dtype=np.int64)  # [n_envs]
     quota[: episodes % n_envs] += 1
-    envs = EnvList(make_env, n_envs, seed=seed)
+    envs = EnvList(make_env, n_envs, seed=seed, check_finite=check_finite)
     space = envs.action_space()
     state_fn = state_fn or (lambda obs: to_state(obs, space))
     action_fn = action_fn or default_actions

@@ -42,11 +42,14 @@ class RolloutStats:
         n_env_steps: environment steps taken (``n_steps * num_envs``).
         episode_returns: undiscounted return of every episode that ended, in order of ending.
         episode_lengths: length of each of those episodes.
+        longest_running: steps so far of the longest episode still running when the rollout
+            ended (an environment that never ends shows here, not in ``episode_lengths``).
     """
 
     n_env_steps: int
     episode_returns: Tuple[float, ...]
     episode_lengths: Tuple[int, ...]
+    longest_running: int = 0
 
     @property
     def mean_return(self) -> float:
@@ -237,4 +240,4 @@ class RolloutCollector:
         self.frame.store_rollout(steps)
         n_env_steps = self.n_steps * len(self.envs)
         self.total_env_steps += n_env_steps
-        return RolloutStats(n_env_steps, tuple(returns), tuple(lengths))
+        return RolloutStats(n_env_steps, tuple(returns), tuple(lengths), int(self._lengths.max(initial=0)))

@@ -16,7 +16,7 @@ from entmachin.frame.config import resolve
 from entmachin.model import RogueNet
 from entmachin.run.config import Q_FRAMES, ConfigError, EnvSection, RunConfig, update_times
 
-__all__ = ["EnvFactory", "env_class", "make_envs", "make_frame", "seeds"]
+__all__ = ["EnvFactory", "check_device", "env_class", "make_envs", "make_frame", "seeds"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +58,19 @@ class EnvFactory:
         return TimeLimit(env, self.max_episode_steps) if self.max_episode_steps is not None else env
 
 
+def check_device(name: str) -> None:
+    """Raises ``ConfigError`` naming ``train.device`` when this machine cannot put a tensor there."""
+    device = torch.device(name)
+    if device.type == "cpu":
+        return
+    try:
+        torch.empty(0, device=device)
+    except (RuntimeError, AssertionError, AttributeError) as e:  # torch says "not compiled with CUDA" by assert
+        reason = " ".join(str(e).split()) or type(e).__name__
+        raise ConfigError(f"train.device: {name!r} cannot be used on this machine ({reason}); set train.device: cpu "
+                          "or run where that device exists") from None
+
+
 def seeds(config: RunConfig) -> Dict[str, int]:
     """Every seed of a run, derived from ``train.seed``: torch, the frame, the environments, evaluation."""
     base = config.train.seed
@@ -74,10 +87,11 @@ def make_envs(config: RunConfig, seed: int) -> VecEnv:
         from entmachin.env.ray_env_list import RayEnvList  # Ray only where asked for
 
         return RayEnvList(factory, config.rollout.num_envs, max(1, config.rollout.processes), seed=seed,
-                          address=None if workers == "auto" else workers)
+                          address=None if workers == "auto" else workers, check_finite=config.env.check_finite)
     if config.rollout.processes == 0:
-        return EnvList(factory, config.rollout.num_envs, seed=seed)
-    return ParallelEnvList(factory, config.rollout.num_envs, config.rollout.processes, seed=seed)
+        return EnvList(factory, config.rollout.num_envs, seed=seed, check_finite=config.env.check_finite)
+    return ParallelEnvList(factory, config.rollout.num_envs, config.rollout.processes, seed=seed,
+                           check_finite=config.env.check_finite)
 
 
 def make_frame(config: RunConfig, obs_space: Any, action_space: Any, writer: Any = None, *,

@@ -32,10 +32,19 @@ def bundled_config_path(name: str, frame: str = "PPO") -> Optional[str]:
     return path if os.path.exists(path) else None
 
 
+def _version() -> str:
+    import platform
+
+    import entmachin
+
+    return f"{entmachin.__version__} (Python {platform.python_version()})"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="entmachin", description="Reinforcement learning for entity-based "
                                      "environments.")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of errors, and start-up times")
+    parser.add_argument("--version", action="version", version=f"entmachin {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     train = commands.add_parser("train", help="train from a YAML config or a bundled one")

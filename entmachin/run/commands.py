@@ -5,7 +5,7 @@ import argparse
 import logging
 import os
 import sys
-from typing import Any
+from typing import Any, Dict, Tuple
 
 from entmachin.run.config import ConfigError, RunConfig, apply_overrides, config_from_dict, config_to_dict, load_config
 
@@ -28,20 +28,45 @@ def one_line(error: BaseException) -> str:
 
 
 def resolve_train_config(args: argparse.Namespace) -> RunConfig:
-    """The config ``entmachin train`` runs: a file, a bundled config by name, or MineSweeper's."""
-    from entmachin.run.cli import bundled_config_path
-
+    """The config ``entmachin train`` runs: a file, a bundled config by name, or MineSweeper's; an
+    environment without a bundled config trains with the defaults ``entmachin init`` writes."""
     target = args.target or "MineSweeper"
     if os.path.exists(target) or target.endswith((".yaml", ".yml")):
         return load_config(target, args.overrides)
-    path = bundled_config_path(target, args.frame)
-    if path is None:
-        from entmachin.run.build import env_class
+    data, source = starting_config(target, args.frame)
+    if source == "defaults":
+        logger.info("%s has no bundled %s config: training with entmachin's defaults (`entmachin init %s%s > "
+                    "my.yaml` writes them to a file to edit)", target, args.frame, target,
+                    "" if args.frame == "PPO" else f" --frame {args.frame}")
+    return config_from_dict(apply_overrides(data, args.overrides), target)
 
-        env_class(target)  # an unknown name says so, with close matches
-        raise ConfigError(f"{target!r} has no bundled {args.frame} config; write one with `entmachin init "
-                          f"{target} --frame {args.frame} > my.yaml`")
-    return load_config(path, args.overrides)
+
+def starting_config(env: str, frame: str) -> Tuple[Dict[str, Any], str]:
+    """Plain config data for ``env`` and ``frame`` (``--set`` overrides apply before the defaults
+    fill in what it leaves out), and where it came from (a bundled file's name, or ``"defaults"``):
+    the bundled config of that frame, else the environment's bundled config with the frame
+    changed, else the defaults (``entmachin.run.defaults.default_config``) with a step limit
+    (``env.max_episode_steps``: the class's own ``max_episode_steps`` attribute where it declares
+    one, else 1000)."""
+    from entmachin.run.build import EnvFactory, env_class
+    from entmachin.run.cli import bundled_config_path
+    from entmachin.run.config import EnvSection
+    from entmachin.run.defaults import DEFAULT_MAX_EPISODE_STEPS, GENERIC, default_config
+
+    cls = env_class(env)  # an unknown name says so, with close matches
+    own = bundled_config_path(env, frame)
+    if own is not None:
+        return config_to_dict(load_config(own)), os.path.basename(own)
+    if frame not in GENERIC:
+        raise ConfigError(f"{env!r} has no bundled {frame} config, and entmachin's defaults are PPO's and A2C's: "
+                          f"start from `entmachin init {env} > my.yaml` and set frame.name: {frame} there")
+    path = bundled_config_path(env)
+    if path is not None:  # the environment's settings, the frame's own defaults
+        data = config_to_dict(load_config(path))
+        return {**data, "frame": {"name": frame}}, os.path.basename(path)
+    limit = getattr(cls, "max_episode_steps", DEFAULT_MAX_EPISODE_STEPS)
+    section = {"name": env, "max_episode_steps": limit}
+    return default_config(section, frame, EnvFactory(EnvSection(**section))().obs_space()), "defaults"
 
 
 def train(args: argparse.Namespace) -> int:
@@ -110,7 +135,7 @@ def _report(result: Any, runner: Any) -> int:
 
         final = result.final_eval
         baseline = random_policy_return(EnvFactory(runner.config.env), int(final["episodes"]),
-                                        seeds(runner.config)["eval"])
+                                        seeds(runner.config)["eval"], runner.config)
         print(f"mean evaluation return {final['mean']:.3f} over {final['episodes']} episodes after "
               f"{result.env_steps} environment steps (a random policy: {baseline.mean:.3f}); run directory: "
               f"{result.run_dir}")
@@ -143,23 +168,11 @@ def list_envs(args: argparse.Namespace) -> int:
 
 
 def init(args: argparse.Namespace) -> int:
-    from entmachin.run.build import env_class
-    from entmachin.run.cli import bundled_config_path
     from entmachin.run.describe import commented_yaml
 
-    env_class(args.env)
-    path = bundled_config_path(args.env, args.frame) or bundled_config_path(args.env)
-    if path is not None:
-        config = load_config(path)
-        data = config_to_dict(config)
-        if config.frame.name != args.frame:
-            data["frame"]["name"] = args.frame
-            data["frame"].pop("surrogate_loss_clip", None)
-            config_from_dict(data)
-        source = f"from the bundled {os.path.basename(path)}"
-    else:
-        data = config_to_dict(config_from_dict({"env": {"name": args.env}, "frame": {"name": args.frame}}))
-        source = "with the defaults"
+    data, source = starting_config(args.env, args.frame)
+    data = config_to_dict(config_from_dict(data, args.env))
+    source = "with entmachin's defaults" if source == "defaults" else f"from the bundled {source}"
     header = (f"# entmachin run config for {args.env} ({args.frame}), {source}.\n"
               f"# Train with: entmachin train THIS_FILE [--set section.field=value]")
     sys.stdout.write(commented_yaml(data, header))

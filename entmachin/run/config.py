@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import re
 import typing
@@ -34,6 +35,7 @@ import yaml
 from entmachin.frame.config import A2CConfig, PPOConfig
 from entmachin.frame.dqn_config import DQNConfig, DQNPerConfig
 from entmachin.model.config import RogueNetConfig
+from entmachin.run.defaults import frame_defaults
 
 __all__ = ["ConfigError", "EnvSection", "ModelSection", "FrameSection", "RolloutSection", "TrainSection",
            "LogSection", "DistributedSection", "RunConfig", "FRAMES", "config_from_dict", "config_to_dict", "load_config",
@@ -54,6 +56,7 @@ class EnvSection:
     name: str = "MineSweeper"
     kwargs: Dict[str, Any] = field(default_factory=dict)
     max_episode_steps: Optional[int] = None
+    check_finite: bool = True
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -64,9 +67,11 @@ class EnvSection:
 
 @dataclass(frozen=True, kw_only=True)
 class ModelSection(RogueNetConfig):
-    """RogueNet's config plus where the critic lives."""
+    """RogueNet's config plus where the critic lives (one layer and a shared critic unless told:
+    entmachin.run.defaults)."""
 
-    critic: Literal["separate", "shared"] = "separate"
+    n_layer: int = 1
+    critic: Literal["separate", "shared"] = "shared"
     q_head: Literal["plain", "dueling"] = "plain"
 
     def net_config(self) -> RogueNetConfig:
@@ -139,11 +144,16 @@ class LogSection:
     eval_interval: int = 50_000
     eval_episodes: int = 100
     eval_deterministic: bool = False
+    eval_max_steps: Optional[int] = None
+    keep_checkpoints: Optional[int] = 5
 
     def __post_init__(self) -> None:
         for name in ("checkpoint_interval", "eval_interval", "eval_episodes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: expected an int >= 1, got {getattr(self, name)}")
+        for name in ("eval_max_steps", "keep_checkpoints"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name}: expected an int >= 1 or null, got {getattr(self, name)}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -256,13 +266,23 @@ def _convert(value: Any, tp: Any, path: str) -> Any:
     return value
 
 
+def did_you_mean(word: Any, options: Sequence[str]) -> str:
+    """``" (did you mean 'x'?)"`` for the closest of ``options`` to ``word``, or ``""``."""
+    lowered = {str(o).lower(): o for o in options}
+    text = str(word).lower()
+    close = [lowered[c] for c in difflib.get_close_matches(text, list(lowered), n=2, cutoff=0.6)]
+    close = close or [o for low, o in lowered.items() if len(low) >= 3 and (text.startswith(low) or
+                                                                         low.startswith(text) and len(text) >= 3)][:2]
+    return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+
+
 def _check_keys(cls: type, value: Any, path: str, extra: Sequence[str] = ()) -> None:
     if not isinstance(value, Mapping):
         raise ConfigError(f"{path}: expected a mapping of {cls.__name__} fields, got {value!r}")
     allowed = [f.name for f in dataclasses.fields(cls)] + list(extra)
     for key in value:
         if key not in allowed:
-            raise ConfigError(f"{path}.{key}: unknown key; allowed keys are {allowed}")
+            raise ConfigError(f"{path}.{key}: unknown key{did_you_mean(key, allowed)}; allowed keys are {allowed}")
 
 
 def _dataclass_from(cls: type, value: Any, path: str) -> Any:
@@ -288,7 +308,7 @@ def _frame_from(value: Any, rows: int) -> FrameSection:
     value = dict(value or {})
     name = value.get("name", "PPO")
     if name not in FRAMES:
-        raise ConfigError(f"frame.name: expected one of {sorted(FRAMES)}, got {name!r}")
+        raise ConfigError(f"frame.name: expected one of {sorted(FRAMES)}, got {name!r}{did_you_mean(name, FRAMES)}")
     config_cls = FRAMES[name]
     derived = {"seed": _DERIVED["seed"]} if name in Q_FRAMES else _DERIVED
     for key, source in derived.items():
@@ -298,7 +318,8 @@ def _frame_from(value: Any, rows: int) -> FrameSection:
     allowed = own + [f.name for f in dataclasses.fields(config_cls) if f.name not in derived]
     for key in value:
         if key not in allowed:
-            raise ConfigError(f"frame.{key}: unknown key for {name}; allowed keys are {allowed}")
+            raise ConfigError(f"frame.{key}: unknown key for {name}{did_you_mean(key, allowed)}; allowed keys are "
+                              f"{allowed}")
     if name in Q_FRAMES:
         n_updates = _convert(value.pop("n_updates", 1), int, "frame.n_updates")
         if n_updates < 1:
@@ -307,7 +328,8 @@ def _frame_from(value: Any, rows: int) -> FrameSection:
         value.pop("name", None)
         return FrameSection(name=name, n_epochs=None, optimizer=optimizer, n_updates=n_updates,
                             settings=_dataclass_from(config_cls, value, "frame"))
-    n_epochs = _convert(value.pop("n_epochs", 4), Optional[int], "frame.n_epochs")
+    value = frame_defaults(value, rows)
+    n_epochs = _convert(value.pop("n_epochs"), Optional[int], "frame.n_epochs")
     if n_epochs is not None and n_epochs < 1:
         raise ConfigError(f"frame.n_epochs: expected an int >= 1 or null, got {n_epochs}")
     if n_epochs is not None:
@@ -338,7 +360,7 @@ def config_from_dict(data: Any, source: str = "config") -> RunConfig:
         raise ConfigError(f"{source}: expected a mapping with sections {sections}, got {type(data).__name__}")
     for key in data:
         if key not in sections:
-            raise ConfigError(f"{key}: unknown section; allowed sections are {sections}")
+            raise ConfigError(f"{key}: unknown section{did_you_mean(key, sections)}; allowed sections are {sections}")
     built = {name: _dataclass_from(cls, data.get(name) or {}, name) for name, cls in _SECTIONS.items()}
     frame = _frame_from(data.get("frame"), built["rollout"].rows)
     config = RunConfig(frame=frame, **built)

@@ -12,6 +12,7 @@ FIELD_DOCS: Dict[str, str] = {
     "env.name": "a name from `entmachin envs`, or 'package.module:Class' for your own",
     "env.kwargs": "keyword arguments of the environment's constructor",
     "env.max_episode_steps": "episodes are cut (truncated, bootstrapped) after this many steps; null: never",
+    "env.check_finite": "stop with an error naming the feature when an observation or reward is NaN or infinite",
     "model": "RogueNet, the entity transformer (actor), and its critic",
     "model.d_model": "width of the entity embeddings and the residual stream",
     "model.n_layer": "transformer blocks",
@@ -74,9 +75,13 @@ FIELD_DOCS: Dict[str, str] = {
     "log": "the run directory and what goes in it",
     "log.run_dir": "where the run lives; null: runs/<env>-<date>-<time>",
     "log.checkpoint_interval": "environment steps between checkpoints (one is also written at the end)",
+    "log.keep_checkpoints": "the latest checkpoints kept (older ones are deleted; the final one is the latest); "
+                            "null: keep all",
     "log.eval_interval": "environment steps between evaluations (one also runs at the end)",
     "log.eval_episodes": "episodes per evaluation",
     "log.eval_deterministic": "evaluate the most likely actions instead of sampling",
+    "log.eval_max_steps": "an evaluation episode still running after this many steps counts as it stands; "
+                          "null: env.max_episode_steps, or 1000 without one",
     "distributed": "data-parallel ranks under torchrun (one process: unused)",
     "distributed.backend": "auto: gloo on CPU, nccl on CUDA; or gloo / nccl",
     "distributed.timeout": "seconds a rank waits for the others before stopping with an error naming the failed rank",

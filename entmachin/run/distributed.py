@@ -95,7 +95,8 @@ class DistributedRun:
         """The rollout statistics of every rank: steps summed, episodes in rank order."""
         returns = self.gather_floats(stats.episode_returns)
         lengths = self.gather_floats([float(v) for v in stats.episode_lengths])
-        return RolloutStats(stats.n_env_steps * self.world_size, tuple(returns), tuple(int(v) for v in lengths))
+        return RolloutStats(stats.n_env_steps * self.world_size, tuple(returns), tuple(int(v) for v in lengths),
+                            stats.longest_running)  # this rank's: a hint, not a statistic
 
     def gather_floats(self, values: Sequence[float]) -> List[float]:
         counts = self.collectives.all_gather(torch.tensor([len(values)], dtype=torch.int64))

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import json
+import math
 import os
-from typing import Any, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -13,14 +14,25 @@ from entmachin.frame.checkpoint import latest_version, read_frame_checkpoint
 from entmachin.frame.checkpoint_files import manifest_versions, read_blob, read_manifest
 from entmachin.run.build import EnvFactory, make_frame, seeds
 from entmachin.run.config import RunConfig
+from entmachin.run.defaults import DEFAULT_MAX_EPISODE_STEPS
 from entmachin.run.spaces import space_differences, spaces_record
 
-__all__ = ["eval_envs", "load_trained", "evaluate_checkpoint", "random_policy_return"]
+__all__ = ["eval_envs", "eval_options", "load_trained", "evaluate_checkpoint", "random_policy_return"]
 
 
 def eval_envs(episodes: int) -> int:
     """Environments of an evaluation: one episode each up to 128 (wide batches, no length bias)."""
     return min(episodes, 128)
+
+
+def eval_options(config: RunConfig, episodes: int) -> Dict[str, Any]:
+    """``evaluate``'s keywords for a run's evaluation of ``episodes`` episodes: its environments,
+    its step cap (``log.eval_max_steps`` per episode; by default the environment's step limit, or
+    1000 steps without one) and the finite check (``env.check_finite``)."""
+    n_envs = eval_envs(episodes)
+    cap = config.log.eval_max_steps or config.env.max_episode_steps or DEFAULT_MAX_EPISODE_STEPS
+    return {"num_envs": n_envs, "max_steps": cap * math.ceil(episodes / n_envs),
+            "check_finite": config.env.check_finite}
 
 
 def _run_dir_of(path: str) -> str:
@@ -84,7 +96,7 @@ def _saved_spaces(checkpoint_dir: str, version: int) -> Optional[dict]:
 def evaluate_checkpoint(path: str, episodes: int, deterministic: bool, seed: Optional[int]) -> EvalResult:
     frame, config, factory = load_trained(path)
     return evaluate(frame, factory, episodes, deterministic=deterministic,
-                    seed=seeds(config)["eval"] if seed is None else seed, num_envs=eval_envs(episodes))
+                    seed=seeds(config)["eval"] if seed is None else seed, **eval_options(config, episodes))
 
 
 class _RandomPolicy:
@@ -97,10 +109,13 @@ class _RandomPolicy:
         return random_actions(obs, self.action_space, self.rng)
 
 
-def random_policy_return(factory: EnvFactory, episodes: int, seed: int) -> EvalResult:
-    """A random policy's returns on the same environments as an evaluation: the baseline to beat."""
+def random_policy_return(factory: EnvFactory, episodes: int, seed: int,
+                         config: Optional[RunConfig] = None) -> EvalResult:
+    """A random policy's returns on the same environments as an evaluation (``config``: a run's,
+    with its step cap and finite check): the baseline to beat."""
     env = factory()
     policy = _RandomPolicy(env.action_space(), seed)
     env.close()
+    options = eval_options(config, episodes) if config is not None else {"num_envs": eval_envs(episodes)}
     return evaluate(policy, factory, episodes, seed=seed, state_fn=lambda obs: obs,
-                    action_fn=lambda actions: (None, actions), num_envs=eval_envs(episodes))
+                    action_fn=lambda actions: (None, actions), **options)

@@ -26,7 +26,7 @@ import numpy as np
 
 from entmachin.run.config import RunConfig, config_to_dict, dump_yaml
 
-__all__ = ["prepare_run_dir", "write_config", "make_writer", "write_iteration", "write_evals", "write_hparams",
+__all__ = ["prepare_run_dir", "remove_run_files", "write_config", "make_writer", "write_iteration", "write_evals", "write_hparams",
            "progress_bar", "atomic_write", "NullWriter"]
 
 logger = logging.getLogger(__name__)
@@ -68,10 +68,20 @@ def prepare_run_dir(run_dir: str, checkpoint_dir: str, *, resume: bool, force: b
     except OSError as e:
         raise RunError(f"cannot write to the run directory {run_dir!r}: {e.strerror or e}") from None
     if holds_run:  # --force: the old run's files go
-        shutil.rmtree(checkpoint_dir, ignore_errors=True)
-        for name in os.listdir(run_dir):
-            if name.startswith("events.out.tfevents") or name in ("config.yaml", "eval.json", "curve.png"):
-                os.remove(os.path.join(run_dir, name))
+        remove_run_files(run_dir, checkpoint_dir)
+
+
+def remove_run_files(run_dir: str, checkpoint_dir: str, whole_dir: bool = False) -> None:
+    """Removes the files a run writes in ``run_dir`` (``whole_dir``: the directory itself, if
+    nothing else is in it)."""
+    shutil.rmtree(checkpoint_dir, ignore_errors=True)
+    if not os.path.isdir(run_dir):
+        return
+    for name in os.listdir(run_dir):
+        if name.startswith("events.out.tfevents") or name in ("config.yaml", "eval.json", "curve.png"):
+            os.remove(os.path.join(run_dir, name))
+    if whole_dir and not os.listdir(run_dir):
+        os.rmdir(run_dir)
 
 
 class NullWriter:
@@ -84,7 +94,7 @@ class NullWriter:
 def write_config(run_dir: str, config: RunConfig, world_size: int = 1) -> None:
     """Writes the resolved config, with a header saying how it ran: ranks, environments in all,
     and where the environment workers were."""
-    header = "# The resolved config of this run: `entmachin train config.yaml` runs it again.\n"
+    header = "# The resolved config of this run: `entmachin train config.yaml --run-dir NEW_DIR` runs it again.\n"
     where = "Ray (rollout.workers)" if config.rollout.workers is not None else "this machine"
     if world_size > 1:
         header += (f"# Ran on {world_size} data-parallel ranks (torchrun): rollout.num_envs and frame.batch_size are "
@@ -145,12 +155,12 @@ def write_hparams(writer: Any, config: RunConfig, final: Dict[str, float]) -> No
 
 
 @contextlib.contextmanager
-def progress_bar(config: RunConfig, initial: int, enabled: bool) -> Iterator[Any]:
-    """A tqdm bar over environment steps (steps/s, mean return, ETA); logging goes above it."""
+def progress_bar(config: RunConfig, initial: int, total: int, enabled: bool) -> Iterator[Any]:
+    """A tqdm bar over environment steps up to ``total`` (steps/s, mean return, ETA); logging goes above it."""
     from tqdm import tqdm
     from tqdm.contrib.logging import logging_redirect_tqdm
 
-    with logging_redirect_tqdm(), tqdm(total=config.train.total_steps, initial=initial, unit="step",
+    with logging_redirect_tqdm(), tqdm(total=total, initial=initial, unit="step",
                                        desc=config.env.name.rpartition(":")[2], disable=not enabled,
                                        dynamic_ncols=True) as bar:
         yield bar

@@ -38,12 +38,14 @@ import torch
 
 from entmachin.frame import RolloutCollector, evaluate
 from entmachin.frame.checkpoint import latest_version, read_frame_checkpoint, save_frame
+from entmachin.frame.checkpoint_files import manifest_versions, remove_version
 from entmachin.frame.summary import log_update
 from entmachin.run import logs
-from entmachin.run.build import EnvFactory, make_envs, make_frame, seeds
+from entmachin.run.build import EnvFactory, check_device, make_envs, make_frame, seeds
 from entmachin.run.config import RunConfig, config_to_dict, dump_yaml, load_config
+from entmachin.run.defaults import DEFAULT_MAX_EPISODE_STEPS
 from entmachin.run.distributed import DistributedRun, rank_seed, rank_state, restore_rank_state
-from entmachin.run.evaluation import eval_envs
+from entmachin.run.evaluation import eval_options
 from entmachin.run.spaces import spaces_record
 from entmachin.run.tracker import RolloutTracker
 
@@ -53,6 +55,7 @@ logger = logging.getLogger(__name__)
 
 _RUNNER_FORMAT = 1
 _WINDOW = 100  # training episodes in the running mean return
+LONG_EPISODE = DEFAULT_MAX_EPISODE_STEPS  # steps without an end that make a run without a step limit warn
 
 
 class RunError(RuntimeError):
@@ -127,10 +130,18 @@ class Runner:
 
     def __init__(self, config: RunConfig, run_dir: str, *, resume: bool = False, force: bool = False,
                  progress: bool = True, distributed: Optional[DistributedRun] = None) -> None:
+        # The config records where the run lives, however the directory was chosen.
+        config = dataclasses.replace(config, log=dataclasses.replace(config.log, run_dir=run_dir))
         self.config, self.run_dir, self.dist = config, run_dir, distributed
         self.lead = distributed is None or distributed.rank == 0  # writes the run directory
         self.progress = progress and self.lead
         self.checkpoint_dir = os.path.join(run_dir, "checkpoints")
+        check_device(config.train.device if distributed is None else distributed.device)
+        # A run that fails before its first checkpoint takes away what it wrote (and the
+        # directory, if it made it), so that starting again there needs no --force.
+        self._created = not os.path.exists(run_dir)
+        self._checkpointed = resume
+        self._warned_long = False
         if self.lead:
             logs.prepare_run_dir(run_dir, self.checkpoint_dir, resume=resume, force=force)
         if distributed is not None:
@@ -225,7 +236,7 @@ class Runner:
         config = self.config
         previous_threads = torch.get_num_threads()
         torch.set_num_threads(config.train.threads)
-        writer = None
+        writer, failed = None, True
         try:
             self._build()
             if not self.resume and self.lead:
@@ -235,7 +246,8 @@ class Runner:
             if not self.resume and self.lead:
                 writer.add_text("config", "```yaml\n" + dump_yaml(config_to_dict(config)) + "\n```", 0)
             final = None
-            with _StopSignals() as signals, logs.progress_bar(config, self.state.env_steps, self.progress) as bar:
+            total = self._planned_steps()
+            with _StopSignals() as signals, logs.progress_bar(config, self.state.env_steps, total, self.progress) as bar:
                 stopped = self._loop(writer, signals, bar)
                 if stopped is None:  # a signal from here on still ends with the final checkpoint
                     final = self._evaluate(writer, final=True)
@@ -247,6 +259,7 @@ class Runner:
                     self._checkpoint()
                     logger.warning("%s: stopped at %d environment steps with a checkpoint; resume with:  entmachin "
                                    "train --resume %s", stopped, self.state.env_steps, self.run_dir)
+            failed = False
             return TrainResult(self.state.env_steps, stopped, final, self.run_dir)
         finally:
             if writer is not None:
@@ -256,6 +269,32 @@ class Runner:
             if hasattr(self, "frame"):
                 self.frame.data_parallel = None
             torch.set_num_threads(previous_threads)
+            if failed and self.lead and not self._checkpointed:
+                logs.remove_run_files(self.run_dir, self.checkpoint_dir, whole_dir=self._created)
+
+    def _planned_steps(self) -> int:
+        """The environment steps this run ends at: ``train.total_steps`` rounded up to whole rollouts
+        (said once when it is rounded)."""
+        config, done = self.config, self.state.env_steps
+        per_rollout = config.rollout.rows * (1 if self.dist is None else self.dist.world_size)
+        planned = done + math.ceil(max(config.train.total_steps - done, 0) / per_rollout) * per_rollout
+        if planned != config.train.total_steps and planned > done and self.lead:
+            ranks = "" if self.dist is None else f" x {self.dist.world_size} ranks"
+            logger.info("train.total_steps=%d is not a whole number of rollouts of %d steps (rollout.num_envs %d x "
+                        "rollout.n_steps %d%s): the run ends at %d steps", config.train.total_steps, per_rollout,
+                        config.rollout.num_envs, config.rollout.n_steps, ranks, planned)
+        return planned
+
+    def _warn_if_episodes_never_end(self, stats: Any) -> None:
+        """Once per run: an episode has run past ``LONG_EPISODE`` steps and the config sets no step limit."""
+        if self._warned_long or self.config.env.max_episode_steps is not None or \
+                stats.longest_running < LONG_EPISODE or not self.lead:
+            return
+        self._warned_long = True
+        logger.warning("an episode has run %d steps without ending and env.max_episode_steps is null: episodes that "
+                       "do not end show in no return curve and teach nothing about their end; set "
+                       "env.max_episode_steps to cut them (the cut is truncated: the critic bootstraps)",
+                       stats.longest_running)
 
     def _loop(self, writer: Any, signals: _StopSignals, bar: Any) -> Optional[str]:
         config, state = self.config, self.state
@@ -270,6 +309,7 @@ class Runner:
             else:
                 stats = self._collect_and_update()
             elapsed = time.perf_counter() - started
+            self._warn_if_episodes_never_end(stats)
             state.env_steps += stats.n_env_steps
             state.iterations += 1
             state.episodes += len(stats.episode_returns)
@@ -321,7 +361,7 @@ class Runner:
             torch.manual_seed(self._seeds["eval"])
             result = evaluate(self.frame, EnvFactory(config.env), config.log.eval_episodes,
                               deterministic=config.log.eval_deterministic, seed=self._seeds["eval"],
-                              num_envs=eval_envs(config.log.eval_episodes))
+                              **eval_options(config, config.log.eval_episodes))
         record = {"env_steps": self.state.env_steps, "mean": result.mean, "min": result.min, "max": result.max,
                   "episodes": len(result.returns), "final": final}
         self.state.evals.append(record)
@@ -349,6 +389,10 @@ class Runner:
             extras["envs"] = envs
         if self.lead:
             save_frame(self.frame, self.checkpoint_dir, None, self.state.env_steps, extras=extras)
+            self._checkpointed = True
+            keep = self.config.log.keep_checkpoints
+            for version in manifest_versions(self.checkpoint_dir)[:-keep] if keep is not None else ():
+                remove_version(self.checkpoint_dir, version)
 
 
 def _cuda_devices() -> List[int]:

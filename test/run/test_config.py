@@ -30,9 +30,13 @@ def test_nested_configs_and_tuples():
 
 
 @pytest.mark.parametrize("data, message", [
-    ({"environment": {}}, r"^environment: unknown section; allowed sections are \['env', 'model', 'frame', "),
-    ({"env": {"nam": "Count"}}, r"^env.nam: unknown key; allowed keys are \['name', 'kwargs', 'max_episode_steps'\]"),
-    ({"frame": {"discont": 0.9}}, r"^frame.discont: unknown key for PPO; allowed keys are \['name', 'n_epochs'"),
+    ({"environment": {}}, r"^environment: unknown section \(did you mean 'env'\?\); allowed sections are \['env', "
+                          r"'model', 'frame', "),
+    ({"env": {"nam": "Count"}}, r"^env.nam: unknown key \(did you mean 'name'\?\); allowed keys are \['name', 'kwargs', "
+                                r"'max_episode_steps', 'check_finite'\]"),
+    ({"frame": {"discont": 0.9}}, r"^frame.discont: unknown key for PPO \(did you mean 'discount'\?\); allowed keys "
+                                  r"are \['name', 'n_epochs'"),
+    ({"log": {"zzz": 1}}, r"^log.zzz: unknown key; allowed keys are"),
     ({"frame": {"name": "A2C", "surrogate_loss_clip": 0.1}}, r"^frame.surrogate_loss_clip: unknown key for A2C"),
     ({"frame": {"discount": "high"}}, r"^frame.discount: expected a number, got 'high'"),
     ({"frame": {"discount": 1.5}}, r"^frame.discount must be in \[0.0, 1.0\], got 1.5"),
@@ -45,6 +49,7 @@ def test_nested_configs_and_tuples():
     ({"frame": {"seed": 3}}, r"^frame.seed: set by the runner from train.seed; remove it"),
     ({"frame": {"replay_size": 3}}, r"^frame.replay_size: set by the runner from rollout.num_envs x rollout.n_steps"),
     ({"frame": {"name": "SAC"}}, r"^frame.name: expected one of \['A2C', 'DQN', 'DQNPer', 'PPO'\], got 'SAC'"),
+    ({"frame": {"name": "ppo"}}, r"^frame.name: expected one of .*, got 'ppo' \(did you mean 'PPO'\?\)"),
     ({"frame": {"actor_update_times": 3}}, r"^frame.actor_update_times: give frame.n_epochs or the update times"),
     ({"frame": {"batch_size": 1000}}, r"^frame.batch_size: 1000 is more than the 512 rows one rollout stores"),
     ({"rollout": {"num_envs": 2, "processes": 3}, "frame": {"batch_size": 8}},

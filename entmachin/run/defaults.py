@@ -1,0 +1,60 @@
+"""The run config's defaults: settings that learn on an environment nobody has tuned for.
+
+The frames' own constructors keep Machin's defaults (``gae_lambda=1.0``, no entropy term, no
+gradient clipping), so Machin scripts behave as they did. A run config is different: a field it
+leaves out takes the value below, chosen by ``benchmarks/sweep_defaults.py`` over the example
+environments with their bundled configs replaced by these settings (its table is in
+``benchmarks/results/sweep.jsonl``). ``entmachin init`` writes them, and ``entmachin train
+package.module:Class`` trains with them directly.
+
+``frame.batch_size`` left out splits one rollout's rows (``rollout.num_envs x rollout.n_steps``)
+into minibatches of at most the value below and of (nearly) equal size: 256 of the default 512
+rows, 192 of 384, all of 100; a changed rollout needs no second change.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, Mapping
+
+__all__ = ["GENERIC", "DEFAULT_MAX_EPISODE_STEPS", "POSITIONS", "frame_defaults", "default_config"]
+
+# Per frame: the frame fields a run config leaves out. (The model's and the rollout's defaults are
+# their sections' own: `ModelSection`, `RolloutSection` in entmachin/run/config.py.)
+GENERIC: Dict[str, Dict[str, Any]] = {
+    "PPO": {"n_epochs": 4, "batch_size": 256, "actor_learning_rate": 0.001, "critic_learning_rate": 0.001,
+            "entropy_weight": -0.01, "gae_lambda": 0.95, "discount": 0.99, "gradient_max": 0.5},
+    "A2C": {"n_epochs": 1, "batch_size": 512, "actor_learning_rate": 0.001, "critic_learning_rate": 0.001,
+            "entropy_weight": -0.01, "gae_lambda": 0.95, "discount": 0.99, "gradient_max": 0.5},
+}
+
+# Where at least two entity types have features with these names, the defaults add
+# relative-position attention over them (as the bundled MineSweeper, MultiSnake and FloorIsLava
+# configs do): positions given in absolute coordinates cannot be compared otherwise.
+POSITIONS = ("x", "y")
+RELPOS_EXTENT = (5, 5)
+
+# The step limit `entmachin init` writes for an environment class that declares none
+# (a class declares one with a `max_episode_steps` attribute).
+DEFAULT_MAX_EPISODE_STEPS = 1000
+
+
+def frame_defaults(frame: Mapping[str, Any], rows: int) -> Dict[str, Any]:
+    """The frame section ``frame`` with every field of :data:`GENERIC` it leaves out filled in
+    (``rows``: one rollout's rows, which bound the default batch size)."""
+    own = dict(GENERIC.get(frame.get("name", "PPO"), {}))
+    if "batch_size" in own:  # the rollout in ceil(rows / batch_size) minibatches of (nearly) equal size
+        own["batch_size"] = math.ceil(rows / math.ceil(rows / own["batch_size"]))
+    if "n_epochs" in frame and frame["n_epochs"] is None:  # update times given instead
+        own.pop("n_epochs", None)
+    return {**own, **frame}
+
+
+def default_config(env: Mapping[str, Any], frame: str, obs_space: Any) -> Dict[str, Any]:
+    """Plain config data for the ``env`` section and ``frame`` with everything else left to the
+    defaults, plus relative positions where ``obs_space`` (the environment's ``ObsSpace``) has
+    :data:`POSITIONS` on two entity types or more."""
+    data: Dict[str, Any] = {"env": dict(env), "frame": {"name": frame}}
+    placed = [name for name, entity in obs_space.entities.items() if set(POSITIONS) <= set(entity.features)]
+    if len(placed) >= 2:
+        data["model"] = {"relpos_encoding": {"extent": list(RELPOS_EXTENT), "position_features": list(POSITIONS)}}
+    return data
