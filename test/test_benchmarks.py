@@ -44,6 +44,7 @@ TINY = {
     "bench_rogue_net_bound.py": (["--rows", "8", "--repeats", "1", "--max-entities", "8", "--infer-rows", "4",
                                   "--n-envs", "4", "--n-steps", "4", "--batch-size", "8"], "rn/bound"),
     "bench_safe_call.py": (["--calls", "10", "--repeats", "1"], "safe_call"),
+    "bench_startup.py": (["--runs", "1"], "networks and frame (the workers boot meanwhile)"),
 }
 
 
@@ -70,6 +71,22 @@ def test_compare_checkouts_runs_this_checkout_against_itself():
                           capture_output=True, text=True, timeout=300, cwd=root, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert re.search(r"ragged append of MineSweeper states, rows/s\s+[\d,.]+\s+[\d,.]+\s+[\d.]+x", done.stdout), done.stdout
+
+
+@pytest.mark.slow
+def test_the_defaults_sweep_runs_and_prints_its_table(tmp_path):
+    results = str(tmp_path / "sweep.jsonl")
+    args = ["--candidate", "generic", "--candidate", "separate-critic", "--env", "Count", "--frame", "PPO",
+            "--seeds", "0", "--budget-scale", "0.25", "--results", results]
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "sweep_defaults.py"), *args], capture_output=True,
+                          text=True, timeout=300, cwd=BENCHMARKS, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert re.search(r"\| Count \| PPO \| 2,048 \| 1 \| [\d.]+ \| [\d.]+ \(1\)( met| -) @512 \| [\d.]+ \(1\)", done.stdout), \
+        done.stdout
+    assert len(open(results).read().splitlines()) == 2
+    again = subprocess.run([sys.executable, str(BENCHMARKS / "sweep_defaults.py"), *args], capture_output=True,
+                           text=True, timeout=300, cwd=BENCHMARKS, check=False)
+    assert "0 jobs" in again.stdout and len(open(results).read().splitlines()) == 2  # done jobs are not run again
 
 
 def test_ragged_batches_round_trip(tmp_path):

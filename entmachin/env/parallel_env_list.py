@@ -77,13 +77,15 @@ class _Problem:
     error: EnvWorkerError
 
 
-def _start_forkserver_ignoring_sigterm() -> None:
+def start_forkserver() -> None:
     """Starts multiprocessing's fork server (once per process) so that it ignores SIGTERM.
 
     The server is a process of the caller's group: a SIGTERM sent to the whole group (a job
     scheduler, a container stop) would kill it, and the parent would then read every worker
     it forked as dead (exit code 255) while they are alive and ignore the signal themselves.
     An ignored signal stays ignored across ``exec``; the server still exits with its parent.
+    Called from another thread it cannot change signal handlers: call it first from the main
+    thread where a ``ParallelEnvList`` is built elsewhere.
     """
     from multiprocessing import forkserver
 
@@ -218,7 +220,7 @@ class ParallelEnvList(VecEnv):
         seeds = env_seeds(seed, self.num_envs)
         ctx = mp.get_context(start_method)
         if start_method == "forkserver":
-            _start_forkserver_ignoring_sigterm()
+            start_forkserver()
         try:
             for k, (start, stop) in enumerate(split_envs(self.num_envs, self.num_processes)):
                 conn, child_conn = ctx.Pipe()

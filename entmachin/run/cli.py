@@ -89,11 +89,17 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Runs the command line; returns the exit status."""
+    from entmachin.run import startup
+
+    startup.begin()
     args = _parser().parse_args(argv)
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if args.debug:
+        logging.getLogger("entmachin").setLevel(logging.DEBUG)
     from entmachin.run import commands
 
+    startup.mark("importing torch and entmachin")
     try:
         return {"train": commands.train, "eval": commands.evaluate_run, "envs": commands.list_envs,
                 "init": commands.init, "play": commands.play}[args.command](args)

@@ -71,9 +71,11 @@ def starting_config(env: str, frame: str) -> Tuple[Dict[str, Any], str]:
 
 def train(args: argparse.Namespace) -> int:
     """``entmachin train``; under ``torchrun`` each rank runs it (see ``entmachin.run.distributed``)."""
+    from entmachin.run import startup
     from entmachin.run.distributed import from_environment
 
     config = _train_config(args)
+    startup.mark("config")
     distributed = from_environment(config.distributed, config.train.device)
     try:
         result, runner = _train(args, config, distributed)

@@ -21,26 +21,29 @@ counters are restored and the environments restart their episodes (with a warnin
 """
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import json
 import logging
 import math
+import multiprocessing
 import os
 import signal
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import dill
 import numpy as np
 import torch
 
+from entmachin.env.parallel_env_list import start_forkserver
 from entmachin.frame import RolloutCollector, evaluate
 from entmachin.frame.checkpoint import latest_version, read_frame_checkpoint, save_frame
 from entmachin.frame.checkpoint_files import manifest_versions, remove_version
 from entmachin.frame.summary import log_update
-from entmachin.run import logs
+from entmachin.run import logs, startup
 from entmachin.run.build import EnvFactory, check_device, make_envs, make_frame, seeds
 from entmachin.run.config import RunConfig, config_to_dict, dump_yaml, load_config
 from entmachin.run.defaults import DEFAULT_MAX_EPISODE_STEPS
@@ -156,10 +159,9 @@ class Runner:
         config = self.config
         torch.manual_seed(self._seeds["torch"])
         rank = 0 if self.dist is None else self.dist.rank
-        self.envs = make_envs(config, rank_seed(self._seeds["envs"], rank))
         if self.dist is not None and self.dist.device != config.train.device:  # "cuda" -> this rank's GPU
             config = dataclasses.replace(config, train=dataclasses.replace(config.train, device=self.dist.device))
-        self.frame, note = make_frame(config, self.envs.obs_space(), self.envs.action_space(), rank=rank)
+        self.envs, self.frame, note = self._envs_and_frame(config, rank)
         if self.dist is not None and config.frame.name not in ("PPO", "A2C"):
             raise RunError(f"frame.name: {config.frame.name} trains in one process; data-parallel training "
                            f"(torchrun, {self.dist.world_size} ranks) supports PPO and A2C")
@@ -183,6 +185,34 @@ class Runner:
         self._stats_before: List[torch.Tensor] = []
         if self.resume:
             self._load_latest()
+
+    def _envs_and_frame(self, config: RunConfig, rank: int) -> Tuple[Any, Any, str]:
+        """The environments and the frame. Worker processes on this machine boot while this process
+        builds the networks (on spaces read from an environment of its own): a thread waits for
+        them, so the two overlap instead of adding up."""
+        seed = rank_seed(self._seeds["envs"], rank)
+        if config.rollout.processes == 0 or config.rollout.workers is not None:
+            envs = make_envs(config, seed)
+            startup.mark("environments")
+            frame, note = make_frame(config, envs.obs_space(), envs.action_space(), rank=rank)
+            startup.mark("networks and frame")
+            return envs, frame, note
+        if "forkserver" in multiprocessing.get_all_start_methods():
+            start_forkserver()  # from this thread, where it can ignore SIGTERM
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="entmachin-workers") as pool:
+            booting = pool.submit(make_envs, config, seed)
+            try:
+                probe = EnvFactory(config.env)()
+                obs_space, action_space = probe.obs_space(), probe.action_space()
+                probe.close()
+                frame, note = make_frame(config, obs_space, action_space, rank=rank)
+                startup.mark("networks and frame (the workers boot meanwhile)")
+            except BaseException:
+                booting.add_done_callback(lambda done: done.exception() or done.result().close())
+                raise
+            envs = booting.result()
+        startup.mark("workers ready")
+        return envs, frame, note
 
     def _load_latest(self) -> None:
         try:
@@ -245,6 +275,7 @@ class Runner:
                 if self.lead else logs.NullWriter()
             if not self.resume and self.lead:
                 writer.add_text("config", "```yaml\n" + dump_yaml(config_to_dict(config)) + "\n```", 0)
+            startup.mark("run directory and tensorboard")
             final = None
             total = self._planned_steps()
             with _StopSignals() as signals, logs.progress_bar(config, self.state.env_steps, total, self.progress) as bar:
@@ -302,6 +333,9 @@ class Runner:
             if signals.received if self.dist is None else self.dist.any_true(signals.received is not None):
                 return signals.received or "a stop signal to another rank"
             started = time.perf_counter()
+            line = startup.finish()  # once, and only under the command
+            if line is not None:
+                logger.debug(line)
             if self.dist is None:
                 stats = self.collector.collect()
                 for _ in range(config.frame.n_updates):  # 1 but for the DQN frames
