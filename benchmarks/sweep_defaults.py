@@ -45,6 +45,8 @@ CANDIDATES: Dict[str, Tuple[str, ...]] = {
     "lr-3e-4": ("frame.actor_learning_rate=0.0003", "frame.critic_learning_rate=0.0003"),
     "entropy-0.03": ("frame.entropy_weight=-0.03",),
     "8-epochs": ("frame.n_epochs=8",),
+    "short-rollout": ("rollout.n_steps=4",),  # 128 rows: four times the updates per step (A2C's one step each)
+    "lr-3e-3": ("frame.actor_learning_rate=0.003", "frame.critic_learning_rate=0.003"),
 }
 SCREEN_BUDGET = 64_000
 

@@ -56,9 +56,15 @@ def test_the_example_environment_ends_episodes_under_validation(namespace):
 
 def test_the_training_loop_stored_episodes_and_updated(namespace):
     ppo = namespace["ppo"]
-    assert ppo.n_updates == 3
+    assert ppo.n_updates == 4  # three by hand, one on the collector's rollout
     assert ppo.replay_buffer.size() == 0  # every stored row was trained on
     assert all(np.isfinite([namespace["objective"], namespace["value_loss"]]))
+
+
+def test_the_collector_under_a_time_limit_reports_its_episodes(namespace):
+    stats = namespace["limited_stats"]
+    assert stats.n_env_steps == 256 and stats.episode_lengths and max(stats.episode_lengths) <= 20
+    assert stats.longest_running < 20 and np.isfinite(stats.mean_return)
 
 
 def test_the_buffer_examples_sampled_ragged_rows(namespace):
