@@ -35,18 +35,20 @@ sys.path.insert(0, HERE)
 
 from bench_learning import TARGETS, fingerprint, read_results, train_and_evaluate  # noqa: E402
 
-# Candidate -> changes to the defaults (``--set`` style). "generic" is the defaults as they are.
+# Candidate -> changes to the defaults (``--set`` style). "generic" is the defaults as they are. The
+# screen's other candidates each change one thing of "shared-critic", the defaults it started from.
+_SHARED = ("model.critic=shared",)
 CANDIDATES: Dict[str, Tuple[str, ...]] = {
     "generic": (),
-    "separate-critic": ("model.critic=separate",),
-    "two-layers": ("model.n_layer=2",),
-    "d64": ("model.d_model=64",),
-    "small-rollout": ("rollout.num_envs=16", "rollout.n_steps=8", "frame.batch_size=64"),
-    "lr-3e-4": ("frame.actor_learning_rate=0.0003", "frame.critic_learning_rate=0.0003"),
-    "entropy-0.03": ("frame.entropy_weight=-0.03",),
-    "8-epochs": ("frame.n_epochs=8",),
-    "short-rollout": ("rollout.n_steps=4",),  # 128 rows: four times the updates per step (A2C's one step each)
-    "lr-3e-3": ("frame.actor_learning_rate=0.003", "frame.critic_learning_rate=0.003"),
+    "shared-critic": _SHARED,
+    "two-layers": _SHARED + ("model.n_layer=2",),
+    "d64": _SHARED + ("model.d_model=64",),
+    "small-rollout": _SHARED + ("rollout.num_envs=16", "rollout.n_steps=8", "frame.batch_size=64"),
+    "lr-3e-4": _SHARED + ("frame.actor_learning_rate=0.0003", "frame.critic_learning_rate=0.0003"),
+    "entropy-0.03": _SHARED + ("frame.entropy_weight=-0.03",),
+    "8-epochs": _SHARED + ("frame.n_epochs=8",),
+    "short-rollout": _SHARED + ("rollout.n_steps=4",),  # 128 rows: four times the updates (A2C: one step each)
+    "lr-3e-3": _SHARED + ("frame.actor_learning_rate=0.003", "frame.critic_learning_rate=0.003"),
 }
 SCREEN_BUDGET = 64_000
 
@@ -179,7 +181,7 @@ def main(argv: Optional[List[str]] = None) -> None:
                 print(f"{record['candidate']} {record['env']} {record['frame']} seed {record['seed']}: "
                       f"{record['sampled']:.3f} / {record['deterministic']:.3f} (random {record['random']:.3f}) "
                       f"in {record['wall_s']:.0f} s", flush=True)
-    shown = [c for c in candidates if any(r["candidate"] == c for r in done)]
+    shown = [c for c in candidates if any(r["config"] in fingerprint_by_env(c).values() for r in done)]
     print(table(done, shown))
 
 

@@ -76,7 +76,7 @@ def test_compare_checkouts_runs_this_checkout_against_itself():
 @pytest.mark.slow
 def test_the_defaults_sweep_runs_and_prints_its_table(tmp_path):
     results = str(tmp_path / "sweep.jsonl")
-    args = ["--candidate", "generic", "--candidate", "separate-critic", "--env", "Count", "--frame", "PPO",
+    args = ["--candidate", "generic", "--candidate", "shared-critic", "--env", "Count", "--frame", "PPO",
             "--seeds", "0", "--budget-scale", "0.25", "--results", results]
     done = subprocess.run([sys.executable, str(BENCHMARKS / "sweep_defaults.py"), *args], capture_output=True,
                           text=True, timeout=300, cwd=BENCHMARKS, check=False)

@@ -66,7 +66,10 @@ def starting_config(env: str, frame: str) -> Tuple[Dict[str, Any], str]:
         return {**data, "frame": {"name": frame}}, os.path.basename(path)
     limit = getattr(cls, "max_episode_steps", DEFAULT_MAX_EPISODE_STEPS)
     section = {"name": env, "max_episode_steps": limit}
-    return default_config(section, frame, EnvFactory(EnvSection(**section))().obs_space()), "defaults"
+    probe = EnvFactory(EnvSection(**section))()
+    obs_space = probe.obs_space()
+    probe.close()
+    return default_config(section, frame, obs_space), "defaults"
 
 
 def train(args: argparse.Namespace) -> int:

@@ -67,11 +67,11 @@ class EnvSection:
 
 @dataclass(frozen=True, kw_only=True)
 class ModelSection(RogueNetConfig):
-    """RogueNet's config plus where the critic lives (one layer and a shared critic unless told:
-    entmachin.run.defaults)."""
+    """RogueNet's config plus where the critic lives (one layer and a separate critic unless told:
+    see entmachin.run.defaults)."""
 
     n_layer: int = 1
-    critic: Literal["separate", "shared"] = "shared"
+    critic: Literal["separate", "shared"] = "separate"
     q_head: Literal["plain", "dueling"] = "plain"
 
     def net_config(self) -> RogueNetConfig:
