@@ -12,8 +12,10 @@ A run config has seven sections (see :func:`describe` for every field and its me
     distributed: the collective backend and timeout of data-parallel ranks (under ``torchrun``,
               where ``rollout.num_envs`` and ``frame.batch_size`` are per rank)
 
-Unknown keys raise with their dotted path and the allowed keys; values of the wrong type name
-the field, the expected type and the value; rules across fields are checked at load time.
+A field left out takes its default: the sections' own, and for the frame section the run
+layer's (``entmachin.run.defaults``), not the frame constructors' Machin defaults. Unknown keys
+raise with their dotted path, the closest allowed keys and all of them; values of the wrong type
+name the field, the expected type and the value; rules across fields are checked at load time.
 
 Example:
     >>> config = load_config("minesweeper.yaml", overrides=["frame.discount=0.995"])
@@ -266,7 +268,7 @@ def _convert(value: Any, tp: Any, path: str) -> Any:
     return value
 
 
-def did_you_mean(word: Any, options: Sequence[str]) -> str:
+def _did_you_mean(word: Any, options: Sequence[str]) -> str:
     """``" (did you mean 'x'?)"`` for the closest of ``options`` to ``word``, or ``""``."""
     lowered = {str(o).lower(): o for o in options}
     text = str(word).lower()
@@ -282,7 +284,7 @@ def _check_keys(cls: type, value: Any, path: str, extra: Sequence[str] = ()) -> 
     allowed = [f.name for f in dataclasses.fields(cls)] + list(extra)
     for key in value:
         if key not in allowed:
-            raise ConfigError(f"{path}.{key}: unknown key{did_you_mean(key, allowed)}; allowed keys are {allowed}")
+            raise ConfigError(f"{path}.{key}: unknown key{_did_you_mean(key, allowed)}; allowed keys are {allowed}")
 
 
 def _dataclass_from(cls: type, value: Any, path: str) -> Any:
@@ -308,7 +310,7 @@ def _frame_from(value: Any, rows: int) -> FrameSection:
     value = dict(value or {})
     name = value.get("name", "PPO")
     if name not in FRAMES:
-        raise ConfigError(f"frame.name: expected one of {sorted(FRAMES)}, got {name!r}{did_you_mean(name, FRAMES)}")
+        raise ConfigError(f"frame.name: expected one of {sorted(FRAMES)}, got {name!r}{_did_you_mean(name, FRAMES)}")
     config_cls = FRAMES[name]
     derived = {"seed": _DERIVED["seed"]} if name in Q_FRAMES else _DERIVED
     for key, source in derived.items():
@@ -318,7 +320,7 @@ def _frame_from(value: Any, rows: int) -> FrameSection:
     allowed = own + [f.name for f in dataclasses.fields(config_cls) if f.name not in derived]
     for key in value:
         if key not in allowed:
-            raise ConfigError(f"frame.{key}: unknown key for {name}{did_you_mean(key, allowed)}; allowed keys are "
+            raise ConfigError(f"frame.{key}: unknown key for {name}{_did_you_mean(key, allowed)}; allowed keys are "
                               f"{allowed}")
     if name in Q_FRAMES:
         n_updates = _convert(value.pop("n_updates", 1), int, "frame.n_updates")
@@ -360,7 +362,7 @@ def config_from_dict(data: Any, source: str = "config") -> RunConfig:
         raise ConfigError(f"{source}: expected a mapping with sections {sections}, got {type(data).__name__}")
     for key in data:
         if key not in sections:
-            raise ConfigError(f"{key}: unknown section{did_you_mean(key, sections)}; allowed sections are {sections}")
+            raise ConfigError(f"{key}: unknown section{_did_you_mean(key, sections)}; allowed sections are {sections}")
     built = {name: _dataclass_from(cls, data.get(name) or {}, name) for name, cls in _SECTIONS.items()}
     frame = _frame_from(data.get("frame"), built["rollout"].rows)
     config = RunConfig(frame=frame, **built)

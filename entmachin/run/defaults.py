@@ -3,9 +3,9 @@
 The frames' own constructors keep Machin's defaults (``gae_lambda=1.0``, no entropy term, no
 gradient clipping), so Machin scripts behave as they did. A run config is different: a field it
 leaves out takes the value below, chosen by ``benchmarks/sweep_defaults.py`` over the example
-environments with their bundled configs replaced by these settings (its table is in
-``benchmarks/results/sweep.jsonl``). ``entmachin init`` writes them, and ``entmachin train
-package.module:Class`` trains with them directly.
+environments with their bundled configs replaced by these settings (its records are in
+``benchmarks/results/sweep.jsonl``; ``--table-only`` prints the table). ``entmachin init``
+writes them, and ``entmachin train package.module:Class`` trains with them directly.
 
 ``frame.batch_size`` left out splits one rollout's rows (``rollout.num_envs x rollout.n_steps``)
 into minibatches of at most the value below and of (nearly) equal size: 256 of the default 512
