@@ -43,7 +43,7 @@ def test_smoke_run_walks_through_validates_and_trains_from_yaml(tutorial, tmp_pa
                      r"evaluation at +256 steps", out), out
     resolved = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert resolved["env"] == {"name": "coin_collector:CoinCollector", "kwargs": {"n_coins": 3, "n_rocks": 3},
-                               "max_episode_steps": None}
+                               "max_episode_steps": None, "check_finite": True}
     assert resolved["train"]["total_steps"] == 256 and resolved["frame"]["gae_lambda"] == 0.8
     # 6: the trained and the random policy played the same 16 seeded episodes
     assert figures["trained_episodes"] == figures["random_episodes"] == 16
