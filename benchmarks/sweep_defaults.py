@@ -61,7 +61,7 @@ def job_config(env: str, frame: str, changes: Sequence[str]) -> Dict[str, Any]:
     from entmachin.run.defaults import default_config
 
     bundled = load_config(bundled_config_path(env, frame))
-    data = default_config(config_to_dict(bundled)["env"], frame, EnvFactory(bundled.env)().obs_space())
+    data = default_config(config_to_dict(bundled)["env"], frame, EnvFactory(bundled.env).spaces()[0])
     return config_to_dict(config_from_dict(apply_overrides(data, list(changes))))
 
 
@@ -85,12 +85,11 @@ def jobs_to_run(stage: str, candidates: Sequence[str], envs: Optional[Sequence[s
             continue
         scaled = max(int(budget * scale), 1)
         for candidate in candidates:
-            changes = CANDIDATES[candidate]
-            print_ = fingerprint(job_config(env, frame, changes))
+            config = fingerprint_by_env(candidate)[(env, frame)]
             for seed in seeds:
-                if not any(r["config"] == print_ and r["env"] == env and r["frame"] == frame and r["seed"] == seed
+                if not any(r["config"] == config and r["env"] == env and r["frame"] == frame and r["seed"] == seed
                            and r["budget"] == scaled for r in done):
-                    todo.append((candidate, changes, env, frame, seed, scaled))
+                    todo.append((candidate, CANDIDATES[candidate], env, frame, seed, scaled))
     return todo
 
 

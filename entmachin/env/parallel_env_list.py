@@ -85,9 +85,13 @@ def start_forkserver() -> None:
     it forked as dead (exit code 255) while they are alive and ignore the signal themselves.
     An ignored signal stays ignored across ``exec``; the server still exits with its parent.
     Called from another thread it cannot change signal handlers: call it first from the main
-    thread where a ``ParallelEnvList`` is built elsewhere.
+    thread where a ``ParallelEnvList`` is built elsewhere. Does nothing on a platform without
+    the ``forkserver`` start method.
     """
     from multiprocessing import forkserver
+
+    if "forkserver" not in mp.get_all_start_methods():
+        return
 
     if threading.current_thread() is not threading.main_thread():
         forkserver.ensure_running()

@@ -57,6 +57,14 @@ class EnvFactory:
             raise ConfigError(f"env.kwargs: {self.name} does not accept {self.kwargs!r} ({e})") from None
         return TimeLimit(env, self.max_episode_steps) if self.max_episode_steps is not None else env
 
+    def spaces(self) -> Tuple[Any, Any]:
+        """``(obs_space, action_space)`` of the environment, read from one built and closed here."""
+        env = self()
+        try:
+            return env.obs_space(), env.action_space()
+        finally:
+            env.close()
+
 
 def check_device(name: str) -> None:
     """Raises ``ConfigError`` naming ``train.device`` when this machine cannot put a tensor there."""

@@ -66,10 +66,7 @@ def starting_config(env: str, frame: str) -> Tuple[Dict[str, Any], str]:
         return {**data, "frame": {"name": frame}}, os.path.basename(path)
     limit = getattr(cls, "max_episode_steps", DEFAULT_MAX_EPISODE_STEPS)
     section = {"name": env, "max_episode_steps": limit}
-    probe = EnvFactory(EnvSection(**section))()
-    obs_space = probe.obs_space()
-    probe.close()
-    return default_config(section, frame, obs_space), "defaults"
+    return default_config(section, frame, EnvFactory(EnvSection(**section)).spaces()[0]), "defaults"
 
 
 def train(args: argparse.Namespace) -> int:

@@ -66,9 +66,7 @@ def load_trained(path: str, env_factory: Optional[EnvFactory] = None) -> Tuple[A
     except FileNotFoundError as e:
         raise RunError(f"{run_dir!r} holds no checkpoint yet ({e})") from None
     factory = env_factory or EnvFactory(config.env)
-    env = factory()
-    obs_space, action_space = env.obs_space(), env.action_space()
-    env.close()
+    obs_space, action_space = factory.spaces()
     current = spaces_record(obs_space, action_space)
     saved = _saved_spaces(checkpoint_dir, version)
     if saved is not None and saved != current:
@@ -113,7 +111,7 @@ def random_policy_return(factory: EnvFactory, episodes: int, seed: int,
                          config: Optional[RunConfig] = None) -> EvalResult:
     """A random policy's returns on the same environments as an evaluation (``config``: a run's,
     with its step cap and finite check): the baseline to beat."""
-    env = factory()
+    env = factory()  # any callable that builds one environment, as evaluate takes
     policy = _RandomPolicy(env.action_space(), seed)
     env.close()
     options = eval_options(config, episodes) if config is not None else {"num_envs": eval_envs(episodes)}

@@ -26,7 +26,6 @@ import dataclasses
 import json
 import logging
 import math
-import multiprocessing
 import os
 import signal
 import threading
@@ -197,15 +196,11 @@ class Runner:
             frame, note = make_frame(config, envs.obs_space(), envs.action_space(), rank=rank)
             startup.mark("networks and frame")
             return envs, frame, note
-        if "forkserver" in multiprocessing.get_all_start_methods():
-            start_forkserver()  # from this thread, where it can ignore SIGTERM
+        start_forkserver()  # from this thread, where it can ignore SIGTERM
         with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="entmachin-workers") as pool:
             booting = pool.submit(make_envs, config, seed)
             try:
-                probe = EnvFactory(config.env)()
-                obs_space, action_space = probe.obs_space(), probe.action_space()
-                probe.close()
-                frame, note = make_frame(config, obs_space, action_space, rank=rank)
+                frame, note = make_frame(config, *EnvFactory(config.env).spaces(), rank=rank)
                 startup.mark("networks and frame (the workers boot meanwhile)")
             except BaseException:
                 booting.add_done_callback(lambda done: done.exception() or done.result().close())
