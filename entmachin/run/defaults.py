@@ -44,8 +44,6 @@ def frame_defaults(frame: Mapping[str, Any], rows: int) -> Dict[str, Any]:
     own = dict(GENERIC.get(frame.get("name", "PPO"), {}))
     if "batch_size" in own:  # the rollout in ceil(rows / batch_size) minibatches of (nearly) equal size
         own["batch_size"] = math.ceil(rows / math.ceil(rows / own["batch_size"]))
-    if "n_epochs" in frame and frame["n_epochs"] is None:  # update times given instead
-        own.pop("n_epochs", None)
     return {**own, **frame}
 
 
