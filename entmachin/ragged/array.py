@@ -23,7 +23,9 @@ meanings of ragged-buffer 0.4.8's ``RaggedBuffer{F32,I64,Bool}`` (the types enti
   sequences.
 
 Everything is vectorised numpy: no per-sequence Python loop except ``padpack``'s packing.
-This module never imports torch (environment worker processes import it).
+Wherever an array is accepted, a value of an installed ragged-buffer is too, converted at the
+door (:func:`as_ragged_array`); this module recognises such values without importing
+ragged-buffer. It never imports torch (environment worker processes import it).
 
 Shape:
     data: ``[n_items, n_features]``; lengths: ``[n_sequences]`` int64 summing to ``n_items``;
@@ -41,8 +43,10 @@ Example:
 
 from __future__ import annotations
 
+import copyreg
 import heapq
 import operator
+import sys
 from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -53,7 +57,9 @@ __all__ = [
     "RaggedArrayF32",
     "RaggedArrayI64",
     "array_class",
+    "as_ragged_array",
     "cat",
+    "is_foreign_ragged",
     "padpack",
 ]
 
@@ -404,8 +410,6 @@ class RaggedArray:
 
     def _same_kind(self, other: Any, where: str) -> "RaggedArray":
         if not isinstance(other, RaggedArray):
-            from entmachin.ragged.interop import as_ragged_array
-
             other = as_ragged_array(other, where)
         if type(other) is not type(self):
             raise TypeError(f"{where}: expected a {type(self).__name__}, got a {type(other).__name__}")
@@ -537,8 +541,6 @@ class RaggedArray:
     def __eq__(self, other: Any) -> bool:
         """Same class, lengths, features and values (NaN differs from NaN, as in ragged-buffer)."""
         if not isinstance(other, RaggedArray):
-            from entmachin.ragged.interop import is_foreign_ragged, as_ragged_array
-
             if not is_foreign_ragged(other):
                 return NotImplemented
             other = as_ragged_array(other, "==")
@@ -558,8 +560,6 @@ class RaggedArray:
     # ------------------------------------------------------------------ pickling, printing
 
     def __reduce__(self) -> Tuple[Any, Tuple[np.ndarray, np.ndarray]]:
-        from entmachin.ragged.arrays import _rebuild_ragged
-
         return _rebuild_ragged, (self._data[: self._n_items], self._lengths[: self._n_seqs])
 
     def __repr__(self) -> str:
@@ -614,6 +614,80 @@ def array_class(dtype: Any, where: str = "ragged array") -> type:
     return _CLASS_BY_DTYPE[key]
 
 
+def _rebuild_ragged(flat: np.ndarray, lengths: np.ndarray) -> RaggedArray:
+    """Unpickles a ragged array; run directories written with ragged-buffer inside name it too.
+
+    The pickle was made from a valid array: no checks, which would cost more than the copy on
+    ``ParallelEnvList``'s hot path.
+    """
+    return array_class(flat.dtype, "unpickling a ragged array")._wrap(
+        np.ascontiguousarray(flat), np.asarray(lengths, dtype=np.int64)
+    )
+
+
+# A pickle names the function by module and name, and files written so far name
+# entmachin.ragged.arrays._rebuild_ragged: that module re-exports it, and new pickles name it there too.
+_rebuild_ragged.__module__ = "entmachin.ragged.arrays"
+
+
+# ------------------------------------------------------------------ ragged-buffer's values
+#
+# Where the optional ragged-buffer package is loaded, its values are accepted wherever a ragged
+# array is and converted (copied) at the door. They are recognised here without importing that
+# package: entmachin.ragged.interop is the one module that imports it (to convert the other way).
+
+# ragged-buffer's class of each of entmachin's, by name
+FOREIGN_NAMES: Dict[type, str] = {
+    RaggedArrayF32: "RaggedBufferF32",
+    RaggedArrayI64: "RaggedBufferI64",
+    RaggedArrayBool: "RaggedBufferBool",
+}
+_pickling_registered = False
+
+
+def foreign_types() -> tuple:
+    """ragged-buffer's three classes (in the order of :data:`FOREIGN_NAMES`) if that package is
+    loaded (and real), else ``()``.
+
+    The first time they are seen, ``pickle`` (and ``dill``, ``copy.deepcopy``,
+    ``multiprocessing``) learns to pickle their values, which ragged-buffer cannot do itself;
+    they unpickle as entmachin's arrays.
+    """
+    global _pickling_registered
+    module = sys.modules.get("ragged_buffer")
+    if module is None or getattr(module, "__entmachin_shim__", False):
+        return ()
+    types = tuple(getattr(module, name) for name in FOREIGN_NAMES.values())
+    if not _pickling_registered:
+        for cls in types:
+            copyreg.pickle(cls, lambda buf: (_rebuild_ragged, (buf.as_array(), buf.size1())))
+        _pickling_registered = True
+    return types
+
+
+def is_foreign_ragged(x: Any) -> bool:
+    """Whether ``x`` is a ragged-buffer ``RaggedBuffer*`` (never imports ragged-buffer)."""
+    types = foreign_types()
+    return bool(types) and isinstance(x, types)
+
+
+def as_ragged_array(x: Any, where: str = "ragged value") -> RaggedArray:
+    """``x`` as entmachin's ragged array: itself, or a ragged-buffer value converted (copied).
+
+    Raises:
+        TypeError: ``x`` is neither.
+    """
+    if isinstance(x, RaggedArray):
+        return x
+    if is_foreign_ragged(x):
+        flat = x.as_array()  # [n_items, n_features], already a copy
+        return array_class(flat.dtype, where)._wrap(flat, np.asarray(x.size1(), dtype=np.int64))
+    raise TypeError(
+        f"{where}: expected a ragged array (RaggedArrayF32, RaggedArrayI64, RaggedArrayBool), "
+        f"got {type(x).__name__}"
+    )
+
+
 def cat(arrays: Sequence[Any], dim: int = 0, where: str = "cat") -> RaggedArray:
     """Concatenates ragged arrays of one class: their sequences (``dim=0``), each sequence's
     items (``dim=1``: equal numbers of sequences) or each item's features (``dim=2``: equal
@@ -626,8 +700,6 @@ def cat(arrays: Sequence[Any], dim: int = 0, where: str = "cat") -> RaggedArray:
     if not parts:
         raise ValueError(f"{where}: expected at least one ragged array, got an empty list")
     if not all(isinstance(p, RaggedArray) for p in parts):
-        from entmachin.ragged.interop import as_ragged_array
-
         parts = [as_ragged_array(p, f"{where}: arrays[{i}]") for i, p in enumerate(parts)]
     cls, width = type(parts[0]), parts[0]._data.shape[1]
     if not all(type(p) is cls and (dim == 2 or p._data.shape[1] == width) for p in parts):

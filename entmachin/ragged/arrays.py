@@ -21,18 +21,21 @@ from typing import Any, Sequence, Tuple
 
 import numpy as np
 
-from entmachin.ragged.array import (
+from entmachin.ragged.array import (  # noqa: F401 - _rebuild_ragged: pickles name it here
     IndexLike,
     RaggedArray,
     RaggedArrayBool,
     RaggedArrayF32,
     RaggedArrayI64,
+    _rebuild_ragged,
     array_class,
-    cat,
     as_lengths,
+    as_ragged_array,
+    cat,
+    is_foreign_ragged,
     sequence_indices,
 )
-from entmachin.ragged.interop import as_ragged_array, foreign_dtype, is_foreign_ragged
+from entmachin.ragged.interop import foreign_dtype
 
 RAGGED_ARRAY_TYPES = (RaggedArrayF32, RaggedArrayI64, RaggedArrayBool)
 
@@ -211,14 +214,3 @@ def ragged_equal(a: Any, b: Any) -> bool:
     if flat_a.shape != flat_b.shape or not np.array_equal(lengths_a, lengths_b):
         return False
     return bool(np.array_equal(flat_a, flat_b, equal_nan=flat_a.dtype.kind == "f"))
-
-
-def _rebuild_ragged(flat: np.ndarray, lengths: np.ndarray) -> RaggedArray:
-    """Unpickles a ragged array; run directories written with ragged-buffer inside name it too.
-
-    The pickle was made from a valid array: no checks, which would cost more than the copy on
-    ``ParallelEnvList``'s hot path.
-    """
-    return array_class(flat.dtype, "unpickling a ragged array")._wrap(
-        np.ascontiguousarray(flat), np.asarray(lengths, dtype=np.int64)
-    )

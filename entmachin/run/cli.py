@@ -15,21 +15,14 @@ import argparse
 import logging
 import os
 import sys
-import time
 from typing import List, Optional
 
-__all__ = ["main", "bundled_config_path"]
+# commands (imported when a command runs) uses these too: they live in paths, importable from here as before
+from entmachin.run.paths import bundled_config_path, default_run_dir
+
+__all__ = ["main", "bundled_config_path", "default_run_dir"]
 
 logger = logging.getLogger("entmachin")
-
-_CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs")
-
-
-def bundled_config_path(name: str, frame: str = "PPO") -> Optional[str]:
-    """The bundled config of an example environment (``frame="A2C"``: its A2C config), or None."""
-    suffix = "" if frame == "PPO" else f"-{frame.lower()}"
-    path = os.path.join(_CONFIGS, f"{name.lower()}{suffix}.yaml")
-    return path if os.path.exists(path) else None
 
 
 def _version() -> str:
@@ -114,10 +107,6 @@ def main(argv: Optional[List[str]] = None) -> int:
             raise
         print(f"entmachin: error: {commands.one_line(e)}", file=sys.stderr)
         return 2
-
-
-def default_run_dir(env_name: str) -> str:
-    return os.path.join("runs", f"{env_name.rpartition(':')[2]}-{time.strftime('%Y%m%d-%H%M%S')}")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import sys
 from typing import Any, Dict, Tuple
 
 from entmachin.run.config import ConfigError, RunConfig, apply_overrides, config_from_dict, config_to_dict, load_config
+from entmachin.run.paths import bundled_config_path, default_run_dir
 
 logger = logging.getLogger("entmachin")
 
@@ -49,7 +50,6 @@ def starting_config(env: str, frame: str) -> Tuple[Dict[str, Any], str]:
     (``env.max_episode_steps``: the class's own ``max_episode_steps`` attribute where it declares
     one, else 1000)."""
     from entmachin.run.build import EnvFactory, env_class
-    from entmachin.run.cli import bundled_config_path
     from entmachin.run.config import EnvSection
     from entmachin.run.defaults import DEFAULT_MAX_EPISODE_STEPS, GENERIC, default_config
 
@@ -112,7 +112,6 @@ def _train_config(args: argparse.Namespace) -> RunConfig:
 
 
 def _train(args: argparse.Namespace, config: RunConfig, distributed: Any) -> Any:
-    from entmachin.run.cli import default_run_dir
     from entmachin.run.runner import Runner
 
     lead = distributed is None or distributed.rank == 0

@@ -15,6 +15,7 @@ from entmachin.frame.checkpoint_files import manifest_versions, read_blob, read_
 from entmachin.run.build import EnvFactory, make_frame, seeds
 from entmachin.run.config import RunConfig
 from entmachin.run.defaults import DEFAULT_MAX_EPISODE_STEPS
+from entmachin.run.logs import RunError, load_run_config
 from entmachin.run.spaces import space_differences, spaces_record
 
 __all__ = ["eval_envs", "eval_options", "load_trained", "evaluate_checkpoint", "random_policy_return"]
@@ -56,8 +57,6 @@ def load_trained(path: str, env_factory: Optional[EnvFactory] = None) -> Tuple[A
         RunError: not a run directory, no checkpoint, or an environment with other spaces.
         CheckpointError: a damaged checkpoint.
     """
-    from entmachin.run.runner import RunError, load_run_config
-
     run_dir = _run_dir_of(path)
     config = load_run_config(run_dir)
     checkpoint_dir = os.path.join(run_dir, "checkpoints")

@@ -1,4 +1,5 @@
-"""The run directory's files: resolved config, tensorboard scalars, evaluations, learning curve.
+"""The run directory's files: resolved config, tensorboard scalars, evaluations, learning curve;
+and :class:`RunError`, the error of a run directory that cannot be used as asked.
 
 Tensorboard tags follow CleanRL, with environment steps on the x-axis::
 
@@ -24,12 +25,16 @@ from typing import Any, Dict, Iterator, Optional
 
 import numpy as np
 
-from entmachin.run.config import RunConfig, config_to_dict, dump_yaml
+from entmachin.run.config import RunConfig, config_to_dict, dump_yaml, load_config
 
-__all__ = ["prepare_run_dir", "remove_run_files", "write_config", "make_writer", "write_iteration", "write_evals", "write_hparams",
-           "progress_bar", "atomic_write", "NullWriter"]
+__all__ = ["RunError", "prepare_run_dir", "remove_run_files", "write_config", "load_run_config", "make_writer",
+           "write_iteration", "write_evals", "write_hparams", "progress_bar", "atomic_write", "NullWriter"]
 
 logger = logging.getLogger(__name__)
+
+
+class RunError(RuntimeError):
+    """A run that cannot start or continue (run directory, checkpoint, resume)."""
 
 
 def atomic_write(path: str, data: bytes) -> None:
@@ -49,8 +54,6 @@ def prepare_run_dir(run_dir: str, checkpoint_dir: str, *, resume: bool, force: b
         RunError: resuming a directory without a run, starting over one that holds a run
             (without ``force``), or a directory that cannot be written.
     """
-    from entmachin.run.runner import RunError
-
     holds_run = os.path.exists(os.path.join(run_dir, "config.yaml")) or os.path.isdir(checkpoint_dir)
     if resume:
         if not holds_run:
@@ -103,6 +106,14 @@ def write_config(run_dir: str, config: RunConfig, world_size: int = 1) -> None:
     else:
         header += f"# Ran in one process; environment workers on {where}.\n"
     atomic_write(os.path.join(run_dir, "config.yaml"), (header + dump_yaml(config_to_dict(config))).encode())
+
+
+def load_run_config(run_dir: str) -> RunConfig:
+    """The resolved config a run directory holds."""
+    path = os.path.join(run_dir, "config.yaml")
+    if not os.path.exists(path):
+        raise RunError(f"{run_dir!r} holds no config.yaml; it is not an entmachin run directory")
+    return load_config(path)
 
 
 def make_writer(run_dir: str, purge_step: Optional[int]) -> Any:

@@ -44,10 +44,12 @@ from entmachin.frame.checkpoint_files import manifest_versions, remove_version
 from entmachin.frame.summary import log_update
 from entmachin.run import logs, startup
 from entmachin.run.build import EnvFactory, check_device, make_envs, make_frame, seeds
-from entmachin.run.config import RunConfig, config_to_dict, dump_yaml, load_config
+from entmachin.run.config import RunConfig, config_to_dict, dump_yaml
 from entmachin.run.defaults import DEFAULT_MAX_EPISODE_STEPS
 from entmachin.run.distributed import DistributedRun, rank_seed, rank_state, restore_rank_state
 from entmachin.run.evaluation import eval_options
+# RunError and load_run_config live in logs, which evaluation imports too; importable from here as before
+from entmachin.run.logs import RunError, load_run_config
 from entmachin.run.spaces import spaces_record
 from entmachin.run.tracker import RolloutTracker
 
@@ -58,10 +60,6 @@ logger = logging.getLogger(__name__)
 _RUNNER_FORMAT = 1
 _WINDOW = 100  # training episodes in the running mean return
 LONG_EPISODE = DEFAULT_MAX_EPISODE_STEPS  # steps without an end that make a run without a step limit warn
-
-
-class RunError(RuntimeError):
-    """A run that cannot start or continue (run directory, checkpoint, resume)."""
 
 
 @dataclass
@@ -440,12 +438,3 @@ def _decode_runner(blob: Optional[bytes], directory: str, version: int) -> RunSt
         return RunState(**data)
     except (ValueError, TypeError, KeyError, UnicodeDecodeError):
         raise RunError(f"{where}: the runner's state is damaged or of another format") from None
-
-
-def load_run_config(run_dir: str) -> RunConfig:
-    """The resolved config a run directory holds."""
-    path = os.path.join(run_dir, "config.yaml")
-    if not os.path.exists(path):
-        raise RunError(f"{run_dir!r} holds no config.yaml; it is not an entmachin run directory")
-    return load_config(path)
-
