@@ -16,10 +16,8 @@ assigns anything, and restores the frame's earlier state if assigning fails, so 
 applies completely or changes nothing. Files are read with ``torch.load(weights_only=True)``:
 no code from a file ever runs.
 
-Directories written before manifests existed (``<name>_<version>.pt`` and
-``frame_state_<version>.pt``) still load. Restoring everything makes a resumed run repeat an
-uninterrupted one exactly (on CPU, one thread, deterministic algorithms, environments
-re-created with the same seeds).
+Restoring everything makes a resumed run repeat an uninterrupted one exactly (on CPU, one
+thread, deterministic algorithms, environments re-created with the same seeds).
 """
 from __future__ import annotations
 
@@ -29,7 +27,7 @@ import logging
 import os
 import re
 from collections.abc import Mapping
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import torch
 
@@ -43,7 +41,6 @@ logger = logging.getLogger(__name__)
 
 _FORMAT = 1
 _STATE = "frame_state"
-_LEGACY_STATE = re.compile(rf"^{_STATE}_(\d+)\.pt$")
 _STATE_KEYS = {"format", "frame", "optimizers", "lr_schedulers", "n_updates", "shuffle_rng", "torch_rng", "cuda_rng"}
 # torch optimizers whose per-parameter state tensors all have the parameter's shape
 _ELEMENTWISE = {"Adam", "AdamW", "SGD", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam", "ASGD", "Adadelta", "Rprop"}
@@ -119,23 +116,17 @@ def save_frame(frame: Any, model_dir: str, network_map: Optional[Mapping[str, st
     blobs[_STATE] = _encode(_frame_state(frame))
     blobs.update(extras)
     stems = {**names, _STATE: _STATE, **{k: k for k in extras}}
-    legacy = {f"{name}_{version}.pt" for name in stems.values()}
-    publish(model_dir, version, blobs, stems, {"frame": type(frame).__name__, "networks": names},
-            obsolete=legacy.__contains__)
-
-
-def _legacy_versions(model_dir: str) -> List[int]:
-    return [int(m.group(1)) for f in os.listdir(model_dir) if (m := _LEGACY_STATE.match(f))]
+    publish(model_dir, version, blobs, stems, {"frame": type(frame).__name__, "networks": names})
 
 
 def latest_version(model_dir: str, where: str = "load") -> int:
-    """The highest version saved in ``model_dir`` (manifests and the older layout alike)."""
+    """The highest version published in ``model_dir`` (the highest ``checkpoint_<version>.json``)."""
     if not os.path.isdir(model_dir):
         raise FileNotFoundError(f"{where}: {model_dir!r} is not a directory")
-    versions = manifest_versions(model_dir) + _legacy_versions(model_dir)
+    versions = manifest_versions(model_dir)
     if not versions:
-        raise FileNotFoundError(f"{where}: {model_dir!r} holds no checkpoint_<version>.json (nor an older "
-                                f"{_STATE}_<version>.pt); nothing was saved there")
+        raise FileNotFoundError(f"{where}: {model_dir!r} holds no checkpoint_<version>.json, the manifest every "
+                                "save publishes; nothing was saved there")
     return max(versions)
 
 
@@ -278,17 +269,6 @@ def _assign(frame: Any, models: Dict[str, Any], state: Dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda_rng"])
 
 
-def _read_legacy(model_dir: str, names: Dict[str, str], version: int) -> Dict[str, tuple]:
-    out = {}
-    for key, stem in {**names, _STATE: _STATE}.items():
-        path = os.path.join(model_dir, f"{stem}_{version}.pt")
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"{path!r} does not exist")
-        with open(path, "rb") as f:
-            out[key] = (path, f.read())
-    return out
-
-
 def _read_manifest_files(model_dir: str, names: Dict[str, str], version: int, frame_name: str,
                          extra_keys: Optional[Sequence[str]]) -> tuple:
     manifest = read_manifest(model_dir, version)
@@ -328,14 +308,10 @@ def read_frame_checkpoint(frame: Any, model_dir: str, network_map: Optional[Mapp
     elif not os.path.isdir(model_dir):
         raise FileNotFoundError(f"{where}: {model_dir!r} is not a directory")
     saved = manifest_versions(model_dir)
-    if version not in saved and version not in _legacy_versions(model_dir):
-        raise FileNotFoundError(f"{where}: {model_dir!r} holds no version {version}; saved versions are "
-                                f"{sorted(set(saved + _legacy_versions(model_dir)))}")
+    if version not in saved:
+        raise FileNotFoundError(f"{where}: {model_dir!r} holds no version {version}; saved versions are {saved}")
     try:
-        if version in saved:
-            files, extras = _read_manifest_files(model_dir, names, version, type(frame).__name__, extra_keys)
-        else:
-            files, extras = _read_legacy(model_dir, names, version), {}
+        files, extras = _read_manifest_files(model_dir, names, version, type(frame).__name__, extra_keys)
     except FileNotFoundError as e:
         raise FileNotFoundError(f"{where}: {e}") from None
     except CheckpointError as e:

@@ -99,7 +99,7 @@ def _remove(path: str) -> None:
 
 
 def publish(directory: str, version: int, blobs: Mapping[str, bytes], stems: Mapping[str, str],
-            meta: Mapping[str, object], obsolete: Callable[[str], bool] = lambda name: False) -> Manifest:
+            meta: Mapping[str, object]) -> Manifest:
     """Writes ``blobs`` (key -> bytes) and atomically makes them version ``version``.
 
     Args:
@@ -108,8 +108,6 @@ def publish(directory: str, version: int, blobs: Mapping[str, bytes], stems: Map
         blobs: the files' contents by key.
         stems: the file name stem of each key (``actor`` -> ``actor_<v>.<token>.pt``).
         meta: JSON-serialisable metadata stored in the manifest.
-        obsolete: names of other files in ``directory`` that the new manifest supersedes
-            (e.g. an older layout's files of this version), deleted after publishing.
 
     Returns:
         The published manifest.
@@ -147,7 +145,7 @@ def publish(directory: str, version: int, blobs: Mapping[str, bytes], stems: Map
             except OSError:
                 pass
         raise
-    _sweep(directory, obsolete)
+    _sweep(directory)
     return Manifest(target, version, dict(meta), files)
 
 
@@ -156,7 +154,7 @@ def remove_version(directory: str, version: int) -> None:
     then deletes the files no remaining manifest names."""
     _remove(manifest_path(directory, version))
     _fsync_dir(directory)
-    _sweep(directory, lambda name: False)
+    _sweep(directory)
 
 
 def _published_token(target: str) -> Optional[str]:
@@ -169,8 +167,8 @@ def _published_token(target: str) -> Optional[str]:
         return None
 
 
-def _sweep(directory: str, obsolete: Callable[[str], bool]) -> None:
-    """Deletes blobs no manifest names, stale temporary manifests, and ``obsolete`` files."""
+def _sweep(directory: str) -> None:
+    """Deletes blobs no manifest names and stale temporary manifests."""
     referenced = set()
     for version in manifest_versions(directory):
         try:
@@ -178,7 +176,7 @@ def _sweep(directory: str, obsolete: Callable[[str], bool]) -> None:
         except (CheckpointError, OSError):
             return  # never delete anything while some manifest cannot be read
     for name in sorted(os.listdir(directory)):
-        if (_BLOB.match(name) and name not in referenced) or _TEMP.match(name) or obsolete(name):
+        if (_BLOB.match(name) and name not in referenced) or _TEMP.match(name):
             _remove(os.path.join(directory, name))
 
 

@@ -11,7 +11,7 @@ import numpy as np
 from entmachin.env import random_actions
 from entmachin.frame import EvalResult, evaluate
 from entmachin.frame.checkpoint import latest_version, read_frame_checkpoint
-from entmachin.frame.checkpoint_files import manifest_versions, read_blob, read_manifest
+from entmachin.frame.checkpoint_files import read_blob, read_manifest
 from entmachin.run.build import EnvFactory, make_frame, seeds
 from entmachin.run.config import RunConfig
 from entmachin.run.defaults import DEFAULT_MAX_EPISODE_STEPS
@@ -79,8 +79,6 @@ def load_trained(path: str, env_factory: Optional[EnvFactory] = None) -> Tuple[A
 
 def _saved_spaces(checkpoint_dir: str, version: int) -> Optional[dict]:
     """The spaces a run's checkpoint was trained on (None: not recorded)."""
-    if version not in manifest_versions(checkpoint_dir):
-        return None
     manifest = read_manifest(checkpoint_dir, version)
     if "runner" not in manifest.files:
         return None

@@ -102,8 +102,8 @@ def test_load_errors(tmp_path):
     frame = trained()
     with pytest.raises(FileNotFoundError, match=r"PPO.load: '.*nowhere' is not a directory"):
         frame.load(str(tmp_path / "nowhere"))
-    with pytest.raises(FileNotFoundError, match=r"holds no checkpoint_<version>.json \(nor an older "
-                       r"frame_state_<version>.pt\); nothing was saved there"):
+    with pytest.raises(FileNotFoundError, match=r"PPO.load: '.*' holds no checkpoint_<version>.json, the manifest "
+                       r"every save publishes; nothing was saved there"):
         frame.load(str(tmp_path))
     frame.save(str(tmp_path))
     with pytest.raises(FileNotFoundError, match=r"holds no version 4; saved versions are \[0\]"):

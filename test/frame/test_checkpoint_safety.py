@@ -1,4 +1,5 @@
 """Checkpoints survive kills at any instant, loads are all-or-nothing, bad files say what they are."""
+import hashlib
 import json
 import mmap
 import os
@@ -177,20 +178,6 @@ def test_kills_at_random_moments_of_a_saving_loop(tmp_path):
     assert inside >= 11, f"only {inside} of 20 kills landed inside a save"
 
 
-def test_directories_saved_before_manifests_still_load(tmp_path):
-    frame = stamped(dense_frame(), 4)
-    state = {"format": 1, "frame": "PPO", "optimizers": [o.state_dict() for o in frame.optimizers],
-             "lr_schedulers": [], "n_updates": 4, "shuffle_rng": frame._rng.bit_generator.state,
-             "torch_rng": torch.get_rng_state(), "cuda_rng": []}
-    torch.save(frame.actor.state_dict(), tmp_path / "actor_0.pt")
-    torch.save(frame.critic.state_dict(), tmp_path / "critic_0.pt")
-    torch.save(state, tmp_path / "frame_state_0.pt")
-    assert stamp_of(str(tmp_path)) == 4
-    stamped(frame, 6).save(str(tmp_path))  # a new save of version 0 replaces the old layout
-    assert not any(re.fullmatch(r"\w+_0\.pt", n) for n in os.listdir(tmp_path))
-    assert stamp_of(str(tmp_path)) == 6
-
-
 def trained(cls=None, **kwargs):
     frame = dense_frame(**kwargs) if cls is None else dense_frame(cls, **kwargs)
     frame.store_episode(dense_episode(np.random.default_rng(0), 8))
@@ -284,19 +271,22 @@ def test_files_that_are_not_checkpoints_say_so(tmp_path):
     (pickle.dumps([1, 2, 3]), r"\d+ bytes starting with"),
     ("truncated", r"\d+ bytes starting with b'PK"),
 ])
-def test_older_layout_files_that_are_not_checkpoints(tmp_path, content, found):
+def test_blobs_that_are_not_torch_files_say_what_they_hold(tmp_path, content, found):
     frame = trained()
-    for name in ("actor_0.pt", "critic_0.pt"):
-        torch.save(getattr(frame, name.split("_")[0]).state_dict(), tmp_path / name)
+    frame.save(str(tmp_path))
+    path = blob(tmp_path, "frame_state")
     if content == "truncated":
-        torch.save({"format": 1}, tmp_path / "frame_state_0.pt")
-        content = (tmp_path / "frame_state_0.pt").read_bytes()[:-40]
-    (tmp_path / "frame_state_0.pt").write_bytes(content)
+        torch.save({"format": 1}, path)
+        content = path.read_bytes()[:-40]
+    path.write_bytes(content)
+    document = manifest(tmp_path)  # the manifest vouches for the new bytes: only decoding them can tell
+    document["files"]["frame_state"].update(bytes=len(content), sha256=hashlib.sha256(content).hexdigest())
+    (tmp_path / "checkpoint_0.json").write_text(json.dumps(document))
     with pytest.raises(CheckpointError) as info:
         frame.load(str(tmp_path))
     message = str(info.value)
-    assert re.search(rf"frame_state_0.pt' is not a checkpoint file: expected a file written by torch.save, "
-                     rf"found {found}", message), message
+    assert re.search(rf"frame_state_0\.[0-9a-f]{{12}}\.pt' is not a checkpoint file: expected a file written by "
+                     rf"torch.save, found {found}", message), message
     assert "weights_only=False" not in message and "Unpickling" not in message
 
 
