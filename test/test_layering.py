@@ -24,6 +24,7 @@ ALLOWED = {
     "run": LAYERS,
     "__main__": LAYERS,  # `python -m entmachin` is the command line
     "__init__": set(),  # `import entmachin` loads no layer: its exports resolve on first use
+    "settings": set(),  # declares the fields of every layer's settings records: any layer imports it
 }
 # (layer, module-path prefix inside entmachin) -> third-party packages it must not import
 FORBIDDEN_PACKAGES = {

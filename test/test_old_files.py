@@ -29,7 +29,7 @@ from entmachin.env import EnvList, ParallelEnvList, random_actions, to_state
 from entmachin.env.examples import MineSweeper
 from entmachin.frame.checkpoint import latest_version, read_frame_checkpoint
 from entmachin.frame.ppo import PPO
-from entmachin.frame.rollout import RolloutCollector
+from entmachin.frame.collector import RolloutCollector
 from entmachin.model import RogueNet, RogueNetConfig
 from entmachin.ragged import RaggedArray
 from entmachin.run.build import EnvFactory, make_frame

@@ -65,7 +65,7 @@ from entmachin.env import (  # noqa: E402
     random_actions,
     to_state,
 )
-from entmachin.frame.rollout import default_actions  # noqa: E402
+from entmachin.frame.collector import default_actions  # noqa: E402
 from entmachin.run.cli import main as entmachin  # noqa: E402
 from entmachin.run.evaluation import load_trained  # noqa: E402
 from entmachin.run.spaces import describe_spaces  # noqa: E402

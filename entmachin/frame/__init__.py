@@ -11,12 +11,12 @@ from entmachin.frame.a2c import A2C
 from entmachin.frame.checkpoint import CheckpointError
 from entmachin.frame.config import A2CConfig, PPOConfig
 from entmachin.frame.dqn import DQN, DQNPer
-from entmachin.frame.dqn_config import DQNConfig, DQNPerConfig
+from entmachin.frame.config import DQNConfig, DQNPerConfig
 from entmachin.frame.evaluate import EvalResult, evaluate
 from entmachin.frame.gae import GAEResult, gae, gae_episode
 from entmachin.frame.health import NonFiniteUpdateError
 from entmachin.frame.ppo import PPO
-from entmachin.frame.rollout import RolloutCollector, RolloutStats, global_actions, global_state
+from entmachin.frame.collector import RolloutCollector, RolloutStats, global_actions, global_state
 from entmachin.frame.safe_call import model_devices, safe_call
 from entmachin.frame.summary import UpdateStats
 

@@ -13,62 +13,56 @@ Usage loop (one environment, Machin's way)::
     a2c.update()
 
 Entity environments store canonical states (``docs/architecture.md``) and RogueNet's actions
-instead; vectorised collection goes through ``store_rollout`` (see ``entmachin.frame.rollout``).
+instead; vectorised collection goes through ``store_rollout`` (``entmachin.frame.collector``).
 
-Reading ``update()`` top to bottom: :meth:`A2C.update` anneals and guards the whole update,
-:meth:`A2C._train` walks the minibatches of the stored :class:`~entmachin.frame.record.Rollout`,
-:meth:`A2C._losses` computes one minibatch's policy and value losses, :meth:`A2C._objective`
-is the policy objective (PPO overrides it with the clipped surrogate) and :meth:`A2C._step`
-steps the optimizers. What acting, storing and saving share with PPO is in ``base.py``.
+Reading ``update()`` top to bottom: :meth:`A2C.update` anneals the learning rates, computes the
+old log-probabilities and walks the minibatches of the stored
+:class:`~entmachin.frame.collector.Rollout`; :meth:`A2C._minibatch` is one minibatch's policy,
+entropy and value terms; :meth:`A2C._policy_objective` is the one piece PPO overrides; and
+:class:`~entmachin.frame.stepping.UpdateSteps` takes the optimizer steps (skipping non-finite ones,
+under the interrupt guard).
+
+Log-probabilities of A2C and PPO for dense actors (one per row) and ragged ones (per actor).
+
+An actor's result is Machin's ``(action, log_prob, entropy, ...)``. Dense actors (MLPs) give
+``log_prob`` as ``[B]`` or ``[B, 1]``; entity actors (RogueNet) give ``{action_name:
+RaggedTensor [n_actors, 1]}`` with one sequence per row. Both are flattened to *units*: rows
+for dense actors, actors for ragged ones, each with the row it belongs to. Ratios are taken
+per unit, each unit gets its row's advantage, and rows without actors contribute nothing (the
+objectives themselves are the frames': ``A2C._policy_objective`` and ``PPO._policy_objective``).
 """
 from __future__ import annotations
 
+import inspect
 import math
-import warnings
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
+from collections.abc import Mapping, Sequence
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 import torch
 from torch import nn
 
-from entmachin.frame.base import ActorCriticFrame
+from entmachin.buffer import RolloutBuffer
+from entmachin.frame.base import Frame, make_optimizer
 from entmachin.frame.config import A2CConfig
-from entmachin.frame.health import count_skipped_updates, non_finite_error
-from entmachin.frame.interrupts import InterruptGuard
-from entmachin.frame.losses import OldLogProbs, Units, old_log_probs, old_units, normalized, units_of
-from entmachin.frame.record import Rollout
+from entmachin.frame.health import non_finite_error
+from entmachin.frame.rollout import (MAJOR_ATTRS, Rollout, Steps, minibatch_schedule, read_episode, read_rollout,
+                                     to_rollout, value_targets)
+from entmachin.frame.safe_call import safe_call
+from entmachin.frame.stepping import InterruptGuard, OptimizerStep, UpdateSteps
+from entmachin.frame.store_checks import check_steps, trusted_inputs
 from entmachin.frame.summary import UpdateStats, log_update, write_graph
-from entmachin.frame.update import (clip_grads, explained_variance, finite_flags, mean_of, minibatch_schedule,
-                                   total_norms, zero_grad)
+from entmachin.model.input_norm import collecting_stats_of
+from entmachin.model.wrappers import unwrap
+from entmachin.ragged.tensor import RaggedTensor
 
-__all__ = ["A2C"]
+__all__ = ["A2C", "Losses", "Units", "units_of", "OldLogProbs", "old_log_probs", "old_units", "normalized"]
 
-
-class Losses(NamedTuple):
-    """One minibatch's losses (None: not trained on this minibatch) and diagnostics.
-
-    ``policy_parts`` names the terms of the policy loss (``"policy loss"``, ``"entropy"``) so a
-    non-finite step can say which one went wrong.
-    """
-
-    policy: Optional[torch.Tensor]
-    value: Optional[torch.Tensor]
-    policy_parts: Dict[str, torch.Tensor]
-    entropy: Optional[torch.Tensor]
-    approx_kl: Optional[torch.Tensor]
-    clip_fraction: Optional[torch.Tensor]
+# Per action name, one RaggedTensor over all rows (ragged actors), or a [N] tensor (dense ones).
+OldLogProbs = Union[torch.Tensor, Dict[str, RaggedTensor]]
 
 
-class _Step(NamedTuple):
-    """One optimizer's share of a minibatch: the loss terms it trains on and its parameters."""
-
-    optimizer: Any
-    params: List[nn.Parameter]
-    terms: Dict[str, torch.Tensor]
-    what: str
-
-
-class A2C(ActorCriticFrame):
+class A2C(Frame):
     """Advantage actor-critic (Machin 0.4.2's ``A2C`` keywords and meanings).
 
     The actor is called as ``actor(**state, **action)`` through ``safe_call`` and returns
@@ -92,43 +86,10 @@ class A2C(ActorCriticFrame):
             ``torch.optim`` class that has a fused implementation (``Adam``, ``SGD``, ...) is
             asked for it (``fused=True``); pass ``functools.partial(cls, fused=False)`` to opt out.
         criterion: value loss, called as ``criterion(target_value, value)``.
-        lr_scheduler: scheduler class called as ``lr_scheduler(optim, *args, **kwargs)`` per
-            optimizer; stepped by ``update_lr_scheduler()``.
-        lr_scheduler_args: ``(actor_args, critic_args)``.
-        lr_scheduler_kwargs: ``(actor_kwargs, critic_kwargs)``.
-        batch_size: rows per minibatch.
-        actor_update_times: policy gradient steps (minibatches) per ``update()``.
-        critic_update_times: value gradient steps (minibatches) per ``update()``.
-        actor_learning_rate: learning rate of the actor's optimizer.
-        critic_learning_rate: learning rate of the critic's optimizer.
-        entropy_weight: weight of the mean entropy in the policy loss, Machin's sign: negative
-            values reward entropy (exploration); None leaves entropy out.
-        value_weight: factor of the value loss.
-        gradient_max: maximum total gradient norm of each step (inf: no clipping).
-        gae_lambda: GAE lambda in [0, 1]; 1 gives discounted returns minus values.
-        discount: discount factor in [0, 1].
-        normalize_advantage: normalise advantages per minibatch (over rows that have actors).
-        replay_size: rows the on-policy buffer holds; storing more raises.
-        replay_device: device of the buffer.
-        replay_buffer: a buffer to use instead (``replay_size`` and ``replay_device`` unused).
-        visualize: write the autograd graphs of the first actor and critic losses as
-            ``actor.dot`` / ``critic.dot`` (and to tensorboard when there is a writer).
-        visualize_dir: directory of those files (default: the writer's, else the current one).
-        value_clip: clip each value prediction to within this distance of the value it had
-            when the row was stored (Stable-Baselines3's form); None: no clipping.
-        target_kl: stop the update before a minibatch whose approximate KL divergence from
-            the policy at the start of the update exceeds this; None: never stop.
-        n_anneal_updates: learning rates fall linearly from their initial values to 0 over
-            this many ``update()`` calls; None: constant. Not combinable with ``lr_scheduler``.
-        anneal_entropy: ``entropy_weight`` falls linearly to 0 over ``n_anneal_updates`` too
-            (entity-gym's trainer anneals a strong early exploration bonus this way).
-        writer: tensorboard ``SummaryWriter`` or log directory; each ``update()`` logs there
-            (see ``entmachin.frame.summary``).
-        seed: seeds the frame's minibatch shuffling (None: fresh entropy).
 
     Raises:
-        TypeError / ValueError: a keyword of the wrong type or out of range (unknown keywords
-            raise ``TypeError`` as for any function).
+        TypeError / ValueError: an argument of the wrong type or out of range, or an unknown
+            keyword (the message names it and the closest known one).
     """
 
     _config_cls = A2CConfig
@@ -139,24 +100,154 @@ class A2C(ActorCriticFrame):
     #: rank's rows together (``entmachin.frame.data_parallel.DataParallel``).
     data_parallel: Optional[Any] = None
 
-    def __init__(
-        self, actor: nn.Module, critic: nn.Module, optimizer: Any, criterion: Any, *,
-        lr_scheduler: Any = None, lr_scheduler_args: Any = None, lr_scheduler_kwargs: Any = None,
-        batch_size: int = 100, actor_update_times: int = 5, critic_update_times: int = 10,
-        actor_learning_rate: float = 0.001, critic_learning_rate: float = 0.001,
-        entropy_weight: Optional[float] = None, value_weight: float = 0.5, gradient_max: float = float("inf"),
-        gae_lambda: float = 1.0, discount: float = 0.99, normalize_advantage: bool = True,
-        replay_size: int = 500000, replay_device: Union[str, torch.device] = "cpu", replay_buffer: Any = None,
-        visualize: bool = False, visualize_dir: str = "", value_clip: Optional[float] = None,
-        target_kl: Optional[float] = None, n_anneal_updates: Optional[int] = None, anneal_entropy: bool = False,
-        writer: Any = None, seed: Optional[int] = None,
-    ) -> None:
-        settings = dict(locals())
-        for key in ("self", "actor", "critic", "optimizer", "criterion", "lr_scheduler", "lr_scheduler_args",
-                    "lr_scheduler_kwargs", "replay_buffer", "writer", "__class__"):
-            settings.pop(key, None)
-        self._setup(actor, critic, optimizer, criterion, lr_scheduler, lr_scheduler_args, lr_scheduler_kwargs,
-                    replay_buffer, writer, A2CConfig(**settings))
+    def _init(self, actor: nn.Module, critic: nn.Module, optimizer: Any, criterion: Any, config: A2CConfig, *,
+              lr_scheduler: Any, lr_scheduler_args: Any, lr_scheduler_kwargs: Any, replay_buffer: Any, writer: Any
+              ) -> None:
+        self._setup(config, criterion, optimizer, replay_buffer, writer, actor=actor, critic=critic)
+        self._actor_params = list(actor.parameters())
+        actor_ids = {id(p) for p in self._actor_params}
+        critic_params = list(critic.parameters())
+        self.shared_parameters = any(id(p) in actor_ids for p in critic_params)
+        self._joint = getattr(critic, "shared_actor", None) is actor and callable(
+            getattr(actor, "forward_with_value", None))
+        if self.shared_parameters:
+            critic_only = [p for p in critic_params if id(p) not in actor_ids]
+            groups = [{"params": self._actor_params, "lr": config.actor_learning_rate}]
+            if critic_only:
+                groups.append({"params": critic_only, "lr": config.critic_learning_rate})
+            self._params = self._critic_params = self._actor_params + critic_only
+            self.actor_optim = self.critic_optim = make_optimizer(optimizer, groups, config.actor_learning_rate)
+        else:
+            self._critic_params = critic_params
+            self.actor_optim = make_optimizer(optimizer, self._actor_params, config.actor_learning_rate)
+            self.critic_optim = make_optimizer(optimizer, critic_params, config.critic_learning_rate)
+        self._setup_schedulers(lr_scheduler, lr_scheduler_args, lr_scheduler_kwargs)
+        self._initial_lrs = [[g["lr"] for g in opt.param_groups] for opt in self.optimizers]
+        self._actor_norms = self._input_norms(actor)
+        self._critic_only_norms = self._input_norms(critic, but=tuple(self._actor_norms))
+        self._takes_deterministic = _accepts(actor, "deterministic")
+
+    def _default_buffer(self) -> RolloutBuffer:
+        return RolloutBuffer(self.config.replay_size, self.config.replay_device)
+
+    # -------------------------------------------------------------------- Machin surface
+
+    @property
+    def optimizers(self) -> List[torch.optim.Optimizer]:
+        """The optimizers: ``[actor_optim, critic_optim]``, or one when parameters are shared."""
+        return [self.actor_optim] if self.shared_parameters else [self.actor_optim, self.critic_optim]
+
+    def act(self, state: Mapping[str, Any], deterministic: bool = False, *, collect_stats: bool = True) -> Any:
+        """Runs the actor on ``state`` without gradients and returns its result unchanged.
+
+        Running input statistics of the actor learn from ``state`` (``collecting_stats``)
+        unless ``collect_stats=False`` (evaluation).
+
+        Raises:
+            TypeError: ``deterministic=True`` but the actor's forward has no ``deterministic``.
+        """
+        extra: Dict[str, Any] = {}
+        if deterministic:
+            if not self._takes_deterministic:
+                raise TypeError(
+                    f"{type(self).__name__}.act: deterministic=True, but {type(self.actor).__name__}.forward "
+                    "takes no 'deterministic' parameter"
+                )
+            extra["deterministic"] = True
+        if collect_stats and self._actor_norms:
+            with torch.no_grad(), collecting_stats_of(self._actor_norms):
+                return safe_call(self.actor, state, extra) if extra else safe_call(self.actor, state)
+        with torch.no_grad():
+            return safe_call(self.actor, state, extra) if extra else safe_call(self.actor, state)
+
+    def eval_act(self, state: Mapping[str, Any], action: Mapping[str, Any]) -> Any:
+        """Scores ``action`` in ``state`` with the actor (with gradients); returns its result."""
+        return safe_call(self.actor, state, action)
+
+    def criticize(self, state: Mapping[str, Any]) -> torch.Tensor:
+        """The critic's value of ``state``, ``[B, 1]`` (the first element if it returns a tuple)."""
+        return self._value_of(safe_call(self.critic, state))
+
+    def _eval_act_and_criticize(self, state: Mapping[str, Any], action: Mapping[str, Any]) -> Tuple[Any, torch.Tensor]:
+        """``(eval_act(state, action), criticize(state))``, in one pass of a shared network
+        when the critic is a view of the actor (see the class docstring)."""
+        if not self._joint:
+            return self.eval_act(state, action), self.criticize(state)
+        result, value = safe_call(self.actor, state, action, method="forward_with_value")
+        return result, self._value_of(value)
+
+    def _value_of(self, value: Any) -> torch.Tensor:
+        if isinstance(value, (tuple, list)):
+            value = value[0]
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(
+                f"{type(self).__name__}.criticize: the critic returned a {type(value).__name__}; expected "
+                "a tensor [B, 1] or a tuple whose first element is one"
+            )
+        return value
+
+    # ------------------------------------------------------------------------- storing
+
+    def store_episode(self, episode: Sequence[Any]) -> None:
+        """Stores one environment's transitions (dicts or ``Transition``s, one row each).
+
+        Each transition has ``state``, ``action``, ``next_state``, ``reward``, ``terminal`` and
+        optionally ``truncated``. The episode may be complete (last row terminal) or cut short:
+        a last row that is not terminal, and every truncated row, bootstraps from the
+        critic's value of its ``next_state``. Values come from one critic call; GAE follows
+        the rules of ``docs/architecture.md``. Only ``state``, ``action``, the flags and the computed
+        ``value`` (return target) and ``gae`` (advantage) are stored; the caller's
+        transitions are not modified.
+
+        Transitions that ``update()`` could not train on are refused here, with the buffer, the
+        frame and the critic's input statistics left as they were: a state that lacks what the
+        actor needs (an entity type or the action masks of RogueNet's spaces, the width of an
+        MLP), actions that do not match the state's actors, and NaN or infinity in rewards,
+        states or the critic's values. ``update()`` trusts what was stored and checks it no more.
+
+        Raises:
+            TypeError / ValueError: malformed transitions (the message names the position, key
+                and, in a rollout, the row), or more rows than the buffer holds before ``update()``.
+        """
+        self._store(read_episode(episode, f"{type(self).__name__}.store_episode"), "store_episode")
+
+    def store_rollout(self, steps: Sequence[Any]) -> None:
+        """Stores ``T`` vectorised steps, each a transition of ``B`` rows (one per environment).
+
+        ``reward``, ``terminal`` and ``truncated`` are ``[B]`` or ``[B, 1]``; the rows of step
+        ``t + 1`` continue those of step ``t`` unless terminal or truncated. Rows of the last
+        step that are not terminal bootstrap from their ``next_state``, as do truncated rows.
+        Rows are stored step-major; otherwise as :meth:`store_episode`.
+        """
+        self._store(read_rollout(steps, f"{type(self).__name__}.store_rollout"), "store_rollout")
+
+    def _store(self, steps: Steps, method: str) -> None:
+        name = f"{type(self).__name__}.{method}"
+        check_steps(steps, self.actor, self.critic, name)  # before anything changes
+        capacity = getattr(self.replay_buffer, "buffer_size", self.config.replay_size)
+        held = self.replay_buffer.size()
+        if held + steps.n_rows > capacity:
+            raise ValueError(
+                f"{name}: storing {steps.n_rows} rows on top of {held} would exceed "
+                f"replay_size={capacity} and overwrite on-policy data; call update() first or raise replay_size"
+            )
+        # The critic's own statistics learn from this call; a call refused after the critic ran
+        # (non-finite values, a buffer that refuses the rows) puts them back as they were.
+        saved = [{k: v.clone() for k, v in norm.state_dict().items()} for norm in self._critic_only_norms]
+        try:
+            with collecting_stats_of(self._critic_only_norms):  # the actor's statistics learn in act()
+                returns, advantages = value_targets(
+                    steps, self.criticize, self.config.discount, self.config.gae_lambda, name
+                )
+            rollout = to_rollout(steps, returns, advantages)
+            if callable(getattr(self.replay_buffer, "append_trusted", None)):
+                self._append(rollout.buffer_data(), MAJOR_ATTRS)
+            else:
+                self.replay_buffer.append(rollout.to_transition())
+        except BaseException:
+            for norm, state in zip(self._critic_only_norms, saved):
+                norm.load_state_dict(state)
+            raise
 
     # -------------------------------------------------------------------------- update
 
@@ -168,9 +259,13 @@ class A2C(ActorCriticFrame):
                *, log_step: Optional[int] = None) -> Tuple[float, float]:
         """Trains on every stored row, then clears the buffer.
 
+        Minibatch ``i`` of shuffled epochs over the stored rows trains the policy while ``i <
+        actor_update_times`` and the value while ``i < critic_update_times``. Old
+        log-probabilities, where needed, come first, in batched passes of the actor as it is.
+
         An update that raises (a ``KeyboardInterrupt`` included) leaves the frame usable: each
         minibatch's optimizer steps, actor's and critic's, were made entirely or not at all
-        (Ctrl-C during the steps is raised right after them, see ``entmachin.frame.interrupts``),
+        (Ctrl-C during the steps is raised right after them, see ``entmachin.frame.stepping``),
         the buffer keeps its rows, and ``n_updates`` and the annealed learning rates are as
         before the call, so ``update()`` can simply be called again.
 
@@ -190,33 +285,72 @@ class A2C(ActorCriticFrame):
         Raises:
             RuntimeError: the buffer is empty.
             ValueError: ``concatenate_samples`` is False.
-            NonFiniteUpdateError: this update is the third in a row in which every step of the
-                actor's (or critic's) optimizer was skipped for non-finite values; the update
-                itself completed (see ``entmachin.frame.health``).
+            NonFiniteUpdateError: the failure rule of ``entmachin.frame.stepping``; the update
+                itself completed.
         """
+        name = f"{type(self).__name__}.update"
         if concatenate_samples is not True:
-            raise ValueError(f"{type(self).__name__}.update: concatenate_samples must be True, got {concatenate_samples!r}")
+            raise ValueError(f"{name}: concatenate_samples must be True, got {concatenate_samples!r}")
         if self.replay_buffer.size() == 0:
-            raise RuntimeError(
-                f"{type(self).__name__}.update: the replay buffer is empty; store transitions with store_episode or "
-                "store_rollout before calling update()"
-            )
-        with InterruptGuard() as guard:
+            raise RuntimeError(f"{name}: the replay buffer is empty; store transitions with store_episode or "
+                               "store_rollout before calling update()")
+        cfg = self.config
+        rollout = Rollout.read(self.replay_buffer)
+        n_policy, n_value = cfg.actor_update_times, cfg.critic_update_times
+        with InterruptGuard() as guard, trusted_inputs(self.actor, self.critic):  # checked when stored
             lrs = [[group["lr"] for group in opt.param_groups] for opt in self.optimizers]
             committed = False
             try:
                 frac = 1.0
-                if self.config.n_anneal_updates is not None:
+                if cfg.n_anneal_updates is not None:
                     with guard.step:
-                        frac = max(0.0, 1.0 - self._n_updates / self.config.n_anneal_updates)
+                        frac = max(0.0, 1.0 - self._n_updates / cfg.n_anneal_updates)
                         self._set_learning_rates([[lr * frac for lr in initial] for initial in self._initial_lrs])
-                entropy_scale = frac if self.config.anneal_entropy else 1.0
-                stats = self._train(Rollout.read(self.replay_buffer), update_value, update_policy, guard, entropy_scale)
+                entropy_scale = frac if cfg.anneal_entropy else 1.0
+                schedule = minibatch_schedule(rollout.n_rows, cfg.batch_size, max(n_policy, n_value), self._rng)
+                old = position = None
+                if n_policy and self._needs_old_log_probs():
+                    visited = np.unique(np.concatenate(schedule[:n_policy]))  # [n_visited]
+                    old = old_log_probs(self.eval_act, rollout.state, rollout.action, visited, cfg.batch_size, name)
+                    position = np.full(rollout.n_rows, -1, dtype=np.int64)  # [N]: row -> place in `visited`
+                    position[visited] = np.arange(visited.shape[0])
+                steps = UpdateSteps(name, guard, cfg.gradient_max, self.data_parallel)
+                seen: Dict[str, List[torch.Tensor]] = {k: [] for k in Losses._fields if k != "parts"}
+                stopped, ran = False, 0
+                try:
+                    with guard.step:  # modes switch whole (Module.train recurses in Python)
+                        self.actor.train()
+                        self.critic.train()
+                    for i, rows in enumerate(schedule):
+                        old_rows = None if old is None or i >= n_policy else old_units(old, torch.from_numpy(position[rows]))
+                        losses = self._minibatch(rollout.minibatch(torch.from_numpy(rows)), old_rows, i < n_policy,
+                                                 i < n_value, entropy_scale)
+                        if cfg.target_kl is not None and losses.approx_kl is not None \
+                                and float(losses.approx_kl) > cfg.target_kl:
+                            stopped = True
+                            break
+                        ran += 1
+                        if cfg.visualize:
+                            self._visualize(losses)
+                        for key in seen:
+                            if getattr(losses, key) is not None:
+                                seen[key].append(getattr(losses, key).detach())
+                        steps.step(self._optimizer_steps(losses.policy if update_policy else None,
+                                                         losses.value if update_value else None), losses.parts)
+                finally:
+                    with guard.step:
+                        self.actor.eval()
+                        self.critic.eval()
+                stats = UpdateStats(
+                    *(mean_of(seen[k]) for k in seen), explained_variance(rollout.value_target, rollout.old_value),
+                    float(self.optimizers[0].param_groups[0]["lr"]), steps.skipped, ran, stopped,
+                    {what: (c[0], c[1]) for what, c in steps.tally.items()}, tuple(steps.non_finite),
+                )
                 with guard.step:  # the update counts: rows consumed and counters moved together
                     self.replay_buffer.clear()
                     self._n_updates += 1
                     self.last_update = stats
-                    failing = count_skipped_updates(self._skipped_updates, stats)
+                    failing = steps.failing(self._skipped_updates)
                     committed = True
             finally:
                 if not committed:  # the schedule stays where it was, as n_updates does
@@ -225,73 +359,21 @@ class A2C(ActorCriticFrame):
         if self.writer is not None:
             log_update(self.writer, stats, self._n_updates if log_step is None else log_step)
         if failing:
-            raise non_finite_error(self, stats, failing)
+            raise non_finite_error(self, stats.non_finite, failing)
         return -stats.policy_loss, stats.value_loss
 
-    def _train(self, rollout: Rollout, update_value: bool, update_policy: bool, guard: InterruptGuard,
-               entropy_scale: float) -> UpdateStats:
-        """Minibatch ``i`` of shuffled epochs over ``rollout`` trains the policy while ``i <
-        actor_update_times`` and the value while ``i < critic_update_times``.
+    def _minibatch(self, batch: Rollout, old: Optional[torch.Tensor], policy: bool, value: bool,
+                   entropy_scale: float) -> Losses:
+        """One minibatch's losses and diagnostics, each None where not computed.
 
-        Old log-probabilities, where needed, come first, in batched passes of the actor as it
-        is over the rows the schedule visits. Changes only parameters, optimizer states and the
-        shuffling generator; actor and critic are back in eval mode when it returns or raises.
-        """
-        cfg = self.config
-        n_policy, n_value = cfg.actor_update_times, cfg.critic_update_times
-        schedule = minibatch_schedule(rollout.n_rows, cfg.batch_size, max(n_policy, n_value), self._rng)
-        old: Optional[OldLogProbs] = None
-        position = None
-        if n_policy and self._needs_old_log_probs():
-            visited = np.unique(np.concatenate(schedule[:n_policy]))  # [n_visited]
-            old = old_log_probs(self.eval_act, rollout.state, rollout.action, visited, cfg.batch_size,
-                                f"{type(self).__name__}.update")
-            position = np.full(rollout.n_rows, -1, dtype=np.int64)  # [N]: row -> place in `visited`
-            position[visited] = np.arange(visited.shape[0])
-        seen: Dict[str, List[torch.Tensor]] = {"policy": [], "value": [], "entropy": [], "kl": [], "clip": []}
-        stopped, ran = False, 0
-        non_finite: Dict[str, None] = {}  # an ordered set
-        tally: Dict[str, List[int]] = {}
-        try:
-            with guard.step:  # modes switch whole (Module.train recurses in Python)
-                self.actor.train()
-                self.critic.train()
-            for i, rows in enumerate(schedule):
-                index = torch.from_numpy(rows)  # [b]
-                old_mb = None if old is None or i >= n_policy else old_units(old, torch.from_numpy(position[rows]))
-                losses = self._losses(rollout.minibatch(index), old_mb, i < n_policy, i < n_value, entropy_scale)
-                if (cfg.target_kl is not None and losses.approx_kl is not None
-                        and float(losses.approx_kl) > cfg.target_kl):
-                    stopped = True
-                    break
-                ran += 1
-                if cfg.visualize:
-                    self._visualize(losses)
-                for key, term in (("policy", losses.policy), ("value", losses.value), ("entropy", losses.entropy),
-                                  ("kl", losses.approx_kl), ("clip", losses.clip_fraction)):
-                    if term is not None:
-                        seen[key].append(term.detach())
-                self._step(losses.policy if update_policy else None, losses.value if update_value else None,
-                           losses.policy_parts, guard, non_finite, tally)
-        finally:
-            with guard.step:
-                self.actor.eval()
-                self.critic.eval()
-        return UpdateStats(
-            mean_of(seen["policy"]), mean_of(seen["value"]), mean_of(seen["entropy"]), mean_of(seen["kl"]),
-            mean_of(seen["clip"]), explained_variance(rollout.value_target, rollout.old_value),
-            float(self.optimizers[0].param_groups[0]["lr"]), sum(c[1] for c in tally.values()), ran, stopped,
-            {what: (c[0], c[1]) for what, c in tally.items()}, tuple(non_finite),
-        )
+        The policy loss (when ``policy``) is ``-objective + entropy_weight * entropy``; each actor
+        of a row (RogueNet) or each row (dense actors) is one *unit*, which gets its row's
+        advantage, normalised over the rows that have units; rows without actors add nothing.
+        The value loss (when ``value``) is ``criterion(target, value) * value_weight``, with
+        predictions kept within ``value_clip`` of the stored values when it is set.
 
-    def _losses(self, batch: Rollout, old: Optional[torch.Tensor], policy: bool, value: bool,
-                entropy_scale: float) -> Losses:
-        """The policy loss ``-objective + entropy_weight * entropy`` (when ``policy``) and the value
-        loss ``criterion(target, value) * value_weight`` (when ``value``) of one minibatch.
-
-        Each actor of a row (RogueNet) or each row (dense actors) is one *unit*: it gets its
-        row's advantage, normalised over the rows that have units; rows without actors add
-        nothing. With ``value_clip``, predictions stay within it of the stored values.
+        Shape:
+            batch: ``b`` rows; old: ``[n_units]`` old log-probabilities, or None.
         """
         cfg = self.config
         if policy and value:
@@ -302,13 +384,31 @@ class A2C(ActorCriticFrame):
             predicted = self.criticize(batch.state)  # [b, 1]
         policy_loss = value_loss = entropy = approx_kl = clip_fraction = None
         parts: Dict[str, torch.Tensor] = {}
+        n_units = 0
         if policy:
             units = units_of(result, batch.n_rows, cfg.entropy_weight is not None, f"{type(self).__name__}.update")
-            advantage = batch.advantage.reshape(-1)  # [b]
+            log_prob = units.log_prob  # [n_units]
+            n_units = log_prob.shape[0]
+            advantage = batch.advantage.reshape(-1).to(log_prob.device)  # [b]
             if cfg.normalize_advantage:
                 normalize = normalized if self.data_parallel is None else self.data_parallel.normalized
-                advantage = normalize(advantage.to(units.log_prob.device), units.row)
-            objective, entropy, approx_kl, clip_fraction = self._policy_terms(units, old, advantage)
+                advantage = normalize(advantage, units.row)  # [b]
+            advantage = advantage.to(log_prob.dtype)
+            if units.row is not None:
+                advantage = advantage[units.row]  # [n_units]: each actor gets its row's advantage
+            if n_units == 0:  # no actor in the minibatch: a differentiable zero
+                objective = log_prob.sum() * 0.0
+                approx_kl = clip_fraction = None if old is None else objective.detach()
+            else:
+                ratio = None
+                if old is not None:
+                    log_ratio = log_prob - old.to(log_prob.device)  # [n_units]
+                    ratio = log_ratio.exp()  # [n_units]: r = exp(log_prob - old_log_prob)
+                    with torch.no_grad():
+                        approx_kl = ((ratio - 1.0) - log_ratio).mean()
+                objective, clip_fraction = self._policy_objective(log_prob, ratio, advantage)
+                if units.entropy is not None:
+                    entropy = units.entropy.mean()
             policy_loss = parts["policy loss"] = -objective
             if cfg.entropy_weight is not None and entropy is not None:
                 policy_loss = policy_loss + cfg.entropy_weight * entropy_scale * entropy
@@ -319,115 +419,30 @@ class A2C(ActorCriticFrame):
                 before = batch.old_value.to(predicted.device, predicted.dtype)  # [b, 1]
                 predicted = before + (predicted - before).clamp(-cfg.value_clip, cfg.value_clip)  # [b, 1]
             value_loss = self.criterion(goal, predicted.reshape(goal.shape)) * cfg.value_weight
-        losses = Losses(policy_loss, value_loss, parts, entropy, approx_kl, clip_fraction)
+        losses = Losses(policy_loss, value_loss, entropy, approx_kl, clip_fraction, parts)
         if self.data_parallel is None:
             return losses
-        n_units = units.log_prob.shape[0] if policy else 0
         return self.data_parallel.weigh(losses, n_units, batch.n_rows, self.criterion)
 
-    def _policy_terms(self, units: Units, old: Optional[torch.Tensor], advantage: torch.Tensor
-                      ) -> Tuple[torch.Tensor, Optional[torch.Tensor], Optional[torch.Tensor], Optional[torch.Tensor]]:
-        """``(objective, mean entropy, approx KL, clip fraction)`` over the units of a minibatch.
-
-        With no unit at all the objective is a differentiable zero (and the diagnostics zero).
-
-        Shape:
-            advantage: ``[B]`` row advantages; ``old``: ``[n_units]`` or None.
-        """
-        log_prob = units.log_prob  # [n_units]
-        advantage = advantage.to(log_prob.device, log_prob.dtype)  # [B]
-        if units.row is not None:
-            advantage = advantage[units.row]  # [n_units]: each actor gets its row's advantage
-        n_units = log_prob.shape[0]
-        entropy = None if units.entropy is None or n_units == 0 else units.entropy.mean()
-        if n_units == 0:
-            zero = log_prob.sum() * 0.0
-            diagnostic = None if old is None else zero.detach()
-            return zero, entropy, diagnostic, diagnostic
-        ratio = approx_kl = None
-        if old is not None:
-            log_ratio = log_prob - old.to(log_prob.device)  # [n_units]
-            ratio = log_ratio.exp()  # [n_units]: r = exp(log_prob - old_log_prob)
-            with torch.no_grad():
-                approx_kl = ((ratio - 1.0) - log_ratio).mean()
-        objective, clip_fraction = self._objective(log_prob, ratio, advantage)
-        return objective, entropy, approx_kl, clip_fraction
-
-    def _objective(self, log_prob: torch.Tensor, ratio: Optional[torch.Tensor], advantage: torch.Tensor
-                   ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+    def _policy_objective(self, log_prob: torch.Tensor, ratio: Optional[torch.Tensor], advantage: torch.Tensor
+                          ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
         """A2C's policy-gradient objective ``mean(log_prob * A)`` over units (maximised), and no
         clip fraction.
 
         Shape:
-            log_prob, advantage: ``[n_units]``; ratio: ``[n_units]`` (unused here) or None when
-            there are no old log-probabilities.
+            log_prob, advantage: ``[n_units]``; ratio: ``[n_units]`` (unused here) or None.
         """
         return (log_prob * advantage).mean(), None
 
-    def _step(self, policy_loss: Optional[torch.Tensor], value_loss: Optional[torch.Tensor],
-              policy_parts: Dict[str, torch.Tensor], guard: InterruptGuard, non_finite: Dict[str, None],
-              tally: Dict[str, List[int]]) -> None:
-        """Steps the optimizer(s) on one minibatch's losses, counting steps in ``tally``.
-
-        One backward pass over the sum of the losses serves every optimizer: separate actor and
-        critic have disjoint parameters, so each gets exactly the gradients of its own loss. One
-        host sync then decides, per optimizer, whether its loss and gradients are finite; a step
-        that is not is skipped with a warning naming the term (its parameters and optimizer state
-        stay untouched), and the term is added to ``non_finite``. ``tally[step.what]`` counts
-        ``[attempted, skipped]`` steps per optimizer (``"actor"``, ``"critic"`` or ``"shared"``).
-        The steps of the minibatch run inside ``guard.step``: a Ctrl-C arriving meanwhile is
-        raised once all of them are done.
-        """
-        steps = self._optimizer_steps(policy_loss, value_loss)
-        if not steps:
-            return
-        for step in steps:
-            zero_grad(step.optimizer)
-        terms = [t for step in steps for t in step.terms.values()]
-        total = terms[0]
-        for term in terms[1:]:  # not sum(terms): its 0 + first term is one more node to run both ways
-            total = total + term
-        total.backward()
-        if self.data_parallel is not None:
-            self.data_parallel.average_gradients([p for step in steps for p in step.params], terms)
-        with_grad = [[p for p in step.params if p.grad is not None] for step in steps]
-        norms = total_norms([[p.grad for p in ps] for ps in with_grad])
-        flags = iter(finite_flags(terms + [n for n in norms if n is not None]))
-        term_ok = [[next(flags) for _ in step.terms] for step in steps]
-        norm_ok = [norm is None or next(flags) for norm in norms]
-        clipped: List[Tuple[List[nn.Parameter], torch.Tensor]] = []  # (parameters, gradient norm) of the steps taken
-        taken: List[_Step] = []
-        with guard.step:  # every step of the minibatch, or none
-            for step, ok, ps, norm, grads_ok in zip(steps, term_ok, with_grad, norms, norm_ok):
-                counts = tally.setdefault(step.what, [0, 0])
-                counts[0] += 1
-                if all(ok) and grads_ok:
-                    taken.append(step)
-                    if norm is not None:
-                        clipped.append((ps, norm))
-                    continue
-                zero_grad(step.optimizer)
-                counts[1] += 1
-                names = _non_finite_terms(step, ok, policy_parts) if not all(ok) else \
-                    [f"gradients of {' + '.join(step.terms)}"]
-                non_finite.update(dict.fromkeys(names))
-                warnings.warn(
-                    f"{type(self).__name__}.update: non-finite {', '.join(names)}; skipped this {step.what} step "
-                    "(parameters and optimizer state unchanged)", RuntimeWarning, stacklevel=4,
-                )
-            if clipped and math.isfinite(self.config.gradient_max):
-                clip_grads(clipped, self.config.gradient_max)
-            for step in taken:
-                step.optimizer.step()
-
     def _optimizer_steps(self, policy_loss: Optional[torch.Tensor], value_loss: Optional[torch.Tensor]
-                         ) -> List[_Step]:
+                         ) -> List[OptimizerStep]:
         policy = {} if policy_loss is None else {"policy loss": policy_loss}
         value = {} if value_loss is None else {"value loss": value_loss}
         if self.shared_parameters:
-            return [_Step(self.actor_optim, self._params, {**policy, **value}, "shared")] if policy or value else []
-        return ([_Step(self.actor_optim, self._actor_params, policy, "actor")] if policy else []) + \
-            ([_Step(self.critic_optim, self._critic_params, value, "critic")] if value else [])
+            both = {**policy, **value}
+            return [OptimizerStep(self.actor_optim, self._params, both, "shared")] if both else []
+        return ([OptimizerStep(self.actor_optim, self._actor_params, policy, "actor")] if policy else []) + \
+            ([OptimizerStep(self.critic_optim, self._critic_params, value, "critic")] if value else [])
 
     def _visualize(self, losses: Losses) -> None:
         directory = self.config.visualize_dir or getattr(self.writer, "log_dir", "") or ""
@@ -436,11 +451,184 @@ class A2C(ActorCriticFrame):
                 self._visualized.add(graph)
                 write_graph(loss, graph, directory, self.writer)
 
+    def _set_learning_rates(self, lrs: List[List[float]]) -> None:
+        for opt, values in zip(self.optimizers, lrs):
+            for group, lr in zip(opt.param_groups, values):
+                group["lr"] = lr
 
-def _non_finite_terms(step: _Step, ok: List[bool], policy_parts: Dict[str, torch.Tensor]) -> List[str]:
-    """Names of the step's non-finite terms; a policy loss is traced to its surrogate or entropy."""
-    bad = [n for n, good in zip(step.terms, ok) if not good]
-    if "policy loss" in bad:  # a rare path: extra host syncs are fine
-        parts = [n for n, t in policy_parts.items() if not bool(torch.isfinite(t.detach()).all())]
-        bad = [*(parts or ["policy loss"]), *(n for n in bad if n != "policy loss")]
-    return bad
+
+# ---------------------------------------------------------------------- the losses' pieces
+
+# Rows per no-grad pass when computing old log-probabilities (at least batch_size).
+_OLD_LOG_PROB_ROWS = 4096
+
+
+class Losses(NamedTuple):
+    """One minibatch's losses (None: not computed on this minibatch) and diagnostics.
+
+    ``parts`` names the terms of the policy loss (``"policy loss"``, ``"entropy"``) so that a
+    non-finite step can say which one went wrong.
+    """
+
+    policy: Optional[torch.Tensor]
+    value: Optional[torch.Tensor]
+    entropy: Optional[torch.Tensor]
+    approx_kl: Optional[torch.Tensor]
+    clip_fraction: Optional[torch.Tensor]
+    parts: Dict[str, torch.Tensor]
+
+
+class Units(NamedTuple):
+    """An actor's log-probabilities and entropies flattened to units.
+
+    Attributes:
+        log_prob: ``[n_units]``.
+        entropy: ``[n_units]`` or None when the actor returns no entropy.
+        row: ``[n_units]`` int64 row of each unit; None for dense actors (unit ``i`` is row ``i``).
+        per_actor: per action name ``RaggedTensor`` of log-probs (ragged actors), else None.
+    """
+
+    log_prob: torch.Tensor
+    entropy: Optional[torch.Tensor]
+    row: Optional[torch.Tensor]
+    per_actor: Optional[Dict[str, RaggedTensor]]
+
+
+def _flatten(values: Mapping[str, Any], names: List[str], where: str, n_rows: int) -> List[RaggedTensor]:
+    out = []
+    for name in names:
+        value = values.get(name) if isinstance(values, Mapping) else None
+        if not isinstance(value, RaggedTensor):
+            raise TypeError(f"{where}[{name!r}] is a {type(value).__name__}; expected a RaggedTensor [n_actors, 1]")
+        if len(value) != n_rows or value.data.numel() != value.n_items:
+            raise ValueError(
+                f"{where}[{name!r}] has {len(value)} rows and data of shape {tuple(value.data.shape)}; "
+                f"expected {n_rows} rows of [n_actors, 1]"
+            )
+        out.append(value)
+    return out
+
+
+def _dense(value: Any, n_rows: int, where: str) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{where} is a {type(value).__name__}; expected a tensor [B] or [B, 1]")
+    if value.numel() != n_rows or value.dim() > 2 or (value.dim() == 2 and value.shape[1] != 1):
+        raise ValueError(f"{where} has shape {tuple(value.shape)}; expected [B] or [B, 1] with B = {n_rows}")
+    return value.reshape(n_rows)  # [B]
+
+
+def units_of(result: Any, n_rows: int, need_entropy: bool, where: str) -> Units:
+    """Reads ``(action, log_prob, entropy, ...)`` from an actor's result.
+
+    Raises:
+        TypeError / ValueError: the result is not a tuple of at least two values, shapes do not
+            fit ``n_rows``, or ``need_entropy`` and the actor returns no entropy.
+    """
+    if not isinstance(result, (tuple, list)) or len(result) < 2:
+        raise TypeError(
+            f"{where}: the actor returned a {type(result).__name__}; expected a tuple "
+            "(action, log_prob, entropy, ...)"
+        )
+    log_prob = result[1]
+    entropy = result[2] if len(result) > 2 else None
+    if need_entropy and entropy is None:
+        raise ValueError(
+            f"{where}: entropy_weight is set, but the actor returns no entropy; return "
+            "(action, log_prob, entropy) or set entropy_weight=None"
+        )
+    if isinstance(log_prob, Mapping):
+        names = list(log_prob)
+        lps = _flatten(log_prob, names, f"{where}: log_prob", n_rows)
+        flat = torch.cat([lp.data.reshape(-1) for lp in lps]) if lps else torch.zeros(0)  # [n_units]
+        row = torch.cat([lp.batch_index for lp in lps]) if lps else torch.zeros(0, dtype=torch.int64)  # [n_units]
+        ent = None
+        if entropy is not None:
+            if not isinstance(entropy, Mapping):
+                raise TypeError(f"{where}: log_prob is per actor, but entropy is a {type(entropy).__name__}")
+            ents = _flatten(entropy, names, f"{where}: entropy", n_rows)
+            ent = torch.cat([e.data.reshape(-1) for e in ents]) if ents else flat.new_zeros(0)  # [n_units]
+        return Units(flat, ent, row.to(flat.device), dict(zip(names, lps)))
+    flat = _dense(log_prob, n_rows, f"{where}: log_prob")  # [B]
+    ent = None if entropy is None else _dense(entropy, n_rows, f"{where}: entropy")  # [B]
+    return Units(flat, ent, None, None)
+
+
+def old_log_probs(eval_act: Callable[[Any, Any], Any], state: Any, action: Any, rows: np.ndarray,
+                  batch_size: int, where: str) -> OldLogProbs:
+    """Log-probabilities of the stored actions at ``rows`` (sorted int64), without gradients, in
+    passes of at least ``batch_size`` rows through ``eval_act(state, action)``."""
+    chunk = max(batch_size, _OLD_LOG_PROB_ROWS)
+    parts: List[Units] = []
+    with torch.no_grad():
+        for start in range(0, rows.shape[0], chunk):
+            index = torch.from_numpy(rows[start : start + chunk])  # [chunk]
+            parts.append(units_of(eval_act(state[index], action[index]), index.shape[0], False, where))
+    return cat_old(parts)
+
+
+def old_units(old: OldLogProbs, index: torch.Tensor) -> torch.Tensor:
+    """The old log-probs of rows ``index`` flattened like :func:`units_of` flattens new ones.
+
+    Shape:
+        index: ``[B]``; returns ``[n_units]``.
+    """
+    if isinstance(old, torch.Tensor):
+        return old[index.to(old.device)]  # [B]
+    parts = [rt[index].data.reshape(-1) for rt in old.values()]
+    return torch.cat(parts) if parts else torch.zeros(0)  # [n_units]
+
+
+def cat_old(chunks: List[Units]) -> OldLogProbs:
+    """Joins the per-chunk log-probs of a batched pass over all rows (detached)."""
+    if chunks[0].per_actor is None:
+        return torch.cat([c.log_prob.detach() for c in chunks])  # [N]
+    names = list(chunks[0].per_actor)
+    return {name: RaggedTensor.cat([c.per_actor[name].detach() for c in chunks]) for name in names}
+
+
+def normalized(advantage: torch.Tensor, row: Optional[torch.Tensor]) -> torch.Tensor:
+    """Normalises row advantages over the rows that have units (all rows for dense actors,
+    whose ``row`` is None).
+
+    Shape:
+        advantage: ``[B]``; row: ``[n_units]`` or None; returns ``[B]``.
+    """
+    if row is not None:
+        has_units = torch.zeros_like(advantage, dtype=torch.bool)  # [B]
+        has_units[row] = True
+        values = advantage[has_units]  # [n_rows_with_actors]
+    else:
+        values = advantage
+    if values.numel() == 0:
+        return advantage
+    mean = values.mean()
+    std = values.std(unbiased=False) if values.numel() > 1 else values.new_zeros(())
+    return (advantage - mean) / (std + 1e-8)  # [B]
+
+
+def mean_of(values: List[torch.Tensor]) -> float:
+    """Mean of the finite values among scalar tensors (nan if none), with one host sync."""
+    if not values:
+        return math.nan
+    stacked = torch.stack([v.reshape(()).float() for v in values]).cpu().double()  # [n]
+    finite = stacked[torch.isfinite(stacked)]  # [n_finite]
+    return float(finite.mean()) if finite.numel() else math.nan
+
+
+def explained_variance(target: torch.Tensor, value: torch.Tensor) -> float:
+    """``1 - Var(target - value) / Var(target)`` over every stored row (CleanRL's diagnostic)."""
+    variance = float(target.var(unbiased=False))
+    if not variance > 0:
+        return math.nan
+    return 1.0 - float((target - value).var(unbiased=False)) / variance
+
+
+def _accepts(model: Any, parameter: str) -> bool:
+    """Whether the model's ``forward`` takes ``parameter`` (or ``**kwargs``)."""
+    inner = unwrap(model)
+    fn = inner.forward if isinstance(inner, nn.Module) else inner
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return parameter in params or any(p.kind is p.VAR_KEYWORD for p in params.values())

@@ -1,61 +1,51 @@
-"""What A2C and PPO share: models and optimizers, acting, storing, save / load and configs.
+"""What every frame shares: its keywords, setup, failure rule, storing, counters, save / load and configs.
 
-:class:`ActorCriticFrame` holds the Machin 0.4.2 surface of an actor-critic frame except the
-learning itself: building the optimizers (one when actor and critic share parameters),
-``act`` / ``eval_act`` / ``criticize`` through ``safe_call``, ``store_episode`` /
-``store_rollout`` (checked once, turned into a :class:`~entmachin.frame.record.Rollout` and
-appended), the counters a checkpoint holds, ``save`` / ``load`` and ``generate_config`` /
-``init_from_config``. ``update()`` and its losses are the algorithm's: see ``a2c.py`` and
-``ppo.py`` (``docs/architecture.md`` maps the whole path).
+A frame class names its settings record (``_config_cls``: a dataclass of :mod:`entmachin.frame.config`
+whose fields carry their defaults and descriptions) and its two networks (``network_names``, also
+the constructor's first two arguments and their checkpoint file names). :class:`Frame` then gives it
+Machin's constructor, ``Frame(first, second, optimizer, criterion, *, lr_scheduler=None, ...,
+<every setting>=<its default>)``, generated from the record: ``inspect.signature``, ``help()`` and
+IPython show every keyword with its default, unknown keywords are refused, and the settings go
+through the record's checks before ``_init`` builds the frame.
+
+The rest is the part of A2C, PPO and DQN that is not their algorithm: building optimizers and
+schedulers, the replay buffer, the writer and the generators (:meth:`Frame._setup`), refusing
+appending checked rows (:meth:`Frame._append`),
+the training counters a checkpoint holds, ``save`` / ``load`` and ``generate_config`` /
+``init_from_config``.
 """
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import inspect
-from collections.abc import Mapping, Sequence
-from typing import Any, Dict, List, Optional, Tuple
+from collections.abc import Mapping
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 import torch
 from torch import nn
 
-from entmachin.buffer import RolloutBuffer
-from entmachin.frame import storing
-from entmachin.frame.config import A2CConfig, check_callable
-from entmachin.frame.surface import FrameSurface
-from entmachin.frame.record import MAJOR_ATTRS
-from entmachin.frame.safe_call import safe_call
-from entmachin.frame.store_checks import check_steps
-from entmachin.frame.summary import UpdateStats, make_writer
-from entmachin.model.input_norm import InputNorm, collecting_stats_of
+from entmachin.frame.config import check_callable, frame_kwargs_from_config, generate_config
+from entmachin.frame.summary import make_writer
+from entmachin.model.input_norm import InputNorm
+from entmachin.settings import field_lines
 
-__all__ = ["ActorCriticFrame"]
+__all__ = ["Frame"]
 
-_WRAPPERS = (nn.DataParallel, nn.parallel.DistributedDataParallel)
-
-
-def _accepts(model: Any, parameter: str) -> bool:
-    inner = model.module if isinstance(model, _WRAPPERS) else model
-    fn = inner.forward if isinstance(inner, nn.Module) else inner
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
-    return parameter in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+# The keyword arguments every frame takes besides its settings (Machin's names), with their meaning.
+OBJECT_KEYWORDS: Dict[str, str] = {
+    "lr_scheduler": "scheduler class called as ``lr_scheduler(optimizer, *args, **kwargs)`` per optimizer; "
+                    "stepped by ``update_lr_scheduler()``",
+    "lr_scheduler_args": "the schedulers' positional arguments, one tuple per optimizer",
+    "lr_scheduler_kwargs": "the schedulers' keyword arguments, one dict per optimizer",
+    "replay_buffer": "a buffer to use instead of the default one (``replay_size`` and ``replay_device`` unused)",
+    "writer": "a tensorboard ``SummaryWriter`` or a log directory; each ``update()`` logs there "
+              "(``entmachin.frame.summary``)",
+}
 
 
-def _pair(value: Any, default: Any, where: str, kind: type) -> Tuple[Any, Any]:
-    """Machin's (actor, critic) pair of scheduler args / kwargs; None or () means defaults."""
-    if value is None or (isinstance(value, (tuple, list)) and len(value) == 0):
-        return default, default
-    if not isinstance(value, (tuple, list)) or len(value) != 2 or not all(isinstance(v, kind) for v in value):
-        raise TypeError(
-            f"{where} must be a pair (for the actor's and the critic's scheduler) of "
-            f"{'tuples' if kind is not dict else 'dicts'}, got {value!r}"
-        )
-    return value[0], value[1]
-
-
-def _make_optimizer(optimizer: Any, params: Any, lr: float) -> torch.optim.Optimizer:
+def make_optimizer(optimizer: Any, params: Any, lr: float) -> torch.optim.Optimizer:
     """``optimizer(params, lr=lr)``; a ``torch.optim`` class with a fused implementation gets it.
 
     Fused optimizers (``Adam``, ``AdamW``, ``SGD``, ``Adagrad``) update every parameter in one
@@ -72,64 +62,54 @@ def _make_optimizer(optimizer: Any, params: Any, lr: float) -> torch.optim.Optim
         return optimizer(params, lr=lr)
 
 
+def _scheduler_arguments(value: Any, default: Any, n: int, where: str) -> List[Any]:
+    """Machin's per-optimizer scheduler args / kwargs: a tuple of ``n`` tuples (dicts); None or ()
+    means defaults."""
+    if value is None or (isinstance(value, (tuple, list)) and len(value) == 0):
+        return [default] * n
+    if not isinstance(value, (tuple, list)) or len(value) != n or not all(isinstance(v, type(default)) for v in value):
+        kind = "dict" if isinstance(default, dict) else "tuple"
+        what = f"a pair (for the actor's and the critic's scheduler) of {kind}s" if n == 2 else \
+            f"a one-element tuple holding a {kind}"
+        raise TypeError(f"{where} must be {what}, got {value!r}")
+    return list(value)
 
 
-class ActorCriticFrame(FrameSurface):
-    """The shared part of :class:`~entmachin.frame.a2c.A2C` and :class:`~entmachin.frame.ppo.PPO`
-    (see A2C for the keywords); subclasses call :meth:`_setup` from ``__init__`` and define
-    ``update()``."""
+class Frame:
+    """The base of every frame; see the module docstring. Subclasses define ``_init`` (called by the
+    generated constructor with the checked settings record), ``update()`` and their storing."""
 
-    _config_cls: type = A2CConfig
+    _config_cls: type
+    network_names: Tuple[str, str] = ("actor", "critic")
+    _n_scheduler_args = 2  # Machin's (actor, critic) pairs; DQN takes one-element tuples
 
-    def _setup(self, actor: Any, critic: Any, optimizer: Any, criterion: Any, lr_scheduler: Any,
-               lr_scheduler_args: Any, lr_scheduler_kwargs: Any, replay_buffer: Any, writer: Any,
-               config: A2CConfig) -> None:
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "_config_cls" in cls.__dict__:
+            _generate_constructor(cls)
+
+    def _init(self, first: Any, second: Any, optimizer: Any, criterion: Any, config: Any, **objects: Any) -> None:
+        raise NotImplementedError
+
+    def _setup(self, config: Any, criterion: Any, optimizer: Any, replay_buffer: Any, writer: Any, **networks: Any
+               ) -> None:
+        """Checks the networks, optimizer and criterion; sets the config, networks (in eval mode
+        until ``update()`` trains them), buffer, writer, shuffling generator and counters."""
         name = type(self).__name__
-        for label, model in (("actor", actor), ("critic", critic)):
+        for label, model in networks.items():
             if not isinstance(model, nn.Module):
                 raise TypeError(f"{name}: {label} must be an nn.Module, got {type(model).__name__}")
         check_callable(optimizer, f"{name}: optimizer", "an optimizer class such as torch.optim.Adam")
         check_callable(criterion, f"{name}: criterion", "a loss such as nn.MSELoss()")
-        if lr_scheduler is not None:
-            check_callable(lr_scheduler, f"{name}: lr_scheduler", "a scheduler class or None")
-            if config.n_anneal_updates is not None:
-                raise ValueError(f"{name}: give lr_scheduler or n_anneal_updates, not both")
-        sched_args = _pair(lr_scheduler_args, (), f"{name}: lr_scheduler_args", (tuple, list))
-        sched_kwargs = _pair(lr_scheduler_kwargs, {}, f"{name}: lr_scheduler_kwargs", dict)
-        self.config = config
-        self.actor, self.critic, self.criterion = actor, critic, criterion
-        # Eval mode outside update() from the start, not only after the first update: acting,
-        # storing and old log-probabilities never see dropout, and a resumed run acts alike.
-        actor.eval()
-        critic.eval()
-        self._actor_params = list(actor.parameters())
-        actor_ids = {id(p) for p in self._actor_params}
-        critic_params = list(critic.parameters())
-        self.shared_parameters = any(id(p) in actor_ids for p in critic_params)
-        self._joint = getattr(critic, "shared_actor", None) is actor and callable(
-            getattr(actor, "forward_with_value", None))
-        if self.shared_parameters:
-            critic_only = [p for p in critic_params if id(p) not in actor_ids]
-            groups = [{"params": self._actor_params, "lr": config.actor_learning_rate}]
-            if critic_only:
-                groups.append({"params": critic_only, "lr": config.critic_learning_rate})
-            self._params = self._actor_params + critic_only
-            self.actor_optim = self.critic_optim = _make_optimizer(optimizer, groups, config.actor_learning_rate)
-            self._critic_params = self._params
-        else:
-            self._critic_params = critic_params
-            self.actor_optim = _make_optimizer(optimizer, self._actor_params, config.actor_learning_rate)
-            self.critic_optim = _make_optimizer(optimizer, critic_params, config.critic_learning_rate)
-        self._schedulers: List[Any] = []
-        if lr_scheduler is not None:
-            self._schedulers = [lr_scheduler(opt, *a, **k)
-                                for opt, a, k in zip(self.optimizers, sched_args, sched_kwargs)]
-        self._initial_lrs = [[g["lr"] for g in opt.param_groups] for opt in self.optimizers]
+        self.config, self.criterion = config, criterion
+        for label, model in networks.items():
+            setattr(self, label, model)
+            # Eval mode outside update() from the start: acting, storing and old log-probabilities
+            # never see dropout, and a resumed run acts alike.
+            model.eval()
         if replay_buffer is None:
-            replay_buffer = RolloutBuffer(config.replay_size, config.replay_device)
-        for method in ("append", "size", "clear", "sample_batch"):
-            if not callable(getattr(replay_buffer, method, None)):
-                raise TypeError(f"{name}: replay_buffer has no {method}() method; pass an entmachin Buffer")
+            replay_buffer = self._default_buffer()
+        self._check_buffer(replay_buffer)
         self.replay_buffer = replay_buffer
         self.writer = make_writer(writer, name)
         self._owns_writer = self.writer is not None and self.writer is not writer  # made from a log dir
@@ -137,137 +117,74 @@ class ActorCriticFrame(FrameSurface):
         self._n_updates = 0
         self._skipped_updates: Dict[str, int] = {}  # optimizer -> updates in a row that skipped all its steps
         self._visualized: set = set()
-        self._actor_norms = [m for m in actor.modules() if isinstance(m, InputNorm)]
-        actor_norms = {id(m) for m in self._actor_norms}
-        self._critic_only_norms = [m for m in critic.modules() if isinstance(m, InputNorm) and id(m) not in actor_norms]
-        self.last_update: Optional[UpdateStats] = None
+        self.last_update: Any = None
 
-    # -------------------------------------------------------------------- Machin surface
+    def _setup_schedulers(self, lr_scheduler: Any, args: Any, kwargs: Any) -> None:
+        name = type(self).__name__
+        self._schedulers: List[Any] = []
+        if lr_scheduler is None:
+            return
+        check_callable(lr_scheduler, f"{name}: lr_scheduler", "a scheduler class or None")
+        if getattr(self.config, "n_anneal_updates", None) is not None:
+            raise ValueError(f"{name}: give lr_scheduler or n_anneal_updates, not both")
+        n = self._n_scheduler_args
+        args = _scheduler_arguments(args, (), n, f"{name}: lr_scheduler_args")
+        kwargs = _scheduler_arguments(kwargs, {}, n, f"{name}: lr_scheduler_kwargs")
+        self._schedulers = [lr_scheduler(opt, *a, **k) for opt, a, k in zip(self.optimizers, args, kwargs)]
+
+    def _default_buffer(self) -> Any:
+        raise NotImplementedError
+
+    def _check_buffer(self, buffer: Any) -> None:
+        for method in ("append", "size", "clear", "sample_batch"):
+            if not callable(getattr(buffer, method, None)):
+                raise TypeError(f"{type(self).__name__}: replay_buffer has no {method}() method; pass an entmachin "
+                                "Buffer")
+
+    @staticmethod
+    def _input_norms(model: nn.Module, but: Tuple[InputNorm, ...] = ()) -> List[InputNorm]:
+        """The model's running input statistics, less those of ``but``."""
+        return [m for m in model.modules() if isinstance(m, InputNorm) and not any(m is b for b in but)]
+
+    # -------------------------------------------------------------------------- storing
+
+    def _append(self, data: Dict[str, Any], majors: Tuple[str, ...]) -> None:
+        """Appends rows that ``store_checks.check_steps`` already cleared, without a second check
+        when the buffer takes trusted rows."""
+        trusted = getattr(self.replay_buffer, "append_trusted", None)
+        if trusted is not None:
+            trusted(data, majors)
+        else:
+            self.replay_buffer.append(data)
+
+    # ------------------------------------------------------------------ Machin surface
 
     @property
-    def optimizers(self) -> List[torch.optim.Optimizer]:
-        """The optimizers: ``[actor_optim, critic_optim]``, or one when parameters are shared."""
-        return [self.actor_optim] if self.shared_parameters else [self.actor_optim, self.critic_optim]
+    def lr_schedulers(self) -> List[Any]:
+        """The learning-rate schedulers, one per optimizer (empty without ``lr_scheduler``)."""
+        return list(self._schedulers)
 
-    def act(self, state: Mapping[str, Any], deterministic: bool = False, *, collect_stats: bool = True) -> Any:
-        """Runs the actor on ``state`` without gradients and returns its result unchanged.
+    @property
+    def n_updates(self) -> int:
+        """``update()`` calls so far (restored by ``load``)."""
+        return self._n_updates
 
-        Running input statistics of the actor learn from ``state`` (``collecting_stats``)
-        unless ``collect_stats=False`` (evaluation).
+    def update_lr_scheduler(self) -> None:
+        """Steps every learning-rate scheduler once."""
+        for scheduler in self._schedulers:
+            scheduler.step()
 
-        Raises:
-            TypeError: ``deterministic=True`` but the actor's forward has no ``deterministic``.
-        """
-        extra: Dict[str, Any] = {}
-        if deterministic:
-            if not _accepts(self.actor, "deterministic"):
-                raise TypeError(
-                    f"{type(self).__name__}.act: deterministic=True, but {type(self.actor).__name__}.forward "
-                    "takes no 'deterministic' parameter"
-                )
-            extra["deterministic"] = True
-        if collect_stats and self._actor_norms:
-            with torch.no_grad(), collecting_stats_of(self._actor_norms):
-                return safe_call(self.actor, state, extra) if extra else safe_call(self.actor, state)
-        with torch.no_grad():
-            return safe_call(self.actor, state, extra) if extra else safe_call(self.actor, state)
-
-    def eval_act(self, state: Mapping[str, Any], action: Mapping[str, Any]) -> Any:
-        """Scores ``action`` in ``state`` with the actor (with gradients); returns its result."""
-        return safe_call(self.actor, state, action)
-
-    def criticize(self, state: Mapping[str, Any]) -> torch.Tensor:
-        """The critic's value of ``state``, ``[B, 1]`` (the first element if it returns a tuple)."""
-        return self._value_of(safe_call(self.critic, state))
-
-    def _eval_act_and_criticize(self, state: Mapping[str, Any], action: Mapping[str, Any]) -> Tuple[Any, torch.Tensor]:
-        """``(eval_act(state, action), criticize(state))``, in one pass of a shared network
-        when the critic is a view of the actor (see the class docstring)."""
-        if not self._joint:
-            return self.eval_act(state, action), self.criticize(state)
-        result, value = safe_call(self.actor, state, action, method="forward_with_value")
-        return result, self._value_of(value)
-
-    def _value_of(self, value: Any) -> torch.Tensor:
-        if isinstance(value, (tuple, list)):
-            value = value[0]
-        if not isinstance(value, torch.Tensor):
-            raise TypeError(
-                f"{type(self).__name__}.criticize: the critic returned a {type(value).__name__}; expected "
-                "a tensor [B, 1] or a tuple whose first element is one"
-            )
-        return value
-
-    # ------------------------------------------------------------------------- storing
-
-    def store_episode(self, episode: Sequence[Any]) -> None:
-        """Stores one environment's transitions (dicts or ``Transition``s, one row each).
-
-        Each transition has ``state``, ``action``, ``next_state``, ``reward``, ``terminal`` and
-        optionally ``truncated``. The episode may be complete (last row terminal) or cut short:
-        a last row that is not terminal, and every truncated row, bootstraps from the
-        critic's value of its ``next_state``. Values come from one critic call; GAE follows
-        the rules of ``docs/architecture.md``. Only ``state``, ``action``, the flags and the computed
-        ``value`` (return target) and ``gae`` (advantage) are stored; the caller's
-        transitions are not modified.
-
-        Transitions that ``update()`` could not train on are refused here, with the buffer, the
-        frame and the critic's input statistics left as they were: a state that lacks what the
-        actor needs (an entity type or the action masks of RogueNet's spaces, the width of an
-        MLP), actions that do not match the state's actors, and NaN or infinity in rewards,
-        states or the critic's values.
-
-        Raises:
-            TypeError / ValueError: malformed transitions (the message names the position, key
-                and, in a rollout, the row), or more rows than the buffer holds before ``update()``.
-        """
-        self._store(storing.read_episode(episode, f"{type(self).__name__}.store_episode"), "store_episode")
-
-    def store_rollout(self, steps: Sequence[Any]) -> None:
-        """Stores ``T`` vectorised steps, each a transition of ``B`` rows (one per environment).
-
-        ``reward``, ``terminal`` and ``truncated`` are ``[B]`` or ``[B, 1]``; the rows of step
-        ``t + 1`` continue those of step ``t`` unless terminal or truncated. Rows of the last
-        step that are not terminal bootstrap from their ``next_state``, as do truncated rows.
-        Rows are stored step-major; otherwise as :meth:`store_episode`.
-        """
-        self._store(storing.read_rollout(steps, f"{type(self).__name__}.store_rollout"), "store_rollout")
-
-    def _store(self, steps: storing.Steps, method: str) -> None:
-        name = f"{type(self).__name__}.{method}"
-        check_steps(steps, self.actor, self.critic, name)  # before anything changes
-        capacity = getattr(self.replay_buffer, "buffer_size", self.config.replay_size)
-        held = self.replay_buffer.size()
-        if held + steps.n_rows > capacity:
-            raise ValueError(
-                f"{name}: storing {steps.n_rows} rows on top of {held} would exceed "
-                f"replay_size={capacity} and overwrite on-policy data; call update() first or raise replay_size"
-            )
-        # The critic's own statistics learn from this call; a call refused after the critic ran
-        # (non-finite values, a buffer that refuses the rows) puts them back as they were.
-        saved = [{k: v.clone() for k, v in norm.state_dict().items()} for norm in self._critic_only_norms]
-        try:
-            with collecting_stats_of(self._critic_only_norms):  # the actor's statistics learn in act()
-                returns, advantages = storing.value_targets(
-                    steps, self.criticize, self.config.discount, self.config.gae_lambda, name
-                )
-            rollout = storing.to_rollout(steps, returns, advantages)
-            trusted = getattr(self.replay_buffer, "append_trusted", None)
-            if trusted is not None:  # read_* and check_steps checked every row: no second check
-                trusted(rollout.buffer_data(), MAJOR_ATTRS)
-            else:
-                self.replay_buffer.append(rollout.to_transition())
-        except BaseException:
-            for norm, state in zip(self._critic_only_norms, saved):
-                norm.load_state_dict(state)
-            raise
+    def close(self) -> None:
+        """Flushes and closes a writer the frame created from a log directory."""
+        if self.writer is not None and self._owns_writer:
+            self.writer.close()
 
     # ------------------------------------------------------------ counters of a checkpoint
 
     def training_counters(self) -> Dict[str, Any]:
-        """The frame's own training state besides models and optimizers, as a checkpoint holds it:
+        """The frame's own training state besides networks and optimizers, as a checkpoint holds it:
         ``n_updates``, ``skipped_updates`` (per optimizer, updates in a row whose every step was
-        skipped) and ``shuffle_rng`` (the minibatch shuffling generator's state)."""
+        skipped) and ``shuffle_rng`` (the frame's generator's state)."""
         return {"n_updates": self._n_updates, "skipped_updates": dict(self._skipped_updates),
                 "shuffle_rng": self._rng.bit_generator.state}
 
@@ -277,7 +194,89 @@ class ActorCriticFrame(FrameSurface):
         self._skipped_updates = dict(counters.get("skipped_updates", {}))
         self._rng.bit_generator.state = counters["shuffle_rng"]
 
-    def _set_learning_rates(self, lrs: List[List[float]]) -> None:
-        for opt, values in zip(self.optimizers, lrs):
-            for group, lr in zip(opt.param_groups, values):
-                group["lr"] = lr
+    # ---------------------------------------------------------------- saving / configs
+
+    def save(self, model_dir: str, network_map: Optional[Mapping[str, str]] = None, version: int = 0) -> None:
+        """Saves networks, optimizers, schedulers, normalisation statistics and RNG states.
+
+        The version is published atomically: a process killed at any instant of a save leaves
+        the previous version or the new one, complete and loadable
+        (:mod:`entmachin.frame.checkpoint`). ``network_map`` names the networks' files (keys:
+        ``network_names``); the replay buffer is not saved (``replay_buffer.save`` saves one).
+        """
+        from entmachin.frame.checkpoint import save_frame
+
+        save_frame(self, model_dir, network_map, version)
+
+    def load(self, model_dir: str, network_map: Optional[Mapping[str, str]] = None, version: int = -1) -> None:
+        """Restores what :meth:`save` wrote (``version=-1``: the highest saved), torch's global RNG
+        state included.
+
+        Every file is read and checked before anything is assigned: on any error the frame is
+        left exactly as it was. Files are read with ``torch.load(weights_only=True)``.
+
+        Raises:
+            FileNotFoundError: the directory, the version or one of its files is missing.
+            CheckpointError: (a ``ValueError``) a file is not a checkpoint, is damaged, or was
+                saved by another frame class or for other networks / optimizers.
+        """
+        from entmachin.frame.checkpoint import load_frame
+
+        load_frame(self, model_dir, network_map, version)
+
+    @classmethod
+    def generate_config(cls, config: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+        """Machin-style ``{"frame": ..., "frame_config": {...}}``: defaults overridden by ``config``.
+
+        Raises:
+            ValueError: ``config["frame_config"]`` has a key the frame does not know (the
+                message lists the allowed keys).
+        """
+        return generate_config(cls.__name__, cls._config_cls, config)
+
+    @classmethod
+    def init_from_config(cls, config: Mapping[str, Any], model_device: Union[str, torch.device] = "cpu") -> "Frame":
+        """Builds a frame from :meth:`generate_config`'s dict; models, optimizer, criterion and
+        scheduler are import paths (bare names: ``torch.optim``, ``torch.nn``,
+        ``torch.optim.lr_scheduler``); a second model entry ``"@actor.critic"`` calls that method
+        of the first model (shared parameters)."""
+        kwargs = frame_kwargs_from_config(cls.__name__, cls._config_cls, config, model_device)
+        first, second = cls.network_names
+        return cls(kwargs.pop(first), kwargs.pop(second), kwargs.pop("optimizer"), kwargs.pop("criterion"),
+                   **kwargs)
+
+
+def _generate_constructor(cls: type) -> None:
+    """Gives ``cls`` Machin's constructor, its signature and the ``Keyword Args`` of its docstring,
+    all from ``cls._config_cls``'s fields (see the module docstring)."""
+    P = inspect.Parameter
+    fields = dataclasses.fields(cls._config_cls)
+    positional = [P(n, P.POSITIONAL_OR_KEYWORD) for n in (*cls.network_names, "optimizer", "criterion")]
+    keywords = [P(n, P.KEYWORD_ONLY, default=None) for n in OBJECT_KEYWORDS]
+    keywords += [P(f.name, P.KEYWORD_ONLY, default=f.default, annotation=f.type) for f in fields]
+    signature = inspect.Signature([P("self", P.POSITIONAL_OR_KEYWORD), *positional, *keywords])
+    names = [f.name for f in fields]
+
+    def __init__(self: Frame, *args: Any, **kwargs: Any) -> None:
+        try:
+            bound = signature.bind(self, *args, **kwargs)
+        except TypeError as e:
+            unknown = [k for k in kwargs if k not in signature.parameters]
+            close = difflib.get_close_matches(unknown[0], list(signature.parameters), n=1) if unknown else []
+            raise TypeError(f"{type(self).__name__}() {e}" + (f"; did you mean {close[0]!r}?" if close else "")
+                            ) from None
+        bound.apply_defaults()
+        values = dict(bound.arguments)
+        del values["self"]
+        config = cls._config_cls(**{n: values.pop(n) for n in names})
+        first, second = cls.network_names
+        self._init(values.pop(first), values.pop(second), values.pop("optimizer"), values.pop("criterion"),
+                   config, **values)
+
+    __init__.__signature__ = signature  # type: ignore[attr-defined]
+    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+    __init__.__doc__ = f"Builds a {cls.__name__}; the class docstring describes every argument."
+    cls.__init__ = __init__  # type: ignore[assignment]
+    cls.__signature__ = signature.replace(parameters=list(signature.parameters.values())[1:])
+    lines = [f"    {n}: {d}." for n, d in OBJECT_KEYWORDS.items()] + field_lines(cls._config_cls)
+    cls.__doc__ = inspect.cleandoc(cls.__doc__ or "") + "\n\nKeyword Args:\n" + "\n".join(lines) + "\n"

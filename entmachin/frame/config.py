@@ -14,13 +14,14 @@ import math
 import numbers
 from dataclasses import dataclass
 from collections.abc import Callable, Mapping
-from typing import Any, Dict, Optional, Union
+from typing import Any, ClassVar, Dict, Literal, Optional, Tuple, Union
 
 import torch
 
 from entmachin.ragged.device import check_device
+from entmachin.settings import setting
 
-__all__ = ["A2CConfig", "PPOConfig", "SettingsChecks", "generate_config", "frame_kwargs_from_config", "resolve"]
+__all__ = ["A2CConfig", "PPOConfig", "DQNConfig", "DQNPerConfig", "SettingsChecks", "generate_config", "frame_kwargs_from_config", "resolve"]
 
 
 def _is_int(value: Any) -> bool:
@@ -63,36 +64,51 @@ class SettingsChecks:
         if not isinstance(getattr(self, name), bool):
             raise TypeError(f"{self._where(name)} must be a bool, got {getattr(self, name)!r}")
 
+    def _str(self, name: str) -> None:
+        if not isinstance(getattr(self, name), str):
+            raise TypeError(f"{self._where(name)} must be a str, got {getattr(self, name)!r}")
+
+    def _choice(self, name: str, choices: Tuple[str, ...]) -> None:
+        if getattr(self, name) not in choices:
+            quoted = list(choices) if len(choices) > 2 else " or ".join(repr(c) for c in choices)
+            raise ValueError(f"{self._where(name)} must be {'one of ' if len(choices) > 2 else ''}{quoted}, "
+                             f"got {getattr(self, name)!r}")
+
 
 @dataclass(frozen=True, kw_only=True)
 class A2CConfig(SettingsChecks):
-    """The scalar settings of an A2C frame; see ``A2C`` for what each one means.
+    """The scalar settings of an A2C frame, each described where it is declared.
 
     Raises:
         TypeError / ValueError: a setting of the wrong type or outside its range; the message
             names the setting, what it accepts and what arrived.
     """
 
-    batch_size: int = 100
-    actor_update_times: int = 5
-    critic_update_times: int = 10
-    actor_learning_rate: float = 0.001
-    critic_learning_rate: float = 0.001
-    entropy_weight: Optional[float] = None
-    value_weight: float = 0.5
-    gradient_max: float = math.inf
-    gae_lambda: float = 1.0
-    discount: float = 0.99
-    normalize_advantage: bool = True
-    replay_size: int = 500000
-    replay_device: Union[str, torch.device] = "cpu"
-    visualize: bool = False
-    visualize_dir: str = ""
-    value_clip: Optional[float] = None
-    target_kl: Optional[float] = None
-    n_anneal_updates: Optional[int] = None
-    anneal_entropy: bool = False
-    seed: Optional[int] = None
+    batch_size: int = setting(100, "rows per minibatch")
+    actor_update_times: int = setting(5, "policy gradient steps (minibatches) per update()")
+    critic_update_times: int = setting(10, "value gradient steps (minibatches) per update()")
+    actor_learning_rate: float = setting(0.001, "learning rate of the actor (of both when they share parameters)")
+    critic_learning_rate: float = setting(0.001, "learning rate of a separate critic")
+    entropy_weight: Optional[float] = setting(
+        None, "weight of the mean entropy in the policy loss, Machin's sign: negative rewards entropy (e.g. -0.01); "
+              "None: no entropy term")
+    value_weight: float = setting(0.5, "weight of the value loss")
+    gradient_max: float = setting(math.inf, "each step's gradients are clipped to this total norm (inf: no clipping)")
+    gae_lambda: float = setting(1.0, "GAE's lambda in [0, 1] (1: discounted returns minus values, 0: one-step TD)")
+    discount: float = setting(0.99, "discount factor gamma in [0, 1]")
+    normalize_advantage: bool = setting(True, "normalise advantages per minibatch (over the rows that have actors)")
+    replay_size: int = setting(500000, "rows the on-policy buffer holds before update(); storing more raises")
+    replay_device: Union[str, torch.device] = setting("cpu", "device of the rollout buffer")
+    visualize: bool = setting(False, "write the autograd graphs of the first losses as actor.dot / critic.dot")
+    visualize_dir: str = setting("", "where visualize writes them (default: the writer's directory, else the current one)")
+    value_clip: Optional[float] = setting(
+        None, "clip each value prediction to this distance from its value when stored; None: no clipping")
+    target_kl: Optional[float] = setting(
+        None, "stop an update before a minibatch whose approximate KL from the update's start passes this; None: never")
+    n_anneal_updates: Optional[int] = setting(
+        None, "learning rates fall linearly to 0 over this many update() calls; None: constant (not with lr_scheduler)")
+    anneal_entropy: bool = setting(False, "entropy_weight falls to 0 with the learning rates (needs n_anneal_updates)")
+    seed: Optional[int] = setting(None, "seeds the minibatch shuffling (None: fresh entropy)")
 
     def __post_init__(self) -> None:
         self._int("batch_size", 1)
@@ -109,8 +125,7 @@ class A2CConfig(SettingsChecks):
         self._int("replay_size", 1)
         check_device(self.replay_device, self._where("replay_device"))
         self._bool("visualize")
-        if not isinstance(self.visualize_dir, str):
-            raise TypeError(f"{self._where('visualize_dir')} must be a str, got {self.visualize_dir!r}")
+        self._str("visualize_dir")
         self._real("value_clip", 0.0, open_low=True, optional=True)
         self._real("target_kl", 0.0, open_low=True, optional=True)
         self._int("n_anneal_updates", 1, optional=True)
@@ -127,11 +142,80 @@ class A2CConfig(SettingsChecks):
 class PPOConfig(A2CConfig):
     """The scalar settings of a PPO frame: A2C's plus ``surrogate_loss_clip``."""
 
-    surrogate_loss_clip: float = 0.2
+    surrogate_loss_clip: float = setting(0.2, "PPO's clip range c: the ratio counts within [1 - c, 1 + c]")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self._real("surrogate_loss_clip", 0.0, open_low=True)
+
+
+DQN_MODES = ("vanilla", "fixed_target", "double")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DQNConfig(SettingsChecks):
+    """The scalar settings of a DQN frame, each described where it is declared.
+
+    Raises:
+        TypeError / ValueError: a setting of the wrong type or outside its range, or both
+            ``update_rate`` and ``update_steps`` (Machin's rule: one target update scheme).
+    """
+
+    model_roles: ClassVar[Tuple[str, str]] = ("qnet", "qnet_target")
+    object_defaults: ClassVar[Dict[str, Any]] = {
+        "models": ["entmachin.model.MLPQNet", "entmachin.model.MLPQNet"],
+        "lr_scheduler_args": None, "lr_scheduler_kwargs": None,
+    }
+
+    batch_size: int = setting(100, "rows sampled per update()")
+    epsilon_decay: float = setting(
+        0.9999, "epsilon is multiplied by this per act_discrete_with_noise call, and per row acted for through act()")
+    update_rate: Optional[float] = setting(
+        0.005, "soft target update per update(): target = (1 - rate) target + rate qnet (None: use update_steps)")
+    update_steps: Optional[int] = setting(
+        None, "copy the Q-network into the target every this many updates (give update_rate=None)")
+    learning_rate: float = setting(0.001, "learning rate of the Q-network")
+    discount: float = setting(0.99, "discount factor gamma in [0, 1]")
+    gradient_max: float = setting(math.inf, "each step's gradients are clipped to this total norm (inf: no clipping)")
+    replay_size: int = setting(500000, "rows the default replay buffer keeps (the oldest are overwritten)")
+    replay_device: Union[str, torch.device] = setting("cpu", "device of the default replay buffer")
+    mode: Literal["vanilla", "fixed_target", "double"] = setting(
+        "double", "double, fixed_target or vanilla: which network picks and which values the target's best choice")
+    visualize: bool = setting(False, "write the autograd graph of the first loss as qnet.dot")
+    visualize_dir: str = setting("", "where visualize writes it (default: the writer's directory, else the current one)")
+    epsilon: float = setting(1.0, "initial exploration rate")
+    epsilon_min: float = setting(0.0, "epsilon never decays below this")
+    n_step: int = setting(1, "rewards summed before bootstrapping (n-step returns)")
+    actor_reduction: Literal["sum", "mean"] = setting("sum", "a row's value of an action over its actors: sum or mean")
+    seed: Optional[int] = setting(None, "seeds the exploration coins and the default buffer's sampling")
+
+    def __post_init__(self) -> None:
+        self._int("batch_size", 1)
+        self._real("epsilon_decay", 0.0, 1.0)
+        self._real("update_rate", 0.0, 1.0, open_low=True, optional=True)
+        self._int("update_steps", 1, optional=True)
+        if (self.update_rate is None) == (self.update_steps is None):
+            raise ValueError(f"{self._where('update_rate')} / update_steps: give exactly one target update scheme "
+                             f"(Machin's rule), got update_rate={self.update_rate!r}, update_steps="
+                             f"{self.update_steps!r}; pass update_rate=None with update_steps")
+        self._real("learning_rate", 0.0, open_low=True)
+        self._real("discount", 0.0, 1.0)
+        self._real("gradient_max", 0.0, open_low=True, allow_inf=True)
+        self._int("replay_size", 1)
+        check_device(self.replay_device, self._where("replay_device"))
+        self._choice("mode", DQN_MODES)
+        self._bool("visualize")
+        self._str("visualize_dir")
+        self._real("epsilon", 0.0, 1.0)
+        self._real("epsilon_min", 0.0, 1.0)
+        self._int("n_step", 1)
+        self._choice("actor_reduction", ("sum", "mean"))
+        self._int("seed", 0, optional=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DQNPerConfig(DQNConfig):
+    """The settings of a DQNPer frame: DQN's (its buffer's own settings belong to the buffer)."""
 
 
 # Keys of ``frame_config`` that are not scalar settings, with their defaults.

@@ -61,7 +61,7 @@ class DataParallel:
     def rank(self) -> int:
         return self.collectives.rank
 
-    # ------------------------------------------------------------------ hooks of A2C._losses / _step
+    # ------------------------------------------------------------------ hooks of A2C._minibatch / UpdateSteps.step
 
     def normalized(self, advantage: torch.Tensor, row: Optional[torch.Tensor]) -> torch.Tensor:
         """:func:`entmachin.frame.losses.normalized` with the moments of every rank's rows.

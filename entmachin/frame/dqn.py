@@ -30,7 +30,7 @@ import contextlib
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 import torch
@@ -38,19 +38,16 @@ from torch import nn
 
 from entmachin.buffer import Buffer, PrioritizedBuffer
 from entmachin.frame import q_tables as qt
-from entmachin.frame import storing
-from entmachin.frame.base import _make_optimizer
-from entmachin.frame.config import check_callable
-from entmachin.frame.dqn_config import DQNConfig, DQNPerConfig
-from entmachin.frame.interrupts import InterruptGuard
-from entmachin.frame.storing import tree_rows
-from entmachin.frame.target_sync import ModeSwitch, TargetPairs
+from entmachin.frame.base import Frame, make_optimizer
+from entmachin.frame.config import DQNConfig, DQNPerConfig
+from entmachin.frame.health import non_finite_error
+from entmachin.frame.stepping import InterruptGuard
 from entmachin.frame.safe_call import safe_call
-from entmachin.frame.store_checks import check_steps
-from entmachin.frame.summary import QUpdateStats, log_update, make_writer, write_graph
-from entmachin.frame.update import zero_grad
-from entmachin.frame.surface import FrameSurface
-from entmachin.model.input_norm import InputNorm, collecting_stats_of
+from entmachin.frame.stepping import OptimizerStep, UpdateSteps
+from entmachin.frame.store_checks import check_steps, trusted_inputs
+from entmachin.frame.rollout import Steps, read_episode, read_rollout, tree_rows, value_targets
+from entmachin.frame.summary import QUpdateStats, log_update, write_graph
+from entmachin.model.input_norm import collecting_stats_of
 from entmachin.model.inputs import DeferredChecks
 from entmachin.ragged import trees
 from entmachin.ragged.tensor import to_ragged_tensor
@@ -72,102 +69,41 @@ class DQN(FrameSurface):
         qnet_target: a network of the same structure; starts as a copy of ``qnet``.
         optimizer: optimizer class (or factory) called as ``optimizer(params, lr=...)``.
         criterion: the TD loss, ``criterion(q, target)`` on ``[B, 1]`` values.
-        lr_scheduler: scheduler class called as ``lr_scheduler(optim, *args, **kwargs)``.
-        lr_scheduler_args: ``(args,)`` of the scheduler (Machin's one-element tuple).
-        lr_scheduler_kwargs: ``(kwargs,)`` of the scheduler.
-        batch_size: rows sampled per ``update()``.
-        epsilon_decay: ``epsilon`` is multiplied by it after each ``act_discrete_with_noise`` call
-            (Machin's rule) and, through :meth:`act` (``RolloutCollector``, the runner), once per
-            environment row acted for.
-        update_rate: soft target update ``target = (1 - rate) target + rate qnet`` per update.
-        update_steps: hard target update every this many updates (give ``update_rate=None``).
-        learning_rate: the optimizer's learning rate.
-        discount: discount factor in [0, 1].
-        gradient_max: maximum gradient norm (inf: no clipping).
-        replay_size: rows the default buffer holds (the oldest are overwritten).
-        replay_device: device of the default buffer.
-        replay_buffer: a buffer to use instead.
-        mode: ``"double"``, ``"fixed_target"`` or ``"vanilla"`` (see the module docstring).
-        visualize: write the autograd graph of the first loss as ``qnet.dot``.
-        visualize_dir: directory of that file (default: the writer's, else the current one).
-        epsilon: the initial exploration rate (Machin starts at 1).
-        epsilon_min: ``epsilon`` never decays below it.
-        n_step: rewards summed before bootstrapping (n-step returns, from the stored episodes).
-        actor_reduction: a row's value of an action over its actors: ``"sum"`` or ``"mean"``.
-        writer: tensorboard ``SummaryWriter`` or log directory (see ``entmachin.frame.summary``).
-        seed: seeds the exploration coins and the default replay buffer's sampling (random
-            choices use torch's generator).
+
+    The scheduler arguments are Machin's one-element tuples, ``(args,)`` and ``(kwargs,)``.
 
     Raises:
-        TypeError / ValueError: a keyword of the wrong type or out of range, networks of
-            different structure.
+        TypeError / ValueError: an argument of the wrong type or out of range, networks of
+            different structure, or an unknown keyword.
     """
 
     _config_cls = DQNConfig
     network_names = ("qnet", "qnet_target")
     unsaved_buffer_note = "the replay buffer is not part of a frame checkpoint; replay_buffer.save() saves it"
-    _buffer_cls: type = Buffer
+    _n_scheduler_args = 1
 
-    def __init__(
-        self, qnet: nn.Module, qnet_target: nn.Module, optimizer: Any, criterion: Any, *,
-        lr_scheduler: Any = None, lr_scheduler_args: Any = None, lr_scheduler_kwargs: Any = None,
-        batch_size: int = 100, epsilon_decay: float = 0.9999, update_rate: Optional[float] = 0.005,
-        update_steps: Optional[int] = None, learning_rate: float = 0.001, discount: float = 0.99,
-        gradient_max: float = float("inf"), replay_size: int = 500000, replay_device: Union[str, torch.device] = "cpu",
-        replay_buffer: Any = None, mode: str = "double", visualize: bool = False, visualize_dir: str = "",
-        epsilon: float = 1.0, epsilon_min: float = 0.0, n_step: int = 1, actor_reduction: str = "sum",
-        writer: Any = None, seed: Optional[int] = None,
-    ) -> None:
-        settings = dict(locals())
-        for key in ("self", "qnet", "qnet_target", "optimizer", "criterion", "lr_scheduler", "lr_scheduler_args",
-                    "lr_scheduler_kwargs", "replay_buffer", "writer", "__class__"):
-            settings.pop(key, None)
+    def _init(self, qnet: nn.Module, qnet_target: nn.Module, optimizer: Any, criterion: Any, config: DQNConfig, *,
+              lr_scheduler: Any, lr_scheduler_args: Any, lr_scheduler_kwargs: Any, replay_buffer: Any, writer: Any
+              ) -> None:
         name = type(self).__name__
-        self.config = config = self._config_cls(**settings)
-        for label, model in (("qnet", qnet), ("qnet_target", qnet_target)):
-            if not isinstance(model, nn.Module):
-                raise TypeError(f"{name}: {label} must be an nn.Module, got {type(model).__name__}")
         if qnet_target is qnet:
             raise ValueError(f"{name}: qnet_target must be a second network (e.g. copy.deepcopy(qnet)), not qnet")
-        check_callable(optimizer, f"{name}: optimizer", "an optimizer class such as torch.optim.Adam")
-        check_callable(criterion, f"{name}: criterion", "a loss such as nn.MSELoss()")
+        self._setup(config, criterion, optimizer, replay_buffer, writer, qnet=qnet, qnet_target=qnet_target)
         try:
             qnet_target.load_state_dict(qnet.state_dict())
         except RuntimeError as e:
             raise ValueError(f"{name}: qnet_target must have qnet's structure; loading qnet's weights into it "
                              f"failed: {str(e).splitlines()[0]}") from None
-        self.qnet, self.qnet_target, self.criterion = qnet, qnet_target, criterion
-        qnet.eval()
-        qnet_target.eval()
-        self.qnet_optim = _make_optimizer(optimizer, list(qnet.parameters()), config.learning_rate)
-        self._schedulers: List[Any] = []
-        if lr_scheduler is not None:
-            check_callable(lr_scheduler, f"{name}: lr_scheduler", "a scheduler class or None")
-            args = _one(lr_scheduler_args, (), f"{name}: lr_scheduler_args")
-            kwargs = _one(lr_scheduler_kwargs, {}, f"{name}: lr_scheduler_kwargs")
-            self._schedulers = [lr_scheduler(self.qnet_optim, *args, **kwargs)]
-        if replay_buffer is None:
-            replay_buffer = self._buffer_cls(config.replay_size, config.replay_device, seed=config.seed)
-        self._check_buffer(replay_buffer)
-        self.replay_buffer = replay_buffer
-        self.writer = make_writer(writer, name)
-        self._owns_writer = self.writer is not None and self.writer is not writer
+        self._params = list(qnet.parameters())
+        self.qnet_optim = make_optimizer(optimizer, self._params, config.learning_rate)
+        self._setup_schedulers(lr_scheduler, lr_scheduler_args, lr_scheduler_kwargs)
         self.epsilon = config.epsilon
-        self._rng = np.random.default_rng(config.seed)
-        self._n_updates = 0
-        self._norms = [m for m in qnet.modules() if isinstance(m, InputNorm)]
-        self._target_pairs = TargetPairs(qnet, qnet_target)
-        self._params = list(qnet.parameters())  # the optimizer's list, read once as well
-        self._modes = ModeSwitch(qnet)
+        self._norms = self._input_norms(qnet)
+        self._target_pairs = _target_pairs(qnet, qnet_target)
         self._method = "q_values" if callable(getattr(qnet, "q_values", None)) else "__call__"
-        self._visualized = False
-        self.last_update: Optional[QUpdateStats] = None
 
-    def _check_buffer(self, buffer: Any) -> None:
-        for method in ("append", "size", "clear", "sample_batch"):
-            if not callable(getattr(buffer, method, None)):
-                raise TypeError(f"{type(self).__name__}: replay_buffer has no {method}() method; pass an entmachin "
-                                "Buffer")
+    def _default_buffer(self) -> Buffer:
+        return Buffer(self.config.replay_size, self.config.replay_device, seed=self.config.seed)
 
     # -------------------------------------------------------------------- Machin surface
 
@@ -251,17 +187,17 @@ class DQN(FrameSurface):
         terminal) bootstrap from their ``next_state``. Checked as the actor-critic frames check
         theirs (``entmachin.frame.store_checks``): a refused episode stores nothing.
         """
-        self._store(storing.read_episode(episode, f"{type(self).__name__}.store_episode"), "store_episode")
+        self._store(read_episode(episode, f"{type(self).__name__}.store_episode"), "store_episode")
 
     def store_rollout(self, steps: Sequence[Any]) -> None:
         """Stores ``T`` vectorised steps of ``B`` rows each (see ``A2C.store_rollout``)."""
-        self._store(storing.read_rollout(steps, f"{type(self).__name__}.store_rollout"), "store_rollout")
+        self._store(read_rollout(steps, f"{type(self).__name__}.store_rollout"), "store_rollout")
 
-    def _store(self, steps: storing.Steps, method: str) -> None:
+    def _store(self, steps: Steps, method: str) -> None:
         name = f"{type(self).__name__}.{method}"
         check_steps(steps, self.qnet, self.qnet, name)
         if steps.inputs is None:
-            storing.value_targets(steps, lambda s: None, 0.0, 0.0, name)  # raises naming what next_state lacks
+            value_targets(steps, lambda s: None, 0.0, 0.0, name)  # raises naming what next_state lacks
         cfg = self.config
         ret = qt.n_step_returns(steps.reward, steps.terminal, steps.truncated, steps.bootstrap, cfg.n_step,
                                 cfg.discount)
@@ -273,11 +209,7 @@ class DQN(FrameSurface):
             "terminal": torch.from_numpy(ret.terminal.reshape(n_rows, 1)),  # [N, 1]
             "discount": torch.from_numpy(ret.discount.astype(np.float32).reshape(n_rows, 1)),  # [N, 1]
         }
-        trusted = getattr(self.replay_buffer, "append_trusted", None)
-        if trusted is not None:
-            trusted(data, ("state", "action", "next_state"))
-        else:
-            self.replay_buffer.append(data)
+        self._append(data, ("state", "action", "next_state"))
 
     # -------------------------------------------------------------------------- update
 
@@ -290,10 +222,14 @@ class DQN(FrameSurface):
                *, log_step: Optional[int] = None) -> float:
         """One gradient step on ``batch_size`` sampled rows, then the target network's update.
 
-        Raises (nothing stepped, no priority or counter changed):
+        The step follows the frames' one failure rule (``entmachin.frame.stepping``): when the TD
+        errors, the loss or the gradients are not finite, nothing is stepped, no priority changes
+        and the target network stays, with a warning; the third such update in a row raises.
+
+        Raises:
             RuntimeError: fewer than ``batch_size`` rows are stored.
-            ValueError: the Q-network's output has the wrong shape, ignores a mask, holds NaN or
-                infinity, or the TD errors are not finite.
+            ValueError: the Q-network's output has the wrong shape.
+            NonFiniteUpdateError: the third update in a row whose step was skipped.
 
         Returns:
             the TD loss.
@@ -308,57 +244,45 @@ class DQN(FrameSurface):
                                "store more transitions before calling update()")
         n, batch, index, weight = self._sample()
         state, action, reward, next_state, terminal, discount = batch
-        checks = DeferredChecks()
-        with InterruptGuard() as guard:
+        trusted = DeferredChecks(enabled=False)  # the rows were checked when stored
+        with InterruptGuard() as guard, trusted_inputs(self.qnet, self.qnet_target):
+            steps = UpdateSteps(name, guard, cfg.gradient_max)
             try:
-                self._modes.set(True)
-                tables = self._q(state, False, name, checks)
-                chosen = qt.stored_actions(action, tables, name, checks)
+                self.qnet.train()
+                tables = self._q(state, False, name, trusted)
+                chosen = qt.stored_actions(action, tables, name, trusted)
                 with torch.no_grad():
-                    next_tables = self._q(next_state, cfg.mode != "vanilla", name, checks)
-                    choosers = self._q(next_state, False, name, checks) if cfg.mode == "double" else None
+                    next_tables = self._q(next_state, cfg.mode != "vanilla", name, trusted)
+                    choosers = self._q(next_state, False, name, trusted) if cfg.mode == "double" else None
                     best = qt.best_values(next_tables, n, cfg.actor_reduction, choosers)  # [B]
-                checks.raise_first()
                 q = qt.taken_values(tables, chosen, n, cfg.actor_reduction)  # [B]
                 reward, discount = reward.reshape(n).to(q), discount.reshape(n).to(q)  # [B], [B]
                 ends = terminal.reshape(n).to(q.device, torch.bool)  # [B]
                 target = reward + torch.where(ends, 0.0, discount * best)  # [B]
                 td = target - q.detach()  # [B]
                 loss = self._loss(q, target, weight)
-                if cfg.visualize and not self._visualized:
-                    self._visualized = True
+                if cfg.visualize and "qnet" not in self._visualized:
+                    self._visualized.add("qnet")
                     write_graph(loss, "qnet", cfg.visualize_dir or getattr(self.writer, "log_dir", "") or "",
                                 self.writer)
-                zero_grad(self.qnet_optim)
-                if update_value:
-                    loss.backward()
-                params = [p for p in self._params if p.grad is not None]
-                norm = _grad_norm(params) if params else loss.new_zeros(())
-                finite = torch.isfinite(torch.cat([td, loss.reshape(1).to(td.device),
-                                                   norm.reshape(1).to(td.device)])).cpu().numpy()
-                flags = [bool(finite[:-2].all()), bool(finite[-2]), bool(finite[-1])]  # the one host sync
-                if not all(flags):
-                    self.qnet_optim.zero_grad(set_to_none=True)
-                    what = ("TD errors", "TD loss", "gradients")[flags.index(False)]
-                    raise ValueError(f"{name}: the {what} hold NaN or infinity (the rewards' or the Q-values' scale "
-                                     "may overflow); nothing was stepped and no priority changed")
                 with guard.step:  # the step, the priorities and the counters together
-                    if update_value:
-                        if params and math.isfinite(cfg.gradient_max):
-                            torch.nn.utils.clip_grads_with_norm_(params, cfg.gradient_max, norm)
-                        self.qnet_optim.step()
-                    self._after_step(td, index)
+                    step = [OptimizerStep(self.qnet_optim, self._params, {"TD loss": loss}, "qnet")]
+                    if steps.step(step if update_value else [], require={"TD errors": td}):
+                        self._after_step(td, index)
+                        if update_target and cfg.mode != "vanilla":
+                            self._update_target(self._n_updates + 1)
                     self._n_updates += 1
-                    if update_target and cfg.mode != "vanilla":
-                        self._update_target()
+                    failing = steps.failing(self._skipped_updates)
             finally:
-                self._modes.set(False)
+                self.qnet.eval()
         td_loss = float(loss.detach())
         self.last_update = QUpdateStats(td_loss, float(q.detach().mean()), self.epsilon, self.replay_buffer.size(),
                                         float(np.mean(weight)) if weight is not None else math.nan,
-                                        self.qnet_optim.param_groups[0]["lr"])
+                                        self.qnet_optim.param_groups[0]["lr"], steps.skipped)
         if self.writer is not None:
             log_update(self.writer, self.last_update, self._n_updates if log_step is None else log_step)
+        if failing:
+            raise non_finite_error(self, tuple(steps.non_finite), failing)
         return td_loss
 
     def _loss(self, q: torch.Tensor, target: torch.Tensor, weight: Optional[np.ndarray]) -> torch.Tensor:
@@ -369,25 +293,28 @@ class DQN(FrameSurface):
         """DQNPer feeds the TD errors back as priorities."""
 
     @torch.no_grad()
-    def _update_target(self) -> None:
-        cfg = self.config
-        if cfg.update_steps is not None:
-            if self._n_updates % cfg.update_steps == 0:
-                self._target_pairs.copy_all()
+    def _update_target(self, n_updates: int) -> None:
+        """Soft (``update_rate``: parameters interpolated, other entries copied) or, every
+        ``update_steps`` updates, hard (every entry copied)."""
+        rate = self.config.update_rate
+        if rate is None and n_updates % self.config.update_steps:
             return
-        self._target_pairs.soft_update(cfg.update_rate)
+        for (target, online), interpolate in self._target_pairs:
+            if rate is not None and interpolate:
+                getattr(target[0], target[1]).lerp_(getattr(online[0], online[1]), rate)
+            else:
+                getattr(target[0], target[1]).copy_(getattr(online[0], online[1]))
 
     # ------------------------------------------------------------ counters of a checkpoint
 
     def training_counters(self) -> Dict[str, Any]:
-        """``n_updates``, ``epsilon`` and ``shuffle_rng`` (the exploration coins' generator)."""
-        return {"n_updates": self._n_updates, "epsilon": self.epsilon, "shuffle_rng": self._rng.bit_generator.state}
+        """As every frame's, plus ``epsilon``; ``shuffle_rng`` is the exploration coins' generator."""
+        return {**super().training_counters(), "epsilon": self.epsilon}
 
     def set_training_counters(self, counters: Mapping[str, Any]) -> None:
         """Restores :meth:`training_counters`."""
-        self._n_updates = int(counters["n_updates"])
+        super().set_training_counters(counters)
         self.epsilon = float(counters.get("epsilon", self.epsilon))
-        self._rng.bit_generator.state = counters["shuffle_rng"]
 
 
 class DQNPer(DQN):
@@ -402,16 +329,18 @@ class DQNPer(DQN):
     """
 
     _config_cls = DQNPerConfig
-    _buffer_cls = PrioritizedBuffer
 
-    def __init__(self, qnet: nn.Module, qnet_target: nn.Module, optimizer: Any, criterion: Any, **kwargs: Any
-                 ) -> None:
-        super().__init__(qnet, qnet_target, optimizer, criterion, **kwargs)
+    def _init(self, qnet: nn.Module, qnet_target: nn.Module, optimizer: Any, criterion: Any, config: DQNConfig,
+              **objects: Any) -> None:
+        super()._init(qnet, qnet_target, optimizer, criterion, config, **objects)
         reduction = getattr(criterion, "reduction", None)
         if reduction is not None and reduction != "none":
             logger.warning("DQNPer: the criterion's reduction is %r; set to 'none' (each row's loss is weighted)",
                            reduction)
             criterion.reduction = "none"
+
+    def _default_buffer(self) -> PrioritizedBuffer:
+        return PrioritizedBuffer(self.config.replay_size, self.config.replay_device, seed=self.config.seed)
 
     def _check_buffer(self, buffer: Any) -> None:
         if not isinstance(buffer, PrioritizedBuffer):
@@ -434,22 +363,15 @@ class DQNPer(DQN):
         self.replay_buffer.update_priority(td.abs().cpu().numpy(), index)
 
 
-def _grad_norm(params: List[torch.Tensor]) -> torch.Tensor:
-    """The gradients' total 2-norm; ``get_total_norm``'s arithmetic without its grouping by device
-    and dtype when there is one group (a small network's update spends more on the grouping)."""
-    grads = [p.grad for p in params]
-    first = grads[0]
-    if first.device.type in ("cpu", "cuda") and all(
-            g.device == first.device and g.dtype == first.dtype and type(g) is torch.Tensor and g.layout == torch.strided
-            for g in grads):
-        return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)  # []
-    return torch.nn.utils.get_total_norm(grads)
-
-
-def _one(value: Any, default: Any, where: str) -> Any:
-    """Machin's one-element ``(args,)`` / ``(kwargs,)`` of a DQN scheduler; None or () mean defaults."""
-    if value is None or (isinstance(value, (tuple, list)) and len(value) == 0):
-        return default
-    if not isinstance(value, (tuple, list)) or len(value) != 1 or not isinstance(value[0], type(default)):
-        raise TypeError(f"{where} must be a one-element tuple holding a {type(default).__name__}, got {value!r}")
-    return value[0]
+def _target_pairs(online: nn.Module, target: nn.Module) -> List[Any]:
+    """Each ``state_dict`` entry of the target as ``((target module, name), (online module, name))``
+    and whether a soft update interpolates it (the online network's floating parameters) or copies
+    it (persistent buffers such as input statistics). Modules are resolved once; the tensors are
+    read through them at each update, so a ``.to()`` or an assignment that replaces one is seen."""
+    params = dict(online.named_parameters())
+    pairs = []
+    for key, value in target.state_dict().items():
+        path, _, attr = key.rpartition(".")
+        pairs.append((((target.get_submodule(path), attr), (online.get_submodule(path), attr)),
+                      key in params and value.is_floating_point()))
+    return pairs

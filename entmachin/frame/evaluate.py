@@ -8,7 +8,7 @@ from typing import Any, List, NamedTuple, Optional
 import numpy as np
 
 from entmachin.env import EnvList, Environment, to_state
-from entmachin.frame.rollout import ActionFn, StateFn, default_actions
+from entmachin.frame.collector import ActionFn, StateFn, default_actions
 
 __all__ = ["EvalResult", "evaluate"]
 

@@ -1,24 +1,21 @@
-"""Updates that keep skipping their steps for non-finite values end in an error, not warnings.
+"""The error that ends a frame's updates once they keep skipping their steps for non-finite values.
 
-``update()`` skips an optimizer step whose losses or gradients are not finite, with a warning.
-A frame whose every step of an optimizer is skipped update after update has stopped learning
-(usually its parameters or input statistics went non-finite, or the rewards' scale overflows
-a loss), so after ``MAX_SKIPPED_UPDATES`` such updates in a row ``update()`` raises
-:class:`NonFiniteUpdateError` saying which term went non-finite and whether parameters or
-input statistics already are. Counts are per optimizer (``"actor"``, ``"critic"``, or
-``"shared"`` when one optimizer trains both): an update in which the optimizer made at least
-one step resets its count; one in which it attempted none leaves the count alone.
+``update()`` skips an optimizer step whose losses or gradients are not finite, with a warning
+(:mod:`entmachin.frame.stepping`). A frame whose every step of an optimizer is skipped update
+after update has stopped learning (usually its parameters or input statistics went non-finite,
+or the rewards' scale overflows a loss), so after ``MAX_SKIPPED_UPDATES`` such updates in a row
+``update()`` raises :class:`NonFiniteUpdateError` saying which term went non-finite and whether
+parameters or input statistics already are.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Tuple
+from typing import Any, Iterable, List, Sequence, Tuple
 
 import torch
 
-from entmachin.frame.summary import UpdateStats
 from entmachin.model.input_norm import InputNorm
 
-__all__ = ["MAX_SKIPPED_UPDATES", "NonFiniteUpdateError", "count_skipped_updates", "non_finite_error"]
+__all__ = ["MAX_SKIPPED_UPDATES", "NonFiniteUpdateError", "non_finite_error"]
 
 MAX_SKIPPED_UPDATES = 3
 _LISTED = 5  # names listed in the message before "..."
@@ -26,14 +23,6 @@ _LISTED = 5  # names listed in the message before "..."
 
 class NonFiniteUpdateError(RuntimeError):
     """``MAX_SKIPPED_UPDATES`` updates in a row skipped every step of an optimizer."""
-
-
-def count_skipped_updates(counts: Dict[str, int], stats: UpdateStats) -> List[str]:
-    """Moves the per-optimizer counts of ``counts`` by one update; returns those at the limit."""
-    for what, (attempted, skipped) in stats.optimizer_steps.items():
-        if attempted:
-            counts[what] = counts.get(what, 0) + 1 if skipped == attempted else 0
-    return [what for what, n in counts.items() if n >= MAX_SKIPPED_UPDATES]
 
 
 def _non_finite(named: Iterable[Tuple[str, torch.Tensor]]) -> List[str]:
@@ -45,10 +34,14 @@ def _non_finite(named: Iterable[Tuple[str, torch.Tensor]]) -> List[str]:
     return [name for (name, _), ok in zip(named, flags) if not ok]
 
 
+def _networks(frame: Any) -> List[Tuple[str, Any]]:
+    return [(label, getattr(frame, label)) for label in frame.network_names]
+
+
 def _parameters(frame: Any) -> List[Tuple[str, torch.Tensor]]:
-    """``actor.<name>``, then ``critic.<name>`` for the parameters the actor lacks."""
+    """``<first network>.<name>``, then the second network's parameters the first lacks."""
     out, seen = [], set()
-    for label, model in (("actor", frame.actor), ("critic", frame.critic)):
+    for label, model in _networks(frame):
         for name, p in model.named_parameters():
             if id(p) not in seen:
                 seen.add(id(p))
@@ -57,9 +50,9 @@ def _parameters(frame: Any) -> List[Tuple[str, torch.Tensor]]:
 
 
 def _input_statistics(frame: Any) -> List[Tuple[str, torch.Tensor]]:
-    """The buffers of the actor's and critic's ``InputNorm`` modules, named as above."""
+    """The buffers of the networks' ``InputNorm`` modules, named as above."""
     out, seen = [], set()
-    for label, model in (("actor", frame.actor), ("critic", frame.critic)):
+    for label, model in _networks(frame):
         for module_name, module in model.named_modules():
             if isinstance(module, InputNorm) and id(module) not in seen:
                 seen.add(id(module))
@@ -72,12 +65,12 @@ def _listing(names: List[str]) -> str:
     return ", ".join(names[:_LISTED]) + (f", ... ({len(names)} in all)" if len(names) > _LISTED else "")
 
 
-def non_finite_error(frame: Any, stats: UpdateStats, failing: List[str]) -> NonFiniteUpdateError:
+def non_finite_error(frame: Any, non_finite: Sequence[str], failing: List[str]) -> NonFiniteUpdateError:
     """The error for ``failing`` optimizers, with what went non-finite and what already is."""
     params = _non_finite(_parameters(frame))
     norms = _input_statistics(frame)
     statistics = _non_finite(norms)
-    what = ", ".join(stats.non_finite) or "nothing (the steps were skipped for another reason)"
+    what = ", ".join(non_finite) or "nothing (the steps were skipped for another reason)"
     if params:
         params_text = f"the parameters already are non-finite ({_listing(params)})"
     else:

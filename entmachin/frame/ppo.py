@@ -12,10 +12,9 @@ Example, RogueNet on an entity environment, sharing the trunk between actor and 
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple, Union
+from typing import Optional, Tuple
 
 import torch
-from torch import nn
 
 from entmachin.frame.a2c import A2C
 from entmachin.frame.config import PPOConfig
@@ -26,7 +25,7 @@ __all__ = ["PPO"]
 class PPO(A2C):
     """Proximal policy optimisation with a clipped surrogate objective.
 
-    Every keyword of :class:`A2C`, with the same meaning and default, plus
+    Every argument of :class:`A2C`, with the same meaning and default, plus
     ``surrogate_loss_clip``. The policy loss of a minibatch is
     ``-mean(min(r A, clip(r, 1 - c, 1 + c) A))`` over actors (or rows for dense actors), with
     ``r = exp(log_prob - old_log_prob)``; old log-probabilities are computed once per
@@ -34,43 +33,18 @@ class PPO(A2C):
     copy of the actor is made).
 
     Args:
-        surrogate_loss_clip: ``c`` above, > 0.
-        (others): see :class:`A2C`.
-
-    Raises:
-        TypeError / ValueError: as :class:`A2C`, and for ``surrogate_loss_clip``.
+        actor, critic, optimizer, criterion: as :class:`A2C`'s.
     """
 
     _config_cls = PPOConfig
 
-    def __init__(
-        self, actor: nn.Module, critic: nn.Module, optimizer: Any, criterion: Any, *,
-        lr_scheduler: Any = None, lr_scheduler_args: Any = None, lr_scheduler_kwargs: Any = None,
-        batch_size: int = 100, actor_update_times: int = 5, critic_update_times: int = 10,
-        actor_learning_rate: float = 0.001, critic_learning_rate: float = 0.001,
-        entropy_weight: Optional[float] = None, value_weight: float = 0.5, surrogate_loss_clip: float = 0.2,
-        gradient_max: float = float("inf"), gae_lambda: float = 1.0, discount: float = 0.99,
-        normalize_advantage: bool = True, replay_size: int = 500000,
-        replay_device: Union[str, torch.device] = "cpu", replay_buffer: Any = None, visualize: bool = False,
-        visualize_dir: str = "", value_clip: Optional[float] = None, target_kl: Optional[float] = None,
-        n_anneal_updates: Optional[int] = None, anneal_entropy: bool = False, writer: Any = None,
-        seed: Optional[int] = None,
-    ) -> None:
-        settings = dict(locals())
-        for key in ("self", "actor", "critic", "optimizer", "criterion", "lr_scheduler", "lr_scheduler_args",
-                    "lr_scheduler_kwargs", "replay_buffer", "writer", "__class__"):
-            settings.pop(key, None)
-        self._setup(actor, critic, optimizer, criterion, lr_scheduler, lr_scheduler_args, lr_scheduler_kwargs,
-                    replay_buffer, writer, PPOConfig(**settings))
-
     def _needs_old_log_probs(self) -> bool:
         return True
 
-    def _objective(self, log_prob: torch.Tensor, ratio: Optional[torch.Tensor], advantage: torch.Tensor
-                   ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+    def _policy_objective(self, log_prob: torch.Tensor, ratio: Optional[torch.Tensor], advantage: torch.Tensor
+                          ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
         """PPO's clipped surrogate ``mean(min(r A, clip(r, 1 - c, 1 + c) A))`` over units (maximised),
-        with the ratio ``r = exp(log_prob - old_log_prob)`` and ``c = surrogate_loss_clip``, and the
-        share of units whose ratio left ``[1 - c, 1 + c]``.
+        with ``c = surrogate_loss_clip``, and the share of units whose ratio left ``[1 - c, 1 + c]``.
 
         Shape:
             log_prob, ratio, advantage: ``[n_units]`` (PPO always has old log-probabilities).

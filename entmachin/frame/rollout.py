@@ -1,243 +1,394 @@
-"""Collecting rollouts from a ``VecEnv`` with a frame: act -> env.act -> ``store_rollout``.
+"""The rollout record: how stored transitions become one, and what an on-policy ``update()`` reads.
 
-Example (RogueNet on an entity environment)::
+``store_episode`` / ``store_rollout`` build one :class:`Rollout` per call (checked once, with
+value targets and advantages computed), append it to the frame's buffer as a transition and
+``update()`` reads the buffer back as one ``Rollout`` of every stored row, then takes
+minibatches of it with :meth:`Rollout.minibatch`. Fields are read by name everywhere; the buffer
+keys stay Machin-like (``value`` for the return target, ``gae`` for the advantage), so a user
+sampling the buffer directly sees the same columns as before.
 
-    envs = EnvList(MineSweeper, num_envs=16, seed=0)
-    collector = RolloutCollector(ppo, envs, n_steps=32)
-    for _ in range(n_iterations):
-        stats = collector.collect()     # 32 x 16 rows stored in ppo's buffer
-        ppo.update()
-        print(stats.mean_return)
+:func:`minibatch_schedule` walks shuffled epochs over the rows: each epoch is a fresh
+permutation cut into ``ceil(N / batch_size)`` near-equal minibatches (so none is much smaller
+than the others), and minibatch ``i`` of an update serves both the policy step (while ``i <
+actor_update_times``) and the value step (while ``i < critic_update_times``).
 
-Dense models on adapted gymnasium environments use ``global_state`` / ``global_actions``,
-which read the ``__global__`` features as ``{"state": [B, d]}`` and turn an MLP's ``[B, 1]``
-choices into one global action per row.
+From an episode or a rollout to one stored transition with value targets and advantages.
+
+``read_episode`` (one environment's ``T`` one-row transitions) and ``read_rollout`` (``T``
+transitions of ``B`` rows each) check and stack the caller's transitions into a ``Steps``
+record without touching them. ``value_targets`` then evaluates the critic once on every
+row's state plus the ``next_state`` of the rows that bootstrap (truncated rows, and the last
+step's rows unless terminal), and runs GAE by the terminal/truncated rules of ``docs/architecture.md``.
+``to_rollout`` packs the result as the frame's :class:`Rollout`; rows
+are ordered step-major (row ``t * B + b``).
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+import numbers
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 import torch
 
-from entmachin.env import GLOBAL_ENTITY, VecEnv, VecObs, to_state, to_vec_actions
-from entmachin.ragged import trees
-from entmachin.ragged.array import RaggedArrayI64
+from entmachin.buffer import RolloutBuffer, TransitionBase
+from entmachin.frame.gae import gae
+from entmachin.ragged import arrdict, trees
 from entmachin.ragged.tensor import tree_to_torch
 
-__all__ = ["RolloutCollector", "RolloutStats", "default_actions", "global_state", "global_actions"]
+__all__ = ["Rollout", "BUFFER_KEYS", "MAJOR_ATTRS", "minibatch_schedule", "Steps", "read_episode", "read_rollout",
+           "tree_rows", "value_targets", "to_rollout"]
 
-StateFn = Callable[[VecObs], Dict[str, Any]]
-# result of frame.act -> (action to store, actions for VecEnv.act)
-ActionFn = Callable[[Any], Tuple[Dict[str, Any], Dict[str, Any]]]
+# Rollout field -> the buffer's attribute name.
+BUFFER_KEYS: Dict[str, str] = {
+    "state": "state", "action": "action", "reward": "reward", "terminal": "terminal", "truncated": "truncated",
+    "value_target": "value", "advantage": "gae",
+}
+MAJOR_ATTRS = ("state", "action")  # the buffer's dicts of values; the other fields are columns
 
 
-@dataclass(frozen=True)
-class RolloutStats:
-    """What one :meth:`RolloutCollector.collect` saw.
+class Rollout(NamedTuple):
+    """``N`` stored rows (step-major when they came from a rollout).
 
     Attributes:
-        n_env_steps: environment steps taken (``n_steps * num_envs``).
-        episode_returns: undiscounted return of every episode that ended, in order of ending.
-        episode_lengths: length of each of those episodes.
-        longest_running: steps so far of the longest episode still running when the rollout
-            ended (an environment that never ends shows here, not in ``episode_lengths``).
+        state: tree of ``N`` rows (a canonical entity state or Machin's ``{"state": tensor}``).
+        action: tree of ``N`` rows, as the actor's ``action`` keywords take them.
+        reward: float32 ``[N, 1]``.
+        terminal: bool ``[N, 1]``.
+        truncated: bool ``[N, 1]``.
+        value_target: float32 ``[N, 1]``, the return the critic learns (buffer key ``value``).
+        advantage: float32 ``[N, 1]``, GAE's advantage (buffer key ``gae``).
     """
 
-    n_env_steps: int
-    episode_returns: Tuple[float, ...]
-    episode_lengths: Tuple[int, ...]
-    longest_running: int = 0
+    state: Any
+    action: Any
+    reward: torch.Tensor
+    terminal: torch.Tensor
+    truncated: torch.Tensor
+    value_target: torch.Tensor
+    advantage: torch.Tensor
 
     @property
-    def mean_return(self) -> float:
-        """Mean of ``episode_returns`` (nan when no episode ended)."""
-        return float(np.mean(self.episode_returns)) if self.episode_returns else math.nan
+    def n_rows(self) -> int:
+        return int(self.advantage.shape[0])
+
+    @property
+    def old_value(self) -> torch.Tensor:
+        """The critic's values when the rows were stored, ``[N, 1]`` (target minus advantage)."""
+        return self.value_target - self.advantage
+
+    def rows(self, index: torch.Tensor) -> "Rollout":
+        """The rows ``index`` (int64 ``[b]``), every field gathered on its own device."""
+        return Rollout(*(_take(value, index) for value in self))
+
+    def minibatch(self, index: torch.Tensor) -> "Rollout":
+        """The rows ``index`` (int64 ``[b]``) of the fields ``update()`` reads: ``state``,
+        ``action``, ``value_target`` and ``advantage`` (and so ``old_value``); ``reward``,
+        ``terminal`` and ``truncated`` are None."""
+        return Rollout(_take(self.state, index), _take(self.action, index), None, None, None,
+                       _take(self.value_target, index), _take(self.advantage, index))
+
+    def buffer_data(self) -> Dict[str, Any]:
+        """The fields under the buffer's attribute names (``Buffer.append_trusted``'s input)."""
+        return {BUFFER_KEYS[f]: value for f, value in zip(self._fields, self)}
+
+    def to_transition(self) -> TransitionBase:
+        """The record as one multi-row transition: ``state`` and ``action`` major, the rest sub."""
+        return TransitionBase.from_data(self.buffer_data(), MAJOR_ATTRS)
+
+    @classmethod
+    def read(cls, buffer: Any) -> "Rollout":
+        """Every row of an on-policy ``buffer`` as one record: the rows a ``RolloutBuffer``
+        holds by reference, else ``sample_batch(..., "all")``'s copy."""
+        held = buffer.held() if isinstance(buffer, RolloutBuffer) else None
+        if held is not None:
+            return cls(*(arrdict(held[BUFFER_KEYS[f]]) if f in MAJOR_ATTRS else held[BUFFER_KEYS[f]]
+                         for f in cls._fields))
+        _, values = buffer.sample_batch(buffer.size(), sample_method="all",
+                                        sample_attrs=[BUFFER_KEYS[f] for f in cls._fields])
+        return cls(*values)
 
 
-def default_actions(result: Any) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-    """For RogueNet-like actors: stores ``{"action": {name: ragged}}``, steps with the same."""
-    env_actions = to_vec_actions(result[0])
-    return {"action": env_actions}, env_actions
+def minibatch_schedule(n_rows: int, batch_size: int, n_minibatches: int, rng: np.random.Generator) -> List[np.ndarray]:
+    """``n_minibatches`` int64 index arrays walking shuffled epochs over ``n_rows`` rows.
+
+    Within an epoch no row repeats; every epoch is a new permutation cut into
+    ``ceil(n_rows / batch_size)`` near-equal parts.
+    """
+    per_epoch = max(1, math.ceil(n_rows / batch_size))
+    out: List[np.ndarray] = []
+    while len(out) < n_minibatches:
+        permutation = rng.permutation(n_rows).astype(np.int64)  # [N]
+        out.extend(np.array_split(permutation, per_epoch))
+    return out[:n_minibatches]
 
 
-def global_state(obs: VecObs) -> Dict[str, Any]:
-    """``{"state": float32 [B, d]}`` from the global features of an adapted dense environment.
+def _take(value: Any, index: torch.Tensor) -> Any:
+    """Rows ``index`` of a field: a tensor gathered on its own device, a tree by its ``[]``."""
+    return value[index.to(value.device)] if isinstance(value, torch.Tensor) else value[index]
+
+
+# ------------------------------------------------------------ storing: transitions -> Steps -> Rollout
+
+_REQUIRED = ("state", "action", "next_state", "reward", "terminal")
+_ACCEPTED = (*_REQUIRED, "truncated")
+_REQUIRED_KEYS = frozenset(_REQUIRED)
+_ACCEPTED_KEYS = frozenset(_ACCEPTED)
+
+
+class Steps(NamedTuple):
+    """``T`` steps of ``B`` environments, stacked step-major (``N = T * B`` rows).
+
+    Attributes:
+        state: tree of ``N`` rows.
+        action: tree of ``N`` rows.
+        reward: float64 ``[T, B]``.
+        terminal: bool ``[T, B]``.
+        truncated: bool ``[T, B]``.
+        bootstrap: int64 ``[k]`` flat row indices whose ``next_state`` value is needed.
+        next_state: tree of the ``k`` ``next_state`` rows of ``bootstrap``, or None if ``k == 0``.
+        inputs: the critic's input: the ``N`` state rows, then the ``k`` next_state rows.
+            ``state`` and ``next_state`` are views of it (torch leaves; each value was copied
+            once, when the caller's steps were concatenated). None when next_state does not
+            have the structure of state (``value_targets`` raises about it).
+    """
+
+    state: Dict[str, Any]
+    action: Dict[str, Any]
+    reward: np.ndarray
+    terminal: np.ndarray
+    truncated: np.ndarray
+    bootstrap: np.ndarray
+    next_state: Any
+    inputs: Optional[Dict[str, Any]]
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.reward.size)
+
+
+def tree_rows(tree: Mapping[str, Any], where: str) -> int:
+    """The common number of rows of every leaf of a stored ``tree`` (``state``, ``action``,
+    ``next_state``), which must be a dict of named values, never a bare tensor.
 
     Raises:
-        ValueError: the rows do not each hold exactly one ``__global__`` entity.
+        ValueError: leaves disagree on the number of rows, a leaf has no row dimension, or the
+            tree has no leaves.
+        TypeError: a leaf is not a tensor, an array or a ragged value, or ``tree`` is not a mapping.
     """
-    feats = obs.features.get(GLOBAL_ENTITY)
-    if feats is None or feats.size1().tolist() != [1] * feats.size0():
+    if not isinstance(tree, Mapping):
+        raise TypeError(f"{where} is a {type(tree).__name__}; expected a dict of named values")
+    return trees.n_rows(tree, where)
+
+
+def _check_transition(transition: Any, where: str) -> None:
+    if not isinstance(transition, Mapping) and not isinstance(transition, TransitionBase):
+        raise TypeError(f"{where} is a {type(transition).__name__}; expected a dict or a Transition")
+    missing = [k for k in _REQUIRED if k not in transition]
+    if missing:
         raise ValueError(
-            "global_state: every row needs exactly one __global__ entity (an environment with global "
-            "features, such as from_gymnasium's); use the canonical state (to_state) for entity environments"
+            f"{where} lacks {missing}; a transition needs {list(_REQUIRED)} (and optionally 'truncated')"
         )
-    return {"state": torch.from_numpy(feats.as_array().copy())}  # [B, d]
+    unknown = [k for k in transition.keys() if k not in _ACCEPTED_KEYS]
+    if unknown:
+        raise ValueError(
+            f"{where} has unknown key(s) {unknown}; a transition takes only {list(_ACCEPTED)}"
+        )
 
 
-def global_actions(action_name: str = "action") -> ActionFn:
-    """An ``ActionFn`` for dense actors choosing one global categorical action per row.
+def _column(value: Any, n_rows: int, where: str, flag: bool) -> np.ndarray:
+    """A per-row scalar (a number or bool for one row, else ``[n]`` / ``[n, 1]``) as ``[n]``."""
+    if n_rows == 1 and type(value) in ((bool,) if flag else (float, int)):
+        return np.array([value], dtype=np.bool_ if flag else np.float64)  # [1]
+    what = "a bool or a bool tensor/array" if flag else "a number or a numeric tensor/array"
+    if isinstance(value, (bool, np.bool_)) or (not flag and isinstance(value, (numbers.Real, np.generic))):
+        if flag != isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"{where} is {value!r}; expected {what}")
+        if n_rows != 1:
+            raise ValueError(f"{where} is a single value, but the transition holds {n_rows} rows; give [{n_rows}]")
+        return np.array([value], dtype=np.bool_ if flag else np.float64)  # [1]
+    if isinstance(value, torch.Tensor):
+        array = value.detach().cpu().numpy()
+    elif isinstance(value, np.ndarray):
+        array = value
+    else:
+        raise TypeError(f"{where} is a {type(value).__name__}; expected {what}")
+    if flag and array.dtype != np.bool_:
+        raise TypeError(f"{where} has dtype {value.dtype}; expected bool (for example terminal != 0)")
+    if not flag and (array.dtype == np.bool_ or not np.issubdtype(array.dtype, np.number)
+                     or np.issubdtype(array.dtype, np.complexfloating)):
+        raise TypeError(f"{where} has dtype {value.dtype}; expected real numbers")
+    if array.size != n_rows or array.ndim > 2 or (array.ndim == 2 and array.shape[1] != 1):
+        raise ValueError(
+            f"{where} has shape {tuple(array.shape)}; expected [{n_rows}] or [{n_rows}, 1] (one value per row)"
+        )
+    return array.reshape(n_rows).astype(np.bool_ if flag else np.float64)  # [n_rows]
 
-    The actor's ``[B, 1]`` (or ``[B]``) int choices are stored as ``{"action": [B, 1]}`` and
-    sent to the environments as one actor per row of ``action_name``.
+
+def _flag_column(values: List[Any], n_rows: int, name: str, key: str, flag: bool) -> np.ndarray:
+    """One key's per-row values of every transition as ``[T, B]`` (fast when all are plain)."""
+    plain = (bool,) if flag else (float, int)
+    dtype = np.bool_ if flag else np.float64
+    if n_rows == 1 and all(type(v) in plain for v in values):
+        return np.array(values, dtype=dtype).reshape(len(values), 1)  # [T, 1]
+    kinds = "b" if flag else "fiu"  # [B] arrays of these kinds (what a collector hands over) need no checks
+    if all(type(v) is np.ndarray and v.shape == (n_rows,) and v.dtype.kind in kinds for v in values):
+        return np.array(values, dtype=dtype)  # [T, B]
+    return np.stack([_column(v, n_rows, f"{name}[{t}][{key!r}]", flag) for t, v in enumerate(values)])  # [T, B]
+
+
+def _diagnose_rows(steps: Sequence[Any], key: str, n_envs: int, name: str, episode: bool) -> None:
+    """Finds the transition whose ``key`` has the wrong number of rows and raises about it."""
+    for t, transition in enumerate(steps):
+        rows = tree_rows(transition[key], f"{name}[{t}][{key!r}]")
+        if rows != n_envs:
+            if episode:
+                raise ValueError(
+                    f"{name}[{t}][{key!r}] holds {rows} rows; store_episode takes one environment's "
+                    "transitions (one row each); use store_rollout for steps of several environments"
+                )
+            raise ValueError(f"{name}[{t}][{key!r}] holds {rows} rows, but {name}[0]['state'] holds {n_envs}")
+
+
+def _read(steps: Sequence[Any], name: str, episode: bool) -> Steps:
+    if isinstance(steps, (Mapping, TransitionBase)) or not isinstance(steps, Sequence):
+        raise TypeError(f"{name}: expected a list of transitions, got {type(steps).__name__}")
+    if len(steps) == 0:
+        raise ValueError(f"{name}: got an empty list; store at least one transition")
+    for t, transition in enumerate(steps):
+        if type(transition) is not dict or not _REQUIRED_KEYS <= transition.keys() <= _ACCEPTED_KEYS:
+            _check_transition(transition, f"{name}[{t}]")
+    n_envs = 1 if episode else tree_rows(steps[0]["state"], f"{name}[0]['state']")
+    n_steps = len(steps)
+    n_rows = n_steps * n_envs
+    for t, transition in enumerate(steps):
+        if tree_rows(transition["state"], f"{name}[{t}]['state']") != n_envs:
+            _diagnose_rows(steps, "state", n_envs, name, episode)
+    with torch.no_grad():
+        action = tree_to_torch(trees.stack([t["action"] for t in steps], lambda t: f"{name}[{t}]['action']"))
+    if tree_rows(action, f"{name}[...]['action']") != n_rows:
+        _diagnose_rows(steps, "action", n_envs, name, episode)
+    reward = _flag_column([t["reward"] for t in steps], n_envs, name, "reward", False)  # [T, B]
+    terminal = _flag_column([t["terminal"] for t in steps], n_envs, name, "terminal", True)  # [T, B]
+    if any("truncated" in t for t in steps):
+        truncated = _flag_column([t["truncated"] if "truncated" in t else np.zeros(n_envs, np.bool_) for t in steps],
+                                 n_envs, name, "truncated", True)  # [T, B]
+    else:
+        truncated = np.zeros((n_steps, n_envs), dtype=np.bool_)  # [T, B]
+    truncated = truncated & ~terminal  # [T, B]; terminal wins
+    needs = truncated.copy()  # [T, B]
+    needs[-1] |= ~terminal[-1]  # the rollout's last rows bootstrap unless terminal
+    bootstrap = np.flatnonzero(needs).astype(np.int64)  # [k]
+    used = np.unique(bootstrap // n_envs)  # steps whose next_state is read
+    parts, picks = [], []
+    for t in used:
+        where = f"{name}[{t}]['next_state']"
+        tree = steps[t]["next_state"]
+        rows = tree_rows(tree, where)
+        if rows != n_envs:
+            raise ValueError(f"{where} holds {rows} rows, but {name}[{t}]['state'] holds {n_envs}")
+        envs = np.flatnonzero(needs[t]).astype(np.int64)  # [k_t]
+        parts.append(tree)
+        picks.append(None if envs.size == n_envs else envs)
+
+    def where_state(i: int) -> str:
+        return f"{name}[{i}]['state']" if i < n_steps else f"{name}[{used[i - n_steps]}]['next_state']"
+
+    # Every state row and every bootstrap next_state row in one concatenation: each value is
+    # copied once, the critic reads them in one call, and the stored state is a view of it.
+    states = [t["state"] for t in steps]
+    with torch.no_grad():
+        try:
+            inputs = tree_to_torch(trees.stack(states + parts, where_state, [None] * n_steps + picks))
+        except (TypeError, ValueError):
+            if not parts:
+                raise
+            # The states differ from each other (raised here, naming the step) or from next_state:
+            # then the checks of the state come first and value_targets says what next_state lacks.
+            state = tree_to_torch(trees.stack(states, where_state))
+            next_state = trees.stack(parts, lambda i: where_state(n_steps + i), picks)
+            return Steps(state, action, reward, terminal, truncated, bootstrap, next_state, None)
+    state = trees.row_range(inputs, 0, n_rows)
+    next_state = trees.row_range(inputs, n_rows, n_rows + bootstrap.size) if bootstrap.size else None
+    return Steps(state, action, reward, terminal, truncated, bootstrap, next_state, inputs)
+
+
+def read_episode(episode: Sequence[Any], name: str = "store_episode") -> Steps:
+    """Checks and stacks one environment's transitions (one row each) into ``[T, 1]`` steps.
+
+    Raises:
+        TypeError / ValueError: not a list, empty, a transition lacking a key, rows that differ,
+            flags that are not bools; messages name the position and key.
     """
-
-    ones = np.ones(0, dtype=np.int64)
-
-    def convert(result: Any) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-        nonlocal ones
-        action = result[0]
-        if action.requires_grad:
-            action = action.detach()
-        if action.dtype != torch.int64 or action.device.type != "cpu":
-            action = action.to("cpu", torch.int64)
-        if action.dim() != 2 or action.shape[1] != 1:
-            action = action.reshape(-1, 1)  # [B, 1]
-        if ones.shape[0] != action.shape[0]:
-            ones = np.ones(action.shape[0], dtype=np.int64)  # [B]: one actor per row
-        # Built here from a [B, 1] int64 array and B ones, so the buffer needs no checks.
-        flat = np.ascontiguousarray(action.numpy())  # [B, 1]
-        return {"action": action}, {action_name: RaggedArrayI64.from_flattened(flat, ones)}
-
-    return convert
+    return _read(episode, name, True)
 
 
-class RolloutCollector:
-    """Steps a ``VecEnv`` with a frame's policy and stores each rollout with ``store_rollout``.
+def read_rollout(steps: Sequence[Any], name: str = "store_rollout") -> Steps:
+    """Checks and stacks ``T`` transitions of ``B`` rows each into ``[T, B]`` steps."""
+    return _read(steps, name, False)
 
-    Episodes continue across calls; rows whose episode ended (environments auto-reset) are
-    stored as terminal or truncated, and truncated rows carry the final observation as
-    ``next_state`` so that they bootstrap from it. Each observation's state is converted to
-    torch once (numpy arrays shared, ragged arrays copied into ``RaggedTensor``s); the actor
-    reads that state and ``store_rollout`` concatenates it, the only other copy of its
-    features before ``update()`` takes minibatches.
+
+def value_targets(
+    steps: Steps, criticize: Callable[[Any], torch.Tensor], discount: float, gae_lambda: float,
+    name: str = "store",
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Returns ``(returns, advantages)``, float32 ``[N, 1]`` on the CPU, from one critic call.
 
     Args:
-        frame: an ``A2C`` / ``PPO`` frame (anything with ``act`` and ``store_rollout``).
-        envs: the environments.
-        n_steps: steps per :meth:`collect` (``T``); each stores ``T * len(envs)`` rows.
-        state_fn: ``VecObs`` -> state dict (default: the canonical state with every mask).
-        action_fn: ``frame.act``'s result -> (stored action dict, ``VecEnv.act`` actions)
-            (default: :func:`default_actions`).
-        before_store: called after the last step of each rollout, before ``store_rollout``
-            computes the rows' values (data-parallel ranks merge their input statistics there,
-            so that every rank's values come from the statistics of all ranks' steps).
+        name: the call in error messages, e.g. ``"PPO.store_rollout"``.
+
+    Shape:
+        returns, advantages: ``[T * B, 1]``, step-major.
 
     Raises:
-        ValueError: ``n_steps`` is not a positive int.
+        ValueError: the critic returned the wrong number of values, or NaN or infinity (the
+            message names the transition and row whose state it was).
     """
-
-    def __init__(self, frame: Any, envs: VecEnv, n_steps: int, *, state_fn: Optional[StateFn] = None,
-                 action_fn: Optional[ActionFn] = None, before_store: Optional[Callable[[], None]] = None) -> None:
-        if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 1:
-            raise ValueError(f"RolloutCollector: n_steps must be an int >= 1, got {n_steps!r}")
-        self.frame, self.envs, self.n_steps = frame, envs, n_steps
-        space = envs.action_space()
-        self.state_fn: StateFn = state_fn or (lambda obs: to_state(obs, space))
-        self.action_fn: ActionFn = action_fn or default_actions
-        self.before_store = before_store
-        self._state: Optional[Dict[str, Any]] = None
-        self._returns = np.zeros(len(envs), dtype=np.float64)  # [B]
-        self._lengths = np.zeros(len(envs), dtype=np.int64)  # [B]
-        self.total_env_steps = 0
-
-    def _state_of(self, obs: VecObs) -> Dict[str, Any]:
-        """``state_fn(obs)`` with torch leaves: converted once, read by the actor and stored."""
-        return tree_to_torch(self.state_fn(obs))
-
-    def _next_state(self, obs: VecObs, state: Dict[str, Any]) -> Dict[str, Any]:
-        """The state after each row's step: the final observation where the episode was
-        truncated (its row bootstraps from it); elsewhere the state the environment returned,
-        which for a terminal row is the next episode's first (never read: it does not bootstrap)."""
-        if obs.final_obs is None or not np.asarray(obs.truncated).any():
-            return state
-        truncated = np.asarray(obs.truncated, dtype=np.bool_) & np.asarray(obs.done, dtype=np.bool_)  # [B]
-        final_index = np.asarray(obs.final_index, dtype=np.int64)  # [n_done]
-        cut = np.flatnonzero(truncated[final_index])  # [n_truncated]: places in final_obs
-        if cut.size == 0:
-            return state
-        final = self._state_of(obs.final_obs)
-        n_rows = len(obs)
-        index = np.arange(n_rows, dtype=np.int64)  # [B]
-        index[final_index[cut]] = n_rows + cut
-        joined = trees.stack([state, final], lambda i: ("state", "final_obs state")[i])
-        return trees.take(joined, index)
-
-    def _episodes(self, reward: np.ndarray, done: np.ndarray) -> Tuple[List[float], List[int]]:
-        """Return and length of every episode that ended in a rollout's ``reward`` and ``done``
-        (``[T, B]``), in order of ending (step, then row); the episodes in progress carry on.
-
-        Returns are differences of float64 running sums of the float32 rewards.
-        """
-        n_steps = reward.shape[0]
-        running = np.cumsum(np.concatenate([self._returns[None], reward]), axis=0).tolist()  # [T + 1][B]
-        base = [0.0] * done.shape[1]  # [B]: the running sum where each row's episode began
-        began = (-self._lengths).tolist()  # [B]: the step where it began (< 0: before this rollout)
-        returns: List[float] = []
-        lengths: List[int] = []
-        step, row = np.nonzero(done)  # step-major
-        for t, b in zip(step.tolist(), row.tolist()):
-            returns.append(running[t + 1][b] - base[b])
-            lengths.append(t + 1 - began[b])
-            base[b], began[b] = running[t + 1][b], t + 1
-        self._returns = np.array(running[-1], dtype=np.float64) - np.array(base, dtype=np.float64)  # [B]
-        self._lengths = n_steps - np.array(began, dtype=np.int64)  # [B]
-        return returns, lengths
-
-    def snapshot(self) -> Dict[str, Any]:
-        """What :meth:`restore` needs to continue the episodes in progress (picklable)."""
-        return {"state": self._state, "returns": self._returns.copy(), "lengths": self._lengths.copy(),
-                "total_env_steps": self.total_env_steps}
-
-    def restore(self, snapshot: Mapping[str, Any]) -> None:
-        """Continues from :meth:`snapshot`'s episodes; the environments must be restored alike."""
-        returns = np.asarray(snapshot["returns"], dtype=np.float64)  # [B]
-        if returns.shape != self._returns.shape:
-            raise ValueError(f"RolloutCollector.restore: the snapshot has {returns.shape[0]} rows; this collector "
-                             f"steps {self._returns.shape[0]} environments")
-        self._state = None if snapshot["state"] is None else tree_to_torch(snapshot["state"])
-        self._returns = returns
-        self._lengths = np.asarray(snapshot["lengths"], dtype=np.int64)  # [B]
-        self.total_env_steps = int(snapshot["total_env_steps"])
-
-    def collect(self) -> RolloutStats:
-        """Runs ``n_steps`` steps, stores them with ``frame.store_rollout`` and returns statistics."""
-        if self._state is None:
-            self._state = self._state_of(self.envs.reset())
-        seen: List[Tuple[Dict[str, Any], Any, Dict[str, Any]]] = []  # (state, stored action, next state)
-        rewards: List[Any] = []
-        dones: List[Any] = []
-        truncations: List[Any] = []
+    n_steps, n_envs = steps.reward.shape
+    n_rows = n_steps * n_envs
+    if steps.inputs is None:  # _read could not concatenate state and next_state
         try:
-            for _ in range(self.n_steps):
-                state = self._state
-                stored_action, env_actions = self.action_fn(self.frame.act(state))
-                obs = self.envs.act(env_actions)
-                after = self._state_of(obs)
-                seen.append((state, stored_action, self._next_state(obs, after)))
-                rewards.append(obs.reward)
-                dones.append(obs.done)
-                truncations.append(obs.truncated)
-                self._state = after
-        except BaseException:
-            if rewards:  # the episodes keep the steps taken (the state moved on with them)
-                self._episodes(np.array(rewards, dtype=np.float32), np.array(dones, dtype=np.bool_))
-            raise
-        # The per-row columns of every step at once: [T, B] each.
-        reward = np.array(rewards, dtype=np.float32)  # [T, B]
-        done = np.array(dones, dtype=np.bool_)  # [T, B]
-        truncated = np.array(truncations, dtype=np.bool_) & done  # [T, B]
-        terminal = done & ~truncated  # [T, B]
-        steps = [{"state": state, "action": action, "next_state": next_state, "reward": reward[t],
-                  "terminal": terminal[t], "truncated": truncated[t]}
-                 for t, (state, action, next_state) in enumerate(seen)]
-        returns, lengths = self._episodes(reward, done)
-        if self.before_store is not None:
-            self.before_store()
-        self.frame.store_rollout(steps)
-        n_env_steps = self.n_steps * len(self.envs)
-        self.total_env_steps += n_env_steps
-        return RolloutStats(n_env_steps, tuple(returns), tuple(lengths), int(self._lengths.max(initial=0)))
+            trees.stack([steps.state, steps.next_state], lambda i: ("state", "next_state")[i])
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"next_state must have the same keys and value kinds as state: {e}") from None
+    with torch.no_grad():
+        out = criticize(steps.inputs)
+    values = out.detach().reshape(-1).to("cpu", torch.float64)  # [N + k]
+    if values.shape[0] != n_rows + steps.bootstrap.size:
+        raise ValueError(
+            f"the critic returned {values.shape[0]} values for {n_rows + steps.bootstrap.size} states; "
+            "expected one value per row ([B, 1] or [B])"
+        )
+    finite = torch.isfinite(values)  # [N + k]
+    if not bool(finite.all()):
+        i = int(torch.nonzero(~finite)[0, 0])
+        key, r = ("state", i) if i < n_rows else ("next_state", int(steps.bootstrap[i - n_rows]))
+        t, b = divmod(r, n_envs)
+        row = f" row {b}" if n_envs > 1 else ""
+        raise ValueError(
+            f"{name}: the critic returned {float(values[i])} for {name}[{t}][{key!r}]{row}; values must be finite "
+            "(the critic's weights may hold NaN or infinity); nothing was stored"
+        )
+    state_values = values[:n_rows].reshape(n_steps, n_envs)  # [T, B]
+    next_values = torch.zeros_like(state_values)  # [T, B]
+    next_values[:-1] = state_values[1:]
+    flat = next_values.view(-1)  # [N]
+    flat[torch.from_numpy(steps.bootstrap)] = values[n_rows:]
+    result = gae(
+        torch.from_numpy(steps.reward), state_values, next_values, torch.from_numpy(steps.terminal),
+        torch.from_numpy(steps.truncated), discount=discount, gae_lambda=gae_lambda,
+    )
+    returns = result.returns.reshape(n_rows, 1).to(torch.float32)  # [N, 1]
+    advantages = result.advantages.reshape(n_rows, 1).to(torch.float32)  # [N, 1]
+    return returns, advantages
+
+
+def to_rollout(steps: Steps, returns: torch.Tensor, advantages: torch.Tensor) -> Rollout:
+    """The record of ``steps`` with the value targets and advantages of :func:`value_targets`;
+    every column ``[N, 1]``."""
+    n_rows = steps.n_rows
+    reward = torch.from_numpy(steps.reward.reshape(n_rows, 1).astype(np.float32))  # [N, 1]
+    terminal = torch.from_numpy(steps.terminal.reshape(n_rows, 1))  # [N, 1]
+    truncated = torch.from_numpy(steps.truncated.reshape(n_rows, 1))  # [N, 1]
+    return Rollout(steps.state, steps.action, reward, terminal, truncated, returns, advantages)

@@ -35,7 +35,7 @@ from torch import nn
 from entmachin.env.action import ActionSpace, GlobalCategoricalActionSpace, SelectEntityActionSpace
 from entmachin.env.common import GLOBAL_ENTITY
 from entmachin.env.environment import ObsSpace
-from entmachin.frame.storing import Steps
+from entmachin.frame.rollout import Steps
 from entmachin.model.mlp import MLPActor, MLPCritic, MLPGaussianActor
 from entmachin.model.q_mlp import MLPQNet
 from entmachin.ragged.arrays import is_ragged_array, ragged_dtype

@@ -20,6 +20,7 @@ and every DQN / DQNPer ``update()`` (:class:`QUpdateStats`)::
     charts/buffer_size     rows in the replay buffer
     charts/importance_weight  mean importance weight of the sampled rows (DQNPer)
     charts/learning_rate   as above
+    charts/skipped_steps   as above
 """
 from __future__ import annotations
 
@@ -58,6 +59,7 @@ class QUpdateStats(NamedTuple):
     buffer_size: int
     importance_weight: float
     learning_rate: float
+    skipped_steps: int = 0  # steps skipped for non-finite TD errors, loss or gradients
 
 
 def make_writer(writer: Any, where: str) -> Optional[Any]:

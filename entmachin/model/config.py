@@ -9,6 +9,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal, Mapping, Optional, Sequence, Tuple
 
+from entmachin.settings import documented, setting
+
 Pooling = Literal["mean", "max", "meanmax"]
 POOLINGS: Tuple[str, ...] = ("mean", "max", "meanmax")
 
@@ -117,35 +119,26 @@ class TranslationConfig:
             )
 
 
+@documented
 @dataclass(frozen=True, kw_only=True)
 class RogueNetConfig:
-    """Hyperparameters of RogueNet.
+    """Hyperparameters of RogueNet."""
 
-    Attributes:
-        d_model: width of the entity embeddings and of the residual stream.
-        n_layer: number of transformer blocks.
-        n_head: attention heads; must divide ``d_model``.
-        d_qk: query/key width of the select-entity heads.
-        embd_pdrop: dropout on the embeddings.
-        resid_pdrop: dropout on each residual branch.
-        attn_pdrop: dropout on the attention weights.
-        pooling: replace attention by a per-row ``"mean"``, ``"max"`` or ``"meanmax"`` pool.
-        relpos_encoding: relative positional encoding (attention only).
-        translation: translate (and rotate) positions to a reference entity before embedding.
-        input_clip: normalised inputs are clipped to ``[-input_clip, input_clip]``.
-    """
-
-    d_model: int = 32
-    n_layer: int = 2
-    n_head: int = 2
-    d_qk: int = 16
-    embd_pdrop: float = 0.0
-    resid_pdrop: float = 0.0
-    attn_pdrop: float = 0.0
-    pooling: Optional[Pooling] = None
-    relpos_encoding: Optional[RelposEncodingConfig] = None
-    translation: Optional[TranslationConfig] = None
-    input_clip: float = 5.0
+    d_model: int = setting(32, "width of the entity embeddings and the residual stream")
+    n_layer: int = setting(2, "transformer blocks")
+    n_head: int = setting(2, "attention heads (must divide d_model)")
+    d_qk: int = setting(16, "query/key width of select-entity heads")
+    embd_pdrop: float = setting(0.0, "dropout on the embeddings")
+    resid_pdrop: float = setting(0.0, "dropout on each residual branch")
+    attn_pdrop: float = setting(0.0, "dropout on the attention weights")
+    pooling: Optional[Pooling] = setting(
+        None, "null: attention; mean / max / meanmax: pool each observation's entities instead")
+    relpos_encoding: Optional[RelposEncodingConfig] = setting(
+        None, "relative-position attention, e.g. {extent: [5, 5], position_features: [x, y]}")
+    translation: Optional[TranslationConfig] = setting(
+        None, "move positions so a reference entity sits at the origin, e.g. {reference_entity: Player, "
+              "position_features: [x, y]}")
+    input_clip: float = setting(5.0, "normalised inputs are clipped to [-input_clip, input_clip]")
 
     def __post_init__(self) -> None:
         for name in ("d_model", "n_head", "d_qk"):

@@ -34,10 +34,10 @@ from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple,
 
 import yaml
 
-from entmachin.frame.config import A2CConfig, PPOConfig
-from entmachin.frame.dqn_config import DQNConfig, DQNPerConfig
+from entmachin.frame.config import A2CConfig, DQNConfig, DQNPerConfig, PPOConfig
 from entmachin.model.config import RogueNetConfig
 from entmachin.run.defaults import frame_defaults
+from entmachin.settings import documented, setting
 
 __all__ = ["ConfigError", "EnvSection", "ModelSection", "FrameSection", "RolloutSection", "TrainSection",
            "LogSection", "DistributedSection", "RunConfig", "FRAMES", "config_from_dict", "config_to_dict", "load_config",
@@ -53,12 +53,15 @@ class ConfigError(ValueError):
     """A run config that cannot be used; the message starts with the dotted path of the field."""
 
 
+@documented
 @dataclass(frozen=True, kw_only=True)
 class EnvSection:
-    name: str = "MineSweeper"
-    kwargs: Dict[str, Any] = field(default_factory=dict)
-    max_episode_steps: Optional[int] = None
-    check_finite: bool = True
+    name: str = setting("MineSweeper", "a name from `entmachin envs`, or 'package.module:Class' for your own")
+    kwargs: Dict[str, Any] = setting(default_factory=dict, doc="keyword arguments of the environment's constructor")
+    max_episode_steps: Optional[int] = setting(
+        None, "episodes are cut (truncated, bootstrapped) after this many steps; null: never")
+    check_finite: bool = setting(
+        True, "stop with an error naming the feature when an observation or reward is NaN or infinite")
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -67,20 +70,24 @@ class EnvSection:
             raise ValueError(f"max_episode_steps: expected an int >= 1 or null, got {self.max_episode_steps}")
 
 
+@documented
 @dataclass(frozen=True, kw_only=True)
 class ModelSection(RogueNetConfig):
     """RogueNet's config plus where the critic lives (one layer and a separate critic unless told:
     see entmachin.run.defaults)."""
 
-    n_layer: int = 1
-    critic: Literal["separate", "shared"] = "separate"
-    q_head: Literal["plain", "dueling"] = "plain"
+    n_layer: int = 1  # described by RogueNetConfig; only the default differs
+    critic: Literal["separate", "shared"] = setting(
+        "separate", "separate: the critic is its own RogueNet; shared: it shares the actor's network")
+    q_head: Literal["plain", "dueling"] = setting(
+        "plain", "DQN frames: plain Q-heads, or dueling (value + advantage streams)")
 
     def net_config(self) -> RogueNetConfig:
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(RogueNetConfig)}
         return RogueNetConfig(**values)
 
 
+@documented
 @dataclass(frozen=True, kw_only=True)
 class FrameSection:
     """The frame: its class, its own config record, the optimizer, and ``n_epochs``.
@@ -91,21 +98,26 @@ class FrameSection:
     ``n_updates`` instead: ``update()`` calls (one sampled batch each) per rollout.
     """
 
-    name: Literal["PPO", "A2C", "DQN", "DQNPer"] = "PPO"
-    n_epochs: Optional[int] = 4
-    optimizer: str = "Adam"
-    settings: Union[A2CConfig, DQNConfig] = field(default_factory=PPOConfig)
-    n_updates: int = 1
+    name: Literal["PPO", "A2C", "DQN", "DQNPer"] = setting("PPO", "PPO, A2C, DQN or DQNPer")
+    n_epochs: Optional[int] = setting(
+        4, "passes over each rollout; sets actor/critic_update_times (null: give those instead)")
+    optimizer: str = setting("Adam", "a torch.optim class name or import path")
+    settings: Union[A2CConfig, DQNConfig] = setting(
+        default_factory=PPOConfig, doc="the frame's own settings (their fields sit beside these in YAML)")
+    n_updates: int = setting(1, "DQN / DQNPer: update() calls (one sampled batch each) per rollout")
 
 
+@documented
 @dataclass(frozen=True, kw_only=True)
 class RolloutSection:
     """Environments per rank; ``workers`` puts their workers on Ray (``processes`` of them, at least 1)."""
 
-    num_envs: int = 32
-    n_steps: int = 16
-    processes: int = 0
-    workers: Optional[str] = None
+    num_envs: int = setting(32, "environments stepped together (per rank under torchrun)")
+    n_steps: int = setting(16, "steps per environment in each rollout (one update per rollout)")
+    processes: int = setting(
+        0, "0: step in this process (EnvList); N: N worker processes (ParallelEnvList, or Ray workers)")
+    workers: Optional[str] = setting(
+        None, "null: workers on this machine; auto: a local Ray; ray://ADDRESS: a Ray cluster (entmachin[ray])")
 
     def __post_init__(self) -> None:
         for name, low in (("num_envs", 1), ("n_steps", 1), ("processes", 0)):
@@ -120,12 +132,13 @@ class RolloutSection:
         return self.num_envs * self.n_steps
 
 
+@documented
 @dataclass(frozen=True, kw_only=True)
 class TrainSection:
-    total_steps: int = 100_000
-    seed: int = 0
-    device: str = "cpu"
-    threads: int = 1
+    total_steps: int = setting(100_000, "environment steps to train for")
+    seed: int = setting(0, "the one seed: torch's, the frame's, the environments' and evaluation's derive from it")
+    device: str = setting("cpu", "device of the networks (cpu, cuda, cuda:1, ...)")
+    threads: int = setting(1, "torch CPU threads; 1 makes a seed's run repeat exactly")
 
     def __post_init__(self) -> None:
         for name, low in (("total_steps", 1), ("seed", 0), ("threads", 1)):
@@ -139,15 +152,20 @@ class TrainSection:
             raise ValueError(f"device: expected a torch device such as 'cpu' or 'cuda:0', got {self.device!r}") from None
 
 
+@documented
 @dataclass(frozen=True, kw_only=True)
 class LogSection:
-    run_dir: Optional[str] = None
-    checkpoint_interval: int = 50_000
-    eval_interval: int = 50_000
-    eval_episodes: int = 100
-    eval_deterministic: bool = False
-    eval_max_steps: Optional[int] = None
-    keep_checkpoints: Optional[int] = 5
+    run_dir: Optional[str] = setting(None, "where the run lives; null: runs/<env>-<date>-<time>")
+    checkpoint_interval: int = setting(
+        50_000, "environment steps between checkpoints (one is also written at the end)")
+    eval_interval: int = setting(50_000, "environment steps between evaluations (one also runs at the end)")
+    eval_episodes: int = setting(100, "episodes per evaluation")
+    eval_deterministic: bool = setting(False, "evaluate the most likely actions instead of sampling")
+    eval_max_steps: Optional[int] = setting(
+        None, "an evaluation episode still running after this many steps counts as it stands; "
+              "null: env.max_episode_steps, or 1000 without one")
+    keep_checkpoints: Optional[int] = setting(
+        5, "the latest checkpoints kept (older ones are deleted; the final one is the latest); null: keep all")
 
     def __post_init__(self) -> None:
         for name in ("checkpoint_interval", "eval_interval", "eval_episodes"):
@@ -158,28 +176,33 @@ class LogSection:
                 raise ValueError(f"{name}: expected an int >= 1 or null, got {getattr(self, name)}")
 
 
+@documented
 @dataclass(frozen=True, kw_only=True)
 class DistributedSection:
     """Data-parallel ranks started by ``torchrun``: ``auto`` picks gloo on CPU and nccl on CUDA;
     ``timeout`` is how long (seconds) a rank waits for the others before stopping with an error."""
 
-    backend: Literal["auto", "gloo", "nccl"] = "auto"
-    timeout: float = 300.0
+    backend: Literal["auto", "gloo", "nccl"] = setting("auto", "auto: gloo on CPU, nccl on CUDA; or gloo / nccl")
+    timeout: float = setting(
+        300.0, "seconds a rank waits for the others before stopping with an error naming the failed rank")
 
     def __post_init__(self) -> None:
         if not (self.timeout > 0 and math.isfinite(self.timeout)):
             raise ValueError(f"timeout: expected a number of seconds > 0, got {self.timeout}")
 
 
+@documented
 @dataclass(frozen=True, kw_only=True)
 class RunConfig:
-    env: EnvSection = field(default_factory=EnvSection)
-    model: ModelSection = field(default_factory=ModelSection)
-    frame: FrameSection = field(default_factory=FrameSection)
-    rollout: RolloutSection = field(default_factory=RolloutSection)
-    train: TrainSection = field(default_factory=TrainSection)
-    log: LogSection = field(default_factory=LogSection)
-    distributed: DistributedSection = field(default_factory=DistributedSection)
+    env: EnvSection = setting(default_factory=EnvSection, doc="the environment")
+    model: ModelSection = setting(
+        default_factory=ModelSection, doc="RogueNet, the entity transformer (actor), and its critic")
+    frame: FrameSection = setting(default_factory=FrameSection, doc="the algorithm (Machin's keyword names)")
+    rollout: RolloutSection = setting(default_factory=RolloutSection, doc="how experience is collected")
+    train: TrainSection = setting(default_factory=TrainSection, doc="the training run")
+    log: LogSection = setting(default_factory=LogSection, doc="the run directory and what goes in it")
+    distributed: DistributedSection = setting(
+        default_factory=DistributedSection, doc="data-parallel ranks under torchrun (one process: unused)")
 
 
 def update_times(config: RunConfig) -> Tuple[int, int]:

@@ -6,7 +6,7 @@ from typing import Any, Dict, Mapping, Tuple
 import numpy as np
 
 from entmachin.env import CategoricalActionSpace, GlobalCategoricalActionSpace, VecObs, to_state
-from entmachin.frame.rollout import default_actions
+from entmachin.frame.collector import default_actions
 
 __all__ = ["RolloutTracker"]
 

@@ -13,7 +13,7 @@ from torch import nn
 
 from entmachin.env import EnvList
 from entmachin.frame.ppo import PPO
-from entmachin.frame.rollout import RolloutCollector
+from entmachin.frame.collector import RolloutCollector
 from entmachin.model import RogueNet, RogueNetConfig
 from test.frame._frames import Sparse, dense_episode, dense_frame, entity_frame, entity_states
 
@@ -138,7 +138,7 @@ RESUME_SCRIPT = textwrap.dedent(
     torch.use_deterministic_algorithms(True)
     torch.manual_seed(0)
     from entmachin.env import EnvList
-    from entmachin.frame.rollout import RolloutCollector
+    from entmachin.frame.collector import RolloutCollector
     from test.frame._frames import Sparse, entity_frame
 
     mode, directory, k, m = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])

@@ -16,12 +16,12 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-import entmachin.frame.losses as losses_module
+import entmachin.frame.a2c as losses_module
 import entmachin.ragged.tensor as tensor_module
 import entmachin.ragged.trees as trees_module
 from entmachin.env import CategoricalActionMask, CategoricalActionSpace, Entity, EnvList, Environment, Observation, ObsSpace
 from entmachin.frame import PPO, RolloutCollector
-from entmachin.frame.record import Rollout
+from entmachin.frame.rollout import Rollout
 from entmachin.model import RogueNet, RogueNetConfig
 
 BASE = 3_000_000.25  # ids are BASE + k: exact in float32, and no model output lands on them by chance

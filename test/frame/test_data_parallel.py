@@ -14,7 +14,7 @@ from entmachin.frame.a2c import A2C
 from entmachin.frame.collectives import Collectives, RankFailureError, report_failure
 from entmachin.frame.data_parallel import DataParallel
 from entmachin.frame.ppo import PPO
-from entmachin.frame.rollout import RolloutCollector
+from entmachin.frame.collector import RolloutCollector
 from entmachin.model.input_norm import InputNorm
 from entmachin.ragged import trees
 from test.frame._frames import Sparse, dense_episode, dense_frame, entity_frame, small_net

@@ -397,3 +397,58 @@ def test_the_same_seed_samples_the_same_minibatches(cls):
     (losses_a, params_a), (losses_b, params_b) = trained(), trained()
     assert losses_a == losses_b
     assert all(torch.equal(a, b) for a, b in zip(params_a, params_b))
+
+
+class _NormNet(nn.Module):
+    """A Q-network with input statistics (a persistent buffer) and a scratch (non-persistent) one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from entmachin.model.input_norm import InputNorm
+
+        self.norm = InputNorm(D)
+        self.body = nn.Sequential(nn.Linear(D, 4), nn.ReLU(), nn.Linear(4, 2))
+        self.register_buffer("scratch", torch.zeros(2), persistent=False)
+
+    def forward(self, state):
+        return self.body(self.norm(state))
+
+
+def _moved_frame(**kwargs):
+    torch.manual_seed(0)
+    online = _NormNet()
+    frame = DQN(online, copy.deepcopy(online), torch.optim.Adam, nn.MSELoss(), **kwargs)
+    with torch.no_grad():
+        for p in online.parameters():
+            p.add_(torch.randn_like(p))
+        online.norm.update(torch.randn(5, D))
+        online.scratch.fill_(7.0)
+    return frame
+
+
+def test_soft_target_update_matches_the_state_dict_way_bit_for_bit():
+    frame = _moved_frame(update_rate=0.3)
+    online, target = frame.qnet, frame.qnet_target
+    expected = copy.deepcopy(target)
+    sd_online, params = online.state_dict(), dict(online.named_parameters())
+    with torch.no_grad():
+        for key, value in expected.state_dict().items():
+            if key in params and value.is_floating_point():
+                value.lerp_(sd_online[key], 0.3)
+            else:
+                value.copy_(sd_online[key])
+    frame._update_target(1)
+    for (k, a), b in zip(target.state_dict().items(), expected.state_dict().values()):
+        assert torch.equal(a, b), k
+    assert float(target.scratch.sum()) == 0.0  # not in the state_dict: left alone
+
+
+def test_hard_target_update_copies_every_entry_and_sees_replaced_tensors():
+    frame = _moved_frame(update_rate=None, update_steps=2)
+    online, target = frame.qnet, frame.qnet_target
+    online.norm.mean = torch.full((D,), 5.0, dtype=torch.float64)  # replaced, as .to() does
+    frame._update_target(1)  # not yet
+    assert not torch.equal(target.norm.mean, online.norm.mean)
+    frame._update_target(2)
+    for (k, a), b in zip(target.state_dict().items(), online.state_dict().values()):
+        assert torch.equal(a, b), k

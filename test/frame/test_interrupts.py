@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from entmachin.frame.a2c import A2C
-from entmachin.frame.interrupts import InterruptGuard
+from entmachin.frame.stepping import InterruptGuard
 from entmachin.frame.ppo import PPO
 from test.frame._frames import dense_episode, dense_frame
 

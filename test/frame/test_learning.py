@@ -16,7 +16,7 @@ from entmachin.env import EnvList
 from entmachin.env.examples import Count, MineSweeper, MultiArmedBandit, NotHotdog, RockPaperScissors
 from entmachin.frame.evaluate import evaluate
 from entmachin.frame.ppo import PPO
-from entmachin.frame.rollout import RolloutCollector
+from entmachin.frame.collector import RolloutCollector
 from entmachin.model import MLPActor, MLPCritic, RelposEncodingConfig, RogueNet, RogueNetConfig
 from entmachin.env import TimeLimit
 from test.frame._frames import cartpole_episode, random_policy_returns

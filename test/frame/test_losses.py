@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from entmachin.frame.a2c import A2C
-from entmachin.frame.losses import cat_old, normalized, old_units, units_of
+from entmachin.frame.a2c import cat_old, normalized, old_units, units_of
 from entmachin.frame.ppo import PPO
 from entmachin.ragged.tensor import RaggedTensor
 from test.frame._frames import dense_frame

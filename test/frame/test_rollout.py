@@ -10,7 +10,7 @@ from torch import nn
 from entmachin.env import EnvList, GymnasiumVecEnv, from_gymnasium, to_state
 from entmachin.frame.evaluate import evaluate
 from entmachin.frame.ppo import PPO
-from entmachin.frame.rollout import RolloutCollector, global_actions, global_state
+from entmachin.frame.collector import RolloutCollector, global_actions, global_state
 from entmachin.model import MLPActor, MLPCritic
 from test.frame._frames import Sparse, entity_frame, stored
 

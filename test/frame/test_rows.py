@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from entmachin.frame.storing import tree_rows
+from entmachin.frame.rollout import tree_rows
 from entmachin.ragged import ragged_from_arrays
 
 

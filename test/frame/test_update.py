@@ -15,8 +15,8 @@ from entmachin.env import EnvList
 from entmachin.frame import NonFiniteUpdateError
 from entmachin.frame.a2c import A2C
 from entmachin.frame.ppo import PPO
-from entmachin.frame.rollout import RolloutCollector
-from entmachin.frame.update import minibatch_schedule, total_norms
+from entmachin.frame.collector import RolloutCollector
+from entmachin.frame.rollout import minibatch_schedule
 from entmachin.model import MLPActor
 from test.frame._frames import D_STATE, LinearCritic, Sparse, dense_episode, dense_frame, entity_frame
 
@@ -53,23 +53,6 @@ def test_schedule_walks_shuffled_epochs():
     for epoch in (schedule[:3], schedule[3:6]):
         assert sorted(np.concatenate(epoch).tolist()) == list(range(10))
     assert [len(b) for b in minibatch_schedule(5, 100, 2, rng)] == [5, 5]
-
-
-def test_total_norms_match_get_total_norm_bit_for_bit():
-    gen = torch.Generator().manual_seed(0)
-    grads = [torch.randn(shape, generator=gen) * scale for shape, scale in
-             (((64, 4), 1.0), ((64,), 3.0), ((2, 64), 1e-3), ((1,), 7.0), ((5, 5), 1e4))]
-    groups = [grads[:2], [], grads[2:]]
-    got = total_norms(groups)
-    assert got[1] is None
-    for group, norm in zip((groups[0], groups[2]), (got[0], got[2])):
-        assert torch.equal(norm, torch.nn.utils.get_total_norm(group))
-    assert total_norms([[], []]) == [None, None]
-    mixed = [[grads[0].double()], [grads[1]]]  # two dtypes: one get_total_norm per group
-    assert [torch.equal(a, torch.nn.utils.get_total_norm(g)) for a, g in zip(total_norms(mixed), mixed)] == [True, True]
-    nan = [[torch.tensor([float("nan"), 1.0])], [grads[1]]]
-    first, second = total_norms(nan)
-    assert torch.isnan(first) and torch.equal(second, torch.nn.utils.get_total_norm(nan[1]))
 
 
 def test_update_returns_machins_pair_and_clears():

@@ -1,0 +1,221 @@
+"""Optimizer steps that never apply a non-finite value, and the one failure rule of every frame.
+
+A frame's ``update()`` hands each minibatch's losses to :meth:`UpdateSteps.step`, which keeps
+everything that is not the algorithm's mathematics out of it:
+
+* one backward pass over the sum of the losses serves every optimizer (separate actor and critic
+  have disjoint parameters, so each gets exactly the gradients of its own loss), then the
+  data-parallel hook averages gradients over the ranks;
+* one host sync decides, per optimizer, whether its losses and its gradients' norm (and any tensor
+  the frame requires, such as DQN's TD errors) are finite;
+* a step that is not is skipped with a warning naming the term, its parameters and optimizer state
+  untouched; the others are clipped to ``gradient_max`` and taken, all inside the interrupt guard's
+  critical section (below): every step of the minibatch, or none.
+
+**The failure rule** (A2C, PPO and DQN alike): an update in which every step an optimizer attempted
+was skipped counts against that optimizer; an update in which it made one step resets its count.
+After :data:`~entmachin.frame.health.MAX_SKIPPED_UPDATES` such updates in a row, ``update()`` raises
+:class:`~entmachin.frame.health.NonFiniteUpdateError`. One overflowing minibatch costs one step; a
+frame that has diverged stops with an error saying what went non-finite.
+
+**The interrupt guard**: Ctrl-C (SIGINT) never lands in the middle of an optimizer step.
+
+A ``KeyboardInterrupt`` raised between two bytecodes of ``optimizer.step()`` (non-fused
+optimizers update parameter after parameter in Python) or between the actor's and the
+critic's step would leave a frame half-stepped. ``update()`` therefore installs the guard once
+per update and marks each minibatch's steps as one critical section::
+
+    with InterruptGuard() as guard:      # installs the SIGINT handler, restores the previous one
+        for minibatch in schedule:
+            loss.backward()              # Ctrl-C here raises at once, as usual
+            with guard.step:             # Ctrl-C here is held ...
+                actor_optim.step()
+                critic_optim.step()
+            # ... and raised here, right after the steps
+
+The handler is installed only in the main thread and only when the current SIGINT handler
+is a Python callable (Python's default ``signal.default_int_handler`` or a user's own);
+deferred or not, that handler is what finally runs. With ``SIG_IGN``, ``SIG_DFL`` or a handler
+installed outside Python, nothing is installed and interrupts behave as they would without
+entmachin. Other threads cannot install handlers and are left alone.
+"""
+from __future__ import annotations
+
+import math
+import signal
+import threading
+import warnings
+from types import FrameType
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+
+import torch
+from torch import nn
+
+from entmachin.frame.health import MAX_SKIPPED_UPDATES
+
+__all__ = ["InterruptGuard", "OptimizerStep", "UpdateSteps"]
+
+class OptimizerStep(NamedTuple):
+    """One optimizer's share of a minibatch: the named loss terms it trains on and its parameters.
+
+    ``what`` names the optimizer in warnings and counts: ``"actor"``, ``"critic"``, ``"shared"``
+    (one optimizer for both) or ``"qnet"``.
+    """
+
+    optimizer: torch.optim.Optimizer
+    params: List[nn.Parameter]
+    terms: Dict[str, torch.Tensor]
+    what: str
+
+
+class UpdateSteps:
+    """The optimizer steps of one ``update()`` and what was skipped (see the module docstring).
+
+    Args:
+        where: the update in warnings, e.g. ``"PPO.update"``.
+        guard: the update's interrupt guard.
+        gradient_max: the total gradient norm each step is clipped to (inf: no clipping).
+        data_parallel: None, or the frame's data-parallel hooks (``average_gradients``).
+
+    Attributes:
+        tally: per optimizer, ``[attempted, skipped]`` steps.
+        non_finite: what made steps skip, in order ("policy loss", "entropy", "gradients of ...").
+    """
+
+    def __init__(self, where: str, guard: InterruptGuard, gradient_max: float, data_parallel: Any = None) -> None:
+        self.where, self.guard, self.data_parallel = where, guard, data_parallel
+        self.gradient_max = gradient_max
+        self.tally: Dict[str, List[int]] = {}
+        self.non_finite: Dict[str, None] = {}  # an ordered set
+
+    def step(self, steps: Sequence[OptimizerStep], parts: Mapping[str, torch.Tensor] = {},
+             require: Mapping[str, torch.Tensor] = {}) -> bool:
+        """Steps each optimizer on its terms unless a term, its gradients or a ``require``d tensor is
+        not finite; returns whether every step was taken.
+
+        ``parts`` names the pieces of a term (a policy loss's surrogate and entropy) so that a
+        non-finite term is traced to the piece that made it so.
+        """
+        if not steps:
+            return not require or all(bool(torch.isfinite(t.detach()).all()) for t in require.values())
+        for step in steps:
+            step.optimizer.zero_grad(set_to_none=True)
+        terms = [term for step in steps for term in step.terms.values()]
+        total = terms[0]
+        for term in terms[1:]:  # not sum(terms): its 0 + first term is one more node to run both ways
+            total = total + term
+        total.backward()
+        if self.data_parallel is not None:
+            self.data_parallel.average_gradients([p for step in steps for p in step.params], terms)
+        with_grad = [[p for p in step.params if p.grad is not None] for step in steps]
+        norms = [torch.nn.utils.get_total_norm([p.grad for p in ps]) if ps else None for ps in with_grad]
+        checked = terms + [n for n in norms if n is not None] + list(require.values())
+        device = terms[0].device
+        flags = iter(torch.stack([torch.isfinite(t.detach()).all().to(device) for t in checked]).tolist())
+        term_ok = [[next(flags) for _ in step.terms] for step in steps]
+        norm_ok = [norm is None or next(flags) for norm in norms]
+        required_ok = [next(flags) for _ in require]
+        taken = True
+        with self.guard.step:  # every step of the minibatch, or none
+            for step, ok, params, norm, grads_ok in zip(steps, term_ok, with_grad, norms, norm_ok):
+                counts = self.tally.setdefault(step.what, [0, 0])
+                counts[0] += 1
+                if all(ok) and grads_ok and all(required_ok):
+                    if norm is not None and math.isfinite(self.gradient_max):
+                        torch.nn.utils.clip_grads_with_norm_(params, self.gradient_max, norm)
+                    step.optimizer.step()
+                    continue
+                step.optimizer.zero_grad(set_to_none=True)
+                counts[1] += 1
+                taken = False
+                names = [n for n, good in zip(require, required_ok) if not good]
+                if not all(ok):
+                    names += _non_finite_terms(step, ok, parts)
+                elif not grads_ok:
+                    names.append(f"gradients of {' + '.join(step.terms)}")
+                self.non_finite.update(dict.fromkeys(names))
+                warnings.warn(f"{self.where}: non-finite {', '.join(names)}; skipped this {step.what} step "
+                              "(parameters and optimizer state unchanged)", RuntimeWarning, stacklevel=4)
+        return taken
+
+    @property
+    def skipped(self) -> int:
+        """Steps skipped in this update."""
+        return sum(skipped for _, skipped in self.tally.values())
+
+    def failing(self, counts: Dict[str, int]) -> List[str]:
+        """Moves the frame's per-optimizer ``counts`` of updates in a row whose every step was
+        skipped by this update; returns the optimizers at the limit."""
+        for what, (attempted, skipped) in self.tally.items():
+            if attempted:
+                counts[what] = counts.get(what, 0) + 1 if skipped == attempted else 0
+        return [what for what, n in counts.items() if n >= MAX_SKIPPED_UPDATES]
+
+
+def _non_finite_terms(step: OptimizerStep, ok: List[bool], parts: Mapping[str, torch.Tensor]) -> List[str]:
+    """Names of the step's non-finite terms; a term with ``parts`` is traced to the bad ones."""
+    bad = [n for n, good in zip(step.terms, ok) if not good]
+    if "policy loss" in bad and parts:  # a rare path: extra host syncs are fine
+        traced = [n for n, t in parts.items() if not bool(torch.isfinite(t.detach()).all())]
+        bad = [*(traced or ["policy loss"]), *(n for n in bad if n != "policy loss")]
+    return bad
+
+
+class _CriticalSection:
+    """``with guard.step:``: a SIGINT arriving inside is delivered when the block ends."""
+
+    __slots__ = ("_guard",)
+
+    def __init__(self, guard: "InterruptGuard") -> None:
+        self._guard = guard
+
+    def __enter__(self) -> None:
+        self._guard._depth += 1
+
+    def __exit__(self, *exc: Any) -> None:
+        guard = self._guard
+        guard._depth -= 1
+        if guard._depth == 0 and guard._pending is not None:
+            pending, guard._pending = guard._pending, None
+            guard._previous(*pending)  # Python's default handler raises KeyboardInterrupt here
+
+
+class InterruptGuard:
+    """Defers SIGINT across critical sections for the duration of a ``with`` block.
+
+    Attributes:
+        step: the critical-section context manager (reusable, nestable, cheap to enter).
+        installed: whether the handler was installed by the current ``with`` block.
+    """
+
+    def __init__(self) -> None:
+        self.step = _CriticalSection(self)
+        self.installed = False
+        self._depth = 0
+        self._pending: Optional[Tuple[int, Optional[FrameType]]] = None
+        self._previous: Callable[[int, Optional[FrameType]], Any] = signal.default_int_handler
+
+    def __enter__(self) -> "InterruptGuard":
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        previous = signal.getsignal(signal.SIGINT)
+        if not callable(previous):  # SIG_IGN, SIG_DFL, or a handler set outside Python (None)
+            return self
+        self._previous = previous
+        signal.signal(signal.SIGINT, self._handle)
+        self.installed = True
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        if self.installed:
+            signal.signal(signal.SIGINT, self._previous)
+            self.installed = False
+        pending, self._pending = self._pending, None
+        if pending is not None and exc_type is None:
+            self._previous(*pending)
+
+    def _handle(self, signum: int, frame: Optional[FrameType]) -> None:
+        if self._depth:
+            self._pending = (signum, frame)
+            return
+        self._previous(signum, frame)

@@ -1,0 +1,58 @@
+"""Settings declared once: a dataclass field carries its default and its one-line description.
+
+Every settings record of entmachin (the frames' ``A2CConfig`` / ``PPOConfig`` / ``DQNConfig``,
+RogueNet's config, the run config's sections) declares a field as ``name: type = setting(default,
+"what it does")``. Everything that describes a field reads it from there: the frames' generated
+signatures and ``Args`` sections, ``entmachin init``'s comments, the run config's messages.
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from typing import Any, Callable, Dict, List
+
+__all__ = ["setting", "doc_of", "docs_of", "field_lines", "documented"]
+
+_DOC = "doc"
+
+
+def setting(default: Any = dataclasses.MISSING, doc: str = "", *,
+            default_factory: Callable[[], Any] = dataclasses.MISSING) -> Any:  # type: ignore[assignment]
+    """A dataclass field with a default (or ``default_factory``) and a one-line description."""
+    if not doc or "\n" in doc:
+        raise ValueError(f"setting: give a one-line description, got {doc!r}")
+    return dataclasses.field(default=default, default_factory=default_factory, metadata={_DOC: doc})
+
+
+def doc_of(cls: type, name: str) -> str:
+    """The description of field ``name`` of dataclass ``cls``; a subclass that only changes a
+    field's default inherits its base's description ('' when none declares one)."""
+    for klass in cls.__mro__:
+        field = getattr(klass, "__dataclass_fields__", {}).get(name)
+        if field is not None and field.metadata.get(_DOC):
+            return field.metadata[_DOC]
+    return ""
+
+
+def docs_of(cls: type) -> Dict[str, str]:
+    """``{field name: description}`` of every field of dataclass ``cls``, in declaration order."""
+    return {f.name: doc_of(cls, f.name) for f in dataclasses.fields(cls)}
+
+
+def field_lines(cls: type, indent: str = "    ") -> List[str]:
+    """One docstring line per field of dataclass ``cls``: ``name: description (default ...).``"""
+    lines = []
+    for f in dataclasses.fields(cls):
+        default = f.default if f.default is not dataclasses.MISSING else (
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+        tail = "" if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING else \
+            f" (default {default!r})"
+        lines.append(f"{indent}{f.name}: {doc_of(cls, f.name)}{tail}.")
+    return lines
+
+
+def documented(cls: type) -> type:
+    """Class decorator (after ``@dataclass``): appends the ``Attributes`` section of ``help(cls)``,
+    generated from the fields' descriptions and defaults."""
+    cls.__doc__ = inspect.cleandoc(cls.__doc__ or "") + "\n\nAttributes:\n" + "\n".join(field_lines(cls)) + "\n"
+    return cls
