@@ -27,14 +27,13 @@ from entmachin.frame.safe_call import safe_call
 from entmachin.frame.store_checks import check_steps
 from entmachin.frame.summary import UpdateStats, make_writer
 from entmachin.model.input_norm import InputNorm, collecting_stats_of
+from entmachin.model.wrappers import unwrap
 
 __all__ = ["ActorCriticFrame"]
 
-_WRAPPERS = (nn.DataParallel, nn.parallel.DistributedDataParallel)
-
 
 def _accepts(model: Any, parameter: str) -> bool:
-    inner = model.module if isinstance(model, _WRAPPERS) else model
+    inner = unwrap(model)
     fn = inner.forward if isinstance(inner, nn.Module) else inner
     try:
         params = inspect.signature(fn).parameters

@@ -38,12 +38,12 @@ from entmachin.env.environment import ObsSpace
 from entmachin.frame.storing import Steps
 from entmachin.model.mlp import MLPActor, MLPCritic, MLPGaussianActor
 from entmachin.model.q_mlp import MLPQNet
+from entmachin.model.wrappers import unwrap
 from entmachin.ragged.arrays import is_ragged_array, ragged_dtype
 from entmachin.ragged.tensor import RaggedTensor
 
 __all__ = ["check_steps"]
 
-_WRAPPERS = (nn.DataParallel, nn.parallel.DistributedDataParallel)
 _MLPS = (MLPActor, MLPCritic, MLPGaussianActor, MLPQNet)
 _ACTION = "['action']"
 _TO_STATE = "store the state the actor acted on (to_state(obs, action_space) holds every entity type and mask)"
@@ -59,10 +59,6 @@ class _Rows:
         r = int(r if self.rows is None else self.rows[r])
         t, b = divmod(r, self.n_envs)
         return f"{self.name}[{t}][{key!r}]{path}" + (f" row {b}" if self.n_envs > 1 else "")
-
-
-def _inner(model: Any) -> Any:
-    return model.module if isinstance(model, _WRAPPERS) else model
 
 
 def _lengths(value: Any) -> np.ndarray:
@@ -133,7 +129,7 @@ def check_steps(steps: Steps, actor: Any, critic: Any, name: str) -> None:
 
 
 def _entity_spaces(actor: Any) -> Optional[Tuple[ObsSpace, Mapping[str, ActionSpace]]]:
-    inner = _inner(actor)
+    inner = unwrap(actor)
     obs_space, action_space = getattr(inner, "obs_space", None), getattr(inner, "action_space", None)
     if isinstance(obs_space, ObsSpace) and isinstance(action_space, Mapping):
         return obs_space, action_space
@@ -142,7 +138,7 @@ def _entity_spaces(actor: Any) -> Optional[Tuple[ObsSpace, Mapping[str, ActionSp
 
 def _check_parameters(model: Any, steps: Steps, name: str, role: str, with_action: bool) -> None:
     """The model's required ``forward`` parameters are keys of ``state`` (or ``action``)."""
-    inner = _inner(model)
+    inner = unwrap(model)
     fn = inner.forward if isinstance(inner, nn.Module) else inner
     try:
         params = inspect.signature(fn).parameters.values()
@@ -321,7 +317,7 @@ def _check_choices(value: Any, actors: np.ndarray, actees: Optional[np.ndarray],
 def _check_dense(model: Any, role: str, steps: Steps, at: _Rows, name: str) -> None:
     """For entmachin's MLPs: ``state['state']`` is ``[N, d_state]``, and an ``MLPActor``'s stored
     choices lie in ``[0, n_actions)``."""
-    model = _inner(model)
+    model = unwrap(model)
     if not isinstance(model, _MLPS):
         return
     value = steps.state.get("state")
