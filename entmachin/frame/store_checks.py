@@ -19,14 +19,17 @@ What is checked:
   with one item per row when there are global features), no unknown type; masks for every
   action, row lengths that agree with the actors; one action value per actor, in range and
   allowed by the mask;
-* entmachin's MLPs (actor, critic or Q-network): ``state['state']`` is ``[N, d_state]``; an
-  ``MLPActor``'s or ``MLPQNet``'s stored choices lie in ``[0, n_actions)``.
+* what a model checks itself: the actor and the critic (once if they are one model) are
+  asked through :class:`StoredRowsCheck` when they have a ``check_stored`` method (entmachin's
+  MLPs check that ``state['state']`` is ``[N, d_state]`` and, for ``MLPActor`` and ``MLPQNet``,
+  that the stored choices lie in ``[0, n_actions)``).
 """
 from __future__ import annotations
 
 import inspect
+import types
 from collections.abc import Mapping
-from typing import Any, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Protocol, Tuple
 
 import numpy as np
 import torch
@@ -36,17 +39,38 @@ from entmachin.env.action import ActionSpace, GlobalCategoricalActionSpace, Sele
 from entmachin.env.common import GLOBAL_ENTITY
 from entmachin.env.environment import ObsSpace
 from entmachin.frame.storing import Steps
-from entmachin.model.mlp import MLPActor, MLPCritic, MLPGaussianActor
-from entmachin.model.q_mlp import MLPQNet
 from entmachin.model.wrappers import unwrap
 from entmachin.ragged.arrays import is_ragged_array, ragged_dtype
 from entmachin.ragged.tensor import RaggedTensor
 
-__all__ = ["check_steps"]
+__all__ = ["StoredRowsCheck", "check_steps"]
 
-_MLPS = (MLPActor, MLPCritic, MLPGaussianActor, MLPQNet)
-_ACTION = "['action']"
 _TO_STATE = "store the state the actor acted on (to_state(obs, action_space) holds every entity type and mask)"
+
+
+class StoredRowsCheck(Protocol):
+    """A model that checks stored rows itself, beyond what :func:`check_steps` checks generically.
+
+    ``check_stored(state, action, role, where)`` is called at ``store_episode`` /
+    ``store_rollout`` with the stacked rows, before anything changes; it raises ``ValueError``
+    (or ``TypeError``) for rows that the model could not be trained on, and a refused call stores
+    nothing. A model without the method is not asked. The frame unwraps ``DataParallel`` /
+    ``DistributedDataParallel`` first and asks a model that is both actor and critic once (as
+    the actor).
+
+    Args:
+        state: the ``N`` stacked state rows, the tree ``update()`` will feed (numpy, torch or
+            ragged leaves, one row per environment step).
+        action: the ``N`` stacked action rows (``{"action": ...}`` as stored).
+        role: ``"actor"`` or ``"critic"``, for messages.
+        where: names a stored value: ``where(key, path="", row=None)`` is
+            ``"PPO.store_episode[0]['state']['state']"`` for ``where("state", "['state']")``; with
+            ``row=r`` it names the transition and environment row of stacked row ``r``
+            (``"PPO.store_rollout[3]['action']['action'] row 2"``).
+    """
+
+    def check_stored(self, state: Mapping[str, Any], action: Mapping[str, Any], role: str,
+                     where: Callable[..., str]) -> None: ...
 
 
 class _Rows:
@@ -59,6 +83,16 @@ class _Rows:
         r = int(r if self.rows is None else self.rows[r])
         t, b = divmod(r, self.n_envs)
         return f"{self.name}[{t}][{key!r}]{path}" + (f" row {b}" if self.n_envs > 1 else "")
+
+    def where(self, key: str, path: str = "", row: Optional[int] = None) -> str:
+        """:class:`StoredRowsCheck`'s ``where``: the value as a whole, or row ``row`` of it."""
+        return f"{self.name}[0][{key!r}]{path}" if row is None else self(row, key, path)
+
+
+def _module(model: Any) -> Any:
+    """The model a frame was given, looked through wrappers and bound methods (``net.q_values``)."""
+    inner = unwrap(model)
+    return inner.__self__ if isinstance(inner, types.MethodType) else inner
 
 
 def _lengths(value: Any) -> np.ndarray:
@@ -97,8 +131,10 @@ def check_steps(steps: Steps, actor: Any, critic: Any, name: str) -> None:
 
     Args:
         steps: the stacked transitions (``storing.read_episode`` / ``read_rollout``).
-        actor: the frame's actor; its attributes decide the entity or dense checks.
-        critic: the frame's critic (its required parameters are checked).
+        actor: the frame's actor; its attributes decide the entity checks, and its
+            ``check_stored`` (:class:`StoredRowsCheck`) is called.
+        critic: the frame's critic (its required parameters are checked, its ``check_stored``
+            called).
         name: the call in messages, e.g. ``"PPO.store_rollout"``.
 
     Raises:
@@ -119,17 +155,24 @@ def check_steps(steps: Steps, actor: Any, critic: Any, name: str) -> None:
     if spaces is not None:
         n_entities = _check_entity_state(steps.state, spaces[0], at, name)  # [N]
         _check_masks_and_actions(steps.state, steps.action, spaces[1], n_entities, at, name)
-    else:
-        _check_dense(actor, "actor", steps, at, name)
-    _check_dense(critic, "critic", steps, at, name)
+    _check_model(actor, "actor", steps, at)
+    if _module(critic) is not _module(actor):
+        _check_model(critic, "critic", steps, at)
     _check_finite_tree(steps.state, at, "state", "", spaces[0] if spaces else None)
     if steps.next_state is not None:
         _check_finite_tree(steps.next_state, _Rows(name, n_envs, steps.n_rows, steps.bootstrap), "next_state", "",
                            spaces[0] if spaces else None)
 
 
+def _check_model(model: Any, role: str, steps: Steps, at: _Rows) -> None:
+    """The model's own checks (:class:`StoredRowsCheck`), if it has any."""
+    check = getattr(_module(model), "check_stored", None)
+    if check is not None:
+        check(steps.state, steps.action, role, at.where)
+
+
 def _entity_spaces(actor: Any) -> Optional[Tuple[ObsSpace, Mapping[str, ActionSpace]]]:
-    inner = unwrap(actor)
+    inner = _module(actor)
     obs_space, action_space = getattr(inner, "obs_space", None), getattr(inner, "action_space", None)
     if isinstance(obs_space, ObsSpace) and isinstance(action_space, Mapping):
         return obs_space, action_space
@@ -312,28 +355,6 @@ def _check_choices(value: Any, actors: np.ndarray, actees: Optional[np.ndarray],
         k = _first(~ok)
         raise ValueError(f"{at(row_of[k], 'action', path)} holds {choice[k]}, which the state's mask forbids for "
                          "that actor")
-
-
-def _check_dense(model: Any, role: str, steps: Steps, at: _Rows, name: str) -> None:
-    """For entmachin's MLPs: ``state['state']`` is ``[N, d_state]``, and an ``MLPActor``'s stored
-    choices lie in ``[0, n_actions)``."""
-    model = unwrap(model)
-    if not isinstance(model, _MLPS):
-        return
-    value = steps.state.get("state")
-    if isinstance(value, (torch.Tensor, np.ndarray)) and tuple(value.shape[1:]) != (model.d_state,):
-        raise ValueError(f"{name}[0]['state']['state'] has shape {tuple(value.shape[1:])} per row; the {role} "
-                         f"({type(model).__name__}) takes d_state={model.d_state} features")
-    chosen = steps.action.get("action")
-    if not isinstance(model, (MLPActor, MLPQNet)) or not isinstance(chosen, (torch.Tensor, np.ndarray)) or chosen.ndim == 0:
-        return
-    values = chosen.detach().cpu().numpy() if isinstance(chosen, torch.Tensor) else chosen
-    values = values.reshape(values.shape[0], -1)  # [N, k]
-    bad = ~((values >= 0) & (values < model.n_actions) & (values == np.round(values))).all(axis=1)  # [N]
-    if bad.any():
-        r = _first(bad)
-        raise ValueError(f"{at(r, 'action', _ACTION)} is {values[r].tolist()}; {type(model).__name__} chooses "
-                         f"among [0, {model.n_actions})")
 
 
 def _check_finite_tree(tree: Mapping, at: _Rows, key: str, path: str, obs_space: Optional[ObsSpace]) -> None:
