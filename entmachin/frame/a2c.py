@@ -37,6 +37,7 @@ from entmachin.frame.health import count_skipped_updates, non_finite_error
 from entmachin.frame.interrupts import InterruptGuard
 from entmachin.frame.losses import OldLogProbs, Units, old_log_probs, old_units, normalized, units_of
 from entmachin.frame.record import Rollout
+from entmachin.frame.store_checks import trusted_inputs
 from entmachin.frame.summary import UpdateStats, log_update, write_graph
 from entmachin.frame.update import (clip_grads, explained_variance, finite_flags, mean_of, minibatch_schedule,
                                    total_norms, zero_grad)
@@ -201,7 +202,7 @@ class A2C(ActorCriticFrame):
                 f"{type(self).__name__}.update: the replay buffer is empty; store transitions with store_episode or "
                 "store_rollout before calling update()"
             )
-        with InterruptGuard() as guard:
+        with InterruptGuard() as guard, trusted_inputs(self.actor, self.critic):  # rows check_steps accepted
             lrs = [[group["lr"] for group in opt.param_groups] for opt in self.optimizers]
             committed = False
             try:

@@ -46,7 +46,7 @@ from entmachin.frame.interrupts import InterruptGuard
 from entmachin.frame.storing import tree_rows
 from entmachin.frame.target_sync import ModeSwitch, TargetPairs
 from entmachin.frame.safe_call import safe_call
-from entmachin.frame.store_checks import check_steps
+from entmachin.frame.store_checks import check_steps, trusted_inputs
 from entmachin.frame.summary import QUpdateStats, log_update, make_writer, write_graph
 from entmachin.frame.update import zero_grad
 from entmachin.frame.surface import FrameSurface
@@ -259,7 +259,7 @@ class DQN(FrameSurface):
 
     def _store(self, steps: storing.Steps, method: str) -> None:
         name = f"{type(self).__name__}.{method}"
-        check_steps(steps, self.qnet, self.qnet, name)
+        check_steps(steps, self.qnet, self.qnet, name, next_state_masks=True)  # update() acts on next_state
         if steps.inputs is None:
             storing.value_targets(steps, lambda s: None, 0.0, 0.0, name)  # raises naming what next_state lacks
         cfg = self.config
@@ -309,7 +309,7 @@ class DQN(FrameSurface):
         n, batch, index, weight = self._sample()
         state, action, reward, next_state, terminal, discount = batch
         checks = DeferredChecks()
-        with InterruptGuard() as guard:
+        with InterruptGuard() as guard, trusted_inputs(self.qnet, self.qnet_target):  # rows check_steps accepted
             try:
                 self._modes.set(True)
                 tables = self._q(state, False, name, checks)
