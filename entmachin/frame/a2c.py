@@ -315,7 +315,7 @@ class A2C(Frame):
                     position = np.full(rollout.n_rows, -1, dtype=np.int64)  # [N]: row -> place in `visited`
                     position[visited] = np.arange(visited.shape[0])
                 steps = UpdateSteps(name, guard, cfg.gradient_max, self.data_parallel)
-                seen: Dict[str, List[torch.Tensor]] = {k: [] for k in Losses._fields if k != "parts"}
+                seen: Dict[str, List[torch.Tensor]] = {k: [] for k in _REPORTED}
                 stopped, ran = False, 0
                 try:
                     with guard.step:  # modes switch whole (Module.train recurses in Python)
@@ -336,7 +336,7 @@ class A2C(Frame):
                             if getattr(losses, key) is not None:
                                 seen[key].append(getattr(losses, key).detach())
                         steps.step(self._optimizer_steps(losses.policy if update_policy else None,
-                                                         losses.value if update_value else None), losses.parts)
+                                                         losses.value if update_value else None), losses.policy_parts)
                 finally:
                     with guard.step:
                         self.actor.eval()
@@ -419,7 +419,7 @@ class A2C(Frame):
                 before = batch.old_value.to(predicted.device, predicted.dtype)  # [b, 1]
                 predicted = before + (predicted - before).clamp(-cfg.value_clip, cfg.value_clip)  # [b, 1]
             value_loss = self.criterion(goal, predicted.reshape(goal.shape)) * cfg.value_weight
-        losses = Losses(policy_loss, value_loss, entropy, approx_kl, clip_fraction, parts)
+        losses = Losses(policy_loss, value_loss, parts, entropy, approx_kl, clip_fraction)
         if self.data_parallel is None:
             return losses
         return self.data_parallel.weigh(losses, n_units, batch.n_rows, self.criterion)
@@ -459,6 +459,9 @@ class A2C(Frame):
 
 # ---------------------------------------------------------------------- the losses' pieces
 
+# The Losses fields an update reports, in UpdateStats' order.
+_REPORTED = ("policy", "value", "entropy", "approx_kl", "clip_fraction")
+
 # Rows per no-grad pass when computing old log-probabilities (at least batch_size).
 _OLD_LOG_PROB_ROWS = 4096
 
@@ -466,16 +469,16 @@ _OLD_LOG_PROB_ROWS = 4096
 class Losses(NamedTuple):
     """One minibatch's losses (None: not computed on this minibatch) and diagnostics.
 
-    ``parts`` names the terms of the policy loss (``"policy loss"``, ``"entropy"``) so that a
+    ``policy_parts`` names the terms of the policy loss (``"policy loss"``, ``"entropy"``) so that a
     non-finite step can say which one went wrong.
     """
 
     policy: Optional[torch.Tensor]
     value: Optional[torch.Tensor]
+    policy_parts: Dict[str, torch.Tensor]
     entropy: Optional[torch.Tensor]
     approx_kl: Optional[torch.Tensor]
     clip_fraction: Optional[torch.Tensor]
-    parts: Dict[str, torch.Tensor]
 
 
 class Units(NamedTuple):

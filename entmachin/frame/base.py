@@ -67,10 +67,11 @@ def _scheduler_arguments(value: Any, default: Any, n: int, where: str) -> List[A
     means defaults."""
     if value is None or (isinstance(value, (tuple, list)) and len(value) == 0):
         return [default] * n
-    if not isinstance(value, (tuple, list)) or len(value) != n or not all(isinstance(v, type(default)) for v in value):
-        kind = "dict" if isinstance(default, dict) else "tuple"
-        what = f"a pair (for the actor's and the critic's scheduler) of {kind}s" if n == 2 else \
-            f"a one-element tuple holding a {kind}"
+    kind = dict if isinstance(default, dict) else (tuple, list)
+    if not isinstance(value, (tuple, list)) or len(value) != n or not all(isinstance(v, kind) for v in value):
+        noun = "dict" if isinstance(default, dict) else "tuple"
+        what = f"a pair (for the actor's and the critic's scheduler) of {noun}s" if n == 2 else \
+            f"a one-element tuple holding a {noun}"
         raise TypeError(f"{where} must be {what}, got {value!r}")
     return list(value)
 
@@ -120,16 +121,15 @@ class Frame:
         self.last_update: Any = None
 
     def _setup_schedulers(self, lr_scheduler: Any, args: Any, kwargs: Any) -> None:
-        name = type(self).__name__
+        name, n = type(self).__name__, self._n_scheduler_args
+        args = _scheduler_arguments(args, (), n, f"{name}: lr_scheduler_args")
+        kwargs = _scheduler_arguments(kwargs, {}, n, f"{name}: lr_scheduler_kwargs")
         self._schedulers: List[Any] = []
         if lr_scheduler is None:
             return
         check_callable(lr_scheduler, f"{name}: lr_scheduler", "a scheduler class or None")
         if getattr(self.config, "n_anneal_updates", None) is not None:
             raise ValueError(f"{name}: give lr_scheduler or n_anneal_updates, not both")
-        n = self._n_scheduler_args
-        args = _scheduler_arguments(args, (), n, f"{name}: lr_scheduler_args")
-        kwargs = _scheduler_arguments(kwargs, {}, n, f"{name}: lr_scheduler_kwargs")
         self._schedulers = [lr_scheduler(opt, *a, **k) for opt, a, k in zip(self.optimizers, args, kwargs)]
 
     def _default_buffer(self) -> Any:

@@ -59,7 +59,7 @@ logger = logging.getLogger(__name__)
 _ATTRS = ["state", "action", "reward", "next_state", "terminal", "discount"]
 
 
-class DQN(FrameSurface):
+class DQN(Frame):
     """Deep Q-learning (Machin 0.4.2's ``DQN`` keywords and modes).
 
     Args:
@@ -195,7 +195,7 @@ class DQN(FrameSurface):
 
     def _store(self, steps: Steps, method: str) -> None:
         name = f"{type(self).__name__}.{method}"
-        check_steps(steps, self.qnet, self.qnet, name)
+        check_steps(steps, self.qnet, self.qnet, name, next_state_masks=True)  # update() acts on next_state
         if steps.inputs is None:
             value_targets(steps, lambda s: None, 0.0, 0.0, name)  # raises naming what next_state lacks
         cfg = self.config

@@ -15,17 +15,16 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
-from torch import nn
 
 from entmachin.env.action import SelectEntityActionSpace
 from entmachin.model.heads import select_entity_allowed
 from entmachin.model.inputs import DeferredChecks, parse_action_masks
+from entmachin.model.wrappers import unwrap
 from entmachin.ragged.tensor import RaggedTensor, to_ragged_tensor
 
 __all__ = ["QTable", "read_q", "row_values", "taken_values", "best_values", "greedy", "explore", "n_step_returns",
            "NStep", "stored_actions"]
 
-_WRAPPERS = (nn.DataParallel, nn.parallel.DistributedDataParallel)
 DENSE = "action"  # the table name of a dense network's one action
 
 
@@ -117,7 +116,7 @@ def read_q(out: Any, state: Mapping[str, Any], qnet: Any, n_rows: int, where: st
     if not isinstance(out, Mapping):
         raise TypeError(f"{where}: the Q-network returned a {type(out).__name__}; expected a tensor [B, n_actions] "
                         "or, for entity states, action name -> ragged [n_actors, n_choices] (RogueNet.q_values)")
-    inner = qnet.module if isinstance(qnet, _WRAPPERS) else qnet
+    inner = unwrap(qnet)
     space = getattr(getattr(inner, "__self__", inner), "action_space", None)
     if not isinstance(space, Mapping) or not isinstance(state.get("action_masks"), Mapping):
         raise TypeError(f"{where}: the Q-network returned per-action values, which needs an entity state with "

@@ -42,6 +42,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 import torch
 from torch import nn
 
+from entmachin.model.wrappers import WRAPPERS, unwrap
 from entmachin.ragged.arrays import is_ragged_array
 from entmachin.ragged.arrdict import arrdict
 from entmachin.ragged.device import check_device
@@ -49,7 +50,6 @@ from entmachin.ragged.tensor import RaggedTensor, to_ragged_tensor
 
 __all__ = ["safe_call", "model_devices"]
 
-_WRAPPERS = (nn.DataParallel, nn.parallel.DistributedDataParallel)
 _EMPTY = inspect.Parameter.empty
 _CPU = torch.device("cpu")
 
@@ -213,7 +213,7 @@ def model_devices(model: Any) -> Tuple[Optional[torch.device], Optional[torch.de
             this torch build or machine does not have (see ``entmachin.ragged.device``).
         ValueError: an explicit attribute is not a device.
     """
-    return _devices(model.module if isinstance(model, _WRAPPERS) else model)
+    return _devices(unwrap(model))
 
 
 def _devices(inner: Any) -> Tuple[Optional[torch.device], Optional[torch.device]]:
@@ -305,12 +305,12 @@ def safe_call(model: Any, *named_dicts: Mapping[str, Any], method: str = "__call
         >>> actor = MLPActor(4, 2)
         >>> action, log_prob, entropy = safe_call(actor, {"state": torch.zeros(3, 4)})
     """
-    if method == "__call__" and isinstance(model, nn.Module) and not isinstance(model, _WRAPPERS):
+    if method == "__call__" and isinstance(model, nn.Module) and not isinstance(model, WRAPPERS):
         if len(named_dicts) == 1 and isinstance(named_dicts[0], dict):
             return _call_module(model, named_dicts[0])
         if len(named_dicts) == 2 and isinstance(named_dicts[0], dict) and isinstance(named_dicts[1], dict):
             return _call_module(model, {**named_dicts[0], **named_dicts[1]})  # (state, action): the later wins
-    inner = model.module if isinstance(model, _WRAPPERS) else model
+    inner = unwrap(model)
     if method != "__call__":
         sig = _method_signature(inner, method)
         fn = getattr(inner, method)

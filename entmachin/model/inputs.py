@@ -1,7 +1,11 @@
 """Validation and conversion of RogueNet's inputs: the canonical entity state, masks and actions.
 
 Values may be ragged array (converted onto the model's device) or ``RaggedTensor`` (moved
-there). Checks that depend on tensor values are gathered and decided with one device sync.
+there). Checks that depend on tensor values are gathered and decided with one device sync;
+given a disabled :class:`DeferredChecks` (inputs a caller has already checked, see
+``RogueNet.trusted_inputs``), the parsers compute none of them. The structural checks (types,
+entity and action names, widths, dtypes, numbers of rows and items: what the shapes alone tell)
+run either way.
 """
 from __future__ import annotations
 
@@ -22,20 +26,30 @@ class DeferredChecks:
 
     Each check is decided only at :meth:`raise_first`, in one device-to-host copy. Range
     checks (:meth:`add_range`) are decided together, in one comparison over all of them.
+
+    Args:
+        enabled: False for inputs the caller has already checked: nothing is registered,
+            :meth:`raise_first` never syncs, and code that builds a check's tensors looks at
+            :attr:`enabled` first so that it computes nothing either.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
         # (failed, message) for a plain check; (None, message, values, bound) for a range check.
         self._checks: List[Tuple[Any, ...]] = []
 
     def add(self, failed: torch.Tensor, message: Callable[[], str]) -> None:
         """Registers ``failed`` (a bool scalar tensor) with a lazily built error message."""
+        if not self.enabled:
+            return
         if failed.dtype != torch.bool:
             failed = failed.to(torch.bool)
         self._checks.append((failed if failed.dim() == 0 else failed.reshape(()), message))
 
     def add_range(self, values: torch.Tensor, bound: torch.Tensor, message: Callable[[], str]) -> None:
         """Registers the check that every ``values[i]`` lies in ``[0, bound[i])`` (int64 ``[n]`` each)."""
+        if not self.enabled:
+            return
         self._checks.append((None, message, values, bound))
 
     def raise_first(self) -> None:
@@ -85,6 +99,8 @@ def _check_finite(checks: DeferredChecks, rt: RaggedTensor, name: str, declared:
     Decided in the forward's one sync, before any running statistics see the batch: a NaN
     would make every output of its row NaN and, inside ``collecting_stats()``, the statistics.
     """
+    if not checks.enabled:
+        return
     finite = torch.isfinite(rt.data)  # [n_entities, n_features]
 
     def message() -> str:
@@ -176,11 +192,12 @@ def parse_entities(
                 f"'{GLOBAL_ENTITY}' entry; to_state(vec_obs) puts the global features there"
             )
         glob = converted.pop(GLOBAL_ENTITY)
-        checks.add(
-            (glob.lengths != 1).any(),
-            lambda: f"{WHERE}: entities['{GLOBAL_ENTITY}'] must hold exactly one item per row, got row lengths "
-            f"{glob.lengths.tolist()}",
-        )
+        if checks.enabled:
+            checks.add(
+                (glob.lengths != 1).any(),
+                lambda: f"{WHERE}: entities['{GLOBAL_ENTITY}'] must hold exactly one item per row, got row lengths "
+                f"{glob.lengths.tolist()}",
+            )
         global_features = glob.data  # [B, n_global_features] once the check holds
 
     features: Dict[str, RaggedTensor] = {}
@@ -204,11 +221,12 @@ def parse_entities(
             rt = to_ragged_tensor(value, device, f"{WHERE}: visible['{name}']")
             _check_width(rt, 1, f"{WHERE}: visible['{name}']", "the canonical state")
             _check_rows(rt, n_rows, f"{WHERE}: visible['{name}']", f"entities['{name}']")
-            checks.add(
-                (rt.lengths != features[name].lengths).any(),
-                lambda name=name, rt=rt: f"{WHERE}: visible['{name}'] has row lengths {rt.lengths.tolist()}, "
-                f"but entities['{name}'] has {features[name].lengths.tolist()}",
-            )
+            if checks.enabled:
+                checks.add(
+                    (rt.lengths != features[name].lengths).any(),
+                    lambda name=name, rt=rt: f"{WHERE}: visible['{name}'] has row lengths {rt.lengths.tolist()}, "
+                    f"but entities['{name}'] has {features[name].lengths.tolist()}",
+                )
             parsed_visible[name] = rt.data[:, 0].to(torch.bool)  # [n_entities]
     return ParsedEntities(n_rows, features, global_features, parsed_visible)
 
@@ -274,7 +292,8 @@ def parse_action_masks(
 
             if rt.n_items != actors.n_items:
                 raise ValueError(message())
-            checks.add((rt.lengths != actors.lengths).any(), message)
+            if checks.enabled:
+                checks.add((rt.lengths != actors.lengths).any(), message)
             mask = rt.data.to(torch.bool)  # [n_actors, n_choices]
         if select:
             if "actees" not in entry:
@@ -285,10 +304,12 @@ def parse_action_masks(
                 rt = to_ragged_tensor(entry["actee_mask"], device, f"{where}['actee_mask']")
                 _check_width(rt, 1, f"{where}['actee_mask']", "the canonical state")
                 _check_rows(rt, len(actors), f"{where}['actee_mask']", f"{where}['actors']")
-                pairs = actors.lengths * actees.lengths  # [B]
-                checks.add((rt.lengths != pairs).any(),
-                           lambda rt=rt, p=pairs, w=where: f"{w}['actee_mask'] has row lengths {rt.lengths.tolist()}; "
-                           f"expected n_actors * n_actees = {p.tolist()} (row-major actor x actee)")
+                if checks.enabled:
+                    pairs = actors.lengths * actees.lengths  # [B]
+                    checks.add((rt.lengths != pairs).any(),
+                               lambda rt=rt, p=pairs, w=where: f"{w}['actee_mask'] has row lengths "
+                               f"{rt.lengths.tolist()}; expected n_actors * n_actees = {p.tolist()} (row-major "
+                               "actor x actee)")
                 actee_mask = rt.data[:, 0].to(torch.bool)  # [n_pairs]
         parsed[name] = ParsedMask(actors, mask, actees, actee_mask)
     return parsed
@@ -322,6 +343,7 @@ def parse_actions(
 
         if rt.n_items != actors.n_items:
             raise ValueError(message())
-        checks.add((rt.lengths != actors.lengths).any(), message)
+        if checks.enabled:
+            checks.add((rt.lengths != actors.lengths).any(), message)
         out[name] = rt.data[:, 0]  # [n_actors]
     return out

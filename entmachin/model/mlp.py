@@ -7,8 +7,9 @@ that only has global features). Each module can normalise its inputs with a runn
 from __future__ import annotations
 
 import math
-from typing import Any, Literal, Optional, Sequence, Tuple
+from typing import Any, Callable, Literal, Mapping, Optional, Sequence, Tuple
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -16,6 +17,10 @@ from entmachin.model.heads import masked_categorical
 from entmachin.model.input_norm import InputNorm, NormalisedModule
 
 Activation = Literal["tanh", "relu", "gelu"]
+#: Names a stored value in messages: ``where(key, path="", row=None)`` -> ``"PPO.store_episode[0]['state']['state']"``,
+#: or with ``row=r`` the transition and environment row of stacked row ``r``.
+Where = Callable[..., str]
+_STATE, _ACTION = "['state']", "['action']"
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "gelu": nn.GELU}
 
 
@@ -72,6 +77,32 @@ class _DenseTrunk(NormalisedModule):
         if self.norm is not None:
             x = self.norm(x)
         return self.hidden(x)  # [B, d_hidden[-1]]
+
+    def check_stored(self, state: Mapping[str, Any], action: Mapping[str, Any], role: str, where: Where) -> None:
+        """A frame's store-time check of stacked rows (``entmachin.frame.store_checks``):
+        ``state['state']``, when dense, is ``[N, d_state]``.
+
+        Raises:
+            ValueError: the rows have another width.
+        """
+        value = state.get("state")
+        if isinstance(value, (torch.Tensor, np.ndarray)) and tuple(value.shape[1:]) != (self.d_state,):
+            raise ValueError(f"{where('state', _STATE)} has shape {tuple(value.shape[1:])} per row; the {role} "
+                             f"({type(self).__name__}) takes d_state={self.d_state} features")
+
+
+def _check_stored_choices(model: nn.Module, n_actions: int, action: Mapping[str, Any], where: Where) -> None:
+    """Dense stored choices ``action['action']`` (``[N]`` or ``[N, k]``) are integers in ``[0, n_actions)``."""
+    chosen = action.get("action")
+    if not isinstance(chosen, (torch.Tensor, np.ndarray)) or chosen.ndim == 0:
+        return
+    values = chosen.detach().cpu().numpy() if isinstance(chosen, torch.Tensor) else chosen
+    values = values.reshape(values.shape[0], -1)  # [N, k]
+    bad = ~((values >= 0) & (values < n_actions) & (values == np.round(values))).all(axis=1)  # [N]
+    if bad.any():
+        r = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{where('action', _ACTION, row=r)} is {values[r].tolist()}; {type(model).__name__} chooses "
+                         f"among [0, {n_actions})")
 
 
 class MLPActor(_DenseTrunk):
@@ -130,6 +161,11 @@ class MLPActor(_DenseTrunk):
                     raise ValueError(
                         f"MLPActor.forward: action {int(action[bad][0])} is outside [0, {self.n_actions})")
         return tuple(masked_categorical(logits, mask, action, deterministic, keepdim=True))  # [B, 1] each
+
+    def check_stored(self, state: Mapping[str, Any], action: Mapping[str, Any], role: str, where: Where) -> None:
+        """As :meth:`_DenseTrunk.check_stored`, and the stored choices lie in ``[0, n_actions)``."""
+        super().check_stored(state, action, role, where)
+        _check_stored_choices(self, self.n_actions, action, where)
 
 
 class MLPGaussianActor(_DenseTrunk):

@@ -1,13 +1,13 @@
 """``MLPQNet``: action values of a dense observation, for the DQN frames."""
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import torch
 from torch import nn
 
 from entmachin.model.heads import dueling
-from entmachin.model.mlp import Activation, _DenseTrunk
+from entmachin.model.mlp import Activation, Where, _DenseTrunk, _check_stored_choices
 
 __all__ = ["MLPQNet"]
 
@@ -51,3 +51,9 @@ class MLPQNet(_DenseTrunk):
         if self.v is not None:
             q = dueling(q, self.v(h), mask)
         return q.masked_fill(~mask, float("-inf"))  # [B, n_actions]
+
+    def check_stored(self, state: Mapping[str, Any], action: Mapping[str, Any], role: str, where: Where) -> None:
+        """A frame's store-time check (``entmachin.frame.store_checks``): ``state['state']`` is
+        ``[N, d_state]`` and the stored choices lie in ``[0, n_actions)``."""
+        super().check_stored(state, action, role, where)
+        _check_stored_choices(self, self.n_actions, action, where)

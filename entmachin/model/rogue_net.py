@@ -1,7 +1,9 @@
 """RogueNet: a ragged-batch transformer policy and value function over entities, in pure PyTorch."""
 from __future__ import annotations
 
-from typing import Any, Dict, Literal, Mapping, NamedTuple, Optional, Tuple
+import contextlib
+import threading
+from typing import Any, Dict, Iterator, Literal, Mapping, NamedTuple, Optional, Tuple
 
 import torch
 from torch import nn
@@ -29,6 +31,17 @@ from entmachin.model.inputs import (
 from entmachin.model.relpos import RelativePositionEncoding
 from entmachin.model.validation import check_actions, check_masks
 from entmachin.ragged.tensor import RaggedTensor
+
+# Per thread, id(net) -> depth of the net's open trusted_inputs() blocks (a net is in the dict
+# only while a block holds it, so its id cannot be reused meanwhile).
+_TRUSTED = threading.local()
+
+
+def _trusted_depths() -> Dict[int, int]:
+    depths = getattr(_TRUSTED, "depths", None)
+    if depths is None:
+        depths = _TRUSTED.depths = {}
+    return depths
 
 
 class RogueNetOutput(NamedTuple):
@@ -77,7 +90,17 @@ class RogueNet(NormalisedModule):
         ...     out = net(state["entities"], state["action_masks"], state.get("visible"))
         >>> again = net(state["entities"], state["action_masks"], state.get("visible"), action=out.action)
         >>> value = net.value(state["entities"])   # [B, 1]
+
+    Trusted inputs:
+        Every call validates its inputs against the spaces; the checks that depend on tensor
+        values are decided together in one device-to-host sync. A caller that has already
+        checked the rows it passes (a frame, which checks rows once when they are stored) can
+        skip that second pass with :meth:`trusted_inputs`.
     """
+
+    #: Set on ``nn.DataParallel`` replicas only: whether the thread that made the replica was
+    #: inside :meth:`trusted_inputs` (replicas run in worker threads of their own).
+    _trusted_replica = False
 
     def __init__(
         self,
@@ -147,6 +170,63 @@ class RogueNet(NormalisedModule):
     def _device(self) -> torch.device:
         return self.value_head.weight.device
 
+    @contextlib.contextmanager
+    def trusted_inputs(self) -> Iterator["RogueNet"]:
+        """Within this block, this thread's calls of the network skip the value checks of inputs.
+
+        For rows the caller has already checked (a frame's ``store_*`` checked every stored row;
+        see ``entmachin.frame.store_checks``): ``forward``, ``forward_with_value``, ``q_values``,
+        ``value`` and the critic view's ``forward`` then make no validation device sync.
+
+        Skipped: the checks that read tensor values: features finite; ``__global__`` one item
+        per row; per-row lengths of ``visible``, masks, ``actee_mask`` and given actions against
+        the entities and actors; actor and actee indices within their row; every actor has an
+        allowed choice; given actions in range and allowed by their masks.
+
+        Still checked (what the shapes alone tell, needed to compute anything): the kinds of
+        values, entity types and action names, feature and mask widths, dtypes, numbers of rows,
+        and total numbers of mask rows and actions against the actors.
+
+        Results on valid inputs are bit for bit those of the checked path. Passing inputs that
+        the skipped checks would refuse is undefined: wrong results, an indexing error, or a
+        device-side assertion on an accelerator.
+
+        The block nests (re-entrant) and ends on exceptions. It is per thread: other threads'
+        calls of the same network are checked as usual; ``nn.DataParallel`` replicas made inside
+        the block (in this thread) are trusted in their worker threads. The critic view
+        (:meth:`critic`) shares the network's state: its ``trusted_inputs()`` is this one.
+
+        Example:
+            >>> with net.trusted_inputs():
+            ...     out, value = net.forward_with_value(stored["entities"], stored["action_masks"],
+            ...                                         action=stored_action)
+        """
+        depths = _trusted_depths()
+        key = id(self)
+        depths[key] = depths.get(key, 0) + 1
+        try:
+            yield self
+        finally:
+            if depths[key] == 1:
+                del depths[key]
+            else:
+                depths[key] -= 1
+
+    def inputs_trusted(self) -> bool:
+        """Whether calls in this thread now skip the value checks (see :meth:`trusted_inputs`)."""
+        return self._trusted_replica or id(self) in _trusted_depths()
+
+    def _replicate_for_data_parallel(self) -> "RogueNet":
+        # nn.DataParallel replicates in the caller's thread and runs replicas in worker threads:
+        # the replica carries the caller's trust with it.
+        replica = super()._replicate_for_data_parallel()
+        replica._trusted_replica = self.inputs_trusted()
+        return replica
+
+    def _checks(self) -> DeferredChecks:
+        """The value checks of one call: disabled inside :meth:`trusted_inputs`."""
+        return DeferredChecks(enabled=not self.inputs_trusted())
+
     def _encode(
         self,
         entities: Mapping[str, Any],
@@ -155,16 +235,20 @@ class RogueNet(NormalisedModule):
         given: Optional[Dict[str, torch.Tensor]] = None,
         checks: Optional[DeferredChecks] = None,
     ) -> Tuple[TokenBatch, torch.Tensor]:
-        """Validates the inputs (one device sync for all value checks), embeds and runs the trunk."""
-        checks = checks if checks is not None else DeferredChecks()
+        """Validates the inputs (one device sync for all value checks), embeds and runs the trunk.
+
+        With ``checks`` disabled (:meth:`trusted_inputs`), only the structural checks run.
+        """
+        checks = checks if checks is not None else self._checks()
         hint = len(next(iter(masks.values())).actors) if masks else None
         weight = self.value_head.weight
         parsed = parse_entities(self.obs_space, entities, visible, weight.device, checks, hint, weight.dtype)
-        if masks:
-            check_masks(self.action_space, masks, parsed, self.embedding.global_token, checks)
-        if given:
-            check_actions(self.action_space, masks, given, checks)
-        checks.raise_first()
+        if checks.enabled:
+            if masks:
+                check_masks(self.action_space, masks, parsed, self.embedding.global_token, checks)
+            if given:
+                check_actions(self.action_space, masks, given, checks)
+            checks.raise_first()
         tokens = self.embedding(parsed)
         positions = None
         if self.trunk.relpos is not None:
@@ -197,7 +281,8 @@ class RogueNet(NormalisedModule):
         Raises:
             ValueError / TypeError: inputs that do not fit the spaces, NaN or infinite features
                 (checked before any running statistics see them), indices out of range, an
-                actor without any allowed choice, or a given action its mask forbids.
+                actor without any allowed choice, or a given action its mask forbids (inside
+                :meth:`trusted_inputs`, only what the shapes tell).
         """
         tokens, x, masks, given = self._encode_for_policy(entities, action_masks, visible, action)
         return self._policy(tokens, x, masks, given, deterministic)
@@ -232,7 +317,7 @@ class RogueNet(NormalisedModule):
     ) -> Tuple[TokenBatch, torch.Tensor, Dict[str, ParsedMask], Optional[Dict[str, torch.Tensor]]]:
         device = self._device()
         # Value checks registered here are decided together with the entities' ones in _encode.
-        checks = DeferredChecks()
+        checks = self._checks()
         masks = parse_action_masks(self.action_space, action_masks, device, checks)
         given = parse_actions(action, masks, device, checks) if action is not None else None
         tokens, x = self._encode(entities, visible, masks, given, checks)
@@ -343,6 +428,14 @@ class RogueNetCritic(NormalisedModule):
         """The network this critic is a view of; frames evaluate both in one pass through
         :meth:`RogueNet.forward_with_value`."""
         return self.net
+
+    def trusted_inputs(self) -> "contextlib.AbstractContextManager[RogueNet]":
+        """The network's :meth:`RogueNet.trusted_inputs`: the view shares its network's state."""
+        return self.net.trusted_inputs()
+
+    def inputs_trusted(self) -> bool:
+        """The network's :meth:`RogueNet.inputs_trusted`."""
+        return self.net.inputs_trusted()
 
     def forward(self, entities: Mapping[str, Any], visible: Optional[Mapping[str, Any]] = None) -> torch.Tensor:
         return self.net.value(entities, visible)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from entmachin.buffer import Buffer, PrioritizedBuffer
+from entmachin.frame import NonFiniteUpdateError
 from entmachin.frame import DQN, DQNPer
 from entmachin.frame import q_tables as qt
 from entmachin.model import MLPQNet
@@ -295,7 +296,8 @@ def test_dqnper_refuses_a_uniform_buffer():
         make(DQNPer, replay_buffer=Buffer(10))
 
 
-def test_non_finite_td_errors_raise_and_step_nothing():
+def test_non_finite_td_errors_skip_the_step_and_the_third_update_raises():
+    """The frames' one failure rule: a skipped step changes nothing; three in a row raise."""
     big = Fixed(lambda s: torch.full((s.shape[0], 2), 3e38))
     buffer = PrioritizedBuffer(50, seed=0)
     frame = DQNPer(big, copy.deepcopy(big), torch.optim.SGD, nn.MSELoss(), batch_size=4, replay_buffer=buffer)
@@ -304,11 +306,15 @@ def test_non_finite_td_errors_raise_and_step_nothing():
         t["reward"] = 1e38
     frame.store_episode(ep)
     leaves = buffer._tree.leaves[:6].copy()
-    with pytest.raises(ValueError, match=r"DQNPer.update: the TD errors hold NaN or infinity .* nothing was stepped "
-                                         r"and no priority changed"):
+    for _ in range(2):
+        with pytest.warns(RuntimeWarning, match=r"DQNPer.update: non-finite TD errors, TD loss; skipped this qnet step"):
+            frame.update()
+    assert frame.n_updates == 2 and frame.last_update.skipped_steps == 1 and float(big.w.detach()) == 0.0
+    np.testing.assert_array_equal(buffer._tree.leaves[:6], leaves)  # no priority changed
+    with pytest.warns(RuntimeWarning), pytest.raises(NonFiniteUpdateError, match=r"DQNPer.update: 3 updates in a row "
+                                                                                  r"skipped every qnet step"):
         frame.update()
-    assert frame.n_updates == 0 and float(big.w.detach()) == 0.0
-    np.testing.assert_array_equal(buffer._tree.leaves[:6], leaves)
+    assert float(big.w.detach()) == 0.0
 
 
 def test_nan_q_values_raise_naming_the_network():
@@ -365,15 +371,14 @@ def test_read_q_rejects_an_output_of_the_wrong_kind():
         qt.read_q("no", {"state": torch.zeros(1, D)}, None, 1, "here", DeferredChecks())
 
 
-def test_nan_q_values_in_update_raise_before_anything_steps():
+def test_nan_q_values_in_update_skip_the_step():
     nan = Fixed(lambda s: torch.full((s.shape[0], 2), float("nan")))
     frame = DQNPer(nan, copy.deepcopy(nan), torch.optim.SGD, nn.MSELoss(), batch_size=4,
                    replay_buffer=PrioritizedBuffer(50, seed=0))
     frame.store_episode(episode(np.random.default_rng(0), 6, terminal=False))
-    with pytest.raises(ValueError, match=r"DQNPer.update: the Q-network returned NaN or infinity for an allowed "
-                                         r"choice of action 'action'"):
+    with pytest.warns(RuntimeWarning, match=r"DQNPer.update: non-finite TD errors, TD loss; skipped this qnet step"):
         frame.update()
-    assert frame.n_updates == 0
+    assert frame.last_update.skipped_steps == 1 and float(nan.w.detach()) == 0.0
 
 
 def test_update_after_acting_under_inference_mode_on_the_same_batch_shape():

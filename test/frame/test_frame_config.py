@@ -1,6 +1,7 @@
 """generate_config / init_from_config: user values win, unknown keys raise, round trips."""
 import dataclasses
 import inspect
+import pydoc
 import math
 
 import pytest
@@ -8,7 +9,9 @@ import torch
 from torch import nn
 
 from entmachin.frame.a2c import A2C
-from entmachin.frame.config import A2CConfig, PPOConfig, resolve
+from entmachin.frame.config import A2CConfig, DQNConfig, PPOConfig, resolve
+from entmachin.frame.dqn import DQN
+from entmachin.settings import doc_of
 from entmachin.frame.ppo import PPO
 from entmachin.model import MLPActor, MLPCritic
 
@@ -129,13 +132,17 @@ def test_resolve_accepts_objects_and_colon_paths():
     assert resolve("entmachin.model.MLPActor", None, "x") is MLPActor
 
 
-@pytest.mark.parametrize(("cls", "config_cls"), [(A2C, A2CConfig), (PPO, PPOConfig)])
-def test_the_signature_and_the_config_dataclass_agree(cls, config_cls):
-    """Each setting's default is the config dataclass's, and every field is a keyword of the frame."""
-    parameters = inspect.signature(cls.__init__).parameters
+@pytest.mark.parametrize(("cls", "config_cls"), [(A2C, A2CConfig), (PPO, PPOConfig), (DQN, DQNConfig)])
+def test_signature_and_help_show_every_setting_from_its_one_declaration(cls, config_cls):
+    """The constructor's keywords, defaults and Args lines are generated from the settings record."""
+    signature = inspect.signature(cls)
+    assert list(signature.parameters)[:4] == [*cls.network_names, "optimizer", "criterion"]
+    assert inspect.signature(cls.__init__).parameters.keys() - {"self"} == signature.parameters.keys()
+    help_text = pydoc.render_doc(cls, renderer=pydoc.plaintext)
     for field in dataclasses.fields(config_cls):
-        assert field.name in parameters, f"{cls.__name__} lacks the keyword {field.name}"
-        assert parameters[field.name].kind is inspect.Parameter.KEYWORD_ONLY
-        default = parameters[field.name].default
-        assert default == field.default or (default != default and field.default != field.default), \
-            f"{cls.__name__}({field.name}=...) defaults to {default!r}, {config_cls.__name__} to {field.default!r}"
+        parameter = signature.parameters[field.name]
+        assert parameter.kind is inspect.Parameter.KEYWORD_ONLY and parameter.default is field.default
+        assert f"{field.name}: {doc_of(config_cls, field.name)} (default {field.default!r})." in help_text
+    with pytest.raises(TypeError, match=rf"^{cls.__name__}\(\) got an unexpected keyword argument 'batch_sise'; "
+                                        r"did you mean 'batch_size'\?"):
+        cls(None, None, None, None, batch_sise=3)

@@ -1,10 +1,11 @@
 """Policy terms: per-actor ratios against a plain loop, zero-actor rows, dense shapes, errors.
 
-The objectives are the frames' (``A2C._objective``, PPO's clipped ``PPO._objective``), reached
-through ``_policy_terms``, which spreads row advantages over the units first.
+The objectives are the frames' (``A2C._policy_objective``, PPO's clipped one), reached through
+``A2C._minibatch``, which spreads row advantages over the units first.
 """
 import math
 from types import SimpleNamespace
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -12,7 +13,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import entmachin.frame.a2c as a2c_module
 from entmachin.frame.a2c import A2C
+from entmachin.frame.rollout import Rollout
 from entmachin.frame.a2c import cat_old, normalized, old_units, units_of
 from entmachin.frame.ppo import PPO
 from entmachin.ragged.tensor import RaggedTensor
@@ -21,9 +24,15 @@ from test.frame._frames import dense_frame
 
 def policy_terms(units, old, advantage, clip):
     """A2C's terms (``clip=None``) or PPO's with ``surrogate_loss_clip=clip``."""
-    frame = dense_frame(A2C) if clip is None else dense_frame(PPO, surrogate_loss_clip=clip)
-    objective, entropy, approx_kl, clip_fraction = frame._policy_terms(units, old, advantage)
-    return SimpleNamespace(surrogate=objective, entropy=entropy, approx_kl=approx_kl, clip_fraction=clip_fraction)
+    kwargs = {"normalize_advantage": False}
+    frame = dense_frame(A2C, **kwargs) if clip is None else dense_frame(PPO, surrogate_loss_clip=clip, **kwargs)
+    frame.eval_act = lambda state, action: None  # the actor's result is ``units`` (patched below)
+    n_rows = advantage.shape[0]
+    batch = Rollout({}, {}, None, None, None, torch.zeros(n_rows, 1), advantage.reshape(n_rows, 1))
+    with mock.patch.object(a2c_module, "units_of", lambda *args: units):
+        losses = frame._minibatch(batch, old, True, False, 1.0)
+    return SimpleNamespace(surrogate=-losses.policy, entropy=losses.entropy, approx_kl=losses.approx_kl,
+                           clip_fraction=losses.clip_fraction)
 
 
 def ragged(values, lengths):
