@@ -12,6 +12,10 @@ it a venv as the README's test command does::
         .venv/bin/pip install torch==2.13.0 && .venv/bin/pip install -e '.[test]')
     python benchmarks/compare_checkouts.py --old-root /tmp/old --old-python /tmp/old/.venv/bin/python
 
+``--frames`` runs the figures that bound a change to the frames instead (``FRAME_BENCHMARKS``:
+PPO against the hand-written loop, the contract floor, SB3 and Machin; DQNPer's updates/s),
+given the competitors' venvs with ``--sb3-python`` and ``--machin-python``.
+
 Run it alone on the machine: anything busy on the other core skews a ratio.
 """
 from __future__ import annotations
@@ -90,12 +94,35 @@ BENCHMARKS = [
 ]
 
 
-def run_side(python: str, root: Path, bench: Benchmark) -> Dict[str, float]:
+# The figures that bound a change to the frames (``--frames``): each is measured against its own
+# reference inside one run (the hand-written loop, the contract floor, SB3, Machin), so the speed
+# column compares those ratios between the checkouts; ``{sb3}`` / ``{machin}`` are the
+# competitors' interpreters.
+FRAME_BENCHMARKS = [
+    Benchmark("bench_frame_minesweeper.py", ["--iterations", "2", "--rounds", "1"], [
+        Figure("PPO MineSweeper / hand-written loop, %", r"entmachin / plain loop: ([\d.]+)%", True),
+    ]),
+    Benchmark("bench_frame_sb3.py", ["--repeats", "1", "--sb3-python", "{sb3}"], [
+        Figure("PPO CartPole / contract floor, %", r"entmachin / the contract floor: (\d+)%", True),
+        Figure("PPO CartPole / SB3, x", r"ratio entmachin / sb3: ([\d.]+)x", True),
+    ]),
+    Benchmark("bench_frame_machin.py", ["--repeats", "1", "--machin-python", "{machin}"], [
+        Figure("PPO Machin's workload / Machin, x", r"^ratio: ([\d.]+)x", True),
+    ]),
+    Benchmark("bench_dqn.py", ["--repeats", "3"], [
+        Figure("DQNPer MineSweeper, updates/s", r"updates/s ([\d,.]+)", True),
+        Figure("DQNPer CartPole, updates/s", r"^entmachin\s+([\d,]+)", True),
+    ]),
+]
+
+
+def run_side(python: str, root: Path, bench: Benchmark, competitors: Dict[str, str]) -> Dict[str, float]:
     """One run of ``bench`` with one checkout; its figures by label."""
     if bench.script == "-":
         command = [python, "-c", RAGGED_APPEND]
     else:
-        command = [python, str(root / "benchmarks" / bench.script), *bench.args]
+        args = [a.format(**competitors) for a in bench.args]
+        command = [python, str(root / "benchmarks" / bench.script), *args]
     out = subprocess.run(command, cwd=root, capture_output=True, text=True, check=True).stdout
     values = {}
     for figure in bench.figures:
@@ -114,16 +141,20 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="runs of each side, alternating")
     parser.add_argument("--only", nargs="*", default=None, help="benchmark scripts to run (default: all)")
     parser.add_argument("--json", default=None, help="also write every run's figures here")
+    parser.add_argument("--frames", action="store_true", help="the frames' figures instead (FRAME_BENCHMARKS)")
+    parser.add_argument("--sb3-python", default="", help="with --frames: a venv's python with stable-baselines3==2.9.2")
+    parser.add_argument("--machin-python", default="", help="with --frames: a venv's python with machin==0.4.2")
     args = parser.parse_args()
     sides = {"old": (args.old_python, Path(args.old_root).resolve()), "new": (args.new_python, ROOT)}
-    chosen = [b for b in BENCHMARKS if args.only is None or b.script in args.only]
+    competitors = {"sb3": args.sb3_python, "machin": args.machin_python}
+    chosen = [b for b in (FRAME_BENCHMARKS if args.frames else BENCHMARKS) if args.only is None or b.script in args.only]
     runs: Dict[str, Dict[str, List[float]]] = {"old": {}, "new": {}}
     started = time.time()
     for r in range(args.rounds):
         for bench in chosen:
             order = ("old", "new") if r % 2 == 0 else ("new", "old")  # neither side always goes first
             for side in order:
-                for label, value in run_side(*sides[side], bench).items():
+                for label, value in run_side(*sides[side], bench, competitors).items():
                     runs[side].setdefault(label, []).append(value)
         print(f"round {r + 1}/{args.rounds} done ({time.time() - started:.0f} s)", file=sys.stderr, flush=True)
     print(f"old: {sides['old'][1]}\nnew: {ROOT}\nmedians of {args.rounds} alternating runs; speed new/old > 1: new is faster")

@@ -17,11 +17,13 @@ _DOC = "doc"
 
 
 def setting(default: Any = dataclasses.MISSING, doc: str = "", *,
-            default_factory: Callable[[], Any] = dataclasses.MISSING) -> Any:  # type: ignore[assignment]
-    """A dataclass field with a default (or ``default_factory``) and a one-line description."""
+            default_factory: Callable[[], Any] = dataclasses.MISSING, **rule: Any) -> Any:  # type: ignore[assignment]
+    """A dataclass field with a default (or ``default_factory``), a one-line description and, for
+    records that check their fields by it, its ``rule`` (e.g. ``kind="int", low=1``)."""
     if not doc or "\n" in doc:
         raise ValueError(f"setting: give a one-line description, got {doc!r}")
-    return dataclasses.field(default=default, default_factory=default_factory, metadata={_DOC: doc})
+    metadata = {_DOC: doc, "rule": rule} if rule else {_DOC: doc}
+    return dataclasses.field(default=default, default_factory=default_factory, metadata=metadata)
 
 
 def doc_of(cls: type, name: str) -> str:

@@ -15,28 +15,25 @@ Usage loop (one environment, Machin's way)::
 Entity environments store canonical states (``docs/architecture.md``) and RogueNet's actions
 instead; vectorised collection goes through ``store_rollout`` (``entmachin.frame.collector``).
 
-Reading ``update()`` top to bottom: :meth:`A2C.update` anneals the learning rates, computes the
-old log-probabilities and walks the minibatches of the stored
-:class:`~entmachin.frame.collector.Rollout`; :meth:`A2C._minibatch` is one minibatch's policy,
-entropy and value terms; :meth:`A2C._policy_objective` is the one piece PPO overrides; and
-:class:`~entmachin.frame.stepping.UpdateSteps` takes the optimizer steps (skipping non-finite ones,
-under the interrupt guard).
+Reading ``update()`` top to bottom: :meth:`A2C.update` anneals the learning rates and commits the
+update; :meth:`A2C._train` computes the old log-probabilities and walks the minibatches of the
+stored :class:`~entmachin.frame.rollout.Rollout`; :meth:`A2C._minibatch` is one minibatch's
+policy, entropy and value terms, with :meth:`A2C._policy_objective` the one piece PPO overrides;
+:class:`~entmachin.frame.stepping.UpdateSteps` takes the optimizer steps.
 
-Log-probabilities of A2C and PPO for dense actors (one per row) and ragged ones (per actor).
-
-An actor's result is Machin's ``(action, log_prob, entropy, ...)``. Dense actors (MLPs) give
-``log_prob`` as ``[B]`` or ``[B, 1]``; entity actors (RogueNet) give ``{action_name:
-RaggedTensor [n_actors, 1]}`` with one sequence per row. Both are flattened to *units*: rows
-for dense actors, actors for ragged ones, each with the row it belongs to. Ratios are taken
-per unit, each unit gets its row's advantage, and rows without actors contribute nothing (the
-objectives themselves are the frames': ``A2C._policy_objective`` and ``PPO._policy_objective``).
+An actor's result is Machin's ``(action, log_prob, entropy, ...)``: dense actors (MLPs) give
+``log_prob`` ``[B]`` or ``[B, 1]``, entity actors (RogueNet) ``{action_name: RaggedTensor
+[n_actors, 1]}``. Both are flattened to *units* (rows for dense actors, actors for ragged ones,
+each with its row): ratios are taken per unit, each unit gets its row's advantage, and rows
+without actors contribute nothing.
 """
 from __future__ import annotations
 
 import inspect
 import math
+from contextlib import contextmanager, nullcontext
 from collections.abc import Mapping, Sequence
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -154,10 +151,8 @@ class A2C(Frame):
                     "takes no 'deterministic' parameter"
                 )
             extra["deterministic"] = True
-        if collect_stats and self._actor_norms:
-            with torch.no_grad(), collecting_stats_of(self._actor_norms):
-                return safe_call(self.actor, state, extra) if extra else safe_call(self.actor, state)
-        with torch.no_grad():
+        stats = collecting_stats_of(self._actor_norms) if collect_stats and self._actor_norms else nullcontext()
+        with torch.no_grad(), stats:
             return safe_call(self.actor, state, extra) if extra else safe_call(self.actor, state)
 
     def eval_act(self, state: Mapping[str, Any], action: Mapping[str, Any]) -> Any:
@@ -239,11 +234,7 @@ class A2C(Frame):
                 returns, advantages = value_targets(
                     steps, self.criticize, self.config.discount, self.config.gae_lambda, name
                 )
-            rollout = to_rollout(steps, returns, advantages)
-            if callable(getattr(self.replay_buffer, "append_trusted", None)):
-                self._append(rollout.buffer_data(), MAJOR_ATTRS)
-            else:
-                self.replay_buffer.append(rollout.to_transition())
+            self._append(to_rollout(steps, returns, advantages).buffer_data(), MAJOR_ATTRS)
         except BaseException:
             for norm, state in zip(self._critic_only_norms, saved):
                 norm.load_state_dict(state)
@@ -294,58 +285,18 @@ class A2C(Frame):
         if self.replay_buffer.size() == 0:
             raise RuntimeError(f"{name}: the replay buffer is empty; store transitions with store_episode or "
                                "store_rollout before calling update()")
-        cfg = self.config
-        rollout = Rollout.read(self.replay_buffer)
-        n_policy, n_value = cfg.actor_update_times, cfg.critic_update_times
         with InterruptGuard() as guard, trusted_inputs(self.actor, self.critic):  # checked when stored
             lrs = [[group["lr"] for group in opt.param_groups] for opt in self.optimizers]
             committed = False
             try:
                 frac = 1.0
-                if cfg.n_anneal_updates is not None:
+                if self.config.n_anneal_updates is not None:
                     with guard.step:
-                        frac = max(0.0, 1.0 - self._n_updates / cfg.n_anneal_updates)
+                        frac = max(0.0, 1.0 - self._n_updates / self.config.n_anneal_updates)
                         self._set_learning_rates([[lr * frac for lr in initial] for initial in self._initial_lrs])
-                entropy_scale = frac if cfg.anneal_entropy else 1.0
-                schedule = minibatch_schedule(rollout.n_rows, cfg.batch_size, max(n_policy, n_value), self._rng)
-                old = position = None
-                if n_policy and self._needs_old_log_probs():
-                    visited = np.unique(np.concatenate(schedule[:n_policy]))  # [n_visited]
-                    old = old_log_probs(self.eval_act, rollout.state, rollout.action, visited, cfg.batch_size, name)
-                    position = np.full(rollout.n_rows, -1, dtype=np.int64)  # [N]: row -> place in `visited`
-                    position[visited] = np.arange(visited.shape[0])
-                steps = UpdateSteps(name, guard, cfg.gradient_max, self.data_parallel)
-                seen: Dict[str, List[torch.Tensor]] = {k: [] for k in _REPORTED}
-                stopped, ran = False, 0
-                try:
-                    with guard.step:  # modes switch whole (Module.train recurses in Python)
-                        self.actor.train()
-                        self.critic.train()
-                    for i, rows in enumerate(schedule):
-                        old_rows = None if old is None or i >= n_policy else old_units(old, torch.from_numpy(position[rows]))
-                        losses = self._minibatch(rollout.minibatch(torch.from_numpy(rows)), old_rows, i < n_policy,
-                                                 i < n_value, entropy_scale)
-                        if cfg.target_kl is not None and losses.approx_kl is not None \
-                                and float(losses.approx_kl) > cfg.target_kl:
-                            stopped = True
-                            break
-                        ran += 1
-                        if cfg.visualize:
-                            self._visualize(losses)
-                        for key in seen:
-                            if getattr(losses, key) is not None:
-                                seen[key].append(getattr(losses, key).detach())
-                        steps.step(self._optimizer_steps(losses.policy if update_policy else None,
-                                                         losses.value if update_value else None), losses.policy_parts)
-                finally:
-                    with guard.step:
-                        self.actor.eval()
-                        self.critic.eval()
-                stats = UpdateStats(
-                    *(mean_of(seen[k]) for k in seen), explained_variance(rollout.value_target, rollout.old_value),
-                    float(self.optimizers[0].param_groups[0]["lr"]), steps.skipped, ran, stopped,
-                    {what: (c[0], c[1]) for what, c in steps.tally.items()}, tuple(steps.non_finite),
-                )
+                steps = UpdateSteps(name, guard, self.config.gradient_max, self.data_parallel)
+                stats = self._train(Rollout.read(self.replay_buffer), steps, update_value, update_policy,
+                                    frac if self.config.anneal_entropy else 1.0)
                 with guard.step:  # the update counts: rows consumed and counters moved together
                     self.replay_buffer.clear()
                     self._n_updates += 1
@@ -361,6 +312,57 @@ class A2C(Frame):
         if failing:
             raise non_finite_error(self, stats.non_finite, failing)
         return -stats.policy_loss, stats.value_loss
+
+    def _train(self, rollout: Rollout, steps: UpdateSteps, update_value: bool, update_policy: bool,
+               entropy_scale: float) -> UpdateStats:
+        """The minibatches of one update over ``rollout``, in train mode; what they measured."""
+        cfg, name = self.config, steps.where
+        n_policy, n_value = cfg.actor_update_times, cfg.critic_update_times
+        schedule = minibatch_schedule(rollout.n_rows, cfg.batch_size, max(n_policy, n_value), self._rng)
+        old = position = None
+        if n_policy and self._needs_old_log_probs():
+            visited = np.unique(np.concatenate(schedule[:n_policy]))  # [n_visited]
+            old = old_log_probs(self.eval_act, rollout.state, rollout.action, visited, cfg.batch_size, name)
+            position = np.full(rollout.n_rows, -1, dtype=np.int64)  # [N]: row -> place in `visited`
+            position[visited] = np.arange(visited.shape[0])
+        seen: Dict[str, List[torch.Tensor]] = {k: [] for k in _REPORTED}
+        stopped, ran = False, 0
+        with self._training(steps.guard):
+            for i, rows in enumerate(schedule):
+                old_rows = None if old is None or i >= n_policy else old_units(old, torch.from_numpy(position[rows]))
+                losses = self._minibatch(rollout.minibatch(torch.from_numpy(rows)), old_rows, i < n_policy,
+                                         i < n_value, entropy_scale)
+                kl = losses.approx_kl
+                if cfg.target_kl is not None and kl is not None and float(kl) > cfg.target_kl:
+                    stopped = True
+                    break
+                ran += 1
+                if cfg.visualize:
+                    self._visualize(losses)
+                for key in seen:
+                    if getattr(losses, key) is not None:
+                        seen[key].append(getattr(losses, key).detach())
+                steps.step(self._optimizer_steps(losses.policy if update_policy else None,
+                                                 losses.value if update_value else None), losses.policy_parts)
+        return UpdateStats(
+            *(mean_of(seen[k]) for k in seen), explained_variance(rollout.value_target, rollout.old_value),
+            float(self.optimizers[0].param_groups[0]["lr"]), steps.skipped, ran, stopped,
+            {what: (c[0], c[1]) for what, c in steps.tally.items()}, tuple(steps.non_finite),
+        )
+
+    @contextmanager
+    def _training(self, guard: InterruptGuard) -> Iterator[None]:
+        """Actor and critic in train mode for the block, switched whole (``Module.train`` recurses in
+        Python) and back to eval mode however the block ends."""
+        with guard.step:
+            self.actor.train()
+            self.critic.train()
+        try:
+            yield
+        finally:
+            with guard.step:
+                self.actor.eval()
+                self.critic.eval()
 
     def _minibatch(self, batch: Rollout, old: Optional[torch.Tensor], policy: bool, value: bool,
                    entropy_scale: float) -> Losses:

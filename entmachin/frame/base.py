@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from entmachin.buffer import TransitionBase
 from entmachin.frame.config import check_callable, frame_kwargs_from_config, generate_config
 from entmachin.frame.summary import make_writer
 from entmachin.model.input_norm import InputNorm
@@ -149,13 +150,14 @@ class Frame:
     # -------------------------------------------------------------------------- storing
 
     def _append(self, data: Dict[str, Any], majors: Tuple[str, ...]) -> None:
-        """Appends rows that ``store_checks.check_steps`` already cleared, without a second check
-        when the buffer takes trusted rows."""
+        """Appends rows that ``store_checks.check_steps`` already cleared (``majors``: the
+        attributes that are dicts of values), without a second check when the buffer takes
+        trusted rows."""
         trusted = getattr(self.replay_buffer, "append_trusted", None)
         if trusted is not None:
             trusted(data, majors)
         else:
-            self.replay_buffer.append(data)
+            self.replay_buffer.append(TransitionBase.from_data(data, majors))
 
     # ------------------------------------------------------------------ Machin surface
 

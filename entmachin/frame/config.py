@@ -1,10 +1,13 @@
-"""Hyperparameters of A2C and PPO, checked once, and Machin-style config dicts.
+"""The frames' settings, each declared once with its default, description and range; Machin-style dicts.
 
-``A2CConfig`` / ``PPOConfig`` are the frames' scalar settings (Machin 0.4.2's keywords plus
-entmachin's own), validated in ``__post_init__``. ``generate_config`` / ``init_from_config``
-turn a frame into a plain dict and back, Machin's way: ``{"frame": "PPO", "frame_config":
-{...}}`` with models, optimizer, criterion and scheduler named by import path. Unlike Machin,
-values the user gives override the defaults, and unknown keys raise.
+``A2CConfig`` / ``PPOConfig`` / ``DQNConfig`` hold the frames' scalar settings (Machin 0.4.2's
+keywords plus entmachin's own). A field declares everything about itself: ``setting(default,
+"description", kind=..., low=...)``; the record checks every field by its declared kind and range
+when it is built (and its rules across fields in ``_check_rules``), and the frames' constructors,
+``help()`` and ``entmachin init`` read the same declarations. ``generate_config`` /
+``init_from_config`` turn a frame into a plain dict and back, Machin's way: ``{"frame": "PPO",
+"frame_config": {...}}`` with models, optimizer, criterion and scheduler named by import path.
+Unlike Machin, values the user gives override the defaults, and unknown keys raise.
 """
 from __future__ import annotations
 
@@ -12,8 +15,8 @@ import dataclasses
 import importlib
 import math
 import numbers
-from dataclasses import dataclass
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar, Dict, Literal, Optional, Tuple, Union
 
 import torch
@@ -21,140 +24,128 @@ import torch
 from entmachin.ragged.device import check_device
 from entmachin.settings import setting
 
-__all__ = ["A2CConfig", "PPOConfig", "DQNConfig", "DQNPerConfig", "SettingsChecks", "generate_config", "frame_kwargs_from_config", "resolve"]
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _is_real(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+__all__ = ["A2CConfig", "PPOConfig", "DQNConfig", "DQNPerConfig", "SettingsChecks", "generate_config",
+           "frame_kwargs_from_config", "resolve"]
 
 
 class SettingsChecks:
-    """The range checks every frame's settings record shares (``A2CConfig``, ``DQNConfig``)."""
+    """Checks each field of a settings record by the ``kind`` (and range) its ``setting`` declares:
+    ``int`` (``low``), ``real`` (``low``, ``high``, ``open_low``, ``allow_inf``), ``bool``, ``str``,
+    ``choice`` (``choices``) or ``device``; ``optional=True`` also accepts None."""
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            rule = dict(field.metadata.get("rule", {}))
+            value = getattr(self, field.name)
+            if rule and not (rule.get("optional") and value is None):
+                getattr(self, "_" + rule.pop("kind"))(field.name, value, **rule)
+        self._check_rules()
+
+    def _check_rules(self) -> None:
+        """Rules across fields (none by default)."""
 
     def _where(self, name: str) -> str:
         return f"{type(self).__name__[:-6]}: {name}"
 
-    def _int(self, name: str, low: int, optional: bool = False) -> None:
-        value = getattr(self, name)
-        if optional and value is None:
-            return
-        if not _is_int(value):
-            extra = " or None" if optional else ""
-            raise TypeError(f"{self._where(name)} must be an int >= {low}{extra}, got {value!r}")
+    def _int(self, name: str, value: Any, low: int, optional: bool = False) -> None:
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+            raise TypeError(f"{self._where(name)} must be an int >= {low}{' or None' * optional}, got {value!r}")
         if value < low:
             raise ValueError(f"{self._where(name)} must be >= {low}, got {value!r}")
 
-    def _real(self, name: str, low: float, high: float = math.inf, *, open_low: bool = False,
-              optional: bool = False, allow_inf: bool = False) -> None:
-        value = getattr(self, name)
-        if optional and value is None:
-            return
-        if not _is_real(value) or (math.isinf(value) and not allow_inf) or math.isnan(value):
+    def _real(self, name: str, value: Any, low: float, high: float = math.inf, open_low: bool = False,
+              allow_inf: bool = False, optional: bool = False) -> None:
+        if not isinstance(value, numbers.Real) or isinstance(value, bool) or math.isnan(value) or (
+                math.isinf(value) and not allow_inf):
             kind = "a real number" if allow_inf else "a finite real number"
-            raise TypeError(f"{self._where(name)} must be {kind}{' or None' if optional else ''}, got {value!r}")
+            raise TypeError(f"{self._where(name)} must be {kind}{' or None' * optional}, got {value!r}")
         if (value <= low if open_low else value < low) or value > high:
-            lo = "(" if open_low else "["
-            raise ValueError(f"{self._where(name)} must be in {lo}{low}, {high}], got {value!r}")
+            raise ValueError(f"{self._where(name)} must be in {'(' if open_low else '['}{low}, {high}], got {value!r}")
 
-    def _bool(self, name: str) -> None:
-        if not isinstance(getattr(self, name), bool):
-            raise TypeError(f"{self._where(name)} must be a bool, got {getattr(self, name)!r}")
+    def _bool(self, name: str, value: Any) -> None:
+        if not isinstance(value, bool):
+            raise TypeError(f"{self._where(name)} must be a bool, got {value!r}")
 
-    def _str(self, name: str) -> None:
-        if not isinstance(getattr(self, name), str):
-            raise TypeError(f"{self._where(name)} must be a str, got {getattr(self, name)!r}")
+    def _str(self, name: str, value: Any) -> None:
+        if not isinstance(value, str):
+            raise TypeError(f"{self._where(name)} must be a str, got {value!r}")
 
-    def _choice(self, name: str, choices: Tuple[str, ...]) -> None:
-        if getattr(self, name) not in choices:
-            quoted = list(choices) if len(choices) > 2 else " or ".join(repr(c) for c in choices)
-            raise ValueError(f"{self._where(name)} must be {'one of ' if len(choices) > 2 else ''}{quoted}, "
-                             f"got {getattr(self, name)!r}")
+    def _choice(self, name: str, value: Any, choices: Tuple[str, ...]) -> None:
+        if value not in choices:
+            quoted = f"one of {list(choices)}" if len(choices) > 2 else " or ".join(repr(c) for c in choices)
+            raise ValueError(f"{self._where(name)} must be {quoted}, got {value!r}")
+
+    def _device(self, name: str, value: Any) -> None:
+        check_device(value, self._where(name))
 
 
 @dataclass(frozen=True, kw_only=True)
 class A2CConfig(SettingsChecks):
-    """The scalar settings of an A2C frame, each described where it is declared.
+    """The scalar settings of an A2C frame.
 
     Raises:
         TypeError / ValueError: a setting of the wrong type or outside its range; the message
             names the setting, what it accepts and what arrived.
     """
 
-    batch_size: int = setting(100, "rows per minibatch")
-    actor_update_times: int = setting(5, "policy gradient steps (minibatches) per update()")
-    critic_update_times: int = setting(10, "value gradient steps (minibatches) per update()")
-    actor_learning_rate: float = setting(0.001, "learning rate of the actor (of both when they share parameters)")
-    critic_learning_rate: float = setting(0.001, "learning rate of a separate critic")
+    batch_size: int = setting(100, "rows per minibatch", kind="int", low=1)
+    actor_update_times: int = setting(5, "policy gradient steps (minibatches) per update()", kind="int", low=0)
+    critic_update_times: int = setting(10, "value gradient steps (minibatches) per update()", kind="int", low=0)
+    actor_learning_rate: float = setting(0.001, "learning rate of the actor (of both when they share parameters)",
+                                         kind="real", low=0.0, open_low=True)
+    critic_learning_rate: float = setting(0.001, "learning rate of a separate critic", kind="real", low=0.0,
+                                          open_low=True)
     entropy_weight: Optional[float] = setting(
         None, "weight of the mean entropy in the policy loss, Machin's sign: negative rewards entropy (e.g. -0.01); "
-              "None: no entropy term")
-    value_weight: float = setting(0.5, "weight of the value loss")
-    gradient_max: float = setting(math.inf, "each step's gradients are clipped to this total norm (inf: no clipping)")
-    gae_lambda: float = setting(1.0, "GAE's lambda in [0, 1] (1: discounted returns minus values, 0: one-step TD)")
-    discount: float = setting(0.99, "discount factor gamma in [0, 1]")
-    normalize_advantage: bool = setting(True, "normalise advantages per minibatch (over the rows that have actors)")
-    replay_size: int = setting(500000, "rows the on-policy buffer holds before update(); storing more raises")
-    replay_device: Union[str, torch.device] = setting("cpu", "device of the rollout buffer")
-    visualize: bool = setting(False, "write the autograd graphs of the first losses as actor.dot / critic.dot")
-    visualize_dir: str = setting("", "where visualize writes them (default: the writer's directory, else the current one)")
+              "None: no entropy term", kind="real", low=-math.inf, optional=True)
+    value_weight: float = setting(0.5, "weight of the value loss", kind="real", low=0.0)
+    gradient_max: float = setting(math.inf, "each step's gradients are clipped to this total norm (inf: no clipping)",
+                                  kind="real", low=0.0, open_low=True, allow_inf=True)
+    gae_lambda: float = setting(1.0, "GAE's lambda in [0, 1] (1: discounted returns minus values, 0: one-step TD)",
+                                kind="real", low=0.0, high=1.0)
+    discount: float = setting(0.99, "discount factor gamma in [0, 1]", kind="real", low=0.0, high=1.0)
+    normalize_advantage: bool = setting(True, "normalise advantages per minibatch (over the rows that have actors)",
+                                        kind="bool")
+    replay_size: int = setting(500000, "rows the on-policy buffer holds before update(); storing more raises",
+                               kind="int", low=1)
+    replay_device: Union[str, torch.device] = setting("cpu", "device of the rollout buffer", kind="device")
+    visualize: bool = setting(False, "write the autograd graphs of the first losses as actor.dot / critic.dot",
+                              kind="bool")
+    visualize_dir: str = setting("", "where visualize writes them (default: the writer's directory, else the current "
+                                     "one)", kind="str")
     value_clip: Optional[float] = setting(
-        None, "clip each value prediction to this distance from its value when stored; None: no clipping")
+        None, "clip each value prediction to this distance from its value when stored; None: no clipping",
+        kind="real", low=0.0, open_low=True, optional=True)
     target_kl: Optional[float] = setting(
-        None, "stop an update before a minibatch whose approximate KL from the update's start passes this; None: never")
+        None, "stop an update before a minibatch whose approximate KL from the update's start passes this; None: never",
+        kind="real", low=0.0, open_low=True, optional=True)
     n_anneal_updates: Optional[int] = setting(
-        None, "learning rates fall linearly to 0 over this many update() calls; None: constant (not with lr_scheduler)")
-    anneal_entropy: bool = setting(False, "entropy_weight falls to 0 with the learning rates (needs n_anneal_updates)")
-    seed: Optional[int] = setting(None, "seeds the minibatch shuffling (None: fresh entropy)")
+        None, "learning rates fall linearly to 0 over this many update() calls; None: constant (not with lr_scheduler)",
+        kind="int", low=1, optional=True)
+    anneal_entropy: bool = setting(False, "entropy_weight falls to 0 with the learning rates (needs n_anneal_updates)",
+                                   kind="bool")
+    seed: Optional[int] = setting(None, "seeds the minibatch shuffling (None: fresh entropy)", kind="int", low=0,
+                                  optional=True)
 
-    def __post_init__(self) -> None:
-        self._int("batch_size", 1)
-        self._int("actor_update_times", 0)
-        self._int("critic_update_times", 0)
-        self._real("actor_learning_rate", 0.0, open_low=True)
-        self._real("critic_learning_rate", 0.0, open_low=True)
-        self._real("entropy_weight", -math.inf, optional=True)
-        self._real("value_weight", 0.0)
-        self._real("gradient_max", 0.0, open_low=True, allow_inf=True)
-        self._real("gae_lambda", 0.0, 1.0)
-        self._real("discount", 0.0, 1.0)
-        self._bool("normalize_advantage")
-        self._int("replay_size", 1)
-        check_device(self.replay_device, self._where("replay_device"))
-        self._bool("visualize")
-        self._str("visualize_dir")
-        self._real("value_clip", 0.0, open_low=True, optional=True)
-        self._real("target_kl", 0.0, open_low=True, optional=True)
-        self._int("n_anneal_updates", 1, optional=True)
-        self._bool("anneal_entropy")
+    def _check_rules(self) -> None:
         if self.anneal_entropy and (self.n_anneal_updates is None or self.entropy_weight is None):
             raise ValueError(
                 f"{self._where('anneal_entropy')} anneals entropy_weight over n_anneal_updates; it needs "
                 f"both, got entropy_weight={self.entropy_weight!r}, n_anneal_updates={self.n_anneal_updates!r}"
             )
-        self._int("seed", 0, optional=True)
 
 
 @dataclass(frozen=True, kw_only=True)
 class PPOConfig(A2CConfig):
     """The scalar settings of a PPO frame: A2C's plus ``surrogate_loss_clip``."""
 
-    surrogate_loss_clip: float = setting(0.2, "PPO's clip range c: the ratio counts within [1 - c, 1 + c]")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self._real("surrogate_loss_clip", 0.0, open_low=True)
-
-
-DQN_MODES = ("vanilla", "fixed_target", "double")
+    surrogate_loss_clip: float = setting(0.2, "PPO's clip range c: the ratio counts within [1 - c, 1 + c]",
+                                         kind="real", low=0.0, open_low=True)
 
 
 @dataclass(frozen=True, kw_only=True)
 class DQNConfig(SettingsChecks):
-    """The scalar settings of a DQN frame, each described where it is declared.
+    """The scalar settings of a DQN frame.
 
     Raises:
         TypeError / ValueError: a setting of the wrong type or outside its range, or both
@@ -167,50 +158,42 @@ class DQNConfig(SettingsChecks):
         "lr_scheduler_args": None, "lr_scheduler_kwargs": None,
     }
 
-    batch_size: int = setting(100, "rows sampled per update()")
+    batch_size: int = setting(100, "rows sampled per update()", kind="int", low=1)
     epsilon_decay: float = setting(
-        0.9999, "epsilon is multiplied by this per act_discrete_with_noise call, and per row acted for through act()")
+        0.9999, "epsilon is multiplied by this per act_discrete_with_noise call, and per row acted for through act()",
+        kind="real", low=0.0, high=1.0)
     update_rate: Optional[float] = setting(
-        0.005, "soft target update per update(): target = (1 - rate) target + rate qnet (None: use update_steps)")
+        0.005, "soft target update per update(): target = (1 - rate) target + rate qnet (None: use update_steps)",
+        kind="real", low=0.0, high=1.0, open_low=True, optional=True)
     update_steps: Optional[int] = setting(
-        None, "copy the Q-network into the target every this many updates (give update_rate=None)")
-    learning_rate: float = setting(0.001, "learning rate of the Q-network")
-    discount: float = setting(0.99, "discount factor gamma in [0, 1]")
-    gradient_max: float = setting(math.inf, "each step's gradients are clipped to this total norm (inf: no clipping)")
-    replay_size: int = setting(500000, "rows the default replay buffer keeps (the oldest are overwritten)")
-    replay_device: Union[str, torch.device] = setting("cpu", "device of the default replay buffer")
+        None, "copy the Q-network into the target every this many updates (give update_rate=None)", kind="int",
+        low=1, optional=True)
+    learning_rate: float = setting(0.001, "learning rate of the Q-network", kind="real", low=0.0, open_low=True)
+    discount: float = setting(0.99, "discount factor gamma in [0, 1]", kind="real", low=0.0, high=1.0)
+    gradient_max: float = setting(math.inf, "each step's gradients are clipped to this total norm (inf: no clipping)",
+                                  kind="real", low=0.0, open_low=True, allow_inf=True)
+    replay_size: int = setting(500000, "rows the default replay buffer keeps (the oldest are overwritten)",
+                               kind="int", low=1)
+    replay_device: Union[str, torch.device] = setting("cpu", "device of the default replay buffer", kind="device")
     mode: Literal["vanilla", "fixed_target", "double"] = setting(
-        "double", "double, fixed_target or vanilla: which network picks and which values the target's best choice")
-    visualize: bool = setting(False, "write the autograd graph of the first loss as qnet.dot")
-    visualize_dir: str = setting("", "where visualize writes it (default: the writer's directory, else the current one)")
-    epsilon: float = setting(1.0, "initial exploration rate")
-    epsilon_min: float = setting(0.0, "epsilon never decays below this")
-    n_step: int = setting(1, "rewards summed before bootstrapping (n-step returns)")
-    actor_reduction: Literal["sum", "mean"] = setting("sum", "a row's value of an action over its actors: sum or mean")
-    seed: Optional[int] = setting(None, "seeds the exploration coins and the default buffer's sampling")
+        "double", "double, fixed_target or vanilla: which network picks and which values the target's best choice",
+        kind="choice", choices=("vanilla", "fixed_target", "double"))
+    visualize: bool = setting(False, "write the autograd graph of the first loss as qnet.dot", kind="bool")
+    visualize_dir: str = setting("", "where visualize writes it (default: the writer's directory, else the current "
+                                     "one)", kind="str")
+    epsilon: float = setting(1.0, "initial exploration rate", kind="real", low=0.0, high=1.0)
+    epsilon_min: float = setting(0.0, "epsilon never decays below this", kind="real", low=0.0, high=1.0)
+    n_step: int = setting(1, "rewards summed before bootstrapping (n-step returns)", kind="int", low=1)
+    actor_reduction: Literal["sum", "mean"] = setting(
+        "sum", "a row's value of an action over its actors: sum or mean", kind="choice", choices=("sum", "mean"))
+    seed: Optional[int] = setting(None, "seeds the exploration coins and the default buffer's sampling", kind="int",
+                                  low=0, optional=True)
 
-    def __post_init__(self) -> None:
-        self._int("batch_size", 1)
-        self._real("epsilon_decay", 0.0, 1.0)
-        self._real("update_rate", 0.0, 1.0, open_low=True, optional=True)
-        self._int("update_steps", 1, optional=True)
+    def _check_rules(self) -> None:
         if (self.update_rate is None) == (self.update_steps is None):
             raise ValueError(f"{self._where('update_rate')} / update_steps: give exactly one target update scheme "
                              f"(Machin's rule), got update_rate={self.update_rate!r}, update_steps="
                              f"{self.update_steps!r}; pass update_rate=None with update_steps")
-        self._real("learning_rate", 0.0, open_low=True)
-        self._real("discount", 0.0, 1.0)
-        self._real("gradient_max", 0.0, open_low=True, allow_inf=True)
-        self._int("replay_size", 1)
-        check_device(self.replay_device, self._where("replay_device"))
-        self._choice("mode", DQN_MODES)
-        self._bool("visualize")
-        self._str("visualize_dir")
-        self._real("epsilon", 0.0, 1.0)
-        self._real("epsilon_min", 0.0, 1.0)
-        self._int("n_step", 1)
-        self._choice("actor_reduction", ("sum", "mean"))
-        self._int("seed", 0, optional=True)
 
 
 @dataclass(frozen=True, kw_only=True)
