@@ -19,8 +19,7 @@ and every DQN / DQNPer ``update()`` (:class:`QUpdateStats`)::
     charts/epsilon         the exploration rate after the update
     charts/buffer_size     rows in the replay buffer
     charts/importance_weight  mean importance weight of the sampled rows (DQNPer)
-    charts/learning_rate   as above
-    charts/skipped_steps   as above
+    charts/learning_rate, charts/skipped_steps  as above
 """
 from __future__ import annotations
 
@@ -68,35 +67,22 @@ def make_writer(writer: Any, where: str) -> Optional[Any]:
     Raises:
         TypeError: ``writer`` is neither None, a path, nor an object with ``add_scalar``.
     """
-    if writer is None:
-        return None
     if isinstance(writer, (str, os.PathLike)):
         from torch.utils.tensorboard import SummaryWriter  # imported only when asked for: slow
-
         return SummaryWriter(log_dir=os.fspath(writer))
-    if not callable(getattr(writer, "add_scalar", None)):
-        raise TypeError(
-            f"{where}: writer must be None, a log directory or a SummaryWriter (anything with add_scalar), "
-            f"got {type(writer).__name__}"
-        )
+    if writer is not None and not callable(getattr(writer, "add_scalar", None)):
+        raise TypeError(f"{where}: writer must be None, a log directory or a SummaryWriter (anything with add_scalar), "
+                        f"got {type(writer).__name__}")
     return writer
 
 
-_TAGS = {
-    "policy_loss": "losses/policy_loss",
-    "value_loss": "losses/value_loss",
-    "entropy": "losses/entropy",
-    "approx_kl": "losses/approx_kl",
-    "clip_fraction": "losses/clipfrac",
-    "explained_variance": "losses/explained_variance",
-    "learning_rate": "charts/learning_rate",
-    "skipped_steps": "charts/skipped_steps",
-    "minibatches": "charts/minibatches",
-    "td_loss": "losses/td_loss",
-    "q_values": "charts/q_values",
-    "epsilon": "charts/epsilon",
-    "buffer_size": "charts/buffer_size",
-    "importance_weight": "charts/importance_weight",
+_TAGS = {  # field -> tag, in the order they are written
+    "policy_loss": "losses/policy_loss", "value_loss": "losses/value_loss", "entropy": "losses/entropy",
+    "approx_kl": "losses/approx_kl", "clip_fraction": "losses/clipfrac",
+    "explained_variance": "losses/explained_variance", "learning_rate": "charts/learning_rate",
+    "skipped_steps": "charts/skipped_steps", "minibatches": "charts/minibatches",
+    "td_loss": "losses/td_loss", "q_values": "charts/q_values", "epsilon": "charts/epsilon",
+    "buffer_size": "charts/buffer_size", "importance_weight": "charts/importance_weight",
 }
 
 
@@ -104,10 +90,7 @@ def log_update(writer: Any, stats: Union[UpdateStats, QUpdateStats], step: int) 
     """Writes the finite fields of ``stats`` under the module's tags."""
     values: Dict[str, Any] = stats._asdict()
     for field, tag in _TAGS.items():
-        if field not in values:
-            continue
-        value = float(values[field])
-        if math.isfinite(value):
+        if field in values and math.isfinite(value := float(values[field])):
             writer.add_scalar(tag, value, step)
 
 
@@ -121,17 +104,14 @@ def autograd_dot(tensor: torch.Tensor, name: str) -> str:
         if id(fn) in seen:
             continue
         seen.add(id(fn))
-        label = type(fn).__name__
-        variable = getattr(fn, "variable", None)
-        if variable is not None:  # a leaf: show the parameter's shape
-            label = f"{tuple(variable.shape)}"
+        variable = getattr(fn, "variable", None)  # set on leaves: show the parameter's shape
+        label = type(fn).__name__ if variable is None else f"{tuple(variable.shape)}"
         lines.append(f'  n{id(fn)} [label="{label}"];')
         for child, _ in fn.next_functions:
             if child is not None:
                 lines.append(f"  n{id(child)} -> n{id(fn)};")
                 stack.append(child)
-    lines.append("}")
-    return "\n".join(lines)
+    return "\n".join(lines + ["}"])
 
 
 def write_graph(tensor: torch.Tensor, name: str, directory: str, writer: Optional[Any]) -> str:
