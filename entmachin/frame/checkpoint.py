@@ -23,7 +23,7 @@ import logging
 import os
 import re
 from collections.abc import Mapping
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import torch
 
@@ -42,11 +42,17 @@ _STATE_KEYS = {"format", "frame", "optimizers", "lr_schedulers", "n_updates", "s
 _ELEMENTWISE = {"Adam", "AdamW", "SGD", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam", "ASGD", "Adadelta", "Rprop"}
 
 
-def _names(network_map: Optional[Mapping[str, str]], where: str, frame: Any) -> Dict[str, str]:
-    """Each network attribute's file stem: its own name unless ``network_map`` (checked) renames it."""
+def _arguments(frame: Any, network_map: Optional[Mapping[str, str]], version: Any,
+               verb: str) -> Tuple[str, Dict[str, str]]:
+    """Checks the ``version`` and ``network_map`` of a save or load; returns the prefix of its messages (``PPO.save``)
+    and each network attribute's file stem (its own name unless ``network_map`` renames it)."""
+    where, allow_latest = f"{type(frame).__name__}.{verb}", verb == "load"
+    if isinstance(version, bool) or not isinstance(version, int) or version < (-1 if allow_latest else 0):
+        low = "-1 (the highest saved)" if allow_latest else "0"
+        raise ValueError(f"{where}: version must be an int >= {low}, got {version!r}")
     names = {name: name for name in getattr(frame, "network_names", ("actor", "critic"))}
     if network_map is None:
-        return names
+        return where, names
     if not isinstance(network_map, Mapping):
         raise TypeError(f"{where}: network_map must map {' / '.join(map(repr, names))} to file names, "
                         f"got {network_map!r}")
@@ -55,13 +61,7 @@ def _names(network_map: Optional[Mapping[str, str]], where: str, frame: Any) -> 
     if bad := [v for v in network_map.values() if not isinstance(v, str) or not re.fullmatch(r"[A-Za-z0-9_\-]+", v)]:
         raise ValueError(f"{where}: network_map names must be non-empty and use only letters, digits, '_' and '-', "
                          f"got {bad[0]!r}")
-    return {**names, **network_map}
-
-
-def _check_version(version: Any, where: str, allow_latest: bool) -> None:
-    if isinstance(version, bool) or not isinstance(version, int) or version < (-1 if allow_latest else 0):
-        low = "-1 (the highest saved)" if allow_latest else "0"
-        raise ValueError(f"{where}: version must be an int >= {low}, got {version!r}")
+    return where, {**names, **network_map}
 
 
 def _encode(obj: Any) -> bytes:
@@ -83,9 +83,7 @@ def save_frame(frame: Any, model_dir: str, network_map: Optional[Mapping[str, st
                extras: Optional[Mapping[str, bytes]] = None) -> None:
     """Publishes version ``version`` of ``model_dir`` atomically (see the module docstring) with ``extras``
     (key -> bytes, e.g. a runner's state) in the same manifest, read back by :func:`read_frame_checkpoint`."""
-    where = f"{type(frame).__name__}.save"
-    _check_version(version, where, allow_latest=False)
-    names = _names(network_map, where, frame)
+    where, names = _arguments(frame, network_map, version, "save")
     extras = dict(extras or {})
     if set(extras) & {*names, _STATE} or not all(isinstance(k, str) and re.fullmatch(r"[a-z0-9_]+", k) for k in extras):
         raise ValueError(f"{where}: extras keys must be lower-case names other than {', '.join(names)} "
@@ -181,15 +179,13 @@ def _check_frame_state(path: str, state: Any, frame: Any) -> None:
         _check_optimizer(path, i, saved, opt)
     if any(not isinstance(s, Mapping) for s in state["lr_schedulers"]):
         raise CheckpointError(f"{path!r}: expected scheduler state_dicts, found {state['lr_schedulers']!r:.100}")
-    n_updates = state["n_updates"]
+    n_updates, skipped = state["n_updates"], state.get("skipped_updates", {})
     if isinstance(n_updates, bool) or not isinstance(n_updates, int) or n_updates < 0:
         raise CheckpointError(f"{path!r}: expected an update count >= 0, found {n_updates!r}")
-    skipped = state.get("skipped_updates", {})
     if not isinstance(skipped, Mapping) or not all(isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
                                                    for k, v in skipped.items()):
         raise CheckpointError(f"{path!r}: expected counts of skipped updates per optimizer, found {skipped!r:.100}")
-    rng = state["shuffle_rng"]
-    kind = frame.training_counters()["shuffle_rng"]["bit_generator"]
+    rng, kind = state["shuffle_rng"], frame.training_counters()["shuffle_rng"]["bit_generator"]
     if not isinstance(rng, Mapping) or rng.get("bit_generator") != kind:
         raise CheckpointError(f"{path!r}: expected the shuffling generator's {kind} state, found {rng!r:.100}")
     torch_rng, like = state["torch_rng"], torch.get_rng_state()
@@ -202,12 +198,8 @@ def _check_frame_state(path: str, state: Any, frame: Any) -> None:
 
 
 class LoadedCheckpoint:
-    """A checkpoint read and checked against a frame, not yet applied.
-
-    Attributes:
-        version: the version read.
-        extras: the extra blobs published with it (key -> bytes), e.g. a runner's state.
-    """
+    """A checkpoint read and checked against a frame, not yet applied: its ``version`` and the ``extras`` published
+    with it (key -> bytes, e.g. a runner's state)."""
 
     def __init__(self, frame: Any, version: int, models: Dict[str, Any], state: Dict[str, Any],
                  extras: Dict[str, bytes]):
@@ -239,35 +231,29 @@ def _assign(frame: Any, models: Dict[str, Any], state: Dict[str, Any]) -> None:
 
 def read_frame_checkpoint(frame: Any, model_dir: str, network_map: Optional[Mapping[str, str]] = None,
                           version: int = -1, extra_keys: Optional[Sequence[str]] = None) -> LoadedCheckpoint:
-    """Reads and checks version ``version`` (-1: the highest) of ``model_dir`` against ``frame``.
-
-    ``extra_keys`` names the extra blobs to read (default: all of them; ``()``: none, e.g. a
-    policy loaded for evaluation that needs no environment state).
+    """Reads and checks version ``version`` (-1: the highest) of ``model_dir`` against ``frame``, with the extra blobs
+    ``extra_keys`` names (default: all of them; ``()``: none, e.g. for a policy evaluated without environment state).
 
     Raises:
         FileNotFoundError: the directory, the version or a file it names is missing.
-        CheckpointError: (a ``ValueError``) a file is not a checkpoint, is damaged, or belongs to
-            another frame class, format, model or parameter layout; the message names the file.
+        CheckpointError: (a ``ValueError``) a file is not a checkpoint, is damaged, or belongs to another frame class,
+            format, model or parameter layout; the message names the file.
     """
-    frame_name = type(frame).__name__
-    where = f"{frame_name}.load"
-    _check_version(version, where, allow_latest=True)
-    names = _names(network_map, where, frame)
+    where, names = _arguments(frame, network_map, version, "load")
     if version == -1:
         version = latest_version(model_dir, where)
     elif not os.path.isdir(model_dir):
         raise FileNotFoundError(f"{where}: {model_dir!r} is not a directory")
-    saved = manifest_versions(model_dir)
-    if version not in saved:
+    if version not in (saved := manifest_versions(model_dir)):
         raise FileNotFoundError(f"{where}: {model_dir!r} holds no version {version}; saved versions are {saved}")
     try:  # every file is read (sizes and checksums checked) before any is decoded
         manifest = read_manifest(model_dir, version)
         if (networks := manifest.meta.get("networks")) != names:
             raise CheckpointError(f"{manifest.path!r} was saved with network names {networks!r}; this load asks for "
                                   f"{names!r} (pass the network_map used when saving)")
-        if manifest.meta.get("frame") != frame_name:
+        if manifest.meta.get("frame") != type(frame).__name__:
             raise CheckpointError(f"{manifest.path!r} holds a {manifest.meta.get('frame')!r} save; expected a "
-                                  f"{frame_name!r} save")
+                                  f"{type(frame).__name__!r} save")
         blobs = {key: read_blob(model_dir, manifest, key) for key in (*names, _STATE)}  # raises if a key is missing
         wanted = [key for key in manifest.files if key not in blobs] if extra_keys is None else extra_keys
         extras = {key: read_blob(model_dir, manifest, key) for key in wanted if key in manifest.files}

@@ -1,11 +1,10 @@
 """Atomic, versioned checkpoint directories: named blobs published together by one manifest.
 
-A save writes and fsyncs every blob under a file name no earlier save used, then publishes the whole set by atomically
-replacing one small JSON manifest that records each file's size and SHA-256; only then are the files of the
-superseded manifest deleted. A process killed at any instant (SIGKILL, power loss after the fsyncs, an exception)
-therefore leaves either the previous manifest with all its files or the new one with all of its; the next save sweeps
-the files of a save that never published. A load reads only what a manifest names and checks each file's size and
-checksum before anything is decoded.
+A save writes and fsyncs each blob under a name no earlier save used, then publishes the set by atomically replacing
+one small JSON manifest that records each file's size and SHA-256; only then are the superseded manifest's files
+deleted. A process killed at any instant (SIGKILL, power loss after the fsyncs, an exception) thus leaves the
+previous manifest with all its files or the new one with all of its; the next save sweeps the files of saves that
+never published. A load reads only what a manifest names, checking sizes and checksums before decoding anything.
 
 Layout (``v`` is the version; several versions live side by side, Machin-style)::
 
@@ -98,12 +97,9 @@ def _remove(path: str) -> None:
 
 def publish(directory: str, version: int, blobs: Mapping[str, bytes], stems: Mapping[str, str],
             meta: Mapping[str, object]) -> Manifest:
-    """Writes ``blobs`` (key -> bytes) to ``directory`` (created if missing) and atomically makes them version
-    ``version``, replacing an earlier manifest of it; returns the published manifest.
-
-    ``stems`` gives each key's file name stem (``actor`` -> ``actor_<v>.<token>.pt``); ``meta`` is
-    JSON-serialisable metadata stored in the manifest.
-    """
+    """Writes ``blobs`` (key -> bytes) to ``directory`` (created if missing) and atomically publishes them as version
+    ``version``, replacing an earlier manifest of it; returns that manifest. ``stems`` names each key's file
+    (``actor`` -> ``actor_<v>.<token>.pt``); ``meta`` is JSON-serialisable metadata stored in the manifest."""
     os.makedirs(directory, exist_ok=True)
     target = manifest_path(directory, version)
     token = secrets.token_hex(6)

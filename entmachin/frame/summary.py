@@ -1,25 +1,7 @@
 """Tensorboard glue for frames: per-update scalars and the autograd graph of a loss.
 
-Every ``update()`` writes these tags at step = the number of updates so far::
-
-    losses/policy_loss     mean policy loss (negated surrogate plus the entropy term)
-    losses/value_loss      mean value loss (criterion x value_weight)
-    losses/entropy         mean entropy of the policy over actors (or rows)
-    losses/approx_kl       mean of (r - 1) - log r over the minibatches, r the probability ratio
-    losses/clipfrac        share of actors (or rows) whose ratio left [1 - clip, 1 + clip] (PPO)
-    losses/explained_variance  how much of the returns' variance the stored values explain (1: all)
-    charts/learning_rate   learning rate of the first parameter group of the first optimizer
-    charts/skipped_steps   optimizer steps skipped for non-finite losses or gradients
-    charts/minibatches     minibatches evaluated (fewer than asked when target_kl stopped early)
-
-and every DQN / DQNPer ``update()`` (:class:`QUpdateStats`)::
-
-    losses/td_loss         the loss of the TD errors (importance-weighted for DQNPer)
-    charts/q_values        mean Q(s, a) of the sampled rows
-    charts/epsilon         the exploration rate after the update
-    charts/buffer_size     rows in the replay buffer
-    charts/importance_weight  mean importance weight of the sampled rows (DQNPer)
-    charts/learning_rate, charts/skipped_steps  as above
+Every ``update()`` writes the finite fields of its :class:`UpdateStats` (:class:`QUpdateStats` for DQN / DQNPer) at
+step = the number of updates so far, under the tags named beside the fields (``_TAGS`` maps them).
 """
 from __future__ import annotations
 
@@ -35,15 +17,16 @@ __all__ = ["UpdateStats", "QUpdateStats", "make_writer", "log_update", "autograd
 class UpdateStats(NamedTuple):
     """What one ``update()`` measured; losses are means over the minibatches that ran (nan: none)."""
 
-    policy_loss: float
-    value_loss: float
-    entropy: float
-    approx_kl: float
-    clip_fraction: float
-    explained_variance: float  # 1 - Var(return - value) / Var(return) of the stored rows (nan: constant returns)
-    learning_rate: float
-    skipped_steps: int
-    minibatches: int
+    policy_loss: float  # losses/policy_loss: the negated surrogate plus the entropy term
+    value_loss: float  # losses/value_loss: the criterion x value_weight
+    entropy: float  # losses/entropy: the mean entropy of the policy over actors (or rows)
+    approx_kl: float  # losses/approx_kl: the mean of (r - 1) - log r, r the probability ratio
+    clip_fraction: float  # losses/clipfrac: share of actors (or rows) whose ratio left [1 - clip, 1 + clip] (PPO)
+    # losses/explained_variance: 1 - Var(return - value) / Var(return) over stored rows (1: all; nan: constant returns)
+    explained_variance: float
+    learning_rate: float  # charts/learning_rate: the learning rate of the first parameter group of the first optimizer
+    skipped_steps: int  # charts/skipped_steps: optimizer steps skipped for non-finite losses or gradients
+    minibatches: int  # charts/minibatches: minibatches evaluated (fewer than asked when target_kl stopped early)
     stopped_early: bool
     optimizer_steps: Dict[str, Tuple[int, int]]  # "actor" / "critic" / "shared" -> steps (attempted, skipped)
     non_finite: Tuple[str, ...]  # what made steps skip: "policy loss", "entropy", "value loss", "gradients of ..."
@@ -52,13 +35,13 @@ class UpdateStats(NamedTuple):
 class QUpdateStats(NamedTuple):
     """What one DQN / DQNPer ``update()`` measured (``importance_weight``: nan without prioritized replay)."""
 
-    td_loss: float
-    q_values: float
-    epsilon: float
-    buffer_size: int
-    importance_weight: float
-    learning_rate: float
-    skipped_steps: int = 0  # steps skipped for non-finite TD errors, loss or gradients
+    td_loss: float  # losses/td_loss: the loss of the TD errors (importance-weighted for DQNPer)
+    q_values: float  # charts/q_values: mean Q(s, a) of the sampled rows
+    epsilon: float  # charts/epsilon: the exploration rate after the update
+    buffer_size: int  # charts/buffer_size: rows in the replay buffer
+    importance_weight: float  # charts/importance_weight: mean importance weight of the sampled rows (DQNPer)
+    learning_rate: float  # charts/learning_rate: as in UpdateStats
+    skipped_steps: int = 0  # charts/skipped_steps: steps skipped for non-finite TD errors, loss or gradients
 
 
 def make_writer(writer: Any, where: str) -> Optional[Any]:
