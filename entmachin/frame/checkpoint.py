@@ -1,23 +1,19 @@
 """Saving and restoring a frame: atomic versions, all-or-nothing loads, ``weights_only`` files.
 
-A save publishes one version of the checkpoint directory atomically
-(:mod:`entmachin.frame.checkpoint_files`): ``checkpoint_<version>.json`` names three files,
+A save publishes one version of the checkpoint directory atomically (:mod:`entmachin.frame.checkpoint_files`):
+``checkpoint_<version>.json`` names three files with their checksums,
 
-    actor       actor.state_dict() (input normalisation statistics included)
-    critic      critic.state_dict()
-    frame_state optimizers, schedulers, update count, and the RNG states: the frame's
-                shuffling generator and torch's global generators (CPU and, where
-                initialised, CUDA), which sample actions
+    actor        actor.state_dict() (input normalisation statistics included)
+    critic       critic.state_dict()
+    frame_state  optimizers, schedulers, update counts, and the RNG states: the frame's shuffling generator and
+                 torch's global generators (CPU and, where initialised, CUDA), which sample actions
 
-with their checksums. A process killed at any instant of a save leaves the previous version or
-the new one, complete. A load reads and checks every file (format, frame class, network names,
-each ``state_dict``'s keys and shapes, optimizer and scheduler layout, RNG states) before it
-assigns anything, and restores the frame's earlier state if assigning fails, so it either
-applies completely or changes nothing. Files are read with ``torch.load(weights_only=True)``:
-no code from a file ever runs.
-
-Restoring everything makes a resumed run repeat an uninterrupted one exactly (on CPU, one
-thread, deterministic algorithms, environments re-created with the same seeds).
+A process killed at any instant of a save leaves the previous version or the new one, complete. A load reads and
+checks every file (format, frame class, network names, each ``state_dict``'s keys and shapes, optimizer and
+scheduler layout, RNG states) before it assigns anything, and restores the frame's earlier state if assigning
+fails, so it either applies completely or changes nothing. Files are read with ``torch.load(weights_only=True)``:
+no code from a file ever runs. Restoring everything makes a resumed run repeat an uninterrupted one exactly (on
+CPU, one thread, deterministic algorithms, environments re-created with the same seeds).
 """
 from __future__ import annotations
 
@@ -46,75 +42,57 @@ _STATE_KEYS = {"format", "frame", "optimizers", "lr_schedulers", "n_updates", "s
 _ELEMENTWISE = {"Adam", "AdamW", "SGD", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam", "ASGD", "Adadelta", "Rprop"}
 
 
-def _networks(frame: Any) -> Tuple[str, ...]:
-    """The attributes holding a frame's networks (``actor`` / ``critic`` unless it says otherwise)."""
-    return tuple(getattr(frame, "network_names", ("actor", "critic")))
-
-
-def _names(network_map: Optional[Mapping[str, str]], where: str, frame: Any) -> Dict[str, str]:
-    names = {name: name for name in _networks(frame)}
-    if network_map is None:
-        return names
-    if not isinstance(network_map, Mapping):
-        raise TypeError(f"{where}: network_map must map {' / '.join(map(repr, names))} to file names, "
-                        f"got {network_map!r}")
-    unknown = sorted(set(network_map) - set(names))
-    if unknown:
-        raise ValueError(f"{where}: network_map has unknown key {unknown[0]!r}; allowed keys are {list(names)}")
-    bad = [v for v in network_map.values() if not isinstance(v, str) or not re.fullmatch(r"[A-Za-z0-9_\-]+", v)]
-    if bad:
-        raise ValueError(f"{where}: network_map names must be non-empty and use only letters, digits, '_' and '-', "
-                         f"got {bad[0]!r}")
-    names.update(network_map)
-    return names
-
-
-def _check_version(version: Any, where: str, allow_latest: bool) -> None:
+def _arguments(frame: Any, network_map: Optional[Mapping[str, str]], version: Any,
+               verb: str) -> Tuple[str, Dict[str, str]]:
+    """Checks the ``version`` and ``network_map`` of a save or load; returns the prefix of its messages (``PPO.save``)
+    and each network attribute's file stem (its own name unless ``network_map`` renames it)."""
+    where, allow_latest = f"{type(frame).__name__}.{verb}", verb == "load"
     if isinstance(version, bool) or not isinstance(version, int) or version < (-1 if allow_latest else 0):
         low = "-1 (the highest saved)" if allow_latest else "0"
         raise ValueError(f"{where}: version must be an int >= {low}, got {version!r}")
+    names = {name: name for name in getattr(frame, "network_names", ("actor", "critic"))}
+    if network_map is None:
+        return where, names
+    if not isinstance(network_map, Mapping):
+        raise TypeError(f"{where}: network_map must map {' / '.join(map(repr, names))} to file names, "
+                        f"got {network_map!r}")
+    if unknown := sorted(set(network_map) - set(names)):
+        raise ValueError(f"{where}: network_map has unknown key {unknown[0]!r}; allowed keys are {list(names)}")
+    if bad := [v for v in network_map.values() if not isinstance(v, str) or not re.fullmatch(r"[A-Za-z0-9_\-]+", v)]:
+        raise ValueError(f"{where}: network_map names must be non-empty and use only letters, digits, '_' and '-', "
+                         f"got {bad[0]!r}")
+    return where, {**names, **network_map}
 
 
 def _encode(obj: Any) -> bytes:
-    buffer = io.BytesIO()
-    torch.save(obj, buffer)
+    torch.save(obj, buffer := io.BytesIO())
     return buffer.getvalue()
 
 
 def _frame_state(frame: Any) -> Dict[str, Any]:
-    return {
-        "format": _FORMAT,
-        "frame": type(frame).__name__,
-        "optimizers": [opt.state_dict() for opt in frame.optimizers],
-        "lr_schedulers": [s.state_dict() for s in frame.lr_schedulers],
-        **frame.training_counters(),  # n_updates, skipped_updates, shuffle_rng
-        "torch_rng": torch.get_rng_state(),
-        "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else [],
-    }
+    return {"format": _FORMAT, "frame": type(frame).__name__,
+            "optimizers": [opt.state_dict() for opt in frame.optimizers],
+            "lr_schedulers": [s.state_dict() for s in frame.lr_schedulers],
+            **frame.training_counters(),  # n_updates, skipped_updates, shuffle_rng
+            "torch_rng": torch.get_rng_state(),
+            "cuda_rng": (torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized()
+                         else [])}
 
 
 def save_frame(frame: Any, model_dir: str, network_map: Optional[Mapping[str, str]], version: int,
                extras: Optional[Mapping[str, bytes]] = None) -> None:
-    """Publishes version ``version`` of ``model_dir`` atomically (see the module docstring).
-
-    Args:
-        extras: more blobs (key -> bytes) published in the same manifest, e.g. a runner's state;
-            read back with :func:`read_frame_checkpoint`.
-    """
-    where = f"{type(frame).__name__}.save"
-    _check_version(version, where, allow_latest=False)
-    names = _names(network_map, where, frame)
+    """Publishes version ``version`` of ``model_dir`` atomically (see the module docstring) with ``extras``
+    (key -> bytes, e.g. a runner's state) in the same manifest, read back by :func:`read_frame_checkpoint`."""
+    where, names = _arguments(frame, network_map, version, "save")
     extras = dict(extras or {})
-    clash = sorted(set(extras) & {*_networks(frame), _STATE})
-    if clash or not all(isinstance(k, str) and re.fullmatch(r"[a-z0-9_]+", k) for k in extras):
-        raise ValueError(f"{where}: extras keys must be lower-case names other than {', '.join(_networks(frame))} "
+    if set(extras) & {*names, _STATE} or not all(isinstance(k, str) and re.fullmatch(r"[a-z0-9_]+", k) for k in extras):
+        raise ValueError(f"{where}: extras keys must be lower-case names other than {', '.join(names)} "
                          f"and {_STATE}, got {sorted(extras)}")
-    if frame.replay_buffer.size():
-        logger.warning("%s: %d stored rows are not saved (%s)", where, frame.replay_buffer.size(),
+    if rows := frame.replay_buffer.size():
+        logger.warning("%s: %d stored rows are not saved (%s)", where, rows,
                        getattr(frame, "unsaved_buffer_note", "the on-policy buffer is only kept until update()"))
-    blobs = {attr: _encode(getattr(frame, attr).state_dict()) for attr in names}
-    blobs[_STATE] = _encode(_frame_state(frame))
-    blobs.update(extras)
+    blobs = {**{attr: _encode(getattr(frame, attr).state_dict()) for attr in names},
+             _STATE: _encode(_frame_state(frame)), **extras}
     stems = {**names, _STATE: _STATE, **{k: k for k in extras}}
     publish(model_dir, version, blobs, stems, {"frame": type(frame).__name__, "networks": names})
 
@@ -123,8 +101,7 @@ def latest_version(model_dir: str, where: str = "load") -> int:
     """The highest version published in ``model_dir`` (the highest ``checkpoint_<version>.json``)."""
     if not os.path.isdir(model_dir):
         raise FileNotFoundError(f"{where}: {model_dir!r} is not a directory")
-    versions = manifest_versions(model_dir)
-    if not versions:
+    if not (versions := manifest_versions(model_dir)):
         raise FileNotFoundError(f"{where}: {model_dir!r} holds no checkpoint_<version>.json, the manifest every "
                                 "save publishes; nothing was saved there")
     return max(versions)
@@ -137,13 +114,10 @@ def _decode(path: str, data: bytes) -> Any:
         return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as e:  # torch raises several types; the message is what matters
         if "weights only load failed" in str(e).lower():
-            raise CheckpointError(
-                f"{path!r} holds Python objects other than tensors and plain containers; entmachin loads "
-                "checkpoints with weights_only=True and never runs code from a file"
-            ) from None
-        raise CheckpointError(
-            f"{path!r} is not a checkpoint file: expected a file written by torch.save, found {describe_bytes(data)}"
-        ) from None
+            raise CheckpointError(f"{path!r} holds Python objects other than tensors and plain containers; entmachin "
+                                  "loads checkpoints with weights_only=True and never runs code from a file") from None
+        raise CheckpointError(f"{path!r} is not a checkpoint file: expected a file written by torch.save, "
+                              f"found {describe_bytes(data)}") from None
 
 
 def _check_state_dict(path: str, what: str, saved: Any, module: torch.nn.Module) -> None:
@@ -191,31 +165,27 @@ def _check_header(path: str, state: Any, frame: Any) -> None:
         found = (f"a {state.get('frame')!r} save of format {state.get('format')!r}" if isinstance(state, Mapping)
                  else f"a {type(state).__name__}")
         raise CheckpointError(f"{path!r} holds {found}; expected a {name!r} save of format {_FORMAT}")
-    missing = sorted(_STATE_KEYS - set(state))
-    if missing:
+    if missing := sorted(_STATE_KEYS - set(state)):
         raise CheckpointError(f"{path!r}: the frame state lacks {missing}; the file is damaged")
 
 
 def _check_frame_state(path: str, state: Any, frame: Any) -> None:
-    if len(state["optimizers"]) != len(frame.optimizers) or len(state["lr_schedulers"]) != len(frame.lr_schedulers):
-        raise CheckpointError(
-            f"{path!r} holds {len(state['optimizers'])} optimizer(s) and {len(state['lr_schedulers'])} "
-            f"scheduler(s); this frame has {len(frame.optimizers)} and {len(frame.lr_schedulers)} (shared "
-            "parameters and lr_scheduler must match the saved frame)"
-        )
+    found = len(state["optimizers"]), len(state["lr_schedulers"])
+    own = len(frame.optimizers), len(frame.lr_schedulers)
+    if found != own:
+        raise CheckpointError(f"{path!r} holds {found[0]} optimizer(s) and {found[1]} scheduler(s); this frame has "
+                              f"{own[0]} and {own[1]} (shared parameters and lr_scheduler must match the saved frame)")
     for i, (saved, opt) in enumerate(zip(state["optimizers"], frame.optimizers)):
         _check_optimizer(path, i, saved, opt)
     if any(not isinstance(s, Mapping) for s in state["lr_schedulers"]):
         raise CheckpointError(f"{path!r}: expected scheduler state_dicts, found {state['lr_schedulers']!r:.100}")
-    n_updates = state["n_updates"]
+    n_updates, skipped = state["n_updates"], state.get("skipped_updates", {})
     if isinstance(n_updates, bool) or not isinstance(n_updates, int) or n_updates < 0:
         raise CheckpointError(f"{path!r}: expected an update count >= 0, found {n_updates!r}")
-    skipped = state.get("skipped_updates", {})
     if not isinstance(skipped, Mapping) or not all(isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
                                                    for k, v in skipped.items()):
         raise CheckpointError(f"{path!r}: expected counts of skipped updates per optimizer, found {skipped!r:.100}")
-    rng = state["shuffle_rng"]
-    kind = frame.training_counters()["shuffle_rng"]["bit_generator"]
+    rng, kind = state["shuffle_rng"], frame.training_counters()["shuffle_rng"]["bit_generator"]
     if not isinstance(rng, Mapping) or rng.get("bit_generator") != kind:
         raise CheckpointError(f"{path!r}: expected the shuffling generator's {kind} state, found {rng!r:.100}")
     torch_rng, like = state["torch_rng"], torch.get_rng_state()
@@ -228,12 +198,8 @@ def _check_frame_state(path: str, state: Any, frame: Any) -> None:
 
 
 class LoadedCheckpoint:
-    """A checkpoint read and checked against a frame, not yet applied.
-
-    Attributes:
-        version: the version read.
-        extras: the extra blobs published with it (key -> bytes), e.g. a runner's state.
-    """
+    """A checkpoint read and checked against a frame, not yet applied: its ``version`` and the ``extras`` published
+    with it (key -> bytes, e.g. a runner's state)."""
 
     def __init__(self, frame: Any, version: int, models: Dict[str, Any], state: Dict[str, Any],
                  extras: Dict[str, bytes]):
@@ -243,7 +209,8 @@ class LoadedCheckpoint:
     def apply(self) -> None:
         """Assigns everything to the frame; if any part fails, the frame is restored as it was."""
         frame = self.frame
-        before = _snapshot(frame)
+        before = ({attr: copy.deepcopy(getattr(frame, attr).state_dict()) for attr in self._models},
+                  copy.deepcopy(_frame_state(frame)))
         try:
             _assign(frame, self._models, self._state)
         except BaseException:
@@ -251,81 +218,56 @@ class LoadedCheckpoint:
             raise
 
 
-def _snapshot(frame: Any) -> tuple:
-    models = {attr: copy.deepcopy(getattr(frame, attr).state_dict()) for attr in _networks(frame)}
-    return models, copy.deepcopy(_frame_state(frame))
-
-
 def _assign(frame: Any, models: Dict[str, Any], state: Dict[str, Any]) -> None:
-    for attr, state_dict in models.items():
-        getattr(frame, attr).load_state_dict(state_dict)
-    for opt, opt_state in zip(frame.optimizers, state["optimizers"]):
-        opt.load_state_dict(opt_state)
-    for scheduler, sched_state in zip(frame.lr_schedulers, state["lr_schedulers"]):
-        scheduler.load_state_dict(sched_state)
+    networks = [(getattr(frame, attr), state_dict) for attr, state_dict in models.items()]
+    for target, saved in [*networks, *zip(frame.optimizers, state["optimizers"]),
+                          *zip(frame.lr_schedulers, state["lr_schedulers"])]:
+        target.load_state_dict(saved)
     frame.set_training_counters(state)  # skipped_updates is absent from checkpoints of entmachin 0.1
     torch.set_rng_state(state["torch_rng"])
     if state["cuda_rng"] and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda_rng"])
 
 
-def _read_manifest_files(model_dir: str, names: Dict[str, str], version: int, frame_name: str,
-                         extra_keys: Optional[Sequence[str]]) -> tuple:
-    manifest = read_manifest(model_dir, version)
-    saved = manifest.meta.get("networks")
-    if saved != names:
-        raise CheckpointError(f"{manifest.path!r} was saved with network names {saved!r}; this load asks for "
-                              f"{names!r} (pass the network_map used when saving)")
-    if manifest.meta.get("frame") != frame_name:
-        raise CheckpointError(f"{manifest.path!r} holds a {manifest.meta.get('frame')!r} save; expected a "
-                              f"{frame_name!r} save")
-    files = {}
-    for key in (*names, _STATE):
-        data = read_blob(model_dir, manifest, key)  # raises, naming the manifest, if it lacks the key
-        files[key] = (os.path.join(model_dir, str(manifest.files[key]["file"])), data)
-    wanted = [key for key in manifest.files if key not in files] if extra_keys is None else extra_keys
-    extras = {key: read_blob(model_dir, manifest, key) for key in wanted if key in manifest.files}
-    return files, extras
-
-
 def read_frame_checkpoint(frame: Any, model_dir: str, network_map: Optional[Mapping[str, str]] = None,
                           version: int = -1, extra_keys: Optional[Sequence[str]] = None) -> LoadedCheckpoint:
-    """Reads and checks version ``version`` (-1: the highest) of ``model_dir`` against ``frame``.
-
-    ``extra_keys`` names the extra blobs to read (default: all of them; ``()``: none, e.g. a
-    policy loaded for evaluation that needs no environment state).
+    """Reads and checks version ``version`` (-1: the highest) of ``model_dir`` against ``frame``, with the extra blobs
+    ``extra_keys`` names (default: all of them; ``()``: none, e.g. for a policy evaluated without environment state).
 
     Raises:
         FileNotFoundError: the directory, the version or a file it names is missing.
-        CheckpointError: (a ``ValueError``) a file is not a checkpoint, is damaged, or belongs to
-            another frame class, format, model or parameter layout; the message names the file.
+        CheckpointError: (a ``ValueError``) a file is not a checkpoint, is damaged, or belongs to another frame class,
+            format, model or parameter layout; the message names the file.
     """
-    where = f"{type(frame).__name__}.load"
-    _check_version(version, where, allow_latest=True)
-    names = _names(network_map, where, frame)
+    where, names = _arguments(frame, network_map, version, "load")
     if version == -1:
         version = latest_version(model_dir, where)
     elif not os.path.isdir(model_dir):
         raise FileNotFoundError(f"{where}: {model_dir!r} is not a directory")
-    saved = manifest_versions(model_dir)
-    if version not in saved:
+    if version not in (saved := manifest_versions(model_dir)):
         raise FileNotFoundError(f"{where}: {model_dir!r} holds no version {version}; saved versions are {saved}")
-    try:
-        files, extras = _read_manifest_files(model_dir, names, version, type(frame).__name__, extra_keys)
+    try:  # every file is read (sizes and checksums checked) before any is decoded
+        manifest = read_manifest(model_dir, version)
+        if (networks := manifest.meta.get("networks")) != names:
+            raise CheckpointError(f"{manifest.path!r} was saved with network names {networks!r}; this load asks for "
+                                  f"{names!r} (pass the network_map used when saving)")
+        if manifest.meta.get("frame") != type(frame).__name__:
+            raise CheckpointError(f"{manifest.path!r} holds a {manifest.meta.get('frame')!r} save; expected a "
+                                  f"{type(frame).__name__!r} save")
+        blobs = {key: read_blob(model_dir, manifest, key) for key in (*names, _STATE)}  # raises if a key is missing
+        wanted = [key for key in manifest.files if key not in blobs] if extra_keys is None else extra_keys
+        extras = {key: read_blob(model_dir, manifest, key) for key in wanted if key in manifest.files}
+        paths = {key: os.path.join(model_dir, str(manifest.files[key]["file"])) for key in blobs}
+        decoded = {key: _decode(paths[key], data) for key, data in blobs.items()}
+        _check_header(paths[_STATE], decoded[_STATE], frame)
+        for attr in names:
+            _check_state_dict(paths[attr], attr, decoded[attr], getattr(frame, attr))
+        _check_frame_state(paths[_STATE], decoded[_STATE], frame)
     except FileNotFoundError as e:
         raise FileNotFoundError(f"{where}: {e}") from None
     except CheckpointError as e:
         raise CheckpointError(f"{where}: {e}") from None
-    try:
-        decoded = {key: _decode(path, data) for key, (path, data) in files.items()}
-        _check_header(files[_STATE][0], decoded[_STATE], frame)
-        for attr in names:
-            _check_state_dict(files[attr][0], attr, decoded[attr], getattr(frame, attr))
-        _check_frame_state(files[_STATE][0], decoded[_STATE], frame)
-    except CheckpointError as e:
-        raise CheckpointError(f"{where}: {e}") from None
-    models = {attr: decoded[attr] for attr in names}
-    return LoadedCheckpoint(frame, version, models, decoded[_STATE], extras)
+    return LoadedCheckpoint(frame, version, {attr: decoded[attr] for attr in names}, decoded[_STATE], extras)
 
 
 def load_frame(frame: Any, model_dir: str, network_map: Optional[Mapping[str, str]], version: int) -> None:

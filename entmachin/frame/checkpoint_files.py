@@ -1,30 +1,29 @@
 """Atomic, versioned checkpoint directories: named blobs published together by one manifest.
 
-A save writes every blob to a file with a name no earlier save used, fsyncs it, then publishes
-the whole set by atomically replacing one small JSON manifest that names the files with their
-sizes and SHA-256 checksums. Only after that are the files of the superseded manifest deleted.
-A process killed at any instant (SIGKILL, power loss after the fsyncs, an exception) therefore
-leaves either the previous manifest with all its files or the new one with all of its; files of
-a save that never published are swept by the next save. A load reads only what a manifest names
-and checks each file's size and checksum before anything is decoded.
+A save writes and fsyncs each blob under a name no earlier save used, then publishes the set by atomically replacing
+one small JSON manifest that records each file's size and SHA-256; only then are the superseded manifest's files
+deleted. A process killed at any instant (SIGKILL, power loss after the fsyncs, an exception) thus leaves the
+previous manifest with all its files or the new one with all of its; the next save sweeps the files of saves that
+never published. A load reads only what a manifest names, checking sizes and checksums before decoding anything.
 
 Layout (``v`` is the version; several versions live side by side, Machin-style)::
 
-    checkpoint_<v>.json          the manifest: {"format": ..., "version": v, "meta": {...},
-                                 "files": {key: {"file", "bytes", "sha256"}}}
-    <stem>_<v>.<token>.pt        one blob per key (``token``: 12 random hex digits)
+    checkpoint_<v>.json     the manifest: {"format": ..., "version": v, "meta": {...},
+                            "files": {key: {"file", "bytes", "sha256"}}}
+    <stem>_<v>.<token>.pt   one blob per key (``token``: 12 random hex digits)
 
-The frame's checkpoint (:mod:`entmachin.frame.checkpoint`) stores its models and state here;
-the runner adds its own blobs to the same manifest, so both are published as one.
+The frame (:mod:`entmachin.frame.checkpoint`) and the runner publish their blobs in one manifest.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
 import secrets
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Dict, Mapping, Optional
 
 __all__ = ["CheckpointError", "Manifest", "publish", "read_manifest", "read_blob", "manifest_versions",
@@ -91,27 +90,16 @@ def _write(path: str, data: bytes) -> None:
 def _remove(path: str) -> None:
     name = os.path.basename(path)
     _boundary(f"before delete {name}")
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.remove(path)
-    except FileNotFoundError:
-        pass
     _boundary(f"after delete {name}")
 
 
 def publish(directory: str, version: int, blobs: Mapping[str, bytes], stems: Mapping[str, str],
             meta: Mapping[str, object]) -> Manifest:
-    """Writes ``blobs`` (key -> bytes) and atomically makes them version ``version``.
-
-    Args:
-        directory: the checkpoint directory (created if missing).
-        version: the version the manifest publishes; an earlier manifest of it is replaced.
-        blobs: the files' contents by key.
-        stems: the file name stem of each key (``actor`` -> ``actor_<v>.<token>.pt``).
-        meta: JSON-serialisable metadata stored in the manifest.
-
-    Returns:
-        The published manifest.
-    """
+    """Writes ``blobs`` (key -> bytes) to ``directory`` (created if missing) and atomically publishes them as version
+    ``version``, replacing an earlier manifest of it; returns that manifest. ``stems`` names each key's file
+    (``actor`` -> ``actor_<v>.<token>.pt``); ``meta`` is JSON-serialisable metadata stored in the manifest."""
     os.makedirs(directory, exist_ok=True)
     target = manifest_path(directory, version)
     token = secrets.token_hex(6)
@@ -136,14 +124,15 @@ def publish(directory: str, version: int, blobs: Mapping[str, bytes], stems: Map
         _fsync_dir(directory)
         _boundary("after fsync directory")
     except BaseException:  # KeyboardInterrupt included: leave no half-written files behind...
-        # ...unless the manifest was already renamed into place: the disk, not a flag that an
-        # interrupt could pre-empt, says whether this save was published.
-        published = _published_token(target) == token
+        try:  # ...unless the manifest was already renamed into place: the disk, not a flag that an interrupt could
+            # pre-empt, says whether this save was published
+            document = json.loads(Path(target).read_bytes().decode("utf-8"))
+            published = isinstance(document, dict) and document.get("token") == token
+        except (OSError, ValueError):
+            published = False
         for path in ([] if published else written) + [temp]:
-            try:
+            with contextlib.suppress(OSError):
                 os.remove(path)
-            except OSError:
-                pass
         raise
     _sweep(directory)
     return Manifest(target, version, dict(meta), files)
@@ -155,16 +144,6 @@ def remove_version(directory: str, version: int) -> None:
     _remove(manifest_path(directory, version))
     _fsync_dir(directory)
     _sweep(directory)
-
-
-def _published_token(target: str) -> Optional[str]:
-    """The token of the save that published the manifest at ``target`` (None if unreadable)."""
-    try:
-        with open(target, "rb") as f:
-            document = json.loads(f.read().decode("utf-8"))
-        return document.get("token") if isinstance(document, dict) else None
-    except (OSError, ValueError):
-        return None
 
 
 def _sweep(directory: str) -> None:
@@ -188,14 +167,12 @@ def read_manifest(directory: str, version: int) -> Manifest:
         CheckpointError: the file is not an entmachin manifest of a known format.
     """
     path = manifest_path(directory, version)
-    with open(path, "rb") as f:
-        raw = f.read()
+    raw = Path(path).read_bytes()
     try:
         document = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
-        raise CheckpointError(
-            f"{path!r} is not a checkpoint manifest: expected JSON, found {describe_bytes(raw)}"
-        ) from None
+        raise CheckpointError(f"{path!r} is not a checkpoint manifest: expected JSON, "
+                              f"found {describe_bytes(raw)}") from None
     if not isinstance(document, dict) or document.get("format") != MANIFEST_FORMAT:
         found = document.get("format") if isinstance(document, dict) else type(document).__name__
         raise CheckpointError(f"{path!r} is not a checkpoint manifest: expected format {MANIFEST_FORMAT!r}, "
@@ -226,8 +203,7 @@ def read_blob(directory: str, manifest: Manifest, key: str) -> bytes:
     path = os.path.join(directory, str(entry["file"]))
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path!r} does not exist, but {manifest.path!r} names it as {key!r}")
-    with open(path, "rb") as f:
-        data = f.read()
+    data = Path(path).read_bytes()
     if len(data) != entry["bytes"]:
         raise CheckpointError(f"{path!r} is truncated or damaged: {manifest.path!r} expects {entry['bytes']} "
                               f"bytes, found {len(data)}")
@@ -237,7 +213,5 @@ def read_blob(directory: str, manifest: Manifest, key: str) -> bytes:
 
 
 def describe_bytes(data: bytes) -> str:
-    """``'0 bytes'`` or ``'123 bytes starting with b"..."'``: what a file held, for messages."""
-    if not data:
-        return "an empty file"
-    return f"{len(data)} bytes starting with {data[:16]!r}"
+    """``'an empty file'`` or ``'123 bytes starting with b"..."'``: what a file held, for messages."""
+    return f"{len(data)} bytes starting with {data[:16]!r}" if data else "an empty file"

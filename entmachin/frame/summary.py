@@ -1,26 +1,7 @@
 """Tensorboard glue for frames: per-update scalars and the autograd graph of a loss.
 
-Every ``update()`` writes these tags at step = the number of updates so far::
-
-    losses/policy_loss     mean policy loss (negated surrogate plus the entropy term)
-    losses/value_loss      mean value loss (criterion x value_weight)
-    losses/entropy         mean entropy of the policy over actors (or rows)
-    losses/approx_kl       mean of (r - 1) - log r over the minibatches, r the probability ratio
-    losses/clipfrac        share of actors (or rows) whose ratio left [1 - clip, 1 + clip] (PPO)
-    losses/explained_variance  how much of the returns' variance the stored values explain (1: all)
-    charts/learning_rate   learning rate of the first parameter group of the first optimizer
-    charts/skipped_steps   optimizer steps skipped for non-finite losses or gradients
-    charts/minibatches     minibatches evaluated (fewer than asked when target_kl stopped early)
-
-and every DQN / DQNPer ``update()`` (:class:`QUpdateStats`)::
-
-    losses/td_loss         the loss of the TD errors (importance-weighted for DQNPer)
-    charts/q_values        mean Q(s, a) of the sampled rows
-    charts/epsilon         the exploration rate after the update
-    charts/buffer_size     rows in the replay buffer
-    charts/importance_weight  mean importance weight of the sampled rows (DQNPer)
-    charts/learning_rate   as above
-    charts/skipped_steps   as above
+Every ``update()`` writes the finite fields of its :class:`UpdateStats` (:class:`QUpdateStats` for DQN / DQNPer) at
+step = the number of updates so far, under the tags named beside the fields (``_TAGS`` maps them).
 """
 from __future__ import annotations
 
@@ -36,15 +17,16 @@ __all__ = ["UpdateStats", "QUpdateStats", "make_writer", "log_update", "autograd
 class UpdateStats(NamedTuple):
     """What one ``update()`` measured; losses are means over the minibatches that ran (nan: none)."""
 
-    policy_loss: float
-    value_loss: float
-    entropy: float
-    approx_kl: float
-    clip_fraction: float
-    explained_variance: float  # 1 - Var(return - value) / Var(return) of the stored rows (nan: constant returns)
-    learning_rate: float
-    skipped_steps: int
-    minibatches: int
+    policy_loss: float  # losses/policy_loss: the negated surrogate plus the entropy term
+    value_loss: float  # losses/value_loss: the criterion x value_weight
+    entropy: float  # losses/entropy: the mean entropy of the policy over actors (or rows)
+    approx_kl: float  # losses/approx_kl: the mean of (r - 1) - log r, r the probability ratio
+    clip_fraction: float  # losses/clipfrac: share of actors (or rows) whose ratio left [1 - clip, 1 + clip] (PPO)
+    # losses/explained_variance: 1 - Var(return - value) / Var(return) over stored rows (1: all; nan: constant returns)
+    explained_variance: float
+    learning_rate: float  # charts/learning_rate: the learning rate of the first parameter group of the first optimizer
+    skipped_steps: int  # charts/skipped_steps: optimizer steps skipped for non-finite losses or gradients
+    minibatches: int  # charts/minibatches: minibatches evaluated (fewer than asked when target_kl stopped early)
     stopped_early: bool
     optimizer_steps: Dict[str, Tuple[int, int]]  # "actor" / "critic" / "shared" -> steps (attempted, skipped)
     non_finite: Tuple[str, ...]  # what made steps skip: "policy loss", "entropy", "value loss", "gradients of ..."
@@ -53,13 +35,13 @@ class UpdateStats(NamedTuple):
 class QUpdateStats(NamedTuple):
     """What one DQN / DQNPer ``update()`` measured (``importance_weight``: nan without prioritized replay)."""
 
-    td_loss: float
-    q_values: float
-    epsilon: float
-    buffer_size: int
-    importance_weight: float
-    learning_rate: float
-    skipped_steps: int = 0  # steps skipped for non-finite TD errors, loss or gradients
+    td_loss: float  # losses/td_loss: the loss of the TD errors (importance-weighted for DQNPer)
+    q_values: float  # charts/q_values: mean Q(s, a) of the sampled rows
+    epsilon: float  # charts/epsilon: the exploration rate after the update
+    buffer_size: int  # charts/buffer_size: rows in the replay buffer
+    importance_weight: float  # charts/importance_weight: mean importance weight of the sampled rows (DQNPer)
+    learning_rate: float  # charts/learning_rate: as in UpdateStats
+    skipped_steps: int = 0  # charts/skipped_steps: steps skipped for non-finite TD errors, loss or gradients
 
 
 def make_writer(writer: Any, where: str) -> Optional[Any]:
@@ -68,35 +50,22 @@ def make_writer(writer: Any, where: str) -> Optional[Any]:
     Raises:
         TypeError: ``writer`` is neither None, a path, nor an object with ``add_scalar``.
     """
-    if writer is None:
-        return None
     if isinstance(writer, (str, os.PathLike)):
         from torch.utils.tensorboard import SummaryWriter  # imported only when asked for: slow
-
         return SummaryWriter(log_dir=os.fspath(writer))
-    if not callable(getattr(writer, "add_scalar", None)):
-        raise TypeError(
-            f"{where}: writer must be None, a log directory or a SummaryWriter (anything with add_scalar), "
-            f"got {type(writer).__name__}"
-        )
+    if writer is not None and not callable(getattr(writer, "add_scalar", None)):
+        raise TypeError(f"{where}: writer must be None, a log directory or a SummaryWriter (anything with add_scalar), "
+                        f"got {type(writer).__name__}")
     return writer
 
 
-_TAGS = {
-    "policy_loss": "losses/policy_loss",
-    "value_loss": "losses/value_loss",
-    "entropy": "losses/entropy",
-    "approx_kl": "losses/approx_kl",
-    "clip_fraction": "losses/clipfrac",
-    "explained_variance": "losses/explained_variance",
-    "learning_rate": "charts/learning_rate",
-    "skipped_steps": "charts/skipped_steps",
-    "minibatches": "charts/minibatches",
-    "td_loss": "losses/td_loss",
-    "q_values": "charts/q_values",
-    "epsilon": "charts/epsilon",
-    "buffer_size": "charts/buffer_size",
-    "importance_weight": "charts/importance_weight",
+_TAGS = {  # field -> tag, in the order they are written
+    "policy_loss": "losses/policy_loss", "value_loss": "losses/value_loss", "entropy": "losses/entropy",
+    "approx_kl": "losses/approx_kl", "clip_fraction": "losses/clipfrac",
+    "explained_variance": "losses/explained_variance", "learning_rate": "charts/learning_rate",
+    "skipped_steps": "charts/skipped_steps", "minibatches": "charts/minibatches",
+    "td_loss": "losses/td_loss", "q_values": "charts/q_values", "epsilon": "charts/epsilon",
+    "buffer_size": "charts/buffer_size", "importance_weight": "charts/importance_weight",
 }
 
 
@@ -104,10 +73,7 @@ def log_update(writer: Any, stats: Union[UpdateStats, QUpdateStats], step: int) 
     """Writes the finite fields of ``stats`` under the module's tags."""
     values: Dict[str, Any] = stats._asdict()
     for field, tag in _TAGS.items():
-        if field not in values:
-            continue
-        value = float(values[field])
-        if math.isfinite(value):
+        if field in values and math.isfinite(value := float(values[field])):
             writer.add_scalar(tag, value, step)
 
 
@@ -121,17 +87,14 @@ def autograd_dot(tensor: torch.Tensor, name: str) -> str:
         if id(fn) in seen:
             continue
         seen.add(id(fn))
-        label = type(fn).__name__
-        variable = getattr(fn, "variable", None)
-        if variable is not None:  # a leaf: show the parameter's shape
-            label = f"{tuple(variable.shape)}"
+        variable = getattr(fn, "variable", None)  # set on leaves: show the parameter's shape
+        label = type(fn).__name__ if variable is None else f"{tuple(variable.shape)}"
         lines.append(f'  n{id(fn)} [label="{label}"];')
         for child, _ in fn.next_functions:
             if child is not None:
                 lines.append(f"  n{id(child)} -> n{id(fn)};")
                 stack.append(child)
-    lines.append("}")
-    return "\n".join(lines)
+    return "\n".join(lines + ["}"])
 
 
 def write_graph(tensor: torch.Tensor, name: str, directory: str, writer: Optional[Any]) -> str:
