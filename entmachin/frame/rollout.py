@@ -1,26 +1,15 @@
 """The rollout record: how stored transitions become one, and what an on-policy ``update()`` reads.
 
-``store_episode`` / ``store_rollout`` build one :class:`Rollout` per call (checked once, with
-value targets and advantages computed), append it to the frame's buffer as a transition and
-``update()`` reads the buffer back as one ``Rollout`` of every stored row, then takes
-minibatches of it with :meth:`Rollout.minibatch`. Fields are read by name everywhere; the buffer
-keys stay Machin-like (``value`` for the return target, ``gae`` for the advantage), so a user
-sampling the buffer directly sees the same columns as before.
-
-:func:`minibatch_schedule` walks shuffled epochs over the rows: each epoch is a fresh
-permutation cut into ``ceil(N / batch_size)`` near-equal minibatches (so none is much smaller
-than the others), and minibatch ``i`` of an update serves both the policy step (while ``i <
-actor_update_times``) and the value step (while ``i < critic_update_times``).
-
-From an episode or a rollout to one stored transition with value targets and advantages.
-
-``read_episode`` (one environment's ``T`` one-row transitions) and ``read_rollout`` (``T``
-transitions of ``B`` rows each) check and stack the caller's transitions into a ``Steps``
-record without touching them. ``value_targets`` then evaluates the critic once on every
-row's state plus the ``next_state`` of the rows that bootstrap (truncated rows, and the last
-step's rows unless terminal), and runs GAE by the terminal/truncated rules of ``docs/architecture.md``.
-``to_rollout`` packs the result as the frame's :class:`Rollout`; rows
-are ordered step-major (row ``t * B + b``).
+``read_episode`` (one environment's ``T`` one-row transitions) and ``read_rollout`` (``T`` transitions of
+``B`` rows each) check and stack the caller's transitions into a :class:`Steps` record without touching
+them; rows are ordered step-major (row ``t * B + b``). ``value_targets`` then evaluates the critic once on
+every row's state plus the ``next_state`` of the rows that bootstrap (truncated rows, and the last step's
+rows unless terminal), and runs GAE by the terminal/truncated rules of ``docs/architecture.md``.
+``to_rollout`` packs the result as one :class:`Rollout`, which ``store_episode`` / ``store_rollout``
+append to the frame's buffer as one transition. ``update()`` reads the buffer back as one ``Rollout`` of
+every stored row and takes minibatches of it with :meth:`Rollout.minibatch` (:func:`minibatch_schedule`).
+Fields are read by name everywhere; the buffer keys stay Machin-like (``value`` for the return target,
+``gae`` for the advantage), so a user sampling the buffer directly sees the same columns as before.
 """
 from __future__ import annotations
 
@@ -49,25 +38,15 @@ MAJOR_ATTRS = ("state", "action")  # the buffer's dicts of values; the other fie
 
 
 class Rollout(NamedTuple):
-    """``N`` stored rows (step-major when they came from a rollout).
+    """``N`` stored rows (step-major from a rollout): ``state`` and ``action`` trees, the rest ``[N, 1]`` columns."""
 
-    Attributes:
-        state: tree of ``N`` rows (a canonical entity state or Machin's ``{"state": tensor}``).
-        action: tree of ``N`` rows, as the actor's ``action`` keywords take them.
-        reward: float32 ``[N, 1]``.
-        terminal: bool ``[N, 1]``.
-        truncated: bool ``[N, 1]``.
-        value_target: float32 ``[N, 1]``, the return the critic learns (buffer key ``value``).
-        advantage: float32 ``[N, 1]``, GAE's advantage (buffer key ``gae``).
-    """
-
-    state: Any
-    action: Any
-    reward: torch.Tensor
-    terminal: torch.Tensor
-    truncated: torch.Tensor
-    value_target: torch.Tensor
-    advantage: torch.Tensor
+    state: Any  # a canonical entity state or Machin's {"state": tensor}
+    action: Any  # as the actor's `action` keywords take them
+    reward: torch.Tensor  # float32
+    terminal: torch.Tensor  # bool
+    truncated: torch.Tensor  # bool
+    value_target: torch.Tensor  # float32, the return the critic learns (buffer key "value")
+    advantage: torch.Tensor  # float32, GAE's advantage (buffer key "gae")
 
     @property
     def n_rows(self) -> int:
@@ -83,9 +62,8 @@ class Rollout(NamedTuple):
         return Rollout(*(_take(value, index) for value in self))
 
     def minibatch(self, index: torch.Tensor) -> "Rollout":
-        """The rows ``index`` (int64 ``[b]``) of the fields ``update()`` reads: ``state``,
-        ``action``, ``value_target`` and ``advantage`` (and so ``old_value``); ``reward``,
-        ``terminal`` and ``truncated`` are None."""
+        """The rows ``index`` (int64 ``[b]``) of the fields ``update()`` reads: ``state``, ``action``, ``value_target``
+        and ``advantage`` (and so ``old_value``); ``reward``, ``terminal`` and ``truncated`` are None."""
         return Rollout(_take(self.state, index), _take(self.action, index), None, None, None,
                        _take(self.value_target, index), _take(self.advantage, index))
 
@@ -99,8 +77,8 @@ class Rollout(NamedTuple):
 
     @classmethod
     def read(cls, buffer: Any) -> "Rollout":
-        """Every row of an on-policy ``buffer`` as one record: the rows a ``RolloutBuffer``
-        holds by reference, else ``sample_batch(..., "all")``'s copy."""
+        """Every row of an on-policy ``buffer`` as one record: the rows a ``RolloutBuffer`` holds by reference,
+        else ``sample_batch(..., "all")``'s copy."""
         held = buffer.held() if isinstance(buffer, RolloutBuffer) else None
         if held is not None:
             return cls(*(arrdict(held[BUFFER_KEYS[f]]) if f in MAJOR_ATTRS else held[BUFFER_KEYS[f]]
@@ -113,8 +91,10 @@ class Rollout(NamedTuple):
 def minibatch_schedule(n_rows: int, batch_size: int, n_minibatches: int, rng: np.random.Generator) -> List[np.ndarray]:
     """``n_minibatches`` int64 index arrays walking shuffled epochs over ``n_rows`` rows.
 
-    Within an epoch no row repeats; every epoch is a new permutation cut into
-    ``ceil(n_rows / batch_size)`` near-equal parts.
+    Each epoch is a fresh permutation (no row repeats within it) cut into ``ceil(n_rows / batch_size)``
+    near-equal minibatches, so none is much smaller than the others; minibatch ``i`` of an update serves
+    both the policy step (while ``i < actor_update_times``) and the value step (while ``i <
+    critic_update_times``).
     """
     per_epoch = max(1, math.ceil(n_rows / batch_size))
     out: List[np.ndarray] = []
@@ -133,34 +113,25 @@ def _take(value: Any, index: torch.Tensor) -> Any:
 
 _REQUIRED = ("state", "action", "next_state", "reward", "terminal")
 _ACCEPTED = (*_REQUIRED, "truncated")
-_REQUIRED_KEYS = frozenset(_REQUIRED)
-_ACCEPTED_KEYS = frozenset(_ACCEPTED)
+_REQUIRED_KEYS, _ACCEPTED_KEYS = frozenset(_REQUIRED), frozenset(_ACCEPTED)
 
 
 class Steps(NamedTuple):
     """``T`` steps of ``B`` environments, stacked step-major (``N = T * B`` rows).
 
-    Attributes:
-        state: tree of ``N`` rows.
-        action: tree of ``N`` rows.
-        reward: float64 ``[T, B]``.
-        terminal: bool ``[T, B]``.
-        truncated: bool ``[T, B]``.
-        bootstrap: int64 ``[k]`` flat row indices whose ``next_state`` value is needed.
-        next_state: tree of the ``k`` ``next_state`` rows of ``bootstrap``, or None if ``k == 0``.
-        inputs: the critic's input: the ``N`` state rows, then the ``k`` next_state rows.
-            ``state`` and ``next_state`` are views of it (torch leaves; each value was copied
-            once, when the caller's steps were concatenated). None when next_state does not
-            have the structure of state (``value_targets`` raises about it).
+    ``inputs`` is the critic's input: the ``N`` state rows, then the ``k`` next_state rows; ``state`` and
+    ``next_state`` are views of it (torch leaves; each value was copied once, when the caller's steps were
+    concatenated). It is None when next_state does not have the structure of state (``value_targets`` raises
+    about it).
     """
 
-    state: Dict[str, Any]
-    action: Dict[str, Any]
-    reward: np.ndarray
-    terminal: np.ndarray
-    truncated: np.ndarray
-    bootstrap: np.ndarray
-    next_state: Any
+    state: Dict[str, Any]  # tree of N rows
+    action: Dict[str, Any]  # tree of N rows
+    reward: np.ndarray  # float64 [T, B]
+    terminal: np.ndarray  # bool [T, B]
+    truncated: np.ndarray  # bool [T, B]
+    bootstrap: np.ndarray  # int64 [k]: the flat rows whose next_state value is needed
+    next_state: Any  # tree of the k next_state rows of `bootstrap`, or None if k == 0
     inputs: Optional[Dict[str, Any]]
 
     @property
@@ -169,12 +140,11 @@ class Steps(NamedTuple):
 
 
 def tree_rows(tree: Mapping[str, Any], where: str) -> int:
-    """The common number of rows of every leaf of a stored ``tree`` (``state``, ``action``,
-    ``next_state``), which must be a dict of named values, never a bare tensor.
+    """The common number of rows of every leaf of a stored ``tree`` (``state``, ``action``, ``next_state``),
+    which must be a dict of named values, never a bare tensor.
 
     Raises:
-        ValueError: leaves disagree on the number of rows, a leaf has no row dimension, or the
-            tree has no leaves.
+        ValueError: leaves disagree on the number of rows, a leaf has no row dimension, or the tree has no leaves.
         TypeError: a leaf is not a tensor, an array or a ragged value, or ``tree`` is not a mapping.
     """
     if not isinstance(tree, Mapping):
@@ -182,25 +152,8 @@ def tree_rows(tree: Mapping[str, Any], where: str) -> int:
     return trees.n_rows(tree, where)
 
 
-def _check_transition(transition: Any, where: str) -> None:
-    if not isinstance(transition, Mapping) and not isinstance(transition, TransitionBase):
-        raise TypeError(f"{where} is a {type(transition).__name__}; expected a dict or a Transition")
-    missing = [k for k in _REQUIRED if k not in transition]
-    if missing:
-        raise ValueError(
-            f"{where} lacks {missing}; a transition needs {list(_REQUIRED)} (and optionally 'truncated')"
-        )
-    unknown = [k for k in transition.keys() if k not in _ACCEPTED_KEYS]
-    if unknown:
-        raise ValueError(
-            f"{where} has unknown key(s) {unknown}; a transition takes only {list(_ACCEPTED)}"
-        )
-
-
 def _column(value: Any, n_rows: int, where: str, flag: bool) -> np.ndarray:
     """A per-row scalar (a number or bool for one row, else ``[n]`` / ``[n, 1]``) as ``[n]``."""
-    if n_rows == 1 and type(value) in ((bool,) if flag else (float, int)):
-        return np.array([value], dtype=np.bool_ if flag else np.float64)  # [1]
     what = "a bool or a bool tensor/array" if flag else "a number or a numeric tensor/array"
     if isinstance(value, (bool, np.bool_)) or (not flag and isinstance(value, (numbers.Real, np.generic))):
         if flag != isinstance(value, (bool, np.bool_)):
@@ -220,9 +173,8 @@ def _column(value: Any, n_rows: int, where: str, flag: bool) -> np.ndarray:
                      or np.issubdtype(array.dtype, np.complexfloating)):
         raise TypeError(f"{where} has dtype {value.dtype}; expected real numbers")
     if array.size != n_rows or array.ndim > 2 or (array.ndim == 2 and array.shape[1] != 1):
-        raise ValueError(
-            f"{where} has shape {tuple(array.shape)}; expected [{n_rows}] or [{n_rows}, 1] (one value per row)"
-        )
+        raise ValueError(f"{where} has shape {tuple(array.shape)}; expected [{n_rows}] or [{n_rows}, 1] (one value "
+                         "per row)")
     return array.reshape(n_rows).astype(np.bool_ if flag else np.float64)  # [n_rows]
 
 
@@ -238,16 +190,14 @@ def _flag_column(values: List[Any], n_rows: int, name: str, key: str, flag: bool
     return np.stack([_column(v, n_rows, f"{name}[{t}][{key!r}]", flag) for t, v in enumerate(values)])  # [T, B]
 
 
-def _diagnose_rows(steps: Sequence[Any], key: str, n_envs: int, name: str, episode: bool) -> None:
-    """Finds the transition whose ``key`` has the wrong number of rows and raises about it."""
+def _check_rows(steps: Sequence[Any], key: str, n_envs: int, name: str, episode: bool) -> None:
+    """Every transition's ``key`` holds ``n_envs`` rows."""
     for t, transition in enumerate(steps):
         rows = tree_rows(transition[key], f"{name}[{t}][{key!r}]")
         if rows != n_envs:
             if episode:
-                raise ValueError(
-                    f"{name}[{t}][{key!r}] holds {rows} rows; store_episode takes one environment's "
-                    "transitions (one row each); use store_rollout for steps of several environments"
-                )
+                raise ValueError(f"{name}[{t}][{key!r}] holds {rows} rows; store_episode takes one environment's "
+                                 "transitions (one row each); use store_rollout for steps of several environments")
             raise ValueError(f"{name}[{t}][{key!r}] holds {rows} rows, but {name}[0]['state'] holds {n_envs}")
 
 
@@ -257,40 +207,37 @@ def _read(steps: Sequence[Any], name: str, episode: bool) -> Steps:
     if len(steps) == 0:
         raise ValueError(f"{name}: got an empty list; store at least one transition")
     for t, transition in enumerate(steps):
-        if type(transition) is not dict or not _REQUIRED_KEYS <= transition.keys() <= _ACCEPTED_KEYS:
-            _check_transition(transition, f"{name}[{t}]")
+        if type(transition) is dict and _REQUIRED_KEYS <= transition.keys() <= _ACCEPTED_KEYS:
+            continue  # the usual case, in one comparison
+        if not isinstance(transition, (Mapping, TransitionBase)):
+            raise TypeError(f"{name}[{t}] is a {type(transition).__name__}; expected a dict or a Transition")
+        if missing := [k for k in _REQUIRED if k not in transition]:
+            raise ValueError(f"{name}[{t}] lacks {missing}; a transition needs {list(_REQUIRED)} (and optionally "
+                             "'truncated')")
+        if unknown := [k for k in transition.keys() if k not in _ACCEPTED_KEYS]:
+            raise ValueError(f"{name}[{t}] has unknown key(s) {unknown}; a transition takes only {list(_ACCEPTED)}")
     n_envs = 1 if episode else tree_rows(steps[0]["state"], f"{name}[0]['state']")
     n_steps = len(steps)
     n_rows = n_steps * n_envs
-    for t, transition in enumerate(steps):
-        if tree_rows(transition["state"], f"{name}[{t}]['state']") != n_envs:
-            _diagnose_rows(steps, "state", n_envs, name, episode)
+    _check_rows(steps, "state", n_envs, name, episode)
     with torch.no_grad():
         action = tree_to_torch(trees.stack([t["action"] for t in steps], lambda t: f"{name}[{t}]['action']"))
-    if tree_rows(action, f"{name}[...]['action']") != n_rows:
-        _diagnose_rows(steps, "action", n_envs, name, episode)
+    if tree_rows(action, f"{name}[...]['action']") != n_rows:  # some transition holds another number of rows
+        _check_rows(steps, "action", n_envs, name, episode)
     reward = _flag_column([t["reward"] for t in steps], n_envs, name, "reward", False)  # [T, B]
     terminal = _flag_column([t["terminal"] for t in steps], n_envs, name, "terminal", True)  # [T, B]
-    if any("truncated" in t for t in steps):
-        truncated = _flag_column([t["truncated"] if "truncated" in t else np.zeros(n_envs, np.bool_) for t in steps],
-                                 n_envs, name, "truncated", True)  # [T, B]
-    else:
-        truncated = np.zeros((n_steps, n_envs), dtype=np.bool_)  # [T, B]
-    truncated = truncated & ~terminal  # [T, B]; terminal wins
+    truncated = _flag_column([t["truncated"] if "truncated" in t else np.zeros(n_envs, np.bool_) for t in steps],
+                             n_envs, name, "truncated", True) & ~terminal  # [T, B]; terminal wins
     needs = truncated.copy()  # [T, B]
     needs[-1] |= ~terminal[-1]  # the rollout's last rows bootstrap unless terminal
     bootstrap = np.flatnonzero(needs).astype(np.int64)  # [k]
     used = np.unique(bootstrap // n_envs)  # steps whose next_state is read
-    parts, picks = [], []
     for t in used:
-        where = f"{name}[{t}]['next_state']"
-        tree = steps[t]["next_state"]
-        rows = tree_rows(tree, where)
+        rows = tree_rows(steps[t]["next_state"], f"{name}[{t}]['next_state']")
         if rows != n_envs:
-            raise ValueError(f"{where} holds {rows} rows, but {name}[{t}]['state'] holds {n_envs}")
-        envs = np.flatnonzero(needs[t]).astype(np.int64)  # [k_t]
-        parts.append(tree)
-        picks.append(None if envs.size == n_envs else envs)
+            raise ValueError(f"{name}[{t}]['next_state'] holds {rows} rows, but {name}[{t}]['state'] holds {n_envs}")
+    parts = [steps[t]["next_state"] for t in used]
+    picks = [None if needs[t].all() else np.flatnonzero(needs[t]).astype(np.int64) for t in used]  # [k_t] each
 
     def where_state(i: int) -> str:
         return f"{name}[{i}]['state']" if i < n_steps else f"{name}[{used[i - n_steps]}]['next_state']"
@@ -318,8 +265,8 @@ def read_episode(episode: Sequence[Any], name: str = "store_episode") -> Steps:
     """Checks and stacks one environment's transitions (one row each) into ``[T, 1]`` steps.
 
     Raises:
-        TypeError / ValueError: not a list, empty, a transition lacking a key, rows that differ,
-            flags that are not bools; messages name the position and key.
+        TypeError / ValueError: not a list, empty, a transition lacking a key, rows that differ, flags that
+            are not bools; messages name the position and key.
     """
     return _read(episode, name, True)
 
@@ -329,21 +276,14 @@ def read_rollout(steps: Sequence[Any], name: str = "store_rollout") -> Steps:
     return _read(steps, name, False)
 
 
-def value_targets(
-    steps: Steps, criticize: Callable[[Any], torch.Tensor], discount: float, gae_lambda: float,
-    name: str = "store",
-) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Returns ``(returns, advantages)``, float32 ``[N, 1]`` on the CPU, from one critic call.
-
-    Args:
-        name: the call in error messages, e.g. ``"PPO.store_rollout"``.
-
-    Shape:
-        returns, advantages: ``[T * B, 1]``, step-major.
+def value_targets(steps: Steps, criticize: Callable[[Any], torch.Tensor], discount: float, gae_lambda: float,
+                  name: str = "store") -> Tuple[torch.Tensor, torch.Tensor]:
+    """Returns ``(returns, advantages)``, float32 ``[T * B, 1]`` (step-major) on the CPU, from one critic call;
+    ``name`` is the call in error messages, e.g. ``"PPO.store_rollout"``.
 
     Raises:
-        ValueError: the critic returned the wrong number of values, or NaN or infinity (the
-            message names the transition and row whose state it was).
+        ValueError: the critic returned the wrong number of values, or NaN or infinity (the message names
+            the transition and row whose state it was).
     """
     n_steps, n_envs = steps.reward.shape
     n_rows = n_steps * n_envs
@@ -356,39 +296,27 @@ def value_targets(
         out = criticize(steps.inputs)
     values = out.detach().reshape(-1).to("cpu", torch.float64)  # [N + k]
     if values.shape[0] != n_rows + steps.bootstrap.size:
-        raise ValueError(
-            f"the critic returned {values.shape[0]} values for {n_rows + steps.bootstrap.size} states; "
-            "expected one value per row ([B, 1] or [B])"
-        )
+        raise ValueError(f"the critic returned {values.shape[0]} values for {n_rows + steps.bootstrap.size} states; "
+                         "expected one value per row ([B, 1] or [B])")
     finite = torch.isfinite(values)  # [N + k]
     if not bool(finite.all()):
         i = int(torch.nonzero(~finite)[0, 0])
         key, r = ("state", i) if i < n_rows else ("next_state", int(steps.bootstrap[i - n_rows]))
         t, b = divmod(r, n_envs)
         row = f" row {b}" if n_envs > 1 else ""
-        raise ValueError(
-            f"{name}: the critic returned {float(values[i])} for {name}[{t}][{key!r}]{row}; values must be finite "
-            "(the critic's weights may hold NaN or infinity); nothing was stored"
-        )
+        raise ValueError(f"{name}: the critic returned {float(values[i])} for {name}[{t}][{key!r}]{row}; values must "
+                         "be finite (the critic's weights may hold NaN or infinity); nothing was stored")
     state_values = values[:n_rows].reshape(n_steps, n_envs)  # [T, B]
     next_values = torch.zeros_like(state_values)  # [T, B]
     next_values[:-1] = state_values[1:]
-    flat = next_values.view(-1)  # [N]
-    flat[torch.from_numpy(steps.bootstrap)] = values[n_rows:]
-    result = gae(
-        torch.from_numpy(steps.reward), state_values, next_values, torch.from_numpy(steps.terminal),
-        torch.from_numpy(steps.truncated), discount=discount, gae_lambda=gae_lambda,
-    )
-    returns = result.returns.reshape(n_rows, 1).to(torch.float32)  # [N, 1]
-    advantages = result.advantages.reshape(n_rows, 1).to(torch.float32)  # [N, 1]
-    return returns, advantages
+    next_values.view(-1)[torch.from_numpy(steps.bootstrap)] = values[n_rows:]  # the rows that bootstrap
+    result = gae(torch.from_numpy(steps.reward), state_values, next_values, torch.from_numpy(steps.terminal),
+                 torch.from_numpy(steps.truncated), discount=discount, gae_lambda=gae_lambda)
+    return result.returns.reshape(n_rows, 1).float(), result.advantages.reshape(n_rows, 1).float()  # [N, 1] each
 
 
 def to_rollout(steps: Steps, returns: torch.Tensor, advantages: torch.Tensor) -> Rollout:
-    """The record of ``steps`` with the value targets and advantages of :func:`value_targets`;
-    every column ``[N, 1]``."""
-    n_rows = steps.n_rows
-    reward = torch.from_numpy(steps.reward.reshape(n_rows, 1).astype(np.float32))  # [N, 1]
-    terminal = torch.from_numpy(steps.terminal.reshape(n_rows, 1))  # [N, 1]
-    truncated = torch.from_numpy(steps.truncated.reshape(n_rows, 1))  # [N, 1]
-    return Rollout(steps.state, steps.action, reward, terminal, truncated, returns, advantages)
+    """The record of ``steps`` with the value targets and advantages of :func:`value_targets`; columns ``[N, 1]``."""
+    columns = (steps.reward.astype(np.float32), steps.terminal, steps.truncated)
+    return Rollout(steps.state, steps.action, *(torch.from_numpy(c.reshape(steps.n_rows, 1)) for c in columns),
+                   returns, advantages)
