@@ -57,10 +57,6 @@ class Rollout(NamedTuple):
         """The critic's values when the rows were stored, ``[N, 1]`` (target minus advantage)."""
         return self.value_target - self.advantage
 
-    def rows(self, index: torch.Tensor) -> "Rollout":
-        """The rows ``index`` (int64 ``[b]``), every field gathered on its own device."""
-        return Rollout(*(_take(value, index) for value in self))
-
     def minibatch(self, index: torch.Tensor) -> "Rollout":
         """The rows ``index`` (int64 ``[b]``) of the fields ``update()`` reads: ``state``, ``action``, ``value_target``
         and ``advantage`` (and so ``old_value``); ``reward``, ``terminal`` and ``truncated`` are None."""
@@ -70,10 +66,6 @@ class Rollout(NamedTuple):
     def buffer_data(self) -> Dict[str, Any]:
         """The fields under the buffer's attribute names (``Buffer.append_trusted``'s input)."""
         return {BUFFER_KEYS[f]: value for f, value in zip(self._fields, self)}
-
-    def to_transition(self) -> TransitionBase:
-        """The record as one multi-row transition: ``state`` and ``action`` major, the rest sub."""
-        return TransitionBase.from_data(self.buffer_data(), MAJOR_ATTRS)
 
     @classmethod
     def read(cls, buffer: Any) -> "Rollout":

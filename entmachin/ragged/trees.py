@@ -179,6 +179,8 @@ def _cat(values: Sequence[Any], kind: str, rows: Optional[Sequence[Optional[np.n
     if kind is TENSOR:
         torch = sys.modules["torch"]
         first = values[0]
+        if any(v.shape[1:] != first.shape[1:] for v in values):  # index_select(out=) would resize, not refuse
+            raise ValueError(f"shapes {[tuple(v.shape) for v in values]} differ past the row dimension")
         out = first.new_empty((sum(sizes), *first.shape[1:]))  # [sum of rows, ...]
         for v, r, at, size in zip(values, rows, np.cumsum([0] + sizes).tolist(), sizes):
             if r is None:

@@ -242,3 +242,11 @@ def test_row_range_views_torch_leaves_and_copies_ragged_buffers():
     assert trees.n_rows(trees.row_range(t, 3, 3), "empty") == 0
     with pytest.raises(IndexError, match=r"RaggedTensor.row_range: \[2, 9\) is not within the 7 sequences"):
         t["entities"]["B"].row_range(2, 9)
+
+
+def test_stack_with_rows_refuses_tensors_of_different_widths():
+    """Selecting rows must not let a narrower leaf be resized into the result (uninitialised values)."""
+    values = [{"state": torch.ones(2, 4)}, {"state": torch.full((2, 3), 7.0)}]
+    with pytest.raises(ValueError, match=r"cannot be concatenated: shapes \[\(2, 4\), \(2, 3\)\] differ past the row "
+                                         r"dimension"):
+        trees.stack(values, lambda i: f"[{i}]", [None, np.array([1])])
