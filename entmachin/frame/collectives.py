@@ -1,10 +1,9 @@
 """The few collectives data-parallel training needs, over one ``torch.distributed`` process group.
 
-:class:`Collectives` calls the process group's own methods (``allreduce``, ``allgather``,
-``broadcast``), so it works the same over the default group that ``torchrun`` sets up and over
-process groups built directly (several ranks in one process, as the tests do). Every call
-waits with the group's timeout; a peer that crashed or stopped answering surfaces as
-:class:`RankFailureError`, which names the failed rank when it left word in the group's store
+:class:`Collectives` calls the process group's own methods (``allreduce``, ``allgather``, ``broadcast``), so it
+works the same over the default group that ``torchrun`` sets up and over process groups built directly (several
+ranks in one process, as the tests do). Every call waits with the group's timeout; a peer that crashed or stopped
+answering surfaces as :class:`RankFailureError`, which names the failed rank when it left word in the group's store
 (see :func:`report_failure`) and says what else to check otherwise.
 """
 from __future__ import annotations
@@ -27,11 +26,8 @@ class RankFailureError(RuntimeError):
 
 
 def report_failure(store: Any, rank: int, message: str) -> None:
-    """Leaves ``message`` in ``store`` so the other ranks can name ``rank`` as the one that failed.
-
-    Best effort: a store that is already gone is ignored (the other ranks then say that a peer
-    failed without naming it).
-    """
+    """Leaves ``message`` in ``store`` so the other ranks can name ``rank`` as the one that failed; best effort: a
+    store that is already gone is ignored (the other ranks then say that a peer failed without naming it)."""
     try:
         store.set(_FAILED_KEY.format(rank=rank), message.encode("utf-8", "replace")[:2000])
     except Exception:  # the store went down with the run: nothing left to tell
@@ -75,8 +71,7 @@ class Collectives:
         self.world_size = group.size() if world_size is None else world_size
 
     def release(self) -> None:
-        """Drops the references to the group and its store (after the group was destroyed); no
-        collective runs after this."""
+        """Forgets the group and its store (after the group was destroyed); no collective runs after this."""
         self.group = self.store = None
 
     def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -95,8 +90,7 @@ class Collectives:
         from torch.distributed import BroadcastOptions
 
         options = BroadcastOptions()
-        options.rootRank = src
-        options.rootTensor = 0
+        options.rootRank = src  # the tensor to send is the list's first (rootTensor = 0)
         self._wait(lambda: self.group.broadcast([tensor], options), "broadcast")
         return tensor
 
@@ -111,13 +105,9 @@ class Collectives:
     def failure(self, what: str, error: BaseException) -> RankFailureError:
         """The error to raise when ``what`` failed with ``error`` on this rank."""
         reported = [r for r in failed_ranks(self.store, self.world_size) if not r.startswith(f"rank {self.rank}:")]
+        failed = f"rank {self.rank}: the {what} of data-parallel training failed"
         if reported:
-            return RankFailureError(
-                f"rank {self.rank}: the {what} of data-parallel training failed because "
-                f"{'; '.join(reported)}; this rank stops too"
-            )
-        return RankFailureError(
-            f"rank {self.rank}: the {what} of data-parallel training failed ({type(error).__name__}: "
-            f"{str(error).strip()[:300]}); another of the {self.world_size} ranks crashed, was killed or did "
-            f"not answer within distributed.timeout = {self.timeout:g} s; look at the other ranks' output"
-        )
+            return RankFailureError(f"{failed} because {'; '.join(reported)}; this rank stops too")
+        return RankFailureError(f"{failed} ({type(error).__name__}: {str(error).strip()[:300]}); another of the "
+                                f"{self.world_size} ranks crashed, was killed or did not answer within "
+                                f"distributed.timeout = {self.timeout:g} s; look at the other ranks' output")

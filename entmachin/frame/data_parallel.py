@@ -1,31 +1,16 @@
 """Data-parallel A2C / PPO updates: every rank holds part of each minibatch, all take the same step.
 
-Attach a :class:`DataParallel` to a frame (``frame.data_parallel = DataParallel(collectives)``)
-on every rank, with the same config everywhere, and each ``update()`` steps as one frame holding
-all ranks' rows would (to rounding), although each rank only holds its own rows:
+Attach a :class:`DataParallel` to a frame (``frame.data_parallel = DataParallel(collectives)``) on every rank, with
+the same config everywhere, and each ``update()`` steps as one frame holding all ranks' rows would (to rounding),
+although each rank only holds its own rows: advantages are normalised with the moments of every rank's rows
+(:meth:`~DataParallel.normalized`); each rank's losses are re-weighted so that their average over the ranks is the
+loss of the whole minibatch (:meth:`~DataParallel.weigh`), which makes averaging the gradients over the ranks
+(:meth:`~DataParallel.average_gradients`, after the backward pass and before clipping) right when ranks hold
+different numbers of actors; ``target_kl`` stops every rank at the same minibatch, the approximate KL being global.
 
-- advantages are normalised with the mean and standard deviation over the rows that have
-  actors on *all* ranks (:meth:`DataParallel.normalized`);
-- the policy loss and entropy are means over units (actors, or rows for dense actors), and
-  ranks hold different numbers of actors, so each rank's mean is re-weighted by
-  ``n_units_here * world_size / n_units_all`` (the value loss likewise by rows, unless the
-  criterion sums: ``reduction="sum"``); the average of those weighted losses over the ranks is
-  the loss of the whole minibatch (:meth:`DataParallel.weigh`), which is what makes
-  averaging gradients right when actor counts differ;
-- gradients are averaged over the ranks after the backward pass and before clipping, with
-  one flat all-reduce that also carries which parameters got a gradient anywhere (the others
-  keep ``grad = None``, as in one process) and whether any rank's loss was non-finite (then
-  every rank skips the step, so weights never diverge) (:meth:`DataParallel.average_gradients`);
-- ``target_kl`` stops every rank at the same minibatch: the approximate KL is the global one.
-
-Identical initial weights come from :meth:`DataParallel.broadcast_modules`; running input
-statistics (RogueNet's ``InputNorm``) are merged over the ranks with
-:meth:`DataParallel.merge_input_stats`; :meth:`DataParallel.reduce_stats` averages an
-``UpdateStats`` over the ranks for logging.
-
-The frame's ``data_parallel`` attribute is the only link (None: single process, nothing
-changes); every rank must run the same number of minibatches with the same flags, which holds
-when they store the same number of rows and share the config.
+The frame's ``data_parallel`` attribute is the only link (None: single process, nothing changes); every rank must
+run the same number of minibatches with the same flags, which holds when they store the same number of rows and
+share the config.
 """
 from __future__ import annotations
 
@@ -64,17 +49,12 @@ class DataParallel:
     # ------------------------------------------------------------------ hooks of A2C._minibatch / UpdateSteps.step
 
     def normalized(self, advantage: torch.Tensor, row: Optional[torch.Tensor]) -> torch.Tensor:
-        """:func:`entmachin.frame.losses.normalized` with the moments of every rank's rows.
+        """:func:`entmachin.frame.a2c.normalized` with the moments of the rows that have units on all ranks.
 
         Shape:
             advantage: ``[B]``; row: ``[n_units]`` or None; returns ``[B]``.
         """
-        if row is not None:
-            has_units = torch.zeros_like(advantage, dtype=torch.bool)  # [B]
-            has_units[row] = True
-            values = advantage[has_units].double()  # [n_rows_with_actors]
-        else:
-            values = advantage.double()  # [B]
+        values = (advantage if row is None else advantage[row.unique()]).double()  # [n_rows_with_units]
         moments = torch.stack([values.new_tensor(float(values.numel())), values.sum()])  # [2]
         count, total = self.collectives.all_reduce_sum(moments).tolist()
         mean = total / count if count else 0.0
@@ -85,16 +65,15 @@ class DataParallel:
         return (advantage - mean) / (std + 1e-8)  # [B]
 
     def weigh(self, losses: Losses, n_units: int, n_rows: int, criterion: Any) -> Losses:
-        """Re-weights one minibatch's losses so that their average over the ranks is the loss of
-        the whole minibatch, and makes the approximate KL the global one.
+        """This rank's losses, means over its own units and rows, re-weighted so that their average over the ranks is
+        the loss of the whole minibatch: the policy loss, entropy and clip fraction by ``n_units * world_size /
+        n_units_all``, the value loss likewise by rows (by ``world_size`` when the criterion sums); the approximate
+        KL becomes the global one.
 
         Args:
-            losses: this rank's losses (means over its own units / rows).
-            n_units: units (actors, or rows for dense actors) of this rank's minibatch (0 without
-                a policy loss).
+            n_units: units (actors, or rows for dense actors) of this rank's minibatch (0 without a policy loss).
             n_rows: rows of this rank's minibatch.
-            criterion: the value criterion; ``reduction == "sum"`` sums over rows, anything
-                else is taken as a mean over rows.
+            criterion: the value criterion; ``reduction == "sum"`` sums over rows, anything else is taken as a mean.
         """
         kl = losses.approx_kl
         local = [float(n_units), float(n_rows), 0.0 if kl is None else float(kl) * n_units]
@@ -116,16 +95,15 @@ class DataParallel:
     def average_gradients(self, params: Sequence[nn.Parameter], terms: Sequence[torch.Tensor]) -> None:
         """Averages ``params``' gradients over the ranks, in one flat all-reduce.
 
-        A parameter without a gradient counts as zero; one that has none on any rank keeps
-        ``grad = None``. If a term of ``terms`` is non-finite on any rank, every rank's gradients
-        become NaN, so that every rank skips the step (the frame's finite check).
+        A parameter without a gradient counts as zero; one that has none on any rank keeps ``grad = None`` (as in one
+        process). If a term of ``terms`` is non-finite on any rank, every rank's gradients become NaN, so that every
+        rank skips the step (the frame's finite check) and weights never diverge.
         """
         params = list(dict.fromkeys(params))  # a parameter shared by two steps is reduced once
         if not params:
             return
         has = [p.grad is not None for p in params]
-        dtype = params[0].dtype
-        device = params[0].device
+        dtype, device = params[0].dtype, params[0].device
         finite = torch.stack([torch.isfinite(t.detach()).all() for t in terms]).all() if terms else \
             torch.ones((), dtype=torch.bool, device=device)
         parts = [p.grad.reshape(-1).to(dtype) if h else torch.zeros(p.numel(), dtype=dtype, device=device)
@@ -135,30 +113,17 @@ class DataParallel:
         self.collectives.all_reduce_sum(flat)
         n_grads = flat.shape[0] - len(params) - 1
         grads = flat[:n_grads] / self.world_size  # [n_grads]
-        anywhere = flat[n_grads:-1].tolist()
         if float(flat[-1]) > 0:
             grads.fill_(float("nan"))
-        offset = 0
-        for p, got in zip(params, anywhere):
-            n = p.numel()
-            if got > 0:
-                p.grad = grads[offset : offset + n].view_as(p).to(p.dtype).clone()
-            else:
-                p.grad = None
-            offset += n
-
-    # ------------------------------------------------------------------ models and statistics
+        for p, grad, anywhere in zip(params, grads.split([p.numel() for p in params]), flat[n_grads:-1].tolist()):
+            p.grad = grad.view_as(p).to(p.dtype).clone() if anywhere > 0 else None
 
     def broadcast_modules(self, modules: Iterable[nn.Module], src: int = 0) -> None:
         """Gives every rank rank ``src``'s parameters and buffers (identical initial weights)."""
-        seen = set()
-        for module in modules:
-            for tensor in list(module.parameters()) + list(module.buffers()):
-                if id(tensor) in seen:
-                    continue
-                seen.add(id(tensor))
-                with torch.no_grad():
-                    self.collectives.broadcast(tensor.data, src)
+        tensors = {id(t): t for module in modules for t in [*module.parameters(), *module.buffers()]}
+        with torch.no_grad():
+            for tensor in tensors.values():  # a tensor shared by two modules is sent once
+                self.collectives.broadcast(tensor.data, src)
 
     def snapshot_input_stats(self, modules: Iterable[nn.Module]) -> List[torch.Tensor]:
         """The running statistics of every ``InputNorm`` of ``modules``, before a rollout."""
@@ -167,18 +132,16 @@ class DataParallel:
     def merge_input_stats(self, modules: Iterable[nn.Module], before: List[torch.Tensor]) -> None:
         """Merges what every rank's ``InputNorm``s learned since ``before`` into every rank.
 
-        Each rank's statistics are ``before`` merged with its own rollout; the rollout's part
-        is taken back out (count, mean and sum of squared deviations of Chan et al.'s pairwise
-        form) and the ranks' parts are merged into ``before`` in rank order, in float64, so
-        every rank ends with the same statistics, those of all the ranks' items.
+        Each rank's statistics are ``before`` merged with its own rollout; the rollout's part is taken back out
+        (count, mean and sum of squared deviations of Chan et al.'s pairwise form) and the ranks' parts are merged
+        into ``before`` in rank order, in float64, so every rank ends with the statistics of all the ranks' items.
         """
         norms = _norms(modules)
         if len(norms) != len(before):
             raise ValueError(f"DataParallel.merge_input_stats: {len(before)} snapshots for {len(norms)} InputNorms")
         if not norms:
             return
-        local = torch.cat([_stats_of(norm) for norm in norms])  # [sum(1 + 2 n_features)]
-        gathered = self.collectives.all_gather(local)
+        gathered = self.collectives.all_gather(torch.cat([_stats_of(norm) for norm in norms]))  # [sum(1 + 2 F)]
         offset = 0
         for norm, start in zip(norms, before):
             width = start.shape[0]
@@ -186,18 +149,18 @@ class DataParallel:
             for rank_stats in gathered:
                 merged = _merge(merged, _unmerge(rank_stats[offset : offset + width], start))
             offset += width
-            n = norm.n_features
+            count, mean, squares = _split(merged)
             with torch.no_grad():
-                norm.count.fill_(int(round(float(merged[0]))))
-                norm.mean.copy_(merged[1 : 1 + n])
-                norm.squares_sum.copy_(merged[1 + n :])
+                norm.count.fill_(int(round(float(count))))
+                norm.mean.copy_(mean)
+                norm.squares_sum.copy_(squares)
 
     def reduce_stats(self, stats: UpdateStats) -> UpdateStats:
         """``stats`` with its losses and diagnostics averaged over the ranks (finite values only).
 
-        ``skipped_steps`` is the most any rank skipped: every rank skips the same steps (a
-        non-finite value anywhere skips the step everywhere), and a step skipped on every rank is
-        one skipped step of the update, not one per rank.
+        ``skipped_steps`` is the most any rank skipped: every rank skips the same steps (a non-finite value anywhere
+        skips the step everywhere), and a step skipped on every rank is one skipped step of the update, not one per
+        rank.
         """
         fields = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "explained_variance")
         values = [getattr(stats, f) for f in fields]
@@ -210,12 +173,8 @@ class DataParallel:
 
 
 def _norms(modules: Iterable[nn.Module]) -> List[InputNorm]:
-    found = {}
-    for module in modules:
-        for m in module.modules():
-            if isinstance(m, InputNorm):
-                found[id(m)] = m
-    return list(found.values())
+    """Every ``InputNorm`` of ``modules``, once each."""
+    return list({id(m): m for module in modules for m in module.modules() if isinstance(m, InputNorm)}.values())
 
 
 def _stats_of(norm: InputNorm) -> torch.Tensor:

@@ -12,17 +12,9 @@ Usage loop (one environment, Machin's way)::
     dqn.store_episode(episode)
     dqn.update()
 
-Entity environments store canonical states and ``{"action": {name: ragged [n_actors, 1]}}``
-actions, with a ``RogueNet(..., q_head="plain" | "dueling")`` as Q-network: each actor has one
-value per choice (``RogueNet.q_values``), a row's ``Q(s, a)`` sums (or averages,
-``actor_reduction="mean"``) its actors' values of their choices, and the target's max runs over
-the choices the next state's masks allow (``entmachin.frame.q_tables``). ``RolloutCollector``
-drives it through :meth:`DQN.act` and ``store_rollout``.
-
-Reading ``update()``: sample, the online values of the stored choices, the target
-(``vanilla``: the online network's max; ``fixed_target``: the target network's max; ``double``:
-the target network's value of the online network's best choice), one checked backward pass,
-the optimizer step, then (DQNPer) the priorities and the target network's update.
+Entity environments store canonical states and ``{"action": {name: ragged [n_actors, 1]}}`` actions, with a
+``RogueNet(..., q_head="plain" | "dueling")`` Q-network, whose per-actor values :mod:`entmachin.frame.q_tables`
+reads; ``RolloutCollector`` drives it through :meth:`DQN.act` and ``store_rollout``.
 """
 from __future__ import annotations
 
@@ -41,9 +33,8 @@ from entmachin.frame import q_tables as qt
 from entmachin.frame.base import Frame, make_optimizer
 from entmachin.frame.config import DQNConfig, DQNPerConfig
 from entmachin.frame.health import non_finite_error
-from entmachin.frame.stepping import InterruptGuard
 from entmachin.frame.safe_call import safe_call
-from entmachin.frame.stepping import OptimizerStep, UpdateSteps
+from entmachin.frame.stepping import InterruptGuard, OptimizerStep, UpdateSteps
 from entmachin.frame.store_checks import check_steps, trusted_inputs
 from entmachin.frame.rollout import Steps, read_episode, read_rollout, tree_rows, value_targets
 from entmachin.frame.summary import QUpdateStats, log_update, write_graph
@@ -63,9 +54,9 @@ class DQN(Frame):
     """Deep Q-learning (Machin 0.4.2's ``DQN`` keywords and modes).
 
     Args:
-        qnet: the Q-network: ``forward(**state) -> [B, n_actions]`` (dense; ``-inf`` where a
-            state's ``mask`` forbids), or a network with ``q_values(**state)`` returning action
-            name -> ragged ``[n_actors, width]`` (``RogueNet(..., q_head=...)``).
+        qnet: the Q-network: ``forward(**state) -> [B, n_actions]`` (dense; ``-inf`` where a state's ``mask``
+            forbids), or a network with ``q_values(**state)`` returning action name -> ragged ``[n_actors, width]``
+            (``RogueNet(..., q_head=...)``).
         qnet_target: a network of the same structure; starts as a copy of ``qnet``.
         optimizer: optimizer class (or factory) called as ``optimizer(params, lr=...)``.
         criterion: the TD loss, ``criterion(q, target)`` on ``[B, 1]`` values.
@@ -73,14 +64,15 @@ class DQN(Frame):
     The scheduler arguments are Machin's one-element tuples, ``(args,)`` and ``(kwargs,)``.
 
     Raises:
-        TypeError / ValueError: an argument of the wrong type or out of range, networks of
-            different structure, or an unknown keyword.
+        TypeError / ValueError: an argument of the wrong type or out of range, networks of different structure, or
+            an unknown keyword.
     """
 
     _config_cls = DQNConfig
     network_names = ("qnet", "qnet_target")
     unsaved_buffer_note = "the replay buffer is not part of a frame checkpoint; replay_buffer.save() saves it"
     _n_scheduler_args = 1
+    _buffer_cls: type = Buffer  # the default replay buffer
 
     def _init(self, qnet: nn.Module, qnet_target: nn.Module, optimizer: Any, criterion: Any, config: DQNConfig, *,
               lr_scheduler: Any, lr_scheduler_args: Any, lr_scheduler_kwargs: Any, replay_buffer: Any, writer: Any
@@ -99,13 +91,19 @@ class DQN(Frame):
         self._setup_schedulers(lr_scheduler, lr_scheduler_args, lr_scheduler_kwargs)
         self.epsilon = config.epsilon
         self._norms = self._input_norms(qnet)
-        self._target_pairs = _target_pairs(qnet, qnet_target)
         self._method = "q_values" if callable(getattr(qnet, "q_values", None)) else "__call__"
+        # Each qnet_target state_dict entry as (target module, qnet module, name, whether a soft update interpolates
+        # it: qnet's floating parameters; others, such as input statistics, are copied). The tensors are read
+        # through the modules at each update, so a .to() or an assignment that replaces one is seen.
+        params = dict(qnet.named_parameters())
+        self._target_pairs = []
+        for key, value in qnet_target.state_dict().items():
+            path, _, attr = key.rpartition(".")
+            self._target_pairs.append((qnet_target.get_submodule(path), qnet.get_submodule(path), attr,
+                                       key in params and value.is_floating_point()))
 
     def _default_buffer(self) -> Buffer:
-        return Buffer(self.config.replay_size, self.config.replay_device, seed=self.config.seed)
-
-    # -------------------------------------------------------------------- Machin surface
+        return self._buffer_cls(self.config.replay_size, self.config.replay_device, seed=self.config.seed)
 
     @property
     def optimizers(self) -> List[torch.optim.Optimizer]:
@@ -129,15 +127,12 @@ class DQN(Frame):
         if len(tables) == 1 and tables[0].name == qt.DENSE and self._method == "__call__":
             return chosen[0][:, None]  # [B, 1]
         masks = state["action_masks"]
-        out = {}
-        for table, index in zip(tables, chosen):
-            actors = to_ragged_tensor(masks[table.name]["actors"], index.device, where)
-            out[table.name] = actors.with_data(index[:, None])  # [n_actors, 1]
-        return out
+        return {table.name: to_ragged_tensor(masks[table.name]["actors"], index.device, where).with_data(index[:, None])
+                for table, index in zip(tables, chosen)}  # action name -> ragged [n_actors, 1]
 
     def act_discrete(self, state: Mapping[str, Any], use_target: bool = False) -> Any:
-        """The greedy choice of every row (dense: int64 ``[B, 1]``) or actor (entity: action name ->
-        ragged int64 ``[n_actors, 1]``); masked choices are never taken.
+        """The greedy choice of every row (dense: int64 ``[B, 1]``) or actor (entity: action name -> ragged int64
+        ``[n_actors, 1]``); masked choices are never taken.
 
         Raises:
             ValueError: the Q-network's output has the wrong shape, ignores a mask, or holds NaN.
@@ -146,23 +141,18 @@ class DQN(Frame):
 
     def act_discrete_with_noise(self, state: Mapping[str, Any], use_target: bool = False,
                                 decay_epsilon: bool = True) -> Any:
-        """As :meth:`act_discrete`, but each row (or actor) takes a uniformly random allowed choice
-        with probability ``epsilon``, which then decays (``epsilon_decay``, floor ``epsilon_min``).
-        Input statistics of the Q-network learn from ``state``."""
+        """As :meth:`act_discrete`, but each row (or actor) takes a uniformly random allowed choice with probability
+        ``epsilon``, which then decays (``epsilon_decay``, floor ``epsilon_min``). The Q-network's input statistics
+        learn from ``state``."""
         out = self._choose(state, use_target, self.epsilon, True, f"{type(self).__name__}.act_discrete_with_noise")
         if decay_epsilon:
             self.decay_epsilon()
         return out
 
     def act(self, state: Mapping[str, Any], deterministic: bool = False, *, collect_stats: bool = True) -> tuple:
-        """``(action,)`` for ``RolloutCollector`` and ``evaluate``: greedy when ``deterministic``,
-        else epsilon-greedy.
-
-        Unlike :meth:`act_discrete_with_noise` (Machin's once per call), epsilon decays once per
-        row acted for: ``B`` environments stepped together decay it ``B`` times, so a schedule
-        reads in environment steps whatever the number of environments. It does not decay
-        during evaluation (``collect_stats=False``).
-        """
+        """``(action,)`` for ``RolloutCollector`` and ``evaluate``: greedy when ``deterministic``, else epsilon-greedy
+        with epsilon decaying once per row acted for (:meth:`act_discrete_with_noise`: once per call, Machin's rule),
+        so that a schedule reads in environment steps; it does not decay in evaluation (``collect_stats=False``)."""
         if deterministic:
             return (self.act_discrete(state),)
         if collect_stats:
@@ -173,20 +163,14 @@ class DQN(Frame):
 
     def decay_epsilon(self, n_steps: int = 1) -> float:
         """Multiplies ``epsilon`` by ``epsilon_decay ** n_steps`` (floor ``epsilon_min``); returns it."""
-        cfg = self.config
-        self.epsilon = max(cfg.epsilon_min, self.epsilon * cfg.epsilon_decay ** n_steps)
+        self.epsilon = max(self.config.epsilon_min, self.epsilon * self.config.epsilon_decay ** n_steps)
         return self.epsilon
 
-    # ------------------------------------------------------------------------- storing
-
     def store_episode(self, episode: Sequence[Any]) -> None:
-        """Stores one environment's transitions (dicts with ``state``, ``action``, ``next_state``,
-        ``reward``, ``terminal`` and optionally ``truncated``), one row each, with n-step returns.
-
-        Terminal rows do not bootstrap; truncated rows and the episode's last row (unless
-        terminal) bootstrap from their ``next_state``. Checked as the actor-critic frames check
-        theirs (``entmachin.frame.store_checks``): a refused episode stores nothing.
-        """
+        """Stores one environment's transitions (dicts with ``state``, ``action``, ``next_state``, ``reward``,
+        ``terminal`` and optionally ``truncated``), one row each, with n-step returns: terminal rows do not bootstrap,
+        truncated rows and the last row (unless terminal) bootstrap from their ``next_state``. Checked as the
+        actor-critic frames check theirs (``entmachin.frame.store_checks``): a refused episode stores nothing."""
         self._store(read_episode(episode, f"{type(self).__name__}.store_episode"), "store_episode")
 
     def store_rollout(self, steps: Sequence[Any]) -> None:
@@ -198,20 +182,16 @@ class DQN(Frame):
         check_steps(steps, self.qnet, self.qnet, name, next_state_masks=True)  # update() acts on next_state
         if steps.inputs is None:
             value_targets(steps, lambda s: None, 0.0, 0.0, name)  # raises naming what next_state lacks
-        cfg = self.config
-        ret = qt.n_step_returns(steps.reward, steps.terminal, steps.truncated, steps.bootstrap, cfg.n_step,
-                                cfg.discount)
-        n_rows = steps.n_rows
+        ret = qt.n_step_returns(steps.reward, steps.terminal, steps.truncated, steps.bootstrap, self.config.n_step,
+                                self.config.discount)
         data = {
             "state": steps.state, "action": steps.action,
             "next_state": trees.take(steps.inputs, ret.next_index),  # gathered from the one stacked copy
-            "reward": torch.from_numpy(ret.reward.astype(np.float32).reshape(n_rows, 1)),  # [N, 1]
-            "terminal": torch.from_numpy(ret.terminal.reshape(n_rows, 1)),  # [N, 1]
-            "discount": torch.from_numpy(ret.discount.astype(np.float32).reshape(n_rows, 1)),  # [N, 1]
+            "reward": torch.from_numpy(ret.reward.astype(np.float32).reshape(-1, 1)),  # [N, 1]
+            "terminal": torch.from_numpy(ret.terminal.reshape(-1, 1)),  # [N, 1]
+            "discount": torch.from_numpy(ret.discount.astype(np.float32).reshape(-1, 1)),  # [N, 1]
         }
         self._append(data, ("state", "action", "next_state"))
-
-    # -------------------------------------------------------------------------- update
 
     def _sample(self) -> tuple:
         n, batch = self.replay_buffer.sample_batch(self.config.batch_size, sample_method="random_unique",
@@ -220,19 +200,19 @@ class DQN(Frame):
 
     def update(self, update_value: bool = True, update_target: bool = True, concatenate_samples: bool = True,
                *, log_step: Optional[int] = None) -> float:
-        """One gradient step on ``batch_size`` sampled rows, then the target network's update.
+        """One gradient step on ``batch_size`` sampled rows, then (DQNPer) their priorities and the target network's
+        update; returns the TD loss. The target bootstraps from the next state's best choice: the online network's
+        max (``vanilla``), the target network's (``fixed_target``), or the target network's value of the online
+        network's best choice (``double``).
 
-        The step follows the frames' one failure rule (``entmachin.frame.stepping``): when the TD
-        errors, the loss or the gradients are not finite, nothing is stepped, no priority changes
-        and the target network stays, with a warning; the third such update in a row raises.
+        The step follows the frames' one failure rule (``entmachin.frame.stepping``): when the TD errors, the loss or
+        the gradients are not finite, nothing is stepped, no priority changes and the target network stays, with a
+        warning; the third such update in a row raises.
 
         Raises:
             RuntimeError: fewer than ``batch_size`` rows are stored.
             ValueError: the Q-network's output has the wrong shape.
             NonFiniteUpdateError: the third update in a row whose step was skipped.
-
-        Returns:
-            the TD loss.
         """
         name = f"{type(self).__name__}.update"
         if concatenate_samples is not True:
@@ -256,9 +236,8 @@ class DQN(Frame):
                     choosers = self._q(next_state, False, name, trusted) if cfg.mode == "double" else None
                     best = qt.best_values(next_tables, n, cfg.actor_reduction, choosers)  # [B]
                 q = qt.taken_values(tables, chosen, n, cfg.actor_reduction)  # [B]
-                reward, discount = reward.reshape(n).to(q), discount.reshape(n).to(q)  # [B], [B]
                 ends = terminal.reshape(n).to(q.device, torch.bool)  # [B]
-                target = reward + torch.where(ends, 0.0, discount * best)  # [B]
+                target = reward.reshape(n).to(q) + torch.where(ends, 0.0, discount.reshape(n).to(q) * best)  # [B]
                 td = target - q.detach()  # [B]
                 loss = self._loss(q, target, weight)
                 if cfg.visualize and "qnet" not in self._visualized:
@@ -268,7 +247,8 @@ class DQN(Frame):
                 with guard.step:  # the step, the priorities and the counters together
                     step = [OptimizerStep(self.qnet_optim, self._params, {"TD loss": loss}, "qnet")]
                     if steps.step(step if update_value else [], require={"TD errors": td}):
-                        self._after_step(td, index)
+                        if index is not None:  # DQNPer: |TD error| becomes each sampled row's priority
+                            self.replay_buffer.update_priority(td.abs().cpu().numpy(), index)
                         if update_target and cfg.mode != "vanilla":
                             self._update_target(self._n_updates + 1)
                     self._n_updates += 1
@@ -286,26 +266,27 @@ class DQN(Frame):
         return td_loss
 
     def _loss(self, q: torch.Tensor, target: torch.Tensor, weight: Optional[np.ndarray]) -> torch.Tensor:
+        """The TD loss of ``q`` and ``target`` ``[B]``; with DQNPer's importance ``weight`` ``[B]``, weighted."""
         loss = self.criterion(q[:, None], target[:, None])
-        return loss.mean() if loss.dim() else loss
-
-    def _after_step(self, td: torch.Tensor, index: Optional[np.ndarray]) -> None:
-        """DQNPer feeds the TD errors back as priorities."""
+        if weight is None:
+            return loss.mean() if loss.dim() else loss
+        if loss.numel() != q.shape[0]:
+            raise ValueError(f"DQNPer.update: the criterion returned {tuple(loss.shape)}; expected one loss per row "
+                             f"([{q.shape[0]}, 1], reduction='none')")
+        return (loss.reshape(-1) * torch.from_numpy(weight).to(q)).mean()
 
     @torch.no_grad()
     def _update_target(self, n_updates: int) -> None:
-        """Soft (``update_rate``: parameters interpolated, other entries copied) or, every
-        ``update_steps`` updates, hard (every entry copied)."""
+        """Soft (``update_rate``: parameters interpolated, other entries copied) or, every ``update_steps`` updates,
+        hard (every entry copied)."""
         rate = self.config.update_rate
         if rate is None and n_updates % self.config.update_steps:
             return
-        for (target, online), interpolate in self._target_pairs:
+        for target, online, attr, interpolate in self._target_pairs:
             if rate is not None and interpolate:
-                getattr(target[0], target[1]).lerp_(getattr(online[0], online[1]), rate)
+                getattr(target, attr).lerp_(getattr(online, attr), rate)
             else:
-                getattr(target[0], target[1]).copy_(getattr(online[0], online[1]))
-
-    # ------------------------------------------------------------ counters of a checkpoint
+                getattr(target, attr).copy_(getattr(online, attr))
 
     def training_counters(self) -> Dict[str, Any]:
         """As every frame's, plus ``epsilon``; ``shuffle_rng`` is the exploration coins' generator."""
@@ -318,17 +299,17 @@ class DQN(Frame):
 
 
 class DQNPer(DQN):
-    """DQN on a :class:`~entmachin.buffer.PrioritizedBuffer`: rows are sampled by priority, the loss
-    of each row is weighted by its importance weight, and ``|TD error|`` becomes its priority.
-
-    The criterion must give one loss per row: a criterion with ``reduction`` other than
-    ``"none"`` is switched to ``"none"`` (Machin's behaviour, logged). Keywords as :class:`DQN`.
+    """DQN on a :class:`~entmachin.buffer.PrioritizedBuffer`: rows are sampled by priority, the loss of each row is
+    weighted by its importance weight, and ``|TD error|`` becomes its priority. The criterion must give one loss per
+    row: a ``reduction`` other than ``"none"`` is switched to ``"none"`` (Machin's behaviour, logged). Keywords as
+    :class:`DQN`.
 
     Raises:
         TypeError: ``replay_buffer`` is not a ``PrioritizedBuffer``.
     """
 
     _config_cls = DQNPerConfig
+    _buffer_cls = PrioritizedBuffer
 
     def _init(self, qnet: nn.Module, qnet_target: nn.Module, optimizer: Any, criterion: Any, config: DQNConfig,
               **objects: Any) -> None:
@@ -339,39 +320,10 @@ class DQNPer(DQN):
                            reduction)
             criterion.reduction = "none"
 
-    def _default_buffer(self) -> PrioritizedBuffer:
-        return PrioritizedBuffer(self.config.replay_size, self.config.replay_device, seed=self.config.seed)
-
     def _check_buffer(self, buffer: Any) -> None:
         if not isinstance(buffer, PrioritizedBuffer):
             raise TypeError(f"DQNPer: replay_buffer must be a PrioritizedBuffer (it samples by priority and takes "
                             f"update_priority), got {type(buffer).__name__}; use DQN for a uniform buffer")
 
     def _sample(self) -> tuple:
-        n, batch, index, weight = self.replay_buffer.sample_batch(self.config.batch_size, sample_attrs=_ATTRS)
-        return n, batch, index, weight
-
-    def _loss(self, q: torch.Tensor, target: torch.Tensor, weight: Optional[np.ndarray]) -> torch.Tensor:
-        per_row = self.criterion(q[:, None], target[:, None])  # [B, 1]
-        if per_row.numel() != q.shape[0]:
-            raise ValueError(f"DQNPer.update: the criterion returned {tuple(per_row.shape)}; expected one loss per "
-                             f"row ([{q.shape[0]}, 1], reduction='none')")
-        w = torch.from_numpy(weight).to(q)  # [B]
-        return (per_row.reshape(-1) * w).mean()
-
-    def _after_step(self, td: torch.Tensor, index: Optional[np.ndarray]) -> None:
-        self.replay_buffer.update_priority(td.abs().cpu().numpy(), index)
-
-
-def _target_pairs(online: nn.Module, target: nn.Module) -> List[Any]:
-    """Each ``state_dict`` entry of the target as ``((target module, name), (online module, name))``
-    and whether a soft update interpolates it (the online network's floating parameters) or copies
-    it (persistent buffers such as input statistics). Modules are resolved once; the tensors are
-    read through them at each update, so a ``.to()`` or an assignment that replaces one is seen."""
-    params = dict(online.named_parameters())
-    pairs = []
-    for key, value in target.state_dict().items():
-        path, _, attr = key.rpartition(".")
-        pairs.append((((target.get_submodule(path), attr), (online.get_submodule(path), attr)),
-                      key in params and value.is_floating_point()))
-    return pairs
+        return self.replay_buffer.sample_batch(self.config.batch_size, sample_attrs=_ATTRS)

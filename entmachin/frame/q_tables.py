@@ -1,17 +1,16 @@
 """Action values as the DQN frames read them: per-actor tables, checks, greedy and n-step targets.
 
-A Q-network returns either a dense ``[B, n_actions]`` tensor (Machin's form; a ``mask`` entry
-of the state, bool ``[B, n_actions]``, forbids actions) or, for entity states, one ragged
-``[n_actors, width]`` per action (``RogueNet.q_values``). Both become a list of
-:class:`QTable`: one value per choice per actor with the choices the state allows and the row of
-each actor (a dense row is one actor). An action's value in a row is the sum (or the mean) of
-its actors' values; a row's value is the sum over its actions. Forbidden choices must be
-``-inf`` in the network's output: a finite value there means the network ignores the mask.
+A Q-network returns either a dense ``[B, n_actions]`` tensor (Machin's form; a ``mask`` entry of the state, bool
+``[B, n_actions]``, forbids actions) or, for entity states, one ragged ``[n_actors, width]`` per action
+(``RogueNet.q_values``). Both become a list of :class:`QTable` (a dense row is one actor). An action's value in a
+row is the sum (or the mean) of its actors' values; a row's value is the sum over its actions. Forbidden choices
+must be ``-inf`` in the network's output: a finite value there means the network ignores the mask.
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -36,8 +35,7 @@ class QTable(NamedTuple):
         q: float ``[n_actors, width]``, ``-inf`` where forbidden.
         allowed: bool ``[n_actors, width]``: the choices the state allows.
         row: int64 ``[n_actors]``: each actor's row.
-        dense: one actor per row, in row order (a dense network's table): a row's value is its
-            actor's value.
+        dense: one actor per row, in row order (a dense network's table): a row's value is its actor's value.
         masked: some choice may be forbidden (False: a dense network's table without ``mask``).
     """
 
@@ -49,41 +47,27 @@ class QTable(NamedTuple):
     masked: bool = True
 
 
-_DENSE_CONSTANTS: Dict[Tuple[int, int, torch.device], Tuple[torch.Tensor, torch.Tensor]] = {}
-
-
+@functools.lru_cache(maxsize=32)
 def _dense_constants(n_rows: int, width: int, device: torch.device) -> Tuple[torch.Tensor, torch.Tensor]:
-    """All-True ``allowed`` ``[B, n_actions]`` and ``row`` ``[B]`` of an unmasked dense table, made once
-    per shape and device (three tables per update otherwise allocate them again; nothing writes
-    to them)."""
-    key = (n_rows, width, device)
-    found = _DENSE_CONSTANTS.get(key)
-    if found is None:
-        if len(_DENSE_CONSTANTS) >= 32:
-            _DENSE_CONSTANTS.clear()
-        with torch.inference_mode(False):  # plain tensors even when first made under inference_mode
-            found = _DENSE_CONSTANTS[key] = (torch.ones(n_rows, width, dtype=torch.bool, device=device),
-                                             torch.arange(n_rows, device=device))
-    return found
+    """All-True ``allowed`` ``[B, n_actions]`` and ``row`` ``[B]`` of a dense table, made once (nothing writes them)."""
+    with torch.inference_mode(False):  # plain tensors even when first made under inference_mode
+        return torch.ones(n_rows, width, dtype=torch.bool, device=device), torch.arange(n_rows, device=device)
 
 
-def _mask_checks(table: QTable, checks: DeferredChecks, where: str, masked: bool = True) -> None:
-    """Registers the table's checks: no finite value where the mask forbids (only when a mask
-    exists: without one every choice is allowed) and no NaN or infinity where it allows."""
+def _mask_checks(table: QTable, checks: DeferredChecks, where: str) -> None:
+    """Registers the checks: no finite value where a ``masked`` table forbids, no NaN or infinity where it allows."""
     q, allowed = table.q, table.allowed
-    if masked:
-        ignored = (~allowed & (q > float("-inf"))).any()  # a finite value where the mask forbids
+    if table.masked:
+        ignored = ~allowed & (q > float("-inf"))  # [n_actors, width]: a finite value where the mask forbids
 
         def ignored_message() -> str:
-            a = int(torch.nonzero(~allowed & (q > float("-inf")))[0, 0])
+            a = int(torch.nonzero(ignored)[0, 0])
             return (f"{where}: the Q-network's output ignores the mask: action {table.name!r} actor {a} (row "
                     f"{int(table.row[a])}) has a finite value for a choice its mask forbids; a Q-network must give "
                     "forbidden choices -inf (MLPQNet(mask=...) and RogueNet.q_values do)")
 
-        checks.add(ignored, ignored_message)
-        bad = (allowed & ~torch.isfinite(q)).any()
-    else:
-        bad = ~torch.isfinite(q).all()  # every choice is allowed
+        checks.add(ignored.any(), ignored_message)
+    bad = (allowed & ~torch.isfinite(q)).any() if table.masked else ~torch.isfinite(q).all()  # unmasked: all allowed
     checks.add(bad, lambda: f"{where}: the Q-network returned NaN or infinity for an allowed choice of action "
                             f"{table.name!r}; its weights or inputs may hold NaN or infinity; nothing was stepped")
 
@@ -101,17 +85,15 @@ def read_q(out: Any, state: Mapping[str, Any], qnet: Any, n_rows: int, where: st
         if out.dim() != 2 or out.shape[0] != n_rows or out.shape[1] < 1:
             raise ValueError(f"{where}: the Q-network returned shape {tuple(out.shape)}; expected [B, n_actions] "
                              f"with B = {n_rows} (one row of action values per state row)")
+        allowed, row = _dense_constants(n_rows, out.shape[1], out.device)  # [B, n_actions], [B]
         mask = state.get("mask")
-        if mask is None:
-            allowed, row = _dense_constants(out.shape[0], out.shape[1], out.device)  # [B, n_actions], [B]
-        else:
+        if mask is not None:
             allowed = torch.as_tensor(mask, device=out.device).to(torch.bool)  # [B, n_actions]
             if allowed.shape != out.shape:
                 raise ValueError(f"{where}: state['mask'] has shape {tuple(allowed.shape)} but the Q-network returned "
                                  f"{tuple(out.shape)}; the mask needs one entry per action value")
-            row = torch.arange(n_rows, device=out.device)  # [B]
         table = QTable(DENSE, out, allowed, row, True, mask is not None)
-        _mask_checks(table, checks, where, masked=table.masked)
+        _mask_checks(table, checks, where)
         return [table]
     if not isinstance(out, Mapping):
         raise TypeError(f"{where}: the Q-network returned a {type(out).__name__}; expected a tensor [B, n_actions] "
@@ -156,18 +138,15 @@ def stored_actions(action: Mapping[str, Any], tables: Sequence[QTable], where: s
     value = action.get("action") if isinstance(action, Mapping) else None
     out = []
     for table in tables:
-        chosen = value if table.name == DENSE and not isinstance(value, Mapping) else \
-            (value.get(table.name) if isinstance(value, Mapping) else None)
-        if isinstance(chosen, RaggedTensor) or (chosen is not None and not isinstance(chosen, torch.Tensor)):
-            chosen = to_ragged_tensor(chosen, table.q.device, where).data if not isinstance(chosen, torch.Tensor) \
-                else chosen
-        data = chosen.data if isinstance(chosen, RaggedTensor) else chosen
-        if not isinstance(data, torch.Tensor) or data.numel() != table.q.shape[0]:
+        chosen = value.get(table.name) if isinstance(value, Mapping) else value if table.name == DENSE else None
+        if chosen is not None and not isinstance(chosen, torch.Tensor):  # ragged [n_actors, 1]
+            chosen = to_ragged_tensor(chosen, table.q.device, where).data
+        n_actors, width = table.q.shape
+        if chosen is None or chosen.numel() != n_actors:
             raise ValueError(f"{where}: the stored action {table.name!r} holds "
-                             f"{None if data is None else tuple(data.shape)}; expected one choice per actor "
-                             f"({table.q.shape[0]})")
-        index = data.reshape(-1).to(table.q.device, torch.int64)  # [n_actors]
-        width = table.q.shape[1]
+                             f"{None if chosen is None else tuple(chosen.shape)}; expected one choice per actor "
+                             f"({n_actors})")
+        index = chosen.reshape(-1).to(table.q.device, torch.int64)  # [n_actors]
         checks.add(((index < 0) | (index >= width)).any(),
                    lambda n=table.name, w=width: f"{where}: a stored choice of action {n!r} lies outside [0, {w}) "
                                                  "(the Q-network's width)")
@@ -186,16 +165,19 @@ def row_values(values: torch.Tensor, table: QTable, n_rows: int, reduction: str)
     return total
 
 
+def _sum_rows(tables: Sequence[QTable], values: Sequence[Optional[torch.Tensor]], n_rows: int, reduction: str
+              ) -> torch.Tensor:
+    """The sum over the tables of :func:`row_values` of their per-actor ``values`` (None: left out), ``[B]``."""
+    rows = [row_values(v, t, n_rows, reduction) for t, v in zip(tables, values) if v is not None]  # [B] each
+    if not rows:  # the empty sum (a row_values sum is never -0: starting at rows[0], not zeros, changes nothing)
+        return tables[0].q.new_zeros(n_rows) if tables else torch.zeros(n_rows)
+    return sum(rows[1:], rows[0])
+
+
 def taken_values(tables: Sequence[QTable], actions: Sequence[torch.Tensor], n_rows: int, reduction: str
                  ) -> torch.Tensor:
     """``Q(s, a)`` of each row: the stored choices' values, ``[B]``."""
-    total = None  # a row_values sum starts at +0 and is never -0: adding it to zeros changes nothing
-    for table, index in zip(tables, actions):
-        value = row_values(table.q.gather(1, index[:, None])[:, 0], table, n_rows, reduction)  # [B]
-        total = value if total is None else total + value
-    if total is None:
-        return tables[0].q.new_zeros(n_rows) if tables else torch.zeros(n_rows)
-    return total
+    return _sum_rows(tables, [t.q.gather(1, i[:, None])[:, 0] for t, i in zip(tables, actions)], n_rows, reduction)
 
 
 def greedy(tables: Sequence[QTable]) -> List[torch.Tensor]:
@@ -205,21 +187,15 @@ def greedy(tables: Sequence[QTable]) -> List[torch.Tensor]:
 
 def best_values(tables: Sequence[QTable], n_rows: int, reduction: str,
                 choosers: Optional[Sequence[QTable]] = None) -> torch.Tensor:
-    """Each row's value of its best choices, ``[B]``: the max of ``tables``, or (double DQN) the
-    values in ``tables`` of the choices that are best in ``choosers``."""
-    total = None  # as in taken_values
-    picks = greedy(choosers if choosers is not None else tables)
-    for table, index in zip(tables, picks):
-        if table.q.shape[1] == 0:
-            continue
-        best = table.q.gather(1, index[:, None])[:, 0]  # [n_actors]
-        if table.masked:  # unmasked values are all finite (checked; the update raises otherwise)
+    """Each row's value of its best choices, ``[B]``: the max of ``tables``, or (double DQN) the values in
+    ``tables`` of the choices that are best in ``choosers``."""
+    values: List[Optional[torch.Tensor]] = []
+    for table, index in zip(tables, greedy(choosers if choosers is not None else tables)):
+        best = table.q.gather(1, index[:, None])[:, 0] if table.q.shape[1] else None  # [n_actors]; no choice: none
+        if best is not None and table.masked:  # unmasked values are all finite (checked; the update raises otherwise)
             best = torch.where(torch.isfinite(best), best, torch.zeros_like(best))  # an actor with no choice: 0
-        value = row_values(best, table, n_rows, reduction)  # [B]
-        total = value if total is None else total + value
-    if total is None:
-        return tables[0].q.new_zeros(n_rows) if tables else torch.zeros(n_rows)
-    return total
+        values.append(best)
+    return _sum_rows(tables, values, n_rows, reduction)
 
 
 def explore(tables: Sequence[QTable], actions: List[torch.Tensor], epsilon: float, rng: np.random.Generator
@@ -227,11 +203,10 @@ def explore(tables: Sequence[QTable], actions: List[torch.Tensor], epsilon: floa
     """Replaces each actor's choice, with probability ``epsilon``, by a uniform allowed one."""
     out = []
     for table, chosen in zip(tables, actions):
-        n_actors = chosen.shape[0]
-        coin = torch.from_numpy(rng.random(n_actors) < epsilon).to(chosen.device)  # [n_actors]
-        if n_actors and table.q.shape[1] and bool(coin.any()):
+        coin = rng.random(chosen.shape[0]) < epsilon  # [n_actors]
+        if table.q.shape[1] and coin.any():
             scores = torch.rand(table.allowed.shape, device=chosen.device).masked_fill(~table.allowed, -1.0)
-            chosen = torch.where(coin, scores.argmax(dim=1), chosen)  # [n_actors]
+            chosen = torch.where(torch.from_numpy(coin).to(chosen.device), scores.argmax(dim=1), chosen)  # [n_actors]
         out.append(chosen)
     return out
 
@@ -243,8 +218,8 @@ class NStep(NamedTuple):
         reward: float64 ``[N]``: ``sum_k discount**k * r_{t+k}`` over the row's steps.
         terminal: bool ``[N]``: the episode ended within them (no bootstrap).
         discount: float64 ``[N]``: ``discount**k`` for the bootstrap value after ``k`` rewards.
-        next_index: int64 ``[N]``: the row of the stacked inputs (``N`` states, then the ``next_state``
-            of the ``bootstrap`` rows) that holds the state to bootstrap from.
+        next_index: int64 ``[N]``: the row of the stacked inputs (``N`` states, then the ``next_state`` of the
+            ``bootstrap`` rows) that holds the state to bootstrap from.
     """
 
     reward: np.ndarray
@@ -255,12 +230,12 @@ class NStep(NamedTuple):
 
 def n_step_returns(reward: np.ndarray, terminal: np.ndarray, truncated: np.ndarray, bootstrap: np.ndarray,
                    n_step: int, discount: float) -> NStep:
-    """n-step returns of ``[T, B]`` steps; a row's return stops at a terminal row (no bootstrap),
-    a truncated row or the last step (bootstrap from that row's ``next_state``), or after ``n_step``
-    rewards (bootstrap from the state of the row that follows).
+    """n-step returns of ``[T, B]`` steps; a row's return stops at a terminal row (no bootstrap), a truncated row
+    or the last step (bootstrap from that row's ``next_state``), or after ``n_step`` rewards (bootstrap from the
+    state of the row that follows).
 
-    ``bootstrap`` lists the rows whose ``next_state`` was stacked after the ``N`` states (truncated
-    rows and the last step's rows that are not terminal, as ``storing.read_*`` stack them).
+    ``bootstrap`` lists the rows whose ``next_state`` was stacked after the ``N`` states (truncated rows and the
+    last step's rows that are not terminal, as ``rollout.read_*`` stack them).
     """
     n_steps, n_envs = reward.shape
     n_rows = n_steps * n_envs
@@ -271,9 +246,8 @@ def n_step_returns(reward: np.ndarray, terminal: np.ndarray, truncated: np.ndarr
     last = np.broadcast_to(np.arange(n_steps)[:, None], (n_steps, n_envs)).copy()  # [T, B]: last row used
     for k in range(n_step):
         t = np.arange(n_steps) + k  # [T]
-        valid = t < n_steps
         j = np.minimum(t, n_steps - 1)  # [T]
-        add = alive & valid[:, None]  # [T, B]
+        add = alive & (t < n_steps)[:, None]  # [T, B]
         ret += np.where(add, scale * reward[j], 0.0)
         scale = np.where(add, scale * discount, scale)
         last = np.where(add, j[:, None], last)
