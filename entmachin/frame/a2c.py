@@ -32,7 +32,7 @@ from __future__ import annotations
 import inspect
 import math
 from contextlib import contextmanager, nullcontext
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
@@ -43,8 +43,7 @@ from entmachin.buffer import RolloutBuffer
 from entmachin.frame.base import Frame, make_optimizer
 from entmachin.frame.config import A2CConfig
 from entmachin.frame.health import non_finite_error
-from entmachin.frame.rollout import (MAJOR_ATTRS, Rollout, Steps, minibatch_schedule, read_episode, read_rollout,
-                                     to_rollout, value_targets)
+from entmachin.frame.rollout import MAJOR_ATTRS, Rollout, Steps, minibatch_schedule, to_rollout, value_targets
 from entmachin.frame.safe_call import safe_call
 from entmachin.frame.stepping import InterruptGuard, OptimizerStep, UpdateSteps
 from entmachin.frame.store_checks import check_steps, trusted_inputs
@@ -183,41 +182,10 @@ class A2C(Frame):
 
     # ------------------------------------------------------------------------- storing
 
-    def store_episode(self, episode: Sequence[Any]) -> None:
-        """Stores one environment's transitions (dicts or ``Transition``s, one row each).
-
-        Each transition has ``state``, ``action``, ``next_state``, ``reward``, ``terminal`` and
-        optionally ``truncated``. The episode may be complete (last row terminal) or cut short:
-        a last row that is not terminal, and every truncated row, bootstraps from the
-        critic's value of its ``next_state``. Values come from one critic call; GAE follows
-        the rules of ``docs/architecture.md``. Only ``state``, ``action``, the flags and the computed
-        ``value`` (return target) and ``gae`` (advantage) are stored; the caller's
-        transitions are not modified.
-
-        Transitions that ``update()`` could not train on are refused here, with the buffer, the
-        frame and the critic's input statistics left as they were: a state that lacks what the
-        actor needs (an entity type or the action masks of RogueNet's spaces, the width of an
-        MLP), actions that do not match the state's actors, and NaN or infinity in rewards,
-        states or the critic's values. ``update()`` trusts what was stored and checks it no more.
-
-        Raises:
-            TypeError / ValueError: malformed transitions (the message names the position, key
-                and, in a rollout, the row), or more rows than the buffer holds before ``update()``.
-        """
-        self._store(read_episode(episode, f"{type(self).__name__}.store_episode"), "store_episode")
-
-    def store_rollout(self, steps: Sequence[Any]) -> None:
-        """Stores ``T`` vectorised steps, each a transition of ``B`` rows (one per environment).
-
-        ``reward``, ``terminal`` and ``truncated`` are ``[B]`` or ``[B, 1]``; the rows of step
-        ``t + 1`` continue those of step ``t`` unless terminal or truncated. Rows of the last
-        step that are not terminal bootstrap from their ``next_state``, as do truncated rows.
-        Rows are stored step-major; otherwise as :meth:`store_episode`.
-        """
-        self._store(read_rollout(steps, f"{type(self).__name__}.store_rollout"), "store_rollout")
-
-    def _store(self, steps: Steps, method: str) -> None:
-        name = f"{type(self).__name__}.{method}"
+    def _store(self, steps: Steps, name: str) -> None:
+        """Values of every state from one critic call, then GAE (``docs/architecture.md``); only ``state``,
+        ``action``, the flags, the value target (buffer key ``value``) and the advantage (``gae``) are stored.
+        The critic's own input statistics are as before when the call is refused."""
         check_steps(steps, self.actor, self.critic, name)  # before anything changes
         capacity = getattr(self.replay_buffer, "buffer_size", self.config.replay_size)
         held = self.replay_buffer.size()

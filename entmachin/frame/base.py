@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import inspect
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
@@ -28,6 +28,7 @@ from torch import nn
 
 from entmachin.buffer import TransitionBase
 from entmachin.frame.config import check_callable, frame_kwargs_from_config, generate_config
+from entmachin.frame.rollout import Steps, read_episode, read_rollout
 from entmachin.frame.summary import make_writer
 from entmachin.model.input_norm import InputNorm
 from entmachin.settings import field_lines
@@ -148,6 +149,40 @@ class Frame:
         return [m for m in model.modules() if isinstance(m, InputNorm) and not any(m is b for b in but)]
 
     # -------------------------------------------------------------------------- storing
+
+    def store_episode(self, episode: Sequence[Any]) -> None:
+        """Stores one environment's transitions (dicts or ``Transition``s, one row each).
+
+        Each transition has ``state``, ``action``, ``next_state``, ``reward``, ``terminal`` and optionally
+        ``truncated``. The episode may be complete (last row terminal) or cut short: a last row that is not
+        terminal, and every truncated row, bootstraps from its ``next_state``. The caller's transitions are not
+        modified.
+
+        Transitions that ``update()`` could not train on are refused here with nothing stored and the frame as
+        it was (``entmachin.frame.store_checks``): a state that lacks what the network needs, actions that do
+        not match the state's actors, NaN or infinity in rewards, states or the critic's values. ``update()``
+        trusts what was stored and checks it no more.
+
+        Raises:
+            TypeError / ValueError: malformed transitions (the message names the position, key and, in a
+                rollout, the row), or more rows than an on-policy buffer holds before ``update()``.
+        """
+        name = f"{type(self).__name__}.store_episode"
+        self._store(read_episode(episode, name), name)
+
+    def store_rollout(self, steps: Sequence[Any]) -> None:
+        """Stores ``T`` vectorised steps, each a transition of ``B`` rows (one per environment).
+
+        ``reward``, ``terminal`` and ``truncated`` are ``[B]`` or ``[B, 1]``; the rows of step ``t + 1``
+        continue those of step ``t`` unless terminal or truncated. Rows of the last step that are not terminal
+        bootstrap from their ``next_state``, as do truncated rows. Rows are stored step-major; otherwise as
+        :meth:`store_episode`.
+        """
+        name = f"{type(self).__name__}.store_rollout"
+        self._store(read_rollout(steps, name), name)
+
+    def _store(self, steps: Steps, name: str) -> None:
+        raise NotImplementedError
 
     def _append(self, data: Dict[str, Any], majors: Tuple[str, ...]) -> None:
         """Appends rows that ``store_checks.check_steps`` already cleared (``majors``: the

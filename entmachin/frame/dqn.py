@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, Dict, List, Optional
 
 import numpy as np
@@ -36,7 +36,7 @@ from entmachin.frame.health import non_finite_error
 from entmachin.frame.safe_call import safe_call
 from entmachin.frame.stepping import InterruptGuard, OptimizerStep, UpdateSteps
 from entmachin.frame.store_checks import check_steps, trusted_inputs
-from entmachin.frame.rollout import Steps, read_episode, read_rollout, tree_rows, value_targets
+from entmachin.frame.rollout import Steps, tree_rows, value_targets
 from entmachin.frame.summary import QUpdateStats, log_update, write_graph
 from entmachin.model.input_norm import collecting_stats_of
 from entmachin.model.inputs import DeferredChecks
@@ -166,19 +166,9 @@ class DQN(Frame):
         self.epsilon = max(self.config.epsilon_min, self.epsilon * self.config.epsilon_decay ** n_steps)
         return self.epsilon
 
-    def store_episode(self, episode: Sequence[Any]) -> None:
-        """Stores one environment's transitions (dicts with ``state``, ``action``, ``next_state``, ``reward``,
-        ``terminal`` and optionally ``truncated``), one row each, with n-step returns: terminal rows do not bootstrap,
-        truncated rows and the last row (unless terminal) bootstrap from their ``next_state``. Checked as the
-        actor-critic frames check theirs (``entmachin.frame.store_checks``): a refused episode stores nothing."""
-        self._store(read_episode(episode, f"{type(self).__name__}.store_episode"), "store_episode")
-
-    def store_rollout(self, steps: Sequence[Any]) -> None:
-        """Stores ``T`` vectorised steps of ``B`` rows each (see ``A2C.store_rollout``)."""
-        self._store(read_rollout(steps, f"{type(self).__name__}.store_rollout"), "store_rollout")
-
-    def _store(self, steps: Steps, method: str) -> None:
-        name = f"{type(self).__name__}.{method}"
+    def _store(self, steps: Steps, name: str) -> None:
+        """N-step returns: terminal rows do not bootstrap; truncated rows and the last row (unless terminal)
+        bootstrap from their ``next_state``, whose masks are checked too (the update acts on them)."""
         check_steps(steps, self.qnet, self.qnet, name, next_state_masks=True)  # update() acts on next_state
         if steps.inputs is None:
             value_targets(steps, lambda s: None, 0.0, 0.0, name)  # raises naming what next_state lacks
