@@ -14,7 +14,7 @@ from entmachin.frame.dqn import DQN, DQNPer
 from entmachin.frame.config import DQNConfig, DQNPerConfig
 from entmachin.frame.evaluate import EvalResult, evaluate
 from entmachin.frame.gae import GAEResult, gae, gae_episode
-from entmachin.frame.health import NonFiniteUpdateError
+from entmachin.frame.stepping import NonFiniteUpdateError
 from entmachin.frame.ppo import PPO
 from entmachin.frame.collector import RolloutCollector, RolloutStats, global_actions, global_state
 from entmachin.frame.safe_call import model_devices, safe_call

@@ -42,10 +42,9 @@ from torch import nn
 from entmachin.buffer import RolloutBuffer
 from entmachin.frame.base import Frame, make_optimizer
 from entmachin.frame.config import A2CConfig
-from entmachin.frame.health import non_finite_error
 from entmachin.frame.rollout import MAJOR_ATTRS, Rollout, Steps, minibatch_schedule, to_rollout, value_targets
 from entmachin.frame.safe_call import safe_call
-from entmachin.frame.stepping import InterruptGuard, OptimizerStep, UpdateSteps
+from entmachin.frame.stepping import InterruptGuard, OptimizerStep, UpdateSteps, non_finite_error
 from entmachin.frame.store_checks import check_steps, trusted_inputs
 from entmachin.frame.summary import UpdateStats, log_update, write_graph
 from entmachin.model.input_norm import collecting_stats_of
@@ -61,31 +60,25 @@ OldLogProbs = Union[torch.Tensor, Dict[str, RaggedTensor]]
 class A2C(Frame):
     """Advantage actor-critic (Machin 0.4.2's ``A2C`` keywords and meanings).
 
-    The actor is called as ``actor(**state, **action)`` through ``safe_call`` and returns
-    ``(action, log_prob, entropy, ...)``: dense ``log_prob`` ``[B]`` / ``[B, 1]``, or per actor
-    ``{action_name: RaggedTensor [n_actors, 1]}`` (RogueNet), in which case each actor gets
-    its row's advantage and rows without actors contribute nothing. The critic returns
-    ``[B, 1]`` (or a tuple whose first element it is). Actor and critic may share parameters
-    (``net`` and ``net.critic()``): then one optimizer steps once per minibatch on the summed
-    loss, with the critic-only parameters (if any) in a second group at the critic's rate.
-    When the critic is a view of the actor's network (its ``shared_actor`` attribute is the
-    actor, as for ``RogueNet.critic()``) and the actor has ``forward_with_value``, minibatches
-    that train both call that once instead of the actor and the critic separately, so the
-    shared trunk runs once forward and once backward. The frame puts both models in eval mode
-    when it is built and keeps them there except during ``update()``'s minibatches (train
-    mode): dropout, if any, acts only where gradients are taken.
+    The actor is called as ``actor(**state, **action)`` through ``safe_call`` and returns ``(action, log_prob,
+    entropy, ...)`` (see the module docstring); the critic returns ``[B, 1]`` (or a tuple whose first element it
+    is). Actor and critic may share parameters (``net`` and ``net.critic()``): then one optimizer steps once per
+    minibatch on the summed loss, the critic-only parameters (if any) in a second group at the critic's rate. When
+    the critic is a view of the actor's network (its ``shared_actor`` is the actor, as for ``RogueNet.critic()``)
+    and the actor has ``forward_with_value``, a minibatch that trains both runs the shared trunk once. Both models
+    are in eval mode except during ``update()``'s minibatches: dropout, if any, acts only where gradients are taken.
 
     Args:
         actor: the policy module.
         critic: the value module.
-        optimizer: optimizer class (or factory) called as ``optimizer(params, lr=...)``; a
-            ``torch.optim`` class that has a fused implementation (``Adam``, ``SGD``, ...) is
-            asked for it (``fused=True``); pass ``functools.partial(cls, fused=False)`` to opt out.
+        optimizer: optimizer class (or factory) called as ``optimizer(params, lr=...)``; a ``torch.optim`` class
+            with a fused implementation (``Adam``, ``SGD``, ...) is asked for it; pass
+            ``functools.partial(cls, fused=False)`` to opt out.
         criterion: value loss, called as ``criterion(target_value, value)``.
 
     Raises:
-        TypeError / ValueError: an argument of the wrong type or out of range, or an unknown
-            keyword (the message names it and the closest known one).
+        TypeError / ValueError: an argument of the wrong type or out of range, or an unknown keyword (the message
+            names it and the closest known one).
     """
 
     _config_cls = A2CConfig
@@ -218,34 +211,27 @@ class A2C(Frame):
                *, log_step: Optional[int] = None) -> Tuple[float, float]:
         """Trains on every stored row, then clears the buffer.
 
-        Minibatch ``i`` of shuffled epochs over the stored rows trains the policy while ``i <
-        actor_update_times`` and the value while ``i < critic_update_times``. Old
-        log-probabilities, where needed, come first, in batched passes of the actor as it is.
-
-        An update that raises (a ``KeyboardInterrupt`` included) leaves the frame usable: each
-        minibatch's optimizer steps, actor's and critic's, were made entirely or not at all
-        (Ctrl-C during the steps is raised right after them, see ``entmachin.frame.stepping``),
-        the buffer keeps its rows, and ``n_updates`` and the annealed learning rates are as
+        Minibatch ``i`` of shuffled epochs over the stored rows trains the policy while ``i < actor_update_times``
+        and the value while ``i < critic_update_times``. An update that raises (``KeyboardInterrupt`` included)
+        leaves the frame usable: each minibatch's steps were made entirely or not at all
+        (``entmachin.frame.stepping``), and the buffer, ``n_updates`` and the annealed learning rates are as
         before the call, so ``update()`` can simply be called again.
 
         Args:
             update_value: step the critic (value losses are computed either way).
             update_policy: step the actor.
             concatenate_samples: must be True (kept for Machin scripts).
-            log_step: the step of this update's tensorboard scalars when a ``writer`` was given
-                (e.g. environment steps, as the ``entmachin`` runner logs); default: the number
-                of updates so far.
+            log_step: the step of this update's tensorboard scalars when a ``writer`` was given (e.g. environment
+                steps, as the runner logs); default: the number of updates so far.
 
         Returns:
-            ``(mean surrogate objective, mean value loss)``: the negated mean policy loss
-            (entropy term included) and the mean value loss over the minibatches that ran
-            (nan where none did).
+            ``(mean surrogate objective, mean value loss)`` over the minibatches that ran (nan where none did);
+            the objective is the negated policy loss, entropy term included.
 
         Raises:
             RuntimeError: the buffer is empty.
             ValueError: ``concatenate_samples`` is False.
-            NonFiniteUpdateError: the failure rule of ``entmachin.frame.stepping``; the update
-                itself completed.
+            NonFiniteUpdateError: the failure rule of ``entmachin.frame.stepping``; the update itself completed.
         """
         name = f"{type(self).__name__}.update"
         if concatenate_samples is not True:
