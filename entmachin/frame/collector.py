@@ -9,9 +9,8 @@ Example (RogueNet on an entity environment)::
         ppo.update()
         print(stats.mean_return)
 
-Dense models on adapted gymnasium environments use ``global_state`` / ``global_actions``,
-which read the ``__global__`` features as ``{"state": [B, d]}`` and turn an MLP's ``[B, 1]``
-choices into one global action per row.
+Dense models on adapted gymnasium environments use ``global_state`` / ``global_actions``, which read the
+``__global__`` features as ``{"state": [B, d]}`` and turn an MLP's ``[B, 1]`` choices into one global action per row.
 """
 from __future__ import annotations
 
@@ -30,8 +29,7 @@ from entmachin.ragged.tensor import tree_to_torch
 __all__ = ["RolloutCollector", "RolloutStats", "default_actions", "global_state", "global_actions"]
 
 StateFn = Callable[[VecObs], Dict[str, Any]]
-# result of frame.act -> (action to store, actions for VecEnv.act)
-ActionFn = Callable[[Any], Tuple[Dict[str, Any], Dict[str, Any]]]
+ActionFn = Callable[[Any], Tuple[Dict[str, Any], Dict[str, Any]]]  # frame.act's result -> (stored action, env actions)
 
 
 @dataclass(frozen=True)
@@ -42,8 +40,8 @@ class RolloutStats:
         n_env_steps: environment steps taken (``n_steps * num_envs``).
         episode_returns: undiscounted return of every episode that ended, in order of ending.
         episode_lengths: length of each of those episodes.
-        longest_running: steps so far of the longest episode still running when the rollout
-            ended (an environment that never ends shows here, not in ``episode_lengths``).
+        longest_running: steps so far of the longest episode still running when the rollout ended (an
+            environment that never ends shows here, not in ``episode_lengths``).
     """
 
     n_env_steps: int
@@ -79,28 +77,14 @@ def global_state(obs: VecObs) -> Dict[str, Any]:
 
 
 def global_actions(action_name: str = "action") -> ActionFn:
-    """An ``ActionFn`` for dense actors choosing one global categorical action per row.
-
-    The actor's ``[B, 1]`` (or ``[B]``) int choices are stored as ``{"action": [B, 1]}`` and
-    sent to the environments as one actor per row of ``action_name``.
-    """
-
-    ones = np.ones(0, dtype=np.int64)
+    """An ``ActionFn`` for dense actors choosing one global categorical action per row: the actor's ``[B, 1]``
+    (or ``[B]``) int choices are stored as ``{"action": [B, 1]}`` and sent to the environments as one actor per
+    row of ``action_name``."""
 
     def convert(result: Any) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-        nonlocal ones
-        action = result[0]
-        if action.requires_grad:
-            action = action.detach()
-        if action.dtype != torch.int64 or action.device.type != "cpu":
-            action = action.to("cpu", torch.int64)
-        if action.dim() != 2 or action.shape[1] != 1:
-            action = action.reshape(-1, 1)  # [B, 1]
-        if ones.shape[0] != action.shape[0]:
-            ones = np.ones(action.shape[0], dtype=np.int64)  # [B]: one actor per row
-        # Built here from a [B, 1] int64 array and B ones, so the buffer needs no checks.
-        flat = np.ascontiguousarray(action.numpy())  # [B, 1]
-        return {"action": action}, {action_name: RaggedArrayI64.from_flattened(flat, ones)}
+        action = result[0].detach().to("cpu", torch.int64).reshape(-1, 1)  # [B, 1]; views where it can
+        ones = np.ones(action.shape[0], dtype=np.int64)  # [B]: one actor per row
+        return {"action": action}, {action_name: RaggedArrayI64.from_flattened(action.numpy(), ones)}
 
     return convert
 
@@ -108,23 +92,22 @@ def global_actions(action_name: str = "action") -> ActionFn:
 class RolloutCollector:
     """Steps a ``VecEnv`` with a frame's policy and stores each rollout with ``store_rollout``.
 
-    Episodes continue across calls; rows whose episode ended (environments auto-reset) are
-    stored as terminal or truncated, and truncated rows carry the final observation as
-    ``next_state`` so that they bootstrap from it. Each observation's state is converted to
-    torch once (numpy arrays shared, ragged arrays copied into ``RaggedTensor``s); the actor
-    reads that state and ``store_rollout`` concatenates it, the only other copy of its
-    features before ``update()`` takes minibatches.
+    Episodes continue across calls; rows whose episode ended (environments auto-reset) are stored as terminal
+    or truncated, and truncated rows carry the final observation as ``next_state`` so that they bootstrap from
+    it. Each observation's state is converted to torch once (numpy arrays shared, ragged arrays copied into
+    ``RaggedTensor``s); the actor reads that state and ``store_rollout`` concatenates it, the only other copy
+    of its features before ``update()`` takes minibatches.
 
     Args:
         frame: an ``A2C`` / ``PPO`` frame (anything with ``act`` and ``store_rollout``).
         envs: the environments.
         n_steps: steps per :meth:`collect` (``T``); each stores ``T * len(envs)`` rows.
         state_fn: ``VecObs`` -> state dict (default: the canonical state with every mask).
-        action_fn: ``frame.act``'s result -> (stored action dict, ``VecEnv.act`` actions)
-            (default: :func:`default_actions`).
-        before_store: called after the last step of each rollout, before ``store_rollout``
-            computes the rows' values (data-parallel ranks merge their input statistics there,
-            so that every rank's values come from the statistics of all ranks' steps).
+        action_fn: ``frame.act``'s result -> (stored action dict, ``VecEnv.act`` actions) (default:
+            :func:`default_actions`).
+        before_store: called after the last step of each rollout, before ``store_rollout`` computes the rows'
+            values (data-parallel ranks merge their input statistics there, so that every rank's values come
+            from the statistics of all ranks' steps).
 
     Raises:
         ValueError: ``n_steps`` is not a positive int.
@@ -134,24 +117,19 @@ class RolloutCollector:
                  action_fn: Optional[ActionFn] = None, before_store: Optional[Callable[[], None]] = None) -> None:
         if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 1:
             raise ValueError(f"RolloutCollector: n_steps must be an int >= 1, got {n_steps!r}")
-        self.frame, self.envs, self.n_steps = frame, envs, n_steps
+        self.frame, self.envs, self.n_steps, self.before_store = frame, envs, n_steps, before_store
         space = envs.action_space()
         self.state_fn: StateFn = state_fn or (lambda obs: to_state(obs, space))
         self.action_fn: ActionFn = action_fn or default_actions
-        self.before_store = before_store
         self._state: Optional[Dict[str, Any]] = None
-        self._returns = np.zeros(len(envs), dtype=np.float64)  # [B]
+        self._returns = np.zeros(len(envs), dtype=np.float64)  # [B]: the episodes in progress
         self._lengths = np.zeros(len(envs), dtype=np.int64)  # [B]
         self.total_env_steps = 0
 
-    def _state_of(self, obs: VecObs) -> Dict[str, Any]:
-        """``state_fn(obs)`` with torch leaves: converted once, read by the actor and stored."""
-        return tree_to_torch(self.state_fn(obs))
-
     def _next_state(self, obs: VecObs, state: Dict[str, Any]) -> Dict[str, Any]:
-        """The state after each row's step: the final observation where the episode was
-        truncated (its row bootstraps from it); elsewhere the state the environment returned,
-        which for a terminal row is the next episode's first (never read: it does not bootstrap)."""
+        """The state after each row's step: the final observation where the episode was truncated (its row
+        bootstraps from it); elsewhere the state the environment returned, which for a terminal row is the next
+        episode's first (never read: it does not bootstrap)."""
         if obs.final_obs is None or not np.asarray(obs.truncated).any():
             return state
         truncated = np.asarray(obs.truncated, dtype=np.bool_) & np.asarray(obs.done, dtype=np.bool_)  # [B]
@@ -159,20 +137,16 @@ class RolloutCollector:
         cut = np.flatnonzero(truncated[final_index])  # [n_truncated]: places in final_obs
         if cut.size == 0:
             return state
-        final = self._state_of(obs.final_obs)
-        n_rows = len(obs)
-        index = np.arange(n_rows, dtype=np.int64)  # [B]
-        index[final_index[cut]] = n_rows + cut
+        final = tree_to_torch(self.state_fn(obs.final_obs))
+        index = np.arange(len(obs), dtype=np.int64)  # [B]
+        index[final_index[cut]] = len(obs) + cut
         joined = trees.stack([state, final], lambda i: ("state", "final_obs state")[i])
         return trees.take(joined, index)
 
     def _episodes(self, reward: np.ndarray, done: np.ndarray) -> Tuple[List[float], List[int]]:
-        """Return and length of every episode that ended in a rollout's ``reward`` and ``done``
-        (``[T, B]``), in order of ending (step, then row); the episodes in progress carry on.
-
-        Returns are differences of float64 running sums of the float32 rewards.
-        """
-        n_steps = reward.shape[0]
+        """Return and length of every episode that ended in a rollout's ``reward`` and ``done`` (``[T, B]``), in
+        order of ending (step, then row); the episodes in progress carry on. Returns are differences of float64
+        running sums of the float32 rewards."""
         running = np.cumsum(np.concatenate([self._returns[None], reward]), axis=0).tolist()  # [T + 1][B]
         base = [0.0] * done.shape[1]  # [B]: the running sum where each row's episode began
         began = (-self._lengths).tolist()  # [B]: the step where it began (< 0: before this rollout)
@@ -184,7 +158,7 @@ class RolloutCollector:
             lengths.append(t + 1 - began[b])
             base[b], began[b] = running[t + 1][b], t + 1
         self._returns = np.array(running[-1], dtype=np.float64) - np.array(base, dtype=np.float64)  # [B]
-        self._lengths = n_steps - np.array(began, dtype=np.int64)  # [B]
+        self._lengths = reward.shape[0] - np.array(began, dtype=np.int64)  # [B]
         return returns, lengths
 
     def snapshot(self) -> Dict[str, Any]:
@@ -199,42 +173,32 @@ class RolloutCollector:
             raise ValueError(f"RolloutCollector.restore: the snapshot has {returns.shape[0]} rows; this collector "
                              f"steps {self._returns.shape[0]} environments")
         self._state = None if snapshot["state"] is None else tree_to_torch(snapshot["state"])
-        self._returns = returns
-        self._lengths = np.asarray(snapshot["lengths"], dtype=np.int64)  # [B]
+        self._returns, self._lengths = returns, np.asarray(snapshot["lengths"], dtype=np.int64)  # [B] each
         self.total_env_steps = int(snapshot["total_env_steps"])
 
     def collect(self) -> RolloutStats:
         """Runs ``n_steps`` steps, stores them with ``frame.store_rollout`` and returns statistics."""
         if self._state is None:
-            self._state = self._state_of(self.envs.reset())
-        seen: List[Tuple[Dict[str, Any], Any, Dict[str, Any]]] = []  # (state, stored action, next state)
-        rewards: List[Any] = []
-        dones: List[Any] = []
-        truncations: List[Any] = []
+            self._state = tree_to_torch(self.state_fn(self.envs.reset()))
+        seen: List[Tuple[Any, ...]] = []  # per step: state, stored action, next state, reward, done, truncated
         try:
             for _ in range(self.n_steps):
                 state = self._state
                 stored_action, env_actions = self.action_fn(self.frame.act(state))
                 obs = self.envs.act(env_actions)
-                after = self._state_of(obs)
-                seen.append((state, stored_action, self._next_state(obs, after)))
-                rewards.append(obs.reward)
-                dones.append(obs.done)
-                truncations.append(obs.truncated)
+                after = tree_to_torch(self.state_fn(obs))
+                seen.append((state, stored_action, self._next_state(obs, after), obs.reward, obs.done, obs.truncated))
                 self._state = after
-        except BaseException:
-            if rewards:  # the episodes keep the steps taken (the state moved on with them)
-                self._episodes(np.array(rewards, dtype=np.float32), np.array(dones, dtype=np.bool_))
-            raise
-        # The per-row columns of every step at once: [T, B] each.
-        reward = np.array(rewards, dtype=np.float32)  # [T, B]
-        done = np.array(dones, dtype=np.bool_)  # [T, B]
+        finally:  # the episodes keep the steps taken, also when a step raised (the state moved on with them)
+            if seen:  # always, unless the first step raised
+                states, actions, next_states, rewards, dones, truncations = zip(*seen)
+                reward = np.array(rewards, dtype=np.float32)  # [T, B]
+                done = np.array(dones, dtype=np.bool_)  # [T, B]
+                returns, lengths = self._episodes(reward, done)
         truncated = np.array(truncations, dtype=np.bool_) & done  # [T, B]
         terminal = done & ~truncated  # [T, B]
-        steps = [{"state": state, "action": action, "next_state": next_state, "reward": reward[t],
-                  "terminal": terminal[t], "truncated": truncated[t]}
-                 for t, (state, action, next_state) in enumerate(seen)]
-        returns, lengths = self._episodes(reward, done)
+        steps = [{"state": s, "action": a, "next_state": n, "reward": reward[t], "terminal": terminal[t],
+                  "truncated": truncated[t]} for t, (s, a, n) in enumerate(zip(states, actions, next_states))]
         if self.before_store is not None:
             self.before_store()
         self.frame.store_rollout(steps)

@@ -25,27 +25,26 @@ class EvalResult(NamedTuple):
     lengths: tuple = ()
 
 
-def evaluate(
-    frame: Any, make_env: Callable[[], Environment], episodes: int, deterministic: bool = True,
-    seed: Optional[int] = None, *, num_envs: int = 16, max_steps: int = 10_000,
-    state_fn: Optional[StateFn] = None, action_fn: Optional[ActionFn] = None, check_finite: bool = True,
-) -> EvalResult:
+def evaluate(frame: Any, make_env: Callable[[], Environment], episodes: int, deterministic: bool = True,
+             seed: Optional[int] = None, *, num_envs: int = 16, max_steps: int = 10_000,
+             state_fn: Optional[StateFn] = None, action_fn: Optional[ActionFn] = None,
+             check_finite: bool = True) -> EvalResult:
     """Runs ``episodes`` episodes with ``frame.act`` and returns their returns.
 
-    Episodes are spread evenly over ``min(num_envs, episodes)`` environments, each running
-    its share one after the other, so short episodes are not favoured. The policy does not
-    update its input statistics, and nothing is stored in the frame's buffer.
+    Episodes are spread evenly over ``min(num_envs, episodes)`` environments, each running its share one after
+    the other, so short episodes are not favoured. The policy does not update its input statistics, and nothing
+    is stored in the frame's buffer.
 
     Args:
         frame: an ``A2C`` / ``PPO`` frame.
         make_env: builds one environment (as ``EnvList`` takes).
         episodes: episodes to run, >= 1.
-        deterministic: take each actor's most likely action (the actor must accept a
-            ``deterministic`` keyword); False samples.
+        deterministic: take each actor's most likely action (the actor must accept a ``deterministic``
+            keyword); False samples.
         seed: seeds the environments (None: unseeded).
         num_envs: most environments stepped together.
-        max_steps: vectorised steps after which unfinished episodes are counted with the
-            return they have so far (a warning is logged).
+        max_steps: vectorised steps after which unfinished episodes are counted with the return they have so
+            far (a warning is logged).
         state_fn / action_fn: as for ``RolloutCollector`` (defaults suit RogueNet).
         check_finite: as for ``EnvList``.
 
@@ -56,39 +55,34 @@ def evaluate(
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"evaluate: {name} must be an int >= 1, got {value!r}")
     n_envs = min(num_envs, episodes)
-    quota = np.full(n_envs, episodes // n_envs, dtype=np.int64)  # [n_envs]
-    quota[: episodes % n_envs] += 1
+    quota = episodes // n_envs + (np.arange(n_envs) < episodes % n_envs)  # [n_envs]: the first take the remainder
     envs = EnvList(make_env, n_envs, seed=seed, check_finite=check_finite)
     space = envs.action_space()
     state_fn = state_fn or (lambda obs: to_state(obs, space))
     action_fn = action_fn or default_actions
-    running = np.zeros(n_envs, dtype=np.float64)  # [n_envs]
-    steps = np.zeros(n_envs, dtype=np.int64)  # [n_envs]
-    lengths: List[int] = []
-    finished = np.zeros(n_envs, dtype=np.int64)  # [n_envs]
+    running = np.zeros(n_envs, dtype=np.float64)  # [n_envs]: each environment's return so far
+    steps, finished = np.zeros((2, n_envs), dtype=np.int64)  # [n_envs] each: episode length so far, episodes ended
     returns: List[float] = []
+    lengths: List[int] = []
     try:
         obs = envs.reset()
         for _ in range(max_steps):
-            result = frame.act(state_fn(obs), deterministic, collect_stats=False)
-            obs = envs.act(action_fn(result)[1])
+            obs = envs.act(action_fn(frame.act(state_fn(obs), deterministic, collect_stats=False))[1])
             running += obs.reward
             steps += 1
-            for row in np.flatnonzero(obs.done):
-                if finished[row] < quota[row]:
-                    returns.append(float(running[row]))
-                    lengths.append(int(steps[row]))
-                    finished[row] += 1
-            running[obs.done] = 0.0
-            steps[obs.done] = 0
+            counted = np.flatnonzero(obs.done & (finished < quota))  # rows that ended an episode of their quota
+            returns += running[counted].tolist()
+            lengths += steps[counted].tolist()
+            finished[counted] += 1
+            running[obs.done], steps[obs.done] = 0.0, 0
             if np.all(finished >= quota):
                 break
         else:
-            unfinished = [float(running[row]) for row in np.flatnonzero(finished < quota)]
+            unfinished = np.flatnonzero(finished < quota)
             logger.warning("evaluate: %d episode(s) unfinished after max_steps=%d; counting their returns so far",
                            len(unfinished), max_steps)
-            returns.extend(unfinished)
-            lengths.extend(int(steps[row]) for row in np.flatnonzero(finished < quota))
+            returns += running[unfinished].tolist()
+            lengths += steps[unfinished].tolist()
     finally:
         envs.close()
     values = np.array(returns, dtype=np.float64)  # [episodes]

@@ -1,9 +1,9 @@
 """``safe_call``: call a model with the keys of dicts matched to its parameter names.
 
-Frames never call a model positionally: they hold named data (a sampled ``state`` dict, an
-``action`` dict) and let :func:`safe_call` pick the entries the model's method asks for, move
-them to the model's input device, and move the result to its output device. A model therefore
-declares what it needs by naming its ``forward`` parameters, as in Machin::
+Frames never call a model positionally: they hold named data (a sampled ``state`` dict, an ``action`` dict) and
+let :func:`safe_call` pick the entries the model's method asks for, move them to the model's input device, and
+move the result to its output device. A model declares what it needs by naming its ``forward`` parameters, as in
+Machin::
 
     class Critic(nn.Module):
         def forward(self, entities, visible=None): ...
@@ -12,22 +12,21 @@ declares what it needs by naming its ``forward`` parameters, as in Machin::
 
 Devices, decided at every call (nothing is cached, so ``model.to(...)`` is always honoured):
 
-* explicit ``input_device`` / ``output_device`` attributes that a user set on the model win
-  (Machin's convention; ``None`` counts as unset);
-* otherwise the single device of the module's parameters and buffers;
-* a module without parameters or buffers uses the explicit attribute that is set, or the CPU;
-* parameters on several devices need both attributes (``RuntimeError`` otherwise);
-* an explicit attribute naming a CUDA device that this torch build or machine lacks raises
-  ``RuntimeError`` naming the model and attribute (checked once per value, not per call);
-* a callable that is not a module (a plain function, a ``functools.partial``) gets no device
-  moves at all unless it has the attributes. A bound method of a module (``safe_call(net.value,
-  state)``) uses its module's devices.
+* explicit ``input_device`` / ``output_device`` attributes that a user set on the model win (Machin's
+  convention; ``None`` counts as unset);
+* otherwise the single device of the module's parameters and buffers, or, if it has none, the explicit
+  attribute that is set, or the CPU; parameters on several devices need both attributes (``RuntimeError``);
+* an explicit attribute naming a CUDA device that this torch build or machine lacks raises ``RuntimeError``
+  naming the model and attribute (checked once per value, not per call);
+* a callable that is not a module (a plain function, a ``functools.partial``) gets no device moves at all
+  unless it has the attributes. A bound method of a module (``safe_call(net.value, state)``) uses its
+  module's devices.
 
-What moves: tensors and ``RaggedTensor``s, recursively through dicts (``arrdict`` and other
-dict subclasses keep their type), lists and tuples (NamedTuples keep their type). On the way
-in, ragged array values become ``RaggedTensor``s on the input device. Numpy arrays and
-every other object pass through untouched (as in Machin); a model that wants tensors converts
-them itself. Only the entries the method receives are moved; extra keys are ignored.
+What moves: tensors and ``RaggedTensor``s, recursively through dicts (``arrdict`` and other dict subclasses
+keep their type), lists and tuples (NamedTuples keep their type). On the way in, ragged array values become
+``RaggedTensor``s on the input device. Numpy arrays and every other object pass through untouched (as in
+Machin); a model that wants tensors converts them itself. Only the entries the method receives are moved;
+extra keys are ignored.
 """
 from __future__ import annotations
 
@@ -42,7 +41,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 import torch
 from torch import nn
 
-from entmachin.model.wrappers import WRAPPERS, unwrap
+from entmachin.model.wrappers import unwrap
 from entmachin.ragged.arrays import is_ragged_array
 from entmachin.ragged.arrdict import arrdict
 from entmachin.ragged.device import check_device
@@ -51,7 +50,6 @@ from entmachin.ragged.tensor import RaggedTensor, to_ragged_tensor
 __all__ = ["safe_call", "model_devices"]
 
 _EMPTY = inspect.Parameter.empty
-_CPU = torch.device("cpu")
 
 
 class _Signature(NamedTuple):
@@ -65,8 +63,8 @@ class _Signature(NamedTuple):
     var_keyword: bool  # the method has ``**kwargs``: it receives the extra keys
 
 
-# (class, attribute name) -> _Signature. Callables that are not modules are cached by identity:
-# functions in _BY_FUNCTION, bound methods by their function in _BY_METHOD (without ``self``).
+# (class, attribute name) -> _Signature. Other callables are cached by identity: functions in _BY_FUNCTION,
+# bound methods by their function in _BY_METHOD (without ``self``).
 _BY_CLASS: Dict[Tuple[type, str], _Signature] = {}
 _BY_FUNCTION: "weakref.WeakKeyDictionary[Any, _Signature]" = weakref.WeakKeyDictionary()
 _BY_METHOD: "weakref.WeakKeyDictionary[Any, _Signature]" = weakref.WeakKeyDictionary()
@@ -76,23 +74,19 @@ def _read_signature(fn: Callable, source: Any, where: str) -> _Signature:
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError) as e:
-        raise TypeError(
-            f"safe_call: cannot read the parameters of {where} ({e}); TorchScript and builtin "
-            "callables have no Python signature: wrap them in a Python function or module"
-        ) from e
+        raise TypeError(f"safe_call: cannot read the parameters of {where} ({e}); TorchScript and builtin "
+                        "callables have no Python signature: wrap them in a Python function or module") from e
     positional, named, required, var_keyword = [], [], set(), False
     for p in sig.parameters.values():
         if p.kind is p.VAR_KEYWORD:
             var_keyword = True
-            continue
-        if p.kind is p.VAR_POSITIONAL:
-            continue  # never fed by name
-        if p.kind is p.POSITIONAL_ONLY:
-            positional.append((p.name, p.default))
-        else:
-            named.append(p.name)
-        if p.default is _EMPTY:
-            required.add(p.name)
+        elif p.kind is not p.VAR_POSITIONAL:  # *args is never fed by name
+            if p.kind is p.POSITIONAL_ONLY:
+                positional.append((p.name, p.default))
+            else:
+                named.append(p.name)
+            if p.default is _EMPTY:
+                required.add(p.name)
     return _Signature(where, source, tuple(positional), tuple(named), frozenset(required), var_keyword)
 
 
@@ -107,18 +101,14 @@ def _method_signature(obj: Any, name: str) -> _Signature:
         raise AttributeError(f"safe_call: {cls.__name__} has no method {name!r}")
     cached = _BY_CLASS.get((cls, name))
     if cached is None or cached.source != source:  # first use, or the class was patched
-        cached = _read_signature(getattr(obj, name), source, f"{cls.__name__}.{name}")
-        _BY_CLASS[(cls, name)] = cached
+        cached = _BY_CLASS[(cls, name)] = _read_signature(getattr(obj, name), source, f"{cls.__name__}.{name}")
     return cached
 
 
 def _callable_signature(fn: Any) -> _Signature:
     """Signature of a callable that is not a module (function, bound method, partial, ...)."""
     where = getattr(fn, "__qualname__", None) or type(fn).__name__
-    if isinstance(fn, types.MethodType):
-        cache, key = _BY_METHOD, fn.__func__
-    else:
-        cache, key = _BY_FUNCTION, fn
+    cache, key = (_BY_METHOD, fn.__func__) if isinstance(fn, types.MethodType) else (_BY_FUNCTION, fn)
     try:
         cached = cache.get(key)
     except TypeError:  # not weak-referenceable or not hashable: inspect every time
@@ -130,20 +120,17 @@ def _callable_signature(fn: Any) -> _Signature:
 
 # ------------------------------------------------------------------------------- devices
 
-
-# Explicit device values already checked by check_device: each value is checked once, so a
-# model with a Machin-style ``input_device`` pays one dict lookup per call.
+# Explicit device values already checked by check_device: a Machin-style ``input_device`` costs a lookup per call.
 _CHECKED: Dict[Any, torch.device] = {}
+_WALK_BUDGET = 100_000  # modules _tensor_devices walks before it suspects a cycle
 
 
 def _explicit_device(obj: Any, name: str) -> Optional[torch.device]:
     instance_dict = getattr(obj, "__dict__", None)
     if instance_dict is not None and name in instance_dict:
         value = instance_dict[name]
-    else:
-        if not hasattr(type(obj), name):  # looked up every call: a class may gain it later
-            return None
-        value = getattr(obj, name)  # a class attribute or a property
+    else:  # a class attribute or a property, looked up every call: a class may gain it later
+        value = getattr(obj, name) if hasattr(type(obj), name) else None
     if value is None:
         return None
     try:
@@ -159,58 +146,31 @@ def _explicit_device(obj: Any, name: str) -> Optional[torch.device]:
 def _tensor_devices(module: nn.Module) -> List[torch.device]:
     """The distinct devices of a module's parameters and buffers, in first-seen order.
 
-    Walks the ``_parameters`` / ``_buffers`` / ``_modules`` dicts directly: several times faster
-    than chaining ``parameters()`` and ``buffers()``, which matters because it runs at every
-    call. A submodule reached twice is read twice (same devices); a module tree deeper or
-    wider than any real model (a module that contains itself) is walked once more with a
-    visited set.
+    Walks the ``_modules`` dicts directly: several times faster than ``parameters()`` and ``buffers()`` (it
+    runs at every call). A submodule reached twice is read twice (same devices); a tree larger than any real
+    model (a module that contains itself) is walked again with ``modules()``, which visits each module once.
     """
-    first = None
-    others: Optional[List[torch.device]] = None
+    devices: List[torch.device] = []
     stack = [module]
-    budget = _WALK_BUDGET
-    while stack:
-        budget -= 1
-        if budget == 0:
-            return _tensor_devices_visited(module)
+    for _ in range(_WALK_BUDGET):
+        if not stack:
+            return devices
         m = stack.pop()
         for t in chain(m._parameters.values(), m._buffers.values()) if m._buffers else m._parameters.values():
-            if t is not None:
-                d = t.device
-                if first is None:
-                    first = d
-                elif d != first and (others is None or d not in others):
-                    others = [d] if others is None else others + [d]
-        if m._modules:
+            if t is not None and (d := t.device) not in devices:
+                devices.append(d)
+        if m._modules:  # skips leaves: an empty extend costs more than this test
             stack.extend(m._modules.values())
-    if first is None:
-        return []
-    return [first] if others is None else [first, *others]
-
-
-_WALK_BUDGET = 100_000  # modules visited before the walk suspects a cycle
-
-
-def _tensor_devices_visited(module: nn.Module) -> List[torch.device]:
-    devices: List[torch.device] = []
-    for m in module.modules():  # visits each module once, cycles included
-        for tensors in (m._parameters, m._buffers):
-            for t in tensors.values():
-                if t is not None and t.device not in devices:
-                    devices.append(t.device)
-    return devices
+    tensors = chain.from_iterable(chain(m._parameters.values(), m._buffers.values()) for m in module.modules())
+    return list(dict.fromkeys(t.device for t in tensors if t is not None))
 
 
 def model_devices(model: Any) -> Tuple[Optional[torch.device], Optional[torch.device]]:
-    """Returns the ``(input_device, output_device)`` that :func:`safe_call` uses for ``model``.
-
-    ``None`` means "do not move" (a plain callable without device attributes). Wrappers
-    (``DataParallel``, ``DistributedDataParallel``) are looked through.
+    """Returns the ``(input_device, output_device)`` that :func:`safe_call` uses for ``model``, by the rules of
+    this module's docstring; ``None`` means "do not move". Wrappers (``DataParallel``, ...) are looked through.
 
     Raises:
-        RuntimeError: the module's parameters are on several devices and it lacks an explicit
-            ``input_device`` or ``output_device``; or an explicit attribute names a CUDA device
-            this torch build or machine does not have (see ``entmachin.ragged.device``).
+        RuntimeError: parameters on several devices without both explicit attributes, or an unavailable CUDA device.
         ValueError: an explicit attribute is not a device.
     """
     return _devices(unwrap(model))
@@ -219,34 +179,27 @@ def model_devices(model: Any) -> Tuple[Optional[torch.device], Optional[torch.de
 def _devices(inner: Any) -> Tuple[Optional[torch.device], Optional[torch.device]]:
     if isinstance(inner, types.MethodType) and isinstance(inner.__self__, nn.Module):
         inner = inner.__self__  # net.value: the devices of net
-    explicit_in = _explicit_device(inner, "input_device")
-    explicit_out = _explicit_device(inner, "output_device")
+    explicit_in, explicit_out = _explicit_device(inner, "input_device"), _explicit_device(inner, "output_device")
     if explicit_in is not None and explicit_out is not None:
         return explicit_in, explicit_out
-    fallback = explicit_in if explicit_in is not None else explicit_out
+    auto = explicit_in or explicit_out  # a torch.device is never falsy; None: a plain callable is not moved
     if isinstance(inner, nn.Module):
         devices = _tensor_devices(inner)
         if len(devices) > 1:
-            raise RuntimeError(
-                f"safe_call: {type(inner).__name__} has parameters on several devices "
-                f"{[str(d) for d in devices]}; set both model.input_device and "
-                "model.output_device to say where its inputs go and where its outputs come back"
-            )
-        auto = devices[0] if devices else (fallback if fallback is not None else _CPU)
-    else:
-        auto = fallback  # None: a plain callable is not moved
-    return (
-        explicit_in if explicit_in is not None else auto,
-        explicit_out if explicit_out is not None else auto,
-    )
+            raise RuntimeError(f"safe_call: {type(inner).__name__} has parameters on several devices "
+                               f"{[str(d) for d in devices]}; set both model.input_device and model.output_device "
+                               "to say where its inputs go and where its outputs come back")
+        auto = devices[0] if devices else auto or torch.device("cpu")
+    return explicit_in or auto, explicit_out or auto
 
 
-def _move(value: Any, device: torch.device, inputs: bool) -> Any:
-    """Moves tensors and ragged tensors in ``value`` to ``device``; unchanged values keep identity."""
-    if isinstance(value, torch.Tensor):
+def _move(value: Any, device: Optional[torch.device], inputs: bool) -> Any:
+    """Moves tensors and ragged tensors in ``value`` to ``device`` (None: not moved); unchanged values
+    keep identity. ``inputs``: ragged arrays become ``RaggedTensor``s."""
+    if device is None:
+        return value
+    if isinstance(value, (torch.Tensor, RaggedTensor)):
         return value if value.device == device else value.to(device)
-    if isinstance(value, RaggedTensor):
-        return value.to(device)
     if isinstance(value, dict):
         moved = {k: _move(v, device, inputs) for k, v in value.items()}
         if all(moved[k] is v for k, v in value.items()):
@@ -264,11 +217,9 @@ def _move(value: Any, device: torch.device, inputs: bool) -> Any:
         moved_items = [_move(v, device, inputs) for v in value]
         if all(a is b for a, b in zip(moved_items, value)):
             return value
-        if type(value) is list or type(value) is tuple:
-            return type(value)(moved_items)
         if hasattr(value, "_make"):  # NamedTuple
             return value._make(moved_items)
-        return type(value)(moved_items)  # torch.Size, torch.return_types, list subclasses
+        return type(value)(moved_items)  # list, tuple, torch.Size, torch.return_types, subclasses
     if inputs and is_ragged_array(value):
         return to_ragged_tensor(value, device, "safe_call")
     return value
@@ -276,28 +227,24 @@ def _move(value: Any, device: torch.device, inputs: bool) -> Any:
 
 # ---------------------------------------------------------------------------- safe_call
 
-
 def safe_call(model: Any, *named_dicts: Mapping[str, Any], method: str = "__call__") -> Any:
     """Calls ``model.<method>`` with the entries of ``named_dicts`` that its parameters name.
 
     Args:
-        model: an ``nn.Module`` (possibly wrapped in ``DataParallel`` /
-            ``DistributedDataParallel``) or any Python callable.
-        *named_dicts: mappings from parameter names to values; when several hold a key, the
-            later one wins. Keys that name no parameter are ignored, unless the method takes
-            ``**kwargs``, which then receives them.
-        method: the method to call. ``"__call__"`` calls the model itself (hooks and wrappers
-            run) with the parameters of its ``forward``; any other name is called on the
-            wrapped module.
+        model: an ``nn.Module`` (possibly wrapped in ``DataParallel`` / ``DistributedDataParallel``) or any
+            Python callable.
+        *named_dicts: mappings from parameter names to values; when several hold a key, the later one wins.
+            Keys that name no parameter are ignored, unless the method takes ``**kwargs``, which receives them.
+        method: the method to call. ``"__call__"`` calls the model itself (hooks and wrappers run) with the
+            parameters of its ``forward``; any other name is called on the wrapped module.
 
     Returns:
-        The method's result unchanged, except that tensors and ``RaggedTensor``s in it (also
-        inside tuples, NamedTuples, lists and dicts) are on the output device.
+        The method's result unchanged, except that tensors and ``RaggedTensor``s in it (also inside tuples,
+        NamedTuples, lists and dicts) are on the output device.
 
     Raises:
-        TypeError: a required parameter has no entry (the message lists the missing names,
-            the accepted names and the keys offered), an argument is not a mapping, or the
-            method has no readable signature.
+        TypeError: a required parameter has no entry (the message lists the missing names, the accepted names
+            and the keys offered), an argument is not a mapping, or the method has no readable signature.
         AttributeError: the model has no such method.
         RuntimeError / ValueError: the devices cannot be decided (see :func:`model_devices`).
 
@@ -305,21 +252,11 @@ def safe_call(model: Any, *named_dicts: Mapping[str, Any], method: str = "__call
         >>> actor = MLPActor(4, 2)
         >>> action, log_prob, entropy = safe_call(actor, {"state": torch.zeros(3, 4)})
     """
-    if method == "__call__" and isinstance(model, nn.Module) and not isinstance(model, WRAPPERS):
-        if len(named_dicts) == 1 and isinstance(named_dicts[0], dict):
-            return _call_module(model, named_dicts[0])
-        if len(named_dicts) == 2 and isinstance(named_dicts[0], dict) and isinstance(named_dicts[1], dict):
-            return _call_module(model, {**named_dicts[0], **named_dicts[1]})  # (state, action): the later wins
-    inner = unwrap(model)
+    inner, fn = unwrap(model), model  # "__call__" goes through the wrapper and the module's hooks
     if method != "__call__":
-        sig = _method_signature(inner, method)
-        fn = getattr(inner, method)
-    elif isinstance(inner, nn.Module):
-        sig = _method_signature(inner, "forward")
-        fn = model  # through the wrapper and the module's hooks
+        sig, fn = _method_signature(inner, method), getattr(inner, method)
     else:
-        sig = _callable_signature(model)
-        fn = model
+        sig = _method_signature(inner, "forward") if isinstance(inner, nn.Module) else _callable_signature(model)
 
     if len(named_dicts) == 1 and (type(named_dicts[0]) is dict or isinstance(named_dicts[0], Mapping)):
         merged = named_dicts[0]
@@ -327,65 +264,30 @@ def safe_call(model: Any, *named_dicts: Mapping[str, Any], method: str = "__call
         merged = {}
         for i, d in enumerate(named_dicts):
             if not isinstance(d, Mapping):
-                raise TypeError(
-                    f"safe_call({sig.where}): argument {i + 1} after the model is a "
-                    f"{type(d).__name__}; expected a mapping from parameter names to values"
-                )
+                raise TypeError(f"safe_call({sig.where}): argument {i + 1} after the model is a "
+                                f"{type(d).__name__}; expected a mapping from parameter names to values")
             merged.update(d)
-
-    input_device, output_device = _devices(inner)
-    return _call(fn, sig, merged, input_device, output_device)
-
-
-def _call_module(model: nn.Module, named: Dict[str, Any]) -> Any:
-    """``safe_call(model, named)`` for the common case, a module called with plain dicts (merged
-    into ``named``): the same steps with fewer branches (acting calls it at every environment
-    step, ``update()`` twice per minibatch)."""
-    sig = _method_signature(model, "forward")
-    input_device, output_device = _devices(model)
-    if sig.positional or sig.var_keyword:
-        return _call(model, sig, named, input_device, output_device)
-    kwargs = {}
-    for name in sig.named:
-        if name in named:
-            kwargs[name] = _move(named[name], input_device, True)
-        elif name in sig.required:
-            return _call(model, sig, named, input_device, output_device)  # raises, naming it
-    return _move(model(**kwargs), output_device, False)
-
-
-def _call(fn: Callable, sig: _Signature, merged: Mapping[str, Any], input_device: Optional[torch.device],
-          output_device: Optional[torch.device]) -> Any:
-    """Calls ``fn`` with the entries of ``merged`` that ``sig`` names, moved to ``input_device``,
-    and moves its result to ``output_device`` (None: not moved)."""
+    input_device, output_device = _devices(inner)  # model_devices(model) without unwrapping twice
     args, kwargs, missing = [], {}, []
     for name, default in sig.positional:
         if name in merged:
-            value = merged[name]
-            args.append(value if input_device is None else _move(value, input_device, True))
+            args.append(_move(merged[name], input_device, True))
         elif default is _EMPTY:
             missing.append(name)
         else:
             args.append(default)
     for name in sig.named:
         if name in merged:
-            value = merged[name]
-            kwargs[name] = value if input_device is None else _move(value, input_device, True)
+            kwargs[name] = _move(merged[name], input_device, True)
         elif name in sig.required:
             missing.append(name)
     if missing:
         accepted = [n for n, _ in sig.positional] + list(sig.named)
-        raise TypeError(
-            f"safe_call({sig.where}): missing required parameter(s) {missing}; it accepts "
-            f"{accepted}{' and **kwargs' if sig.var_keyword else ''}; the dicts offer "
-            f"{sorted(map(str, merged))}. Store the missing keys in the transition's dicts, "
-            "or give the parameters defaults"
-        )
+        raise TypeError(f"safe_call({sig.where}): missing required parameter(s) {missing}; it accepts "
+                        f"{accepted}{' and **kwargs' if sig.var_keyword else ''}; the dicts offer "
+                        f"{sorted(map(str, merged))}. Store the missing keys in the transition's dicts, "
+                        "or give the parameters defaults")
     if sig.var_keyword:
         taken = set(kwargs).union(n for n, _ in sig.positional)
-        for key, value in merged.items():
-            if key not in taken:
-                kwargs[key] = value if input_device is None else _move(value, input_device, True)
-
-    result = fn(*args, **kwargs)
-    return result if output_device is None else _move(result, output_device, False)
+        kwargs.update((key, _move(value, input_device, True)) for key, value in merged.items() if key not in taken)
+    return _move(fn(*args, **kwargs), output_device, False)
