@@ -1,4 +1,4 @@
-"""The import rules of docs/architecture.md: ragged <- env <- {buffer, model} <- frame <- run,
+"""The import rules of docs/architecture.md: ragged <- env <- {buffer, model} <- frame <- distributed <- run,
 and no import cycles between entmachin's modules.
 
 Every import is reported by its full name (`from entmachin.frame import ppo` is
@@ -14,13 +14,14 @@ import pytest
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "entmachin"
 
 # layer -> entmachin layers it may import; top-level modules are layers of their own
-LAYERS = {"ragged", "env", "buffer", "model", "frame", "run"}
+LAYERS = {"ragged", "env", "buffer", "model", "frame", "distributed", "run"}
 ALLOWED = {
     "ragged": {"ragged"},
     "env": {"ragged", "env"},
     "buffer": {"ragged", "env", "buffer"},
     "model": {"ragged", "env", "model"},
     "frame": {"ragged", "env", "buffer", "model", "frame"},
+    "distributed": {"ragged", "env", "buffer", "model", "frame", "distributed"},
     "run": LAYERS,
     "__main__": LAYERS,  # `python -m entmachin` is the command line
     "__init__": set(),  # `import entmachin` loads no layer: its exports resolve on first use

@@ -86,7 +86,7 @@ class A2C(Frame):
     #: Data-parallel extension point: None (one process: nothing changes), or an object with
     #: ``normalized(advantage, row)``, ``weigh(losses, n_units, n_rows, criterion)`` and
     #: ``average_gradients(params, terms)`` that makes this rank's update the update of every
-    #: rank's rows together (``entmachin.frame.data_parallel.DataParallel``).
+    #: rank's rows together (``entmachin.distributed.data_parallel.DataParallel``).
     data_parallel: Optional[Any] = None
 
     def _init(self, actor: nn.Module, critic: nn.Module, optimizer: Any, criterion: Any, config: A2CConfig, *,

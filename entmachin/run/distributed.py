@@ -2,7 +2,7 @@
 
 Each rank steps ``rollout.num_envs`` environments of its own (seeds derived from ``train.seed``
 and the rank; rank 0's are those of a one-process run) and holds its own rows; updates are
-data-parallel (:mod:`entmachin.frame.data_parallel`), so every rank keeps identical weights.
+data-parallel (:mod:`entmachin.distributed.data_parallel`), so every rank keeps identical weights.
 Rank 0 writes the run directory (config, tensorboard, evaluations, checkpoints); a checkpoint
 holds every rank's environments and random generators, gathered to rank 0 and published in
 one atomic version. A rank that raises leaves word in the group's store before it exits, so
@@ -22,8 +22,8 @@ import numpy as np
 import torch
 
 from entmachin.frame import RolloutStats
-from entmachin.frame.collectives import Collectives, report_failure
-from entmachin.frame.data_parallel import DataParallel
+from entmachin.distributed.collectives import Collectives, report_failure
+from entmachin.distributed.data_parallel import DataParallel
 from entmachin.run.config import DistributedSection
 
 __all__ = ["DistributedRun", "from_environment", "process_group_backend", "rank_device", "rank_seed",

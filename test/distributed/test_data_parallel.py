@@ -11,8 +11,8 @@ from torch import nn
 
 from entmachin.env import EnvList
 from entmachin.frame.a2c import A2C
-from entmachin.frame.collectives import Collectives, RankFailureError, report_failure
-from entmachin.frame.data_parallel import DataParallel
+from entmachin.distributed.collectives import Collectives, RankFailureError, report_failure
+from entmachin.distributed.data_parallel import DataParallel
 from entmachin.frame.ppo import PPO
 from entmachin.frame.collector import RolloutCollector
 from entmachin.model.input_norm import InputNorm

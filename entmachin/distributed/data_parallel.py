@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from entmachin.frame.a2c import Losses
-from entmachin.frame.collectives import Collectives
+from entmachin.distributed.collectives import Collectives
 from entmachin.frame.summary import UpdateStats
 from entmachin.model.input_norm import InputNorm
 
@@ -32,7 +32,7 @@ class DataParallel:
     """The collectives one data-parallel ``A2C`` / ``PPO`` update needs (see the module doc).
 
     Args:
-        collectives: the ranks' :class:`~entmachin.frame.collectives.Collectives`.
+        collectives: the ranks' :class:`~entmachin.distributed.collectives.Collectives`.
     """
 
     def __init__(self, collectives: Collectives) -> None:
