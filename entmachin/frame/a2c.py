@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from collections.abc import Mapping
 from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
 
@@ -143,8 +143,10 @@ class A2C(Frame):
                     "takes no 'deterministic' parameter"
                 )
             extra["deterministic"] = True
-        stats = collecting_stats_of(self._actor_norms) if collect_stats and self._actor_norms else nullcontext()
-        with torch.no_grad(), stats:
+        if collect_stats and self._actor_norms:
+            with torch.no_grad(), collecting_stats_of(self._actor_norms):
+                return safe_call(self.actor, state, extra) if extra else safe_call(self.actor, state)
+        with torch.no_grad():  # no context to enter on the fast path: this runs once per environment step
             return safe_call(self.actor, state, extra) if extra else safe_call(self.actor, state)
 
     def eval_act(self, state: Mapping[str, Any], action: Mapping[str, Any]) -> Any:

@@ -81,10 +81,21 @@ def global_actions(action_name: str = "action") -> ActionFn:
     (or ``[B]``) int choices are stored as ``{"action": [B, 1]}`` and sent to the environments as one actor per
     row of ``action_name``."""
 
+    ones = np.ones(0, dtype=np.int64)
+
     def convert(result: Any) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-        action = result[0].detach().to("cpu", torch.int64).reshape(-1, 1)  # [B, 1]; views where it can
-        ones = np.ones(action.shape[0], dtype=np.int64)  # [B]: one actor per row
-        return {"action": action}, {action_name: RaggedArrayI64.from_flattened(action.numpy(), ones)}
+        nonlocal ones
+        action = result[0]  # each conversion only where needed: this runs once per environment step
+        if action.requires_grad:
+            action = action.detach()
+        if action.dtype != torch.int64 or action.device.type != "cpu":
+            action = action.to("cpu", torch.int64)
+        if action.dim() != 2 or action.shape[1] != 1:
+            action = action.reshape(-1, 1)  # [B, 1]
+        if ones.shape[0] != action.shape[0]:
+            ones = np.ones(action.shape[0], dtype=np.int64)  # [B]: one actor per row
+        return {"action": action}, {action_name: RaggedArrayI64.from_flattened(np.ascontiguousarray(action.numpy()),
+                                                                               ones)}
 
     return convert
 

@@ -91,6 +91,11 @@ class DQN(Frame):
         self.epsilon = config.epsilon
         self._norms = self._input_norms(qnet)
         self._method = "q_values" if callable(getattr(qnet, "q_values", None)) else "__call__"
+        # train() / eval() recurse in Python at every update; a network whose modules keep nn.Module's train()
+        # has its modules' flags set from one list instead (the same result: nn.Module.__setattr__ stores a bool
+        # as a plain attribute, which object.__setattr__ does without its checks).
+        modules = list(qnet.modules())
+        self._modules = modules if all(type(m).train is nn.Module.train for m in modules) else None
         # Each qnet_target state_dict entry as (target module, qnet module, name, whether a soft update interpolates
         # it: qnet's floating parameters; others, such as input statistics, are copied). The tensors are read
         # through the modules at each update, so a .to() or an assignment that replaces one is seen.
@@ -217,7 +222,7 @@ class DQN(Frame):
         with InterruptGuard() as guard, trusted_inputs(self.qnet, self.qnet_target):
             steps = UpdateSteps(name, guard, cfg.gradient_max)
             try:
-                self.qnet.train()
+                self._set_training(True)
                 tables = self._q(state, False, name, trusted)
                 chosen = qt.stored_actions(action, tables, name, trusted)
                 with torch.no_grad():
@@ -243,7 +248,7 @@ class DQN(Frame):
                     self._n_updates += 1
                     failing = steps.failing(self._skipped_updates)
             finally:
-                self.qnet.eval()
+                self._set_training(False)
         td_loss = float(loss.detach())
         self.last_update = QUpdateStats(td_loss, float(q.detach().mean()), self.epsilon, self.replay_buffer.size(),
                                         float(np.mean(weight)) if weight is not None else math.nan,
@@ -263,6 +268,13 @@ class DQN(Frame):
             raise ValueError(f"DQNPer.update: the criterion returned {tuple(loss.shape)}; expected one loss per row "
                              f"([{q.shape[0]}, 1], reduction='none')")
         return (loss.reshape(-1) * torch.from_numpy(weight).to(q)).mean()
+
+    def _set_training(self, mode: bool) -> None:
+        if self._modules is None:
+            self.qnet.train(mode)
+        else:
+            for module in self._modules:
+                object.__setattr__(module, "training", mode)
 
     @torch.no_grad()
     def _update_target(self, n_updates: int) -> None:

@@ -56,6 +56,8 @@ def _dense_constants(n_rows: int, width: int, device: torch.device) -> Tuple[tor
 
 def _mask_checks(table: QTable, checks: DeferredChecks, where: str) -> None:
     """Registers the checks: no finite value where a ``masked`` table forbids, no NaN or infinity where it allows."""
+    if not checks.enabled:  # the update's trusted rows: nothing computed
+        return
     q, allowed = table.q, table.allowed
     if table.masked:
         ignored = ~allowed & (q > float("-inf"))  # [n_actors, width]: a finite value where the mask forbids
@@ -123,9 +125,10 @@ def read_q(out: Any, state: Mapping[str, Any], qnet: Any, n_rows: int, where: st
                              f"{len(value)} rows; expected [n_actors, n_choices] = {tuple(allowed.shape)} in "
                              f"{n_rows} rows (one value per choice per actor)")
         allowed = allowed.to(q.device)
-        checks.add((value.lengths.to(actors.lengths.device) != actors.lengths).any(),
-                   lambda n=name: f"{where}: the Q-network's values of action {n!r} have other row lengths than "
-                                  "the state's actors (one row of values per actor)")
+        if checks.enabled:
+            checks.add((value.lengths.to(actors.lengths.device) != actors.lengths).any(),
+                       lambda n=name: f"{where}: the Q-network's values of action {n!r} have other row lengths than "
+                                      "the state's actors (one row of values per actor)")
         table = QTable(name, q, allowed, actors.batch_index.to(q.device))
         _mask_checks(table, checks, where)
         tables.append(table)
@@ -147,9 +150,10 @@ def stored_actions(action: Mapping[str, Any], tables: Sequence[QTable], where: s
                              f"{None if chosen is None else tuple(chosen.shape)}; expected one choice per actor "
                              f"({n_actors})")
         index = chosen.reshape(-1).to(table.q.device, torch.int64)  # [n_actors]
-        checks.add(((index < 0) | (index >= width)).any(),
-                   lambda n=table.name, w=width: f"{where}: a stored choice of action {n!r} lies outside [0, {w}) "
-                                                 "(the Q-network's width)")
+        if checks.enabled:
+            checks.add(((index < 0) | (index >= width)).any(),
+                       lambda n=table.name, w=width: f"{where}: a stored choice of action {n!r} lies outside [0, {w}) "
+                                                     "(the Q-network's width)")
         out.append(index)
     return out
 

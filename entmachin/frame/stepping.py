@@ -141,9 +141,9 @@ class UpdateSteps:
         non-finite term is traced to the piece that made it so.
         """
         if not steps:
-            return not require or all(bool(torch.isfinite(t.detach()).all()) for t in require.values())
+            return all(_finite_flags(list(require.values())))
         for step in steps:
-            step.optimizer.zero_grad(set_to_none=True)
+            _zero_grad(step)
         terms = [term for step in steps for term in step.terms.values()]
         total = terms[0]
         for term in terms[1:]:  # not sum(terms): its 0 + first term is one more node to run both ways
@@ -153,9 +153,7 @@ class UpdateSteps:
             self.data_parallel.average_gradients([p for step in steps for p in step.params], terms)
         with_grad = [[p for p in step.params if p.grad is not None] for step in steps]
         norms = [torch.nn.utils.get_total_norm([p.grad for p in ps]) if ps else None for ps in with_grad]
-        checked = terms + [n for n in norms if n is not None] + list(require.values())
-        device = terms[0].device
-        flags = iter(torch.stack([torch.isfinite(t.detach()).all().to(device) for t in checked]).tolist())
+        flags = iter(_finite_flags(terms + [n for n in norms if n is not None] + list(require.values())))
         term_ok = [[next(flags) for _ in step.terms] for step in steps]
         norm_ok = [norm is None or next(flags) for norm in norms]
         required_ok = [next(flags) for _ in require]
@@ -169,7 +167,7 @@ class UpdateSteps:
                         torch.nn.utils.clip_grads_with_norm_(params, self.gradient_max, norm)
                     step.optimizer.step()
                     continue
-                step.optimizer.zero_grad(set_to_none=True)
+                _zero_grad(step)
                 counts[1] += 1
                 taken = False
                 names = [n for n, good in zip(require, required_ok) if not good]
@@ -194,6 +192,27 @@ class UpdateSteps:
             if attempted:
                 counts[what] = counts.get(what, 0) + 1 if skipped == attempted else 0
         return [what for what, n in counts.items() if n >= MAX_SKIPPED_UPDATES]
+
+
+def _zero_grad(step: OptimizerStep) -> None:
+    """``optimizer.zero_grad(set_to_none=True)``: for an optimizer that keeps ``Optimizer``'s own, the same
+    assignments on the step's parameters (all of its optimizer's) without its per-call profiler scaffolding."""
+    if type(step.optimizer).zero_grad is not torch.optim.Optimizer.zero_grad:
+        step.optimizer.zero_grad(set_to_none=True)
+        return
+    for p in step.params:
+        p.grad = None
+
+
+def _finite_flags(tensors: List[torch.Tensor]) -> List[bool]:
+    """Whether each tensor is finite everywhere, with one host sync; scalars of one dtype and device (losses and
+    norms, the usual case) in one stacked check."""
+    if not tensors:
+        return []
+    first = tensors[0]
+    if all(t.dim() == 0 and t.dtype == first.dtype and t.device == first.device for t in tensors):
+        return torch.isfinite(torch.stack([t.detach() for t in tensors])).tolist()
+    return torch.stack([torch.isfinite(t.detach()).all().to(first.device) for t in tensors]).tolist()
 
 
 def _non_finite_terms(step: OptimizerStep, ok: List[bool], parts: Mapping[str, torch.Tensor]) -> List[str]:

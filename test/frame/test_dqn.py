@@ -457,3 +457,32 @@ def test_hard_target_update_copies_every_entry_and_sees_replaced_tensors():
     frame._update_target(2)
     for (k, a), b in zip(target.state_dict().items(), online.state_dict().values()):
         assert torch.equal(a, b), k
+
+
+def test_update_trains_every_module_and_honours_an_overridden_train():
+    class OwnTrain(nn.Linear):
+        calls = []
+
+        def train(self, mode=True):
+            OwnTrain.calls.append(mode)
+            return super().train(mode)
+
+    class Net(nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner, self.seen = inner, []
+
+        def forward(self, state):
+            self.seen.append(all(m.training for m in self.modules()))
+            return self.inner(state)
+
+    for inner, overridden in ((nn.Linear(D, 2), False), (OwnTrain(D, 2), True)):
+        net = Net(inner)
+        frame = DQN(net, copy.deepcopy(net), torch.optim.SGD, nn.MSELoss(), batch_size=4, seed=0)
+        frame.store_episode(episode(np.random.default_rng(0), 6, terminal=False))
+        net.seen.clear()
+        OwnTrain.calls.clear()
+        frame.update()
+        assert net.seen[0] is True  # the online network's values are taken in train mode
+        assert not any(m.training for m in net.modules())  # and it is back in eval mode after
+        assert OwnTrain.calls == ([True, False] if overridden else [])
