@@ -1,18 +1,15 @@
-"""What every frame shares: its keywords, setup, failure rule, storing, counters, save / load and configs.
+"""What every frame shares: its keywords, setup, storing, counters, save / load and configs.
 
-A frame class names its settings record (``_config_cls``: a dataclass of :mod:`entmachin.frame.config`
-whose fields carry their defaults and descriptions) and its two networks (``network_names``, also
-the constructor's first two arguments and their checkpoint file names). :class:`Frame` then gives it
-Machin's constructor, ``Frame(first, second, optimizer, criterion, *, lr_scheduler=None, ...,
-<every setting>=<its default>)``, generated from the record: ``inspect.signature``, ``help()`` and
-IPython show every keyword with its default, unknown keywords are refused, and the settings go
-through the record's checks before ``_init`` builds the frame.
+A frame class names its settings record (``_config_cls``, from :mod:`entmachin.frame.config`, whose fields
+carry their defaults, descriptions and ranges) and its two networks (``network_names``: the constructor's first
+two arguments and their checkpoint file names). :class:`Frame` gives it Machin's constructor,
+``Frame(first, second, optimizer, criterion, *, lr_scheduler=None, ..., <every setting>=<its default>)``,
+generated from the record: ``inspect.signature``, ``help()`` and IPython show every keyword with its default,
+unknown keywords are refused, and the settings are checked before ``_init`` builds the frame.
 
-The rest is the part of A2C, PPO and DQN that is not their algorithm: building optimizers and
-schedulers, the replay buffer, the writer and the generators (:meth:`Frame._setup`), refusing
-appending checked rows (:meth:`Frame._append`),
-the training counters a checkpoint holds, ``save`` / ``load`` and ``generate_config`` /
-``init_from_config``.
+The rest is what A2C, PPO and DQN share besides their algorithm: optimizers, schedulers, the buffer, the
+writer and the generator (:meth:`Frame._setup`), ``store_episode`` / ``store_rollout`` and appending the
+checked rows, the training counters a checkpoint holds, ``save`` / ``load`` and the Machin-style configs.
 """
 from __future__ import annotations
 
@@ -48,13 +45,9 @@ OBJECT_KEYWORDS: Dict[str, str] = {
 
 
 def make_optimizer(optimizer: Any, params: Any, lr: float) -> torch.optim.Optimizer:
-    """``optimizer(params, lr=lr)``; a ``torch.optim`` class with a fused implementation gets it.
-
-    Fused optimizers (``Adam``, ``AdamW``, ``SGD``, ``Adagrad``) update every parameter in one
-    kernel instead of several per parameter, the same arithmetic in a fraction of the time on
-    small networks. Factories (``functools.partial``, lambdas) are called exactly as given, and
-    a class that refuses ``fused=True`` for these parameters is built without it.
-    """
+    """``optimizer(params, lr=lr)``; a ``torch.optim`` class with a fused implementation (``Adam``, ``AdamW``,
+    ``SGD``, ``Adagrad``: one kernel for every parameter, the same arithmetic) gets it unless it refuses
+    ``fused=True`` for these parameters. Factories (``functools.partial``, lambdas) are called as given."""
     if not (isinstance(optimizer, type) and issubclass(optimizer, torch.optim.Optimizer)
             and "fused" in inspect.signature(optimizer.__init__).parameters):
         return optimizer(params, lr=lr)

@@ -19,26 +19,22 @@ saying which term went non-finite and whether parameters or input statistics alr
 learning: usually its parameters or input statistics went non-finite, or the rewards' scale overflows a loss).
 One overflowing minibatch costs one step; a frame that has diverged stops with an error.
 
-**The interrupt guard**: Ctrl-C (SIGINT) never lands in the middle of an optimizer step.
-
-A ``KeyboardInterrupt`` raised between two bytecodes of ``optimizer.step()`` (non-fused
-optimizers update parameter after parameter in Python) or between the actor's and the
-critic's step would leave a frame half-stepped. ``update()`` therefore installs the guard once
-per update and marks each minibatch's steps as one critical section::
+**The interrupt guard**: Ctrl-C (SIGINT) never lands in the middle of an optimizer step. A
+``KeyboardInterrupt`` between two bytecodes of ``optimizer.step()`` (non-fused optimizers update parameter
+after parameter in Python) or between the actor's and the critic's step would leave a frame half-stepped, so
+``update()`` installs the guard once and marks each minibatch's steps as one critical section::
 
     with InterruptGuard() as guard:      # installs the SIGINT handler, restores the previous one
-        for minibatch in schedule:
-            loss.backward()              # Ctrl-C here raises at once, as usual
-            with guard.step:             # Ctrl-C here is held ...
-                actor_optim.step()
-                critic_optim.step()
-            # ... and raised here, right after the steps
+        loss.backward()                  # Ctrl-C here raises at once, as usual
+        with guard.step:                 # Ctrl-C here is held ...
+            actor_optim.step()
+            critic_optim.step()
+        # ... and raised here, right after the steps
 
-The handler is installed only in the main thread and only when the current SIGINT handler
-is a Python callable (Python's default ``signal.default_int_handler`` or a user's own);
-deferred or not, that handler is what finally runs. With ``SIG_IGN``, ``SIG_DFL`` or a handler
-installed outside Python, nothing is installed and interrupts behave as they would without
-entmachin. Other threads cannot install handlers and are left alone.
+The handler is installed only in the main thread and only when the current SIGINT handler is a Python
+callable (Python's default or a user's own); deferred or not, that handler is what finally runs. With
+``SIG_IGN``, ``SIG_DFL`` or a handler installed outside Python nothing is installed, and other threads are left
+alone.
 """
 from __future__ import annotations
 
