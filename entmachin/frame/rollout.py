@@ -218,8 +218,11 @@ def _read(steps: Sequence[Any], name: str, episode: bool) -> Steps:
         _check_rows(steps, "action", n_envs, name, episode)
     reward = _flag_column([t["reward"] for t in steps], n_envs, name, "reward", False)  # [T, B]
     terminal = _flag_column([t["terminal"] for t in steps], n_envs, name, "terminal", True)  # [T, B]
-    truncated = _flag_column([t["truncated"] if "truncated" in t else np.zeros(n_envs, np.bool_) for t in steps],
-                             n_envs, name, "truncated", True) & ~terminal  # [T, B]; terminal wins
+    truncated = np.zeros((n_steps, n_envs), dtype=np.bool_)  # [T, B]
+    if any("truncated" in t for t in steps):
+        truncated = _flag_column([t["truncated"] if "truncated" in t else truncated[0] for t in steps], n_envs,
+                                 name, "truncated", True)
+    truncated &= ~terminal  # [T, B]; terminal wins
     needs = truncated.copy()  # [T, B]
     needs[-1] |= ~terminal[-1]  # the rollout's last rows bootstrap unless terminal
     bootstrap = np.flatnonzero(needs).astype(np.int64)  # [k]
