@@ -143,3 +143,14 @@ def test_rogue_net_comparison_refuses_different_work():
         bench_rogue_net._check_same_work("w", ours, {"tokens": 10, "actors": {"Move": 3}}, 10)
     with pytest.raises(RuntimeError, match="w: entmachin's trunk saw 10 tokens, the inputs hold 12 entities"):
         bench_rogue_net._check_same_work("w", ours, None, 12)
+
+
+@pytest.mark.slow
+def test_one_ppo_iteration_runs_at_most_nine_files_of_the_frames():
+    """The reading budget of the frames: collect + update enter at most nine files of entmachin/frame/
+    (a tensorboard writer adds summary.py)."""
+    import count_update_files
+
+    for name, setting in count_update_files.SETTINGS.items():
+        result = count_update_files.count(setting)
+        assert result["files"] <= (10 if setting.get("writer") else 9), (name, result["file_names"])
