@@ -81,7 +81,7 @@ class Frame:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if "_config_cls" in cls.__dict__:
+        if "_config_cls" in cls.__dict__ and "__init__" not in cls.__dict__:  # a class's own __init__ stays
             _generate_constructor(cls)
 
     def _init(self, first: Any, second: Any, optimizer: Any, criterion: Any, config: Any, **objects: Any) -> None:

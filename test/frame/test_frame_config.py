@@ -146,3 +146,26 @@ def test_signature_and_help_show_every_setting_from_its_one_declaration(cls, con
     with pytest.raises(TypeError, match=rf"^{cls.__name__}\(\) got an unexpected keyword argument 'batch_sise'; "
                                         r"did you mean 'batch_size'\?"):
         cls(None, None, None, None, batch_sise=3)
+
+
+def test_a_subclass_keeps_its_own_constructor_and_inherits_the_generated_one_otherwise():
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class MyConfig(PPOConfig):
+        bonus: float = 0.0
+
+    class Plain(PPO):  # no settings of its own: PPO's constructor, its own name in messages
+        pass
+
+    class Own(PPO):
+        _config_cls = MyConfig
+
+        def __init__(self, actor, critic, **kwargs):
+            self.built_by_own = True
+            super().__init__(actor, critic, torch.optim.Adam, nn.MSELoss(), **kwargs)
+
+    actor, critic = MLPActor(3, 2), MLPCritic(3)
+    assert inspect.signature(Plain) == inspect.signature(PPO)
+    with pytest.raises(TypeError, match=r"^Plain\(\) got an unexpected keyword argument 'batch_sise'"):
+        Plain(actor, critic, torch.optim.Adam, nn.MSELoss(), batch_sise=3)
+    own = Own(actor, critic, batch_size=7)
+    assert own.built_by_own and own.config.batch_size == 7
