@@ -31,9 +31,8 @@ from __future__ import annotations
 
 import inspect
 import math
-from contextlib import contextmanager
 from collections.abc import Mapping
-from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -44,9 +43,9 @@ from entmachin.frame.base import Frame, make_optimizer
 from entmachin.frame.config import A2CConfig
 from entmachin.frame.rollout import MAJOR_ATTRS, Rollout, Steps, minibatch_schedule, to_rollout, value_targets
 from entmachin.frame.safe_call import safe_call
-from entmachin.frame.stepping import InterruptGuard, OptimizerStep, UpdateSteps, non_finite_error
+from entmachin.frame.stepping import InterruptGuard, OptimizerStep, UpdateSteps
 from entmachin.frame.store_checks import check_steps, trusted_inputs
-from entmachin.frame.summary import UpdateStats, log_update, write_graph
+from entmachin.frame.summary import UpdateStats
 from entmachin.model.input_norm import collecting_stats_of
 from entmachin.model.wrappers import unwrap
 from entmachin.ragged.tensor import RaggedTensor
@@ -235,9 +234,7 @@ class A2C(Frame):
             ValueError: ``concatenate_samples`` is False.
             NonFiniteUpdateError: the failure rule of ``entmachin.frame.stepping``; the update itself completed.
         """
-        name = f"{type(self).__name__}.update"
-        if concatenate_samples is not True:
-            raise ValueError(f"{name}: concatenate_samples must be True, got {concatenate_samples!r}")
+        name = self._update_name(concatenate_samples)
         if self.replay_buffer.size() == 0:
             raise RuntimeError(f"{name}: the replay buffer is empty; store transitions with store_episode or "
                                "store_rollout before calling update()")
@@ -263,10 +260,7 @@ class A2C(Frame):
                 if not committed:  # the schedule stays where it was, as n_updates does
                     with guard.step:
                         self._set_learning_rates(lrs)
-        if self.writer is not None:
-            log_update(self.writer, stats, self._n_updates if log_step is None else log_step)
-        if failing:
-            raise non_finite_error(self, stats.non_finite, failing)
+        self._report(stats, log_step, failing, stats.non_finite)
         return -stats.policy_loss, stats.value_loss
 
     def _train(self, rollout: Rollout, steps: UpdateSteps, update_value: bool, update_policy: bool,
@@ -294,7 +288,8 @@ class A2C(Frame):
                     break
                 ran += 1
                 if cfg.visualize:
-                    self._visualize(losses)
+                    self._visualize(losses.policy, "actor")
+                    self._visualize(losses.value, "critic")
                 for key in seen:
                     if getattr(losses, key) is not None:
                         seen[key].append(getattr(losses, key).detach())
@@ -305,20 +300,6 @@ class A2C(Frame):
             float(self.optimizers[0].param_groups[0]["lr"]), steps.skipped, ran, stopped,
             {what: (c[0], c[1]) for what, c in steps.tally.items()}, tuple(steps.non_finite),
         )
-
-    @contextmanager
-    def _training(self, guard: InterruptGuard) -> Iterator[None]:
-        """Actor and critic in train mode for the block, switched whole (``Module.train`` recurses in
-        Python) and back to eval mode however the block ends."""
-        with guard.step:
-            self.actor.train()
-            self.critic.train()
-        try:
-            yield
-        finally:
-            with guard.step:
-                self.actor.eval()
-                self.critic.eval()
 
     def _minibatch(self, batch: Rollout, old: Optional[torch.Tensor], policy: bool, value: bool,
                    entropy_scale: float) -> Losses:
@@ -401,13 +382,6 @@ class A2C(Frame):
             return [OptimizerStep(self.actor_optim, self._params, both, "shared")] if both else []
         return ([OptimizerStep(self.actor_optim, self._actor_params, policy, "actor")] if policy else []) + \
             ([OptimizerStep(self.critic_optim, self._critic_params, value, "critic")] if value else [])
-
-    def _visualize(self, losses: Losses) -> None:
-        directory = self.config.visualize_dir or getattr(self.writer, "log_dir", "") or ""
-        for loss, graph in ((losses.policy, "actor"), (losses.value, "critic")):
-            if loss is not None and graph not in self._visualized:
-                self._visualized.add(graph)
-                write_graph(loss, graph, directory, self.writer)
 
     def _set_learning_rates(self, lrs: List[List[float]]) -> None:
         for opt, values in zip(self.optimizers, lrs):

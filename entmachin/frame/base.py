@@ -17,7 +17,8 @@ import dataclasses
 import difflib
 import inspect
 from collections.abc import Mapping, Sequence
-from typing import Any, Dict, List, Optional, Tuple, Union
+from contextlib import contextmanager
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -26,7 +27,8 @@ from torch import nn
 from entmachin.buffer import TransitionBase
 from entmachin.frame.config import check_callable, frame_kwargs_from_config, generate_config
 from entmachin.frame.rollout import Steps, read_episode, read_rollout
-from entmachin.frame.summary import make_writer
+from entmachin.frame.stepping import non_finite_error
+from entmachin.frame.summary import log_update, make_writer, write_graph
 from entmachin.model.input_norm import InputNorm
 from entmachin.settings import field_lines
 
@@ -78,6 +80,7 @@ class Frame:
     _config_cls: type
     network_names: Tuple[str, str] = ("actor", "critic")
     _n_scheduler_args = 2  # Machin's (actor, critic) pairs; DQN takes one-element tuples
+    _trained_names: Tuple[str, ...] = ("actor", "critic")  # the networks update() puts in train mode
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -114,6 +117,53 @@ class Frame:
         self._skipped_updates: Dict[str, int] = {}  # optimizer -> updates in a row that skipped all its steps
         self._visualized: set = set()
         self.last_update: Any = None
+        modules = list(dict.fromkeys(m for n in self._trained_names for m in networks[n].modules()))  # shared once
+        self._trained_modules = modules if all(type(m).train is nn.Module.train for m in modules) else None
+
+    def _set_training(self, mode: bool) -> None:
+        """Train (or eval) mode for the networks ``update()`` trains. ``train()`` / ``eval()`` recurse in Python:
+        when every module keeps ``nn.Module.train``, the flags are set from the list ``_setup`` read instead (the
+        same result: ``nn.Module.__setattr__`` stores a bool as a plain attribute, as ``object.__setattr__`` does)."""
+        if self._trained_modules is None:
+            for name in self._trained_names:
+                getattr(self, name).train(mode)
+        else:
+            for module in self._trained_modules:
+                object.__setattr__(module, "training", mode)
+
+    @contextmanager
+    def _training(self, guard: Any) -> Iterator[None]:
+        """The trained networks in train mode for the block, switched whole inside the interrupt guard's critical
+        section, and back in eval mode however the block ends."""
+        with guard.step:
+            self._set_training(True)
+        try:
+            yield
+        finally:
+            with guard.step:
+                self._set_training(False)
+
+    def _visualize(self, loss: Optional[torch.Tensor], graph: str) -> None:
+        """With ``visualize``, writes the autograd graph of the first ``loss`` of each ``graph`` (``<graph>.dot``)."""
+        if loss is not None and graph not in self._visualized:
+            self._visualized.add(graph)
+            directory = self.config.visualize_dir or getattr(self.writer, "log_dir", "") or ""
+            write_graph(loss, graph, directory, self.writer)
+
+    def _update_name(self, concatenate_samples: bool) -> str:
+        """``"<Frame>.update"``, for messages; refuses Machin's ``concatenate_samples=False``."""
+        name = f"{type(self).__name__}.update"
+        if concatenate_samples is not True:
+            raise ValueError(f"{name}: concatenate_samples must be True, got {concatenate_samples!r}")
+        return name
+
+    def _report(self, stats: Any, log_step: Optional[int], failing: List[str], non_finite: Sequence[str]) -> None:
+        """An update's end: its scalars to the writer, then the failure rule's error (``entmachin.frame.stepping``)
+        when ``failing`` names optimizers."""
+        if self.writer is not None:
+            log_update(self.writer, stats, self._n_updates if log_step is None else log_step)
+        if failing:
+            raise non_finite_error(self, tuple(non_finite), failing)
 
     def _setup_schedulers(self, lr_scheduler: Any, args: Any, kwargs: Any) -> None:
         name, n = type(self).__name__, self._n_scheduler_args

@@ -33,10 +33,10 @@ from entmachin.frame import q_tables as qt
 from entmachin.frame.base import Frame, make_optimizer
 from entmachin.frame.config import DQNConfig, DQNPerConfig
 from entmachin.frame.safe_call import safe_call
-from entmachin.frame.stepping import InterruptGuard, OptimizerStep, UpdateSteps, non_finite_error
+from entmachin.frame.stepping import InterruptGuard, OptimizerStep, UpdateSteps
 from entmachin.frame.store_checks import check_steps, trusted_inputs
 from entmachin.frame.rollout import Steps, tree_rows, value_targets
-from entmachin.frame.summary import QUpdateStats, log_update, write_graph
+from entmachin.frame.summary import QUpdateStats
 from entmachin.model.input_norm import collecting_stats_of
 from entmachin.model.inputs import DeferredChecks
 from entmachin.ragged import trees
@@ -71,6 +71,7 @@ class DQN(Frame):
     network_names = ("qnet", "qnet_target")
     unsaved_buffer_note = "the replay buffer is not part of a frame checkpoint; replay_buffer.save() saves it"
     _n_scheduler_args = 1
+    _trained_names = ("qnet",)  # the target network stays in eval mode
     _buffer_cls: type = Buffer  # the default replay buffer
 
     def _init(self, qnet: nn.Module, qnet_target: nn.Module, optimizer: Any, criterion: Any, config: DQNConfig, *,
@@ -91,11 +92,6 @@ class DQN(Frame):
         self.epsilon = config.epsilon
         self._norms = self._input_norms(qnet)
         self._method = "q_values" if callable(getattr(qnet, "q_values", None)) else "__call__"
-        # train() / eval() recurse in Python at every update; a network whose modules keep nn.Module's train()
-        # has its modules' flags set from one list instead (the same result: nn.Module.__setattr__ stores a bool
-        # as a plain attribute, which object.__setattr__ does without its checks).
-        modules = list(qnet.modules())
-        self._modules = modules if all(type(m).train is nn.Module.train for m in modules) else None
         # Each qnet_target state_dict entry as (target module, qnet module, name, whether a soft update interpolates
         # it: qnet's floating parameters; others, such as input statistics, are copied). The tensors are read
         # through the modules at each update, so a .to() or an assignment that replaces one is seen.
@@ -208,9 +204,7 @@ class DQN(Frame):
             ValueError: the Q-network's output has the wrong shape.
             NonFiniteUpdateError: the third update in a row whose step was skipped.
         """
-        name = f"{type(self).__name__}.update"
-        if concatenate_samples is not True:
-            raise ValueError(f"{name}: concatenate_samples must be True, got {concatenate_samples!r}")
+        name = self._update_name(concatenate_samples)
         cfg = self.config
         held = self.replay_buffer.size()
         if held < cfg.batch_size:
@@ -221,8 +215,7 @@ class DQN(Frame):
         trusted = DeferredChecks(enabled=False)  # the rows were checked when stored
         with InterruptGuard() as guard, trusted_inputs(self.qnet, self.qnet_target):
             steps = UpdateSteps(name, guard, cfg.gradient_max)
-            try:
-                self._set_training(True)
+            with self._training(guard):
                 tables = self._q(state, False, name, trusted)
                 chosen = qt.stored_actions(action, tables, name, trusted)
                 with torch.no_grad():
@@ -234,10 +227,8 @@ class DQN(Frame):
                 target = reward.reshape(n).to(q) + torch.where(ends, 0.0, discount.reshape(n).to(q) * best)  # [B]
                 td = target - q.detach()  # [B]
                 loss = self._loss(q, target, weight)
-                if cfg.visualize and "qnet" not in self._visualized:
-                    self._visualized.add("qnet")
-                    write_graph(loss, "qnet", cfg.visualize_dir or getattr(self.writer, "log_dir", "") or "",
-                                self.writer)
+                if cfg.visualize:
+                    self._visualize(loss, "qnet")
                 with guard.step:  # the step, the priorities and the counters together
                     step = [OptimizerStep(self.qnet_optim, self._params, {"TD loss": loss}, "qnet")]
                     if steps.step(step if update_value else [], require={"TD errors": td}):
@@ -247,16 +238,11 @@ class DQN(Frame):
                             self._update_target(self._n_updates + 1)
                     self._n_updates += 1
                     failing = steps.failing(self._skipped_updates)
-            finally:
-                self._set_training(False)
         td_loss = float(loss.detach())
         self.last_update = QUpdateStats(td_loss, float(q.detach().mean()), self.epsilon, self.replay_buffer.size(),
                                         float(np.mean(weight)) if weight is not None else math.nan,
                                         self.qnet_optim.param_groups[0]["lr"], steps.skipped)
-        if self.writer is not None:
-            log_update(self.writer, self.last_update, self._n_updates if log_step is None else log_step)
-        if failing:
-            raise non_finite_error(self, tuple(steps.non_finite), failing)
+        self._report(self.last_update, log_step, failing, steps.non_finite)
         return td_loss
 
     def _loss(self, q: torch.Tensor, target: torch.Tensor, weight: Optional[np.ndarray]) -> torch.Tensor:
@@ -268,13 +254,6 @@ class DQN(Frame):
             raise ValueError(f"DQNPer.update: the criterion returned {tuple(loss.shape)}; expected one loss per row "
                              f"([{q.shape[0]}, 1], reduction='none')")
         return (loss.reshape(-1) * torch.from_numpy(weight).to(q)).mean()
-
-    def _set_training(self, mode: bool) -> None:
-        if self._modules is None:
-            self.qnet.train(mode)
-        else:
-            for module in self._modules:
-                object.__setattr__(module, "training", mode)
 
     @torch.no_grad()
     def _update_target(self, n_updates: int) -> None:

@@ -65,7 +65,7 @@ def _finiteness(what: str, named: List[Tuple[str, torch.Tensor]]) -> str:
     """``'<what> are finite'``, or ``'<what> already are non-finite (<names>)'`` naming the floating-point
     tensors that hold a nan or inf (found with one host sync)."""
     named = [(name, t) for name, t in named if t.is_floating_point() and t.numel()]
-    flags = torch.stack([torch.isfinite(t.detach()).all().cpu() for _, t in named]).tolist() if named else []
+    flags = _finite_flags([t for _, t in named])
     bad = [name for (name, _), ok in zip(named, flags) if not ok]
     listed = ", ".join(bad[:_LISTED]) + (f", ... ({len(bad)} in all)" if len(bad) > _LISTED else "")
     return f"{what} already are non-finite ({listed})" if bad else f"{what} are finite"
