@@ -60,6 +60,8 @@ class Observation:
         metrics: name -> value, aggregated into ``VecObs.metrics``.
         truncated: the episode was cut short (time limit) rather than ended by the
             environment; implies nothing unless ``done`` is set too.
+        result: a seat's result at the end of a game of several players: ``"win"``,
+            ``"draw"`` or ``"loss"`` (``None``: not stated; see ``entmachin.env.multi_agent``).
     """
 
     def __init__(
@@ -77,11 +79,13 @@ class Observation:
         actions: Optional[Mapping[ActionName, ActionMask]] = None,
         metrics: Optional[Dict[str, float]] = None,
         truncated: bool = False,
+        result: Optional[str] = None,
     ) -> None:
         self.global_features = global_features if global_features is not None else []
         self.actions = actions or {}
         self.done = done
         self.truncated = truncated
+        self.result = result
         self.reward = reward
         if features is not None:
             if entities is not None:
@@ -261,43 +265,50 @@ class Environment(ABC):
         """Release resources held by the environment."""
 
     def _filter_obs(self, obs: Observation, obs_filter: ObsSpace) -> Observation:
-        # Compiled once per filter object: obs_space() may build a new ObsSpace on every call.
-        cached = self.__dict__.get("_entmachin_filter")
-        if cached is None or cached[0] is not obs_filter:
-            cached = (obs_filter, compile_feature_filter(self.obs_space(), obs_filter))
-            self.__dict__["_entmachin_filter"] = cached
-        selectors = cached[1]
-        if selectors is None:
-            return obs
-        features: Dict[EntityName, Features] = {}
-        for etype, selector in selectors.entities.items():
-            feats = obs.features.get(etype)
-            if feats is None:
+        return filter_observation(self, obs, obs_filter)
+
+
+def filter_observation(env: Any, obs: Observation, obs_filter: ObsSpace) -> Observation:
+    """``obs`` of ``env`` with only the entity types and features ``obs_filter`` names (``obs``
+    itself where the filter keeps everything)."""
+    # Compiled once per filter object: obs_space() may build a new ObsSpace on every call.
+    cached = env.__dict__.get("_entmachin_filter")
+    if cached is None or cached[0] is not obs_filter:
+        cached = (obs_filter, compile_feature_filter(env.obs_space(), obs_filter))
+        env.__dict__["_entmachin_filter"] = cached
+    selectors = cached[1]
+    if selectors is None:
+        return obs
+    features: Dict[EntityName, Features] = {}
+    for etype, selector in selectors.entities.items():
+        feats = obs.features.get(etype)
+        if feats is None:
+            continue
+        if not isinstance(feats, np.ndarray):
+            feats = np.asarray(feats, dtype=np.float32)
+        if feats.ndim != 2:
+            if len(feats) == 0:  # an empty list or array has no width to reshape by
+                features[etype] = np.zeros((0, len(selector)), np.float32)
                 continue
-            if not isinstance(feats, np.ndarray):
-                feats = np.asarray(feats, dtype=np.float32)
-            if feats.ndim != 2:
-                if len(feats) == 0:  # an empty list or array has no width to reshape by
-                    features[etype] = np.zeros((0, len(selector)), np.float32)
-                    continue
-                feats = feats.reshape(len(feats), -1)
-            features[etype] = feats[:, selector]
-        global_features = obs.global_features
-        if selectors.global_features is not None:
-            global_features = np.asarray(global_features, dtype=np.float32)[selectors.global_features]
-        kept = set(selectors.entities)
-        filtered = Observation(
-            global_features=global_features,
-            features=features,
-            ids={k: v for k, v in obs.ids.items() if k in kept},
-            actions=obs.actions,
-            done=obs.done,
-            reward=obs.reward,
-            metrics=obs.metrics,
-            visible={k: v for k, v in obs.visible.items() if k in kept},
-            truncated=obs.truncated,
-        )
-        return filtered
+            feats = feats.reshape(len(feats), -1)
+        features[etype] = feats[:, selector]
+    global_features = obs.global_features
+    if selectors.global_features is not None:
+        global_features = np.asarray(global_features, dtype=np.float32)[selectors.global_features]
+    kept = set(selectors.entities)
+    filtered = Observation(
+        global_features=global_features,
+        features=features,
+        ids={k: v for k, v in obs.ids.items() if k in kept},
+        actions=obs.actions,
+        done=obs.done,
+        reward=obs.reward,
+        metrics=obs.metrics,
+        visible={k: v for k, v in obs.visible.items() if k in kept},
+        truncated=obs.truncated,
+        result=obs.result,
+    )
+    return filtered
 
 
 @dataclass(frozen=True)
