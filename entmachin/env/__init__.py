@@ -15,6 +15,7 @@ from entmachin.env.action import (
 )
 from entmachin.env.common import GLOBAL_ENTITY, ActionName, EntityID, EntityName, Features
 from entmachin.env.environment import Entity, Environment, Observation, ObsSpace
+from entmachin.env.multi_agent import MultiAgentEnvironment, Opponent, Seat, game_results
 from entmachin.env.vec_env import (
     Metric,
     VecActionMask,
@@ -22,6 +23,7 @@ from entmachin.env.vec_env import (
     VecEnv,
     VecObs,
     VecSelectEntityActionMask,
+    RowIndex,
     env_seeds,
 )
 from entmachin.env.batch import batch_obs
@@ -29,7 +31,7 @@ from entmachin.env.env_list import EnvList
 from entmachin.env.parallel_env_list import EnvWorkerError, ParallelEnvList
 from entmachin.env.finite import NonFiniteObservationError
 from entmachin.env.canonical import random_actions, to_state, to_vec_actions
-from entmachin.env.validator import ValidatingEnv, validate_observation
+from entmachin.env.validator import ValidatingEnv, ValidatingMultiAgentEnv, checked_choices, validate_observation
 from entmachin.env.add_metrics_wrapper import AddMetricsWrapper
 from entmachin.env.time_limit import TimeLimit
 from entmachin.env.adapters import EntityGymAdapter, GymnasiumEnvironment, ensure_environment, from_gymnasium
@@ -41,11 +43,12 @@ __all__ = [
     "GlobalCategoricalAction", "GlobalCategoricalActionMask", "GlobalCategoricalActionSpace",
     "SelectEntityAction", "SelectEntityActionMask", "SelectEntityActionSpace",
     "Entity", "Environment", "Observation", "ObsSpace", "GLOBAL_ENTITY",
+    "MultiAgentEnvironment", "Opponent", "Seat", "game_results", "RowIndex",
     "Metric", "VecActionMask", "VecCategoricalActionMask", "VecEnv", "VecObs",
     "VecSelectEntityActionMask", "env_seeds", "batch_obs", "EnvList", "ParallelEnvList", "EnvWorkerError",
     "NonFiniteObservationError",
     "random_actions", "to_state", "to_vec_actions",
     "EntityGymAdapter", "GymnasiumEnvironment", "ensure_environment", "from_gymnasium",
     "GymnasiumVecEnv",
-    "ValidatingEnv", "validate_observation", "AddMetricsWrapper", "TimeLimit",
+    "ValidatingEnv", "ValidatingMultiAgentEnv", "checked_choices", "validate_observation", "AddMetricsWrapper", "TimeLimit",
 ]

@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from entmachin.env import action as own_actions
+from entmachin.env.multi_agent import MultiAgentEnvironment
 from entmachin.env.action import (
     Action,
     ActionMask,
@@ -240,16 +241,16 @@ def _numeric_info(info: Any) -> Dict[str, float]:
 # --------------------------------------------------------------------------- entity-gym
 
 
-def ensure_environment(env: Any) -> Environment:
-    """Return ``env`` as an entmachin ``Environment``, wrapping entity-gym environments.
+def ensure_environment(env: Any) -> Any:
+    """Return ``env`` as an entmachin environment, wrapping entity-gym environments.
 
-    An entmachin ``Environment`` comes back unchanged; an object with entity-gym's methods
+    An entmachin ``Environment`` or ``MultiAgentEnvironment`` comes back unchanged; an object with entity-gym's methods
     (``obs_space``, ``action_space``, ``reset``, ``act``) comes back in an ``EntityGymAdapter``.
 
     Raises:
         TypeError: ``env`` has neither shape; the message names the missing methods.
     """
-    if isinstance(env, Environment):
+    if isinstance(env, (Environment, MultiAgentEnvironment)):
         return env
     missing = [m for m in _ENTITY_GYM_METHODS if not callable(getattr(env, m, None))]
     if not missing:

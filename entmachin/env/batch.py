@@ -14,6 +14,7 @@ from entmachin.env.action import (
 )
 from entmachin.env.common import GLOBAL_ENTITY, ActionName, EntityName
 from entmachin.env.environment import Observation, ObsSpace
+from entmachin.env.multi_agent import RESULTS
 from entmachin.env.vec_env import (
     Metric,
     VecActionMask,
@@ -106,6 +107,7 @@ def batch_obs(
         done=np.array([o.done for o in obs], dtype=np.bool_),
         metrics=metrics,
         truncated=np.array([o.truncated for o in obs], dtype=np.bool_),
+        result=np.array([RESULTS[o.result] if o.done and o.result is not None else np.nan for o in obs], np.float32),
     )
 
 

@@ -23,7 +23,14 @@ from entmachin.env.batch import batch_obs
 from entmachin.env.common import ActionName
 from entmachin.env.environment import Environment, Observation, ObsSpace
 from entmachin.env.finite import NonFiniteObservationError, refuse_non_finite
-from entmachin.env.vec_env import VecEnv, VecObs, env_seeds, ragged_actions
+from entmachin.env.multi_agent import (
+    RESULT_NAMES,
+    check_game_step,
+    check_seats,
+    game_results,
+    is_multi_agent,
+)
+from entmachin.env.vec_env import RowIndex, VecEnv, VecObs, env_seeds, ragged_actions
 from entmachin.ragged.array import RaggedArrayI64
 
 logger = logging.getLogger(__name__)
@@ -36,10 +43,14 @@ class EnvList(VecEnv):
     the next episode with ``done`` set, the finished step's ``reward``, ``metrics`` and
     ``truncated``, and the finished episode's last observation in ``VecObs.final_obs``.
 
+    Environments with several players (``MultiAgentEnvironment``) give one row per (environment,
+    seat), in environment order and then seat order (``row_index()``); every seat's row of an
+    environment ends its game on the same step, with the seat's ``VecObs.result``.
+
     Args:
-        create_env: builds one environment (an entmachin ``Environment``, or an environment
-            written against the ``entity_gym`` package, which is wrapped in
-            ``EntityGymAdapter``).
+        create_env: builds one environment (an entmachin ``Environment`` or
+            ``MultiAgentEnvironment``, or an environment written against the ``entity_gym``
+            package, which is wrapped in ``EntityGymAdapter``).
         num_envs: number of environments.
         seed: ``None`` leaves the environments unseeded; an int gives environment ``i`` its own
             seed derived from it (``env_seeds``), so equal seeds give equal observations.
@@ -86,7 +97,14 @@ class EnvList(VecEnv):
         self._obs_space = self.envs[0].obs_space()
         self._action_space = self.envs[0].action_space()
         self._obs_filter = self._obs_space
-        self.last_obs: List[Observation] = []
+        self.last_obs: List[Observation] = []  # one per row
+        games = [is_multi_agent(env) for env in self.envs]
+        if any(games) and not all(games):
+            raise TypeError(f"{owner}: create_env built environments of one player and of several; build one kind")
+        self._seats = [check_seats(f"{owner}: environment {first_index + i} ({type(env).__name__})", env.seats())
+                       for i, env in enumerate(self.envs)] if games[0] else None
+        self._rows = RowIndex.of(self._seats or [None] * len(self.envs))
+        self._returns = np.zeros(len(self._rows), dtype=np.float64)  # [n_rows]: each game's returns so far
 
     def obs_space(self) -> ObsSpace:
         return self._obs_space
@@ -95,11 +113,37 @@ class EnvList(VecEnv):
         return self._action_space
 
     def __len__(self) -> int:
-        return len(self.envs)
+        return len(self._rows)
+
+    def row_index(self) -> RowIndex:
+        return self._rows
+
+    def seats(self) -> List[Optional[List[str]]]:
+        """Each environment's seats (``None`` for one-player environments)."""
+        return list(self._seats) if self._seats is not None else [None] * len(self.envs)
 
     def reset(self, obs_config: Optional[ObsSpace] = None) -> VecObs:
         self._obs_filter = obs_config or self._obs_space
-        return self._batch([self._call(i, lambda e: e.reset_filter(self._obs_filter)) for i, e in enumerate(self.envs)])
+        self._returns[:] = 0.0
+        observations: List[Observation] = []
+        for i in range(len(self.envs)):
+            observations.extend(self._reset(i))
+        return self._batch(observations)
+
+    def _reset(self, i: int) -> List[Observation]:
+        """Environment ``i``'s first observations, one per row."""
+        obs = self._call(i, lambda e: e.reset_filter(self._obs_filter))
+        return [obs] if self._seats is None else self._by_seat(i, obs, "reset()")
+
+    def _by_seat(self, i: int, by_seat: Any, method: str) -> List[Observation]:
+        """A game's observations, checked, in seat order."""
+        seats = self._seats[i]  # type: ignore[index]
+        try:
+            check_game_step(f"{type(self.envs[i]).__name__}.{method}", by_seat, seats)
+        except (TypeError, ValueError) as e:
+            self._mark(e, i)
+            raise
+        return [by_seat[seat] for seat in seats]
 
     def act(self, actions: Mapping[ActionName, RaggedArrayI64], obs_filter: Optional[ObsSpace] = None) -> VecObs:
         if not self.last_obs:
@@ -114,25 +158,52 @@ class EnvList(VecEnv):
         observations: List[Observation] = []
         finals: List[Observation] = []
         final_index: List[int] = []
+        row = 0
         for i, env in enumerate(self.envs):
-            choices = {name: flats[name][offsets[name][i] : offsets[name][i + 1]] for name in flats}
-            obs = self._call(i, lambda e: e.act_filter(
-                to_env_actions(obs_filter, self._action_space, choices, self.last_obs[i]), obs_filter))
-            if obs.done:
-                finals.append(obs)
-                final_index.append(i)
-                new_obs = self._call(i, lambda e: e.reset_filter(obs_filter))
-                new_obs.done = True
-                new_obs.truncated = obs.truncated
-                new_obs.reward = obs.reward
-                new_obs.metrics = obs.metrics
-                obs = new_obs
-            observations.append(obs)
+            n = 1 if self._seats is None else len(self._seats[i])
+            moves = [to_env_actions(obs_filter, self._action_space,
+                                    {name: flats[name][offsets[name][r]:offsets[name][r + 1]] for name in flats},
+                                    self.last_obs[r]) for r in range(row, row + n)]
+            if self._seats is None:
+                stepped = [self._call(i, lambda e: e.act_filter(moves[0], obs_filter))]
+            else:
+                by_seat = dict(zip(self._seats[i], moves))
+                stepped = self._by_seat(i, self._call(i, lambda e: e.act_filter(by_seat, obs_filter)), "act()")
+            if stepped[0].done:
+                finals.extend(stepped)
+                final_index.extend(range(row, row + n))
+                stepped = self._restart(i, row, stepped)
+            elif self._seats is not None:
+                self._returns[row:row + n] += [o.reward for o in stepped]
+            observations.extend(stepped)
+            row += n
         vec = self._batch(observations)
         if finals:
             vec.final_obs = self._batch_obs(finals, final_index, final=True)
             vec.final_index = np.array(final_index, dtype=np.int64)
         return vec
+
+    def _restart(self, i: int, row: int, ended: List[Observation]) -> List[Observation]:
+        """Environment ``i``'s next game, its rows carrying the ended game's last reward, metrics,
+        ``truncated`` and each seat's result (the higher return wins where none is stated)."""
+        if self._seats is not None:
+            returns = self._returns[row:row + len(ended)] + [o.reward for o in ended]
+            try:
+                scores = game_results([o.result for o in ended], returns, f"{type(self.envs[i]).__name__}.act()")
+            except ValueError as e:
+                self._mark(e, i)
+                raise
+            for obs, score in zip(ended, scores):
+                obs.result = RESULT_NAMES[score]
+            self._returns[row:row + len(ended)] = 0.0
+        fresh = self._reset(i)
+        for new_obs, obs in zip(fresh, ended):
+            new_obs.done = True
+            new_obs.truncated = obs.truncated
+            new_obs.reward = obs.reward
+            new_obs.metrics = obs.metrics
+            new_obs.result = obs.result
+        return fresh
 
     def _call(self, i: int, fn: Callable[[Environment], Observation]) -> Observation:
         try:
@@ -175,6 +246,7 @@ class EnvList(VecEnv):
         return vec
 
     def render(self, **kwargs: Any) -> npt.NDArray[np.uint8]:
+        """Every environment's frame, in environment order: ``[num_envs, ...]``."""
         return np.stack([e.render(**kwargs) for e in self.envs])
 
     def close(self) -> None:
@@ -187,19 +259,24 @@ class EnvList(VecEnv):
         With :meth:`set_state` this continues the episodes in progress exactly (a run's
         checkpoint holds it). Loading it runs code from the data: restore only your own.
         """
-        return dill.dumps((self.envs, self.last_obs, getattr(self, "_last_vec", None), self._obs_filter))
+        return dill.dumps((self.envs, self.last_obs, getattr(self, "_last_vec", None), self._obs_filter,
+                           self._returns))
 
     def set_state(self, state: bytes) -> None:
         """Restores :meth:`get_state`'s environments (the same number of them).
 
         Raises:
-            ValueError: the state holds another number of environments.
+            ValueError: the state holds another number of environments, or other seats.
         """
-        envs, last_obs, last_vec, obs_filter = dill.loads(state)
+        envs, last_obs, last_vec, obs_filter, returns = dill.loads(state)
         if len(envs) != len(self.envs):
             raise ValueError(f"EnvList.set_state: the state holds {len(envs)} environments; this EnvList has "
                              f"{len(self.envs)}")
-        self.envs, self.last_obs, self._obs_filter = list(envs), last_obs, obs_filter
+        seats = [env.seats() if is_multi_agent(env) else None for env in envs]
+        if seats != self.seats():
+            raise ValueError(f"EnvList.set_state: the state's environments have seats {seats}; this EnvList's have "
+                             f"{self.seats()}")
+        self.envs, self.last_obs, self._obs_filter, self._returns = list(envs), last_obs, obs_filter, returns
         if last_vec is not None:
             self._last_vec = last_vec
 

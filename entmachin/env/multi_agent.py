@@ -39,6 +39,7 @@ SeatActions = Mapping[ActionName, Action]
 Opponent = Callable[[Observation, Mapping[ActionName, ActionSpace], np.random.Generator], Dict[ActionName, Action]]
 
 RESULTS = {"win": 1.0, "draw": 0.5, "loss": 0.0}  # a seat's score, as Elo ratings count it
+RESULT_NAMES = {score: name for name, score in RESULTS.items()}
 
 
 class MultiAgentEnvironment(ABC):
@@ -193,6 +194,6 @@ def game_results(stated: Sequence[Optional[str]], returns: Sequence[float], wher
 
 
 __all__ = [
-    "MultiAgentEnvironment", "Seat", "SeatActions", "Opponent", "RESULTS", "is_multi_agent", "check_seats",
+    "MultiAgentEnvironment", "Seat", "SeatActions", "Opponent", "RESULTS", "RESULT_NAMES", "is_multi_agent", "check_seats",
     "check_by_seat", "check_game_step", "game_results",
 ]

@@ -43,7 +43,7 @@ from entmachin.env.env_list import check_actions
 from entmachin.env.env_worker import CLOSE, PROTOCOL, Failure, worker_main
 from entmachin.env.environment import Environment, ObsSpace
 from entmachin.env.main_guard import guard_advice, refuse_while_bootstrapping, unguarded_main_line
-from entmachin.env.vec_env import VecEnv, VecObs, env_seeds, ragged_actions, split_envs
+from entmachin.env.vec_env import RowIndex, VecEnv, VecObs, env_seeds, ragged_actions, split_envs
 from entmachin.env.wire import pack_actions, unpack_many
 from entmachin.env.worker_error import EnvWorkerError
 from entmachin.ragged.array import RaggedArrayI64
@@ -194,8 +194,8 @@ class ParallelEnvList(VecEnv):
         self._workers: List[_Worker] = []
         self._closed_reason: Optional[str] = None
         self._last_vec: Optional[VecObs] = None
-        self.num_envs = _check_count("num_envs", num_envs)
-        self.num_processes = min(_check_count("num_processes", num_processes), self.num_envs)
+        num_envs = _check_count("num_envs", num_envs)
+        self.num_processes = min(_check_count("num_processes", num_processes), num_envs)
         available = mp.get_all_start_methods()
         if start_method is None:
             start_method = "forkserver" if "forkserver" in available else "spawn"
@@ -221,12 +221,12 @@ class ParallelEnvList(VecEnv):
                 f"ParallelEnvList: create_env ({create_env!r}) cannot be serialised with dill to reach "
                 f"the workers ({type(e).__name__}: {e}); define it at module level"
             ) from e
-        seeds = env_seeds(seed, self.num_envs)
+        seeds = env_seeds(seed, num_envs)
         ctx = mp.get_context(start_method)
         if start_method == "forkserver":
             start_forkserver()
         try:
-            for k, (start, stop) in enumerate(split_envs(self.num_envs, self.num_processes)):
+            for k, (start, stop) in enumerate(split_envs(num_envs, self.num_processes)):
                 conn, child_conn = ctx.Pipe()
                 process = ctx.Process(
                     target=worker_main,
@@ -248,7 +248,9 @@ class ParallelEnvList(VecEnv):
                         e.exitcode,
                     ) from e
             raise
-        self._obs_space, self._action_space = spaces[0]
+        self._obs_space, self._action_space = spaces[0][:2]
+        self._rows = RowIndex.of([seats for reply in spaces for seats in reply[2]])
+        self._row_bounds = [self._rows.rows_of(w.start, w.stop) for w in self._workers]
 
     @property
     def worker_pids(self) -> List[int]:
@@ -262,7 +264,10 @@ class ParallelEnvList(VecEnv):
         return self._action_space
 
     def __len__(self) -> int:
-        return self.num_envs
+        return len(self._rows)
+
+    def row_index(self) -> RowIndex:
+        return self._rows
 
     def __repr__(self) -> str:
         state = "open" if self._closed_reason is None else self._closed_reason
@@ -283,7 +288,7 @@ class ParallelEnvList(VecEnv):
         # Checked here so that a bad batch raises ValueError and leaves the workers running.
         actions = ragged_actions(actions)
         check_actions(actions, self._last_vec, self._action_space)
-        messages = pack_actions(actions, [(w.start, w.stop) for w in self._workers])
+        messages = pack_actions(actions, self._row_bounds)
         self._last_vec = unpack_many(self._request("act", [(m, obs_filter) for m in messages]))
         return self._last_vec
 

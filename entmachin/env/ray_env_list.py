@@ -30,7 +30,7 @@ from entmachin.env.action import ActionSpace
 from entmachin.env.common import ActionName
 from entmachin.env.env_list import EnvList, check_actions
 from entmachin.env.environment import Environment, ObsSpace
-from entmachin.env.vec_env import VecEnv, VecObs, env_seeds, ragged_actions, split_envs
+from entmachin.env.vec_env import RowIndex, VecEnv, VecObs, env_seeds, ragged_actions, split_envs
 from entmachin.env.wire import pack, pack_actions, unpack, unpack_actions, unpack_many
 from entmachin.env.worker_error import EnvWorkerError
 from entmachin.ragged.array import RaggedArrayI64
@@ -60,11 +60,11 @@ class _EnvWorker:
         self.envs = EnvList._with_seeds(dill.loads(create_env), seeds, seeded, first_index, check_finite,
                                         "RayEnvList")
 
-    def where(self) -> Tuple[str, str, ObsSpace, Dict[ActionName, ActionSpace]]:
+    def where(self) -> Tuple[str, str, ObsSpace, Dict[ActionName, ActionSpace], List[Optional[List[str]]]]:
         import ray
 
         return (ray.get_runtime_context().get_node_id(), socket.gethostname(), self.envs.obs_space(),
-                self.envs.action_space())
+                self.envs.action_space(), self.envs.seats())
 
     def reset(self, obs_config: Optional[ObsSpace]) -> Tuple[Any, ...]:
         return pack(self.envs.reset(obs_config))
@@ -118,10 +118,12 @@ class RayEnvList(VecEnv):
         self._ray = ray
         self._remote = ray.remote(num_cpus=1)(_EnvWorker)
         self._create_env = dill.dumps(create_env, recurse=True)
-        self.num_envs, self.restart, self.seed = int(num_envs), restart, seed
+        num_envs = int(num_envs)
+        self.restart, self.seed = restart, seed
         self._check_finite = check_finite
-        self._seeds = list(env_seeds(seed, self.num_envs))
-        self._bounds = split_envs(self.num_envs, min(int(num_workers), self.num_envs))
+        self._seeds = list(env_seeds(seed, num_envs))
+        self._bounds = split_envs(num_envs, min(int(num_workers), num_envs))
+        self._seats: List[Any] = [None] * len(self._bounds)  # each worker's environments' seats
         self._restarts = [0] * len(self._bounds)
         self._actors: List[Any] = [None] * len(self._bounds)
         self._nodes: List[str] = ["?"] * len(self._bounds)
@@ -133,6 +135,8 @@ class RayEnvList(VecEnv):
         except BaseException:
             self.close()
             raise
+        self._rows = RowIndex.of([seats for worker in self._seats for seats in worker])
+        self._row_bounds = [self._rows.rows_of(start, stop) for start, stop in self._bounds]
 
     @property
     def num_workers(self) -> int:
@@ -146,7 +150,7 @@ class RayEnvList(VecEnv):
                      for s in seeds]
         self._actors[k] = self._remote.remote(self._create_env, seeds, self.seed is not None, start,
                                               self._check_finite)
-        node, host, obs_space, action_space = self._get(k, self._actors[k].where.remote(), "start")
+        node, host, obs_space, action_space, self._seats[k] = self._get(k, self._actors[k].where.remote(), "start")
         self._nodes[k] = f"{host}, node {node[:12]}"
         self._obs_space, self._action_space = obs_space, action_space
 
@@ -162,7 +166,10 @@ class RayEnvList(VecEnv):
         return self._action_space
 
     def __len__(self) -> int:
-        return self.num_envs
+        return len(self._rows)
+
+    def row_index(self) -> RowIndex:
+        return self._rows
 
     def __repr__(self) -> str:
         return f"RayEnvList(num_envs={self.num_envs}, num_workers={self.num_workers}, restart={self.restart})"
@@ -182,7 +189,7 @@ class RayEnvList(VecEnv):
             raise RuntimeError("RayEnvList.act called before reset()")
         actions = ragged_actions(actions)
         check_actions(actions, self._last_vec, self._action_space)
-        messages = pack_actions(actions, self._bounds)
+        messages = pack_actions(actions, self._row_bounds)
         refs = [a.act.remote(m, obs_filter) for a, m in zip(self._actors, messages)]
         self.reset_rows = np.zeros(0, dtype=np.int64)
         batches = [self._reply(k, ref, "act", lambda k=k: self._actors[k].reset.remote(obs_filter), True)
@@ -267,7 +274,7 @@ class RayEnvList(VecEnv):
         self._restarts[k] += 1
         self._start(k)
         packed = self._get(k, again(), "reset")
-        start, stop = self._bounds[k]
+        start, stop = self._row_bounds[k]
         self.reset_rows = np.concatenate([self.reset_rows, np.arange(start, stop, dtype=np.int64)])
         if not mark:
             return packed

@@ -1,7 +1,7 @@
 """``TimeLimit``: cut episodes after a number of steps, marking the cut as truncated."""
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 import numpy as np
 import numpy.typing as npt
@@ -10,6 +10,7 @@ from entmachin.env.action import Action, ActionSpace
 from entmachin.env.adapters import ensure_environment
 from entmachin.env.common import ActionName
 from entmachin.env.environment import Environment, Observation, ObsSpace
+from entmachin.env.multi_agent import MultiAgentEnvironment, Seat, SeatActions, is_multi_agent
 
 
 class TimeLimit(Environment):
@@ -23,14 +24,20 @@ class TimeLimit(Environment):
     An entity-gym environment that is not ported is wrapped in ``EntityGymAdapter`` first, so
     seeding and stepping go through the adapter as they do without a limit.
 
+    Given a ``MultiAgentEnvironment`` it returns a ``MultiAgentTimeLimit``, which cuts the game
+    for every seat at once.
+
     Example:
         >>> envs = EnvList(lambda: TimeLimit(MineSweeper(), 200), 16, seed=0)
     """
 
+    def __new__(cls, env: Any = None, max_steps: int = 1) -> Any:  # no arguments when unpickled
+        if is_multi_agent(env):
+            return MultiAgentTimeLimit(env, max_steps)
+        return super().__new__(cls)
+
     def __init__(self, env: Environment, max_steps: int) -> None:
-        if isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer)) or max_steps < 1:
-            raise ValueError(f"TimeLimit: max_steps must be an int >= 1, got {max_steps!r}")
-        self.env, self.max_steps, self.t = ensure_environment(env), int(max_steps), 0
+        self.env, self.max_steps, self.t = ensure_environment(env), _check_steps(max_steps), 0
 
     def obs_space(self) -> ObsSpace:
         return self.env.obs_space()
@@ -51,6 +58,51 @@ class TimeLimit(Environment):
         if self.t >= self.max_steps and not obs.done:
             obs.done, obs.truncated = True, True
         return obs
+
+    def render(self, **kwargs: Any) -> npt.NDArray[np.uint8]:
+        return self.env.render(**kwargs)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def _check_steps(max_steps: Any) -> int:
+    if isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer)) or max_steps < 1:
+        raise ValueError(f"TimeLimit: max_steps must be an int >= 1, got {max_steps!r}")
+    return int(max_steps)
+
+
+class MultiAgentTimeLimit(MultiAgentEnvironment):
+    """``TimeLimit`` of a game of several players: after ``max_steps`` calls to ``act`` the game
+    ends for every seat, truncated (results, where the game states none, go to the higher return)."""
+
+    def __init__(self, env: MultiAgentEnvironment, max_steps: int) -> None:
+        self.env, self.max_steps, self.t = env, _check_steps(max_steps), 0
+        self.scripted_opponent = env.scripted_opponent
+
+    def seats(self) -> List[Seat]:
+        return self.env.seats()
+
+    def obs_space(self) -> ObsSpace:
+        return self.env.obs_space()
+
+    def action_space(self) -> Dict[ActionName, ActionSpace]:
+        return self.env.action_space()
+
+    def seed(self, seed: Optional[int]) -> None:
+        self.env.seed(seed)
+
+    def reset(self) -> Dict[Seat, Observation]:
+        self.t = 0
+        return self.env.reset()
+
+    def act(self, actions: Mapping[Seat, SeatActions]) -> Dict[Seat, Observation]:
+        by_seat = self.env.act(actions)
+        self.t += 1
+        if self.t >= self.max_steps and not any(obs.done for obs in by_seat.values()):
+            for obs in by_seat.values():
+                obs.done, obs.truncated = True, True
+        return by_seat
 
     def render(self, **kwargs: Any) -> npt.NDArray[np.uint8]:
         return self.env.render(**kwargs)

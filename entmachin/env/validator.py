@@ -41,6 +41,7 @@ from entmachin.env.action import (
 )
 from entmachin.env.common import ActionName, EntityName
 from entmachin.env.environment import Environment, Observation, ObsSpace
+from entmachin.env.multi_agent import MultiAgentEnvironment, Seat, check_by_seat, check_game_step, is_multi_agent
 
 _MASK_CLASS = {
     CategoricalActionSpace: CategoricalActionMask,
@@ -57,6 +58,9 @@ _ACTION_CLASS = {
 class ValidatingEnv(Environment):
     """An environment that forwards to ``env`` and validates every observation it returns.
 
+    Given a ``MultiAgentEnvironment`` it returns a ``ValidatingMultiAgentEnv``, which checks
+    every seat.
+
     ``reset_filter`` / ``act_filter`` filter the validated observation (the base class's
     filtering); ``seed``, ``render`` and ``close`` go to ``env``. The actions passed to ``act``
     are checked lightly: known names, the right action class, categorical choices in range.
@@ -68,6 +72,11 @@ class ValidatingEnv(Environment):
         ValueError, TypeError: from ``reset`` / ``act`` when an observation (or an action) does
             not fit the spaces; see ``validate_observation``.
     """
+
+    def __new__(cls, env: Any = None) -> Any:  # no argument when unpickled
+        if is_multi_agent(env):
+            return ValidatingMultiAgentEnv(env)
+        return super().__new__(cls)
 
     def __init__(self, env: Environment) -> None:
         self.env = env
@@ -100,6 +109,161 @@ class ValidatingEnv(Environment):
 
     def close(self) -> None:
         self.env.close()
+
+
+class ValidatingMultiAgentEnv(MultiAgentEnvironment):
+    """A game of several players that forwards to ``env`` and checks every seat.
+
+    Each step's observations must name exactly the seats, end the game for every seat at once,
+    state valid results and fit the spaces (``validate_observation`` per seat). The actions
+    passed to ``act`` must name exactly the seats and fit each seat's last observation
+    (``checked_choices``): an error names the seat and action, and ``env`` is not called.
+    """
+
+    def __init__(self, env: MultiAgentEnvironment) -> None:
+        self.env = env
+        self._seats = env.seats()
+        self._obs_space = env.obs_space()
+        self._action_space = env.action_space()
+        self._name = type(env).__name__
+        self._last: Optional[Dict[Seat, Observation]] = None
+
+    def seats(self) -> List[Seat]:
+        return list(self._seats)
+
+    def obs_space(self) -> ObsSpace:
+        return self._obs_space
+
+    def action_space(self) -> Dict[ActionName, ActionSpace]:
+        return self._action_space
+
+    def reset(self) -> Dict[Seat, Observation]:
+        return self._checked(self.env.reset(), f"{self._name}.reset()")
+
+    def act(self, actions: Mapping[Seat, Mapping[ActionName, Action]]) -> Dict[Seat, Observation]:
+        where = f"{self._name}.act()"
+        if self._last is None:
+            raise RuntimeError(f"{where} called before reset()")
+        check_by_seat(where, actions, self._seats, "actions")
+        for seat in self._seats:
+            checked_choices(self._last[seat], self._obs_space, self._action_space, actions[seat],
+                            f"{where}: seat '{seat}'")
+        return self._checked(self.env.act(actions), where)
+
+    def _checked(self, by_seat: Dict[Seat, Observation], where: str) -> Dict[Seat, Observation]:
+        check_game_step(where, by_seat, self._seats)
+        for seat in self._seats:
+            validate_observation(by_seat[seat], self._obs_space, self._action_space, f"{where}: seat '{seat}'")
+        self._last = by_seat
+        return by_seat
+
+    def seed(self, seed: Optional[int]) -> None:
+        self.env.seed(seed)
+
+    def render(self, **kwargs: Any) -> npt.NDArray[np.uint8]:
+        return self.env.render(**kwargs)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def checked_choices(
+    obs: Observation,
+    obs_space: ObsSpace,
+    action_space: Mapping[ActionName, ActionSpace],
+    actions: Any,
+    where: str = "actions",
+) -> Dict[ActionName, npt.NDArray[np.int64]]:
+    """Check ``actions`` (action name -> ``Action``) against the masks of ``obs`` and return each
+    action's choices as entity-gym rows hold them: int64 ``[n_actors]`` in the mask's actor order
+    (select-entity choices are positions in the actee list). The inverse of ``to_env_actions``.
+
+    Every action whose mask lists actors must be given, for exactly those actors (in any order
+    when the actors have distinct ids), with allowed choices; an action for no actors may be
+    left out.
+
+    Raises:
+        TypeError: ``actions`` is not a mapping, or an action has the wrong class.
+        ValueError: an unknown action, an action with no actors to take it, missing or unknown
+            actors, a choice out of range or masked (each named, with ``where``).
+    """
+    _check_actions_taken(actions, action_space, where)
+    out: Dict[ActionName, npt.NDArray[np.int64]] = {}
+    for name, space in action_space.items():
+        amask = obs.actions.get(name)
+        actors = _EMPTY if amask is None else obs._actor_indices(name, obs_space)  # [n_actors]
+        action = actions.get(name)
+        field = f"{where}: actions['{name}']"
+        if len(actors) == 0:
+            if action is not None and _n_chosen(action):
+                raise ValueError(f"{field} acts, but the observation has no actors for '{name}' (a seat not to move, "
+                                 "knocked out, or without such units): give no action or an empty one")
+            out[name] = _EMPTY
+            continue
+        if action is None:
+            raise ValueError(f"{field} is missing; the observation has {len(actors)} actor(s) for it")
+        if isinstance(space, GlobalCategoricalActionSpace):
+            allowed = None if amask.mask is None else np.asarray(amask.mask, np.bool_).reshape(1, -1)
+            out[name] = _allowed_choices(np.array([action.index], np.int64), allowed, len(space), field, "choice")
+            continue
+        order = _actor_order(list(action.actors), _entity_ids(obs, obs_space, amask.actor_ids, actors), field)
+        if isinstance(space, CategoricalActionSpace):
+            chosen = np.asarray(action.indices, dtype=np.int64).reshape(-1)
+            if len(chosen) != len(order):
+                raise ValueError(f"{field} has {len(chosen)} choices for {len(order)} actors")
+            allowed = None if amask.mask is None else np.asarray(amask.mask, np.bool_).reshape(len(actors), -1)
+            out[name] = _allowed_choices(chosen[order], allowed, len(space), field, "choice")
+            continue
+        candidates = _entity_ids(obs, obs_space, amask.actee_ids, obs._actee_indices(name, obs_space))
+        position = {eid: k for k, eid in enumerate(candidates)}
+        if len(action.actees) != len(order) or any(a not in position for a in action.actees):
+            raise ValueError(f"{field} selects {list(action.actees)[:5]}; expected one of the actees "
+                             f"{candidates[:8]} for each of its {len(order)} actors")
+        chosen = np.array([position[a] for a in action.actees], dtype=np.int64)[order]
+        allowed = None if amask.mask is None else np.asarray(amask.mask, np.bool_).reshape(len(actors), -1)
+        out[name] = _allowed_choices(chosen, allowed, len(candidates), field, "actee")
+    return out
+
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+def _n_chosen(action: Any) -> int:
+    return 1 if isinstance(action, GlobalCategoricalAction) else len(action.actors)
+
+
+def _entity_ids(obs: Observation, obs_space: ObsSpace, ids: Any, index: npt.NDArray[np.int64]) -> List[Any]:
+    if ids is not None:
+        return list(ids)
+    index_to_id = obs.index_to_id(obs_space)
+    return [index_to_id[k] for k in index]
+
+
+def _actor_order(given: List[Any], expected: List[Any], field: str) -> npt.NDArray[np.int64]:
+    """For each expected actor, its position in ``given``."""
+    if given == expected:
+        return np.arange(len(expected), dtype=np.int64)
+    try:
+        position = {eid: k for k, eid in enumerate(given)}
+    except TypeError:
+        position = {}
+    if None in expected or len(position) != len(given) or set(position) != set(expected):
+        raise ValueError(f"{field} is taken by actors {given[:8]}; the observation's actors are {expected[:8]}")
+    return np.array([position[eid] for eid in expected], dtype=np.int64)
+
+
+def _allowed_choices(chosen: npt.NDArray[np.int64], allowed: Optional[np.ndarray], limit: int, field: str,
+                     what: str) -> npt.NDArray[np.int64]:
+    bad = (chosen < 0) | (chosen >= limit)
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{field}: actor {k} chose {what} {chosen[k]}; expected one in [0, {limit})")
+    if allowed is not None:
+        masked = ~allowed[np.arange(len(chosen)), chosen]
+        if masked.any():
+            k = int(np.flatnonzero(masked)[0])
+            raise ValueError(f"{field}: actor {k} chose {what} {chosen[k]}, which its mask forbids")
+    return chosen
 
 
 def validate_observation(
@@ -416,4 +580,4 @@ def _check_actions_taken(actions: Any, action_space: Mapping[ActionName, ActionS
             )
 
 
-__all__: List[str] = ["ValidatingEnv", "validate_observation"]
+__all__: List[str] = ["ValidatingEnv", "ValidatingMultiAgentEnv", "checked_choices", "validate_observation"]

@@ -178,6 +178,9 @@ class VecObs:
         truncated: bool ``[n_rows]``; among ``done`` rows, those cut short (time limit).
         final_obs: the last observation of the episodes that ended, one row per ``done`` row.
         final_index: int64 ``[n_final]``, the row of each ``final_obs`` row.
+        result: float32 ``[n_rows]``; among ``done`` rows, the seat's score in the game that
+            ended (1 win, 0.5 draw, 0 loss; see ``entmachin.env.multi_agent``), NaN where no
+            game ended or none was stated.
     """
 
     features: Dict[EntityName, RaggedArrayF32]
@@ -189,6 +192,7 @@ class VecObs:
     truncated: Optional[npt.NDArray[np.bool_]] = None
     final_obs: Optional["VecObs"] = None
     final_index: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    result: Optional[npt.NDArray[np.float32]] = None
 
     def __post_init__(self) -> None:
         for name, values in (("features", self.features), ("visible", self.visible)):
@@ -197,6 +201,8 @@ class VecObs:
                     values[key] = _ours(value, f"VecObs.{name}['{key}']")
         if self.truncated is None:
             self.truncated = np.zeros_like(self.done, dtype=np.bool_)
+        if self.result is None:
+            self.result = np.full(len(self.done), np.nan, dtype=np.float32)
 
     def __len__(self) -> int:
         return len(self.reward)
@@ -234,6 +240,7 @@ class VecObs:
         self.reward = np.concatenate([self.reward, b.reward])
         self.done = np.concatenate([self.done, b.done])
         self.truncated = np.concatenate([self.truncated, b.truncated])
+        self.result = np.concatenate([self.result, b.result])
         for name, stats in b.metrics.items():
             if name in self.metrics:
                 self.metrics[name] += stats
@@ -251,6 +258,48 @@ def has_global_entity(obs_space: ObsSpace, action_space: Mapping[ActionName, Act
     return len(obs_space.global_features) > 0 or any(
         isinstance(space, GlobalCategoricalActionSpace) for space in action_space.values()
     )
+
+
+@dataclass(frozen=True)
+class RowIndex:
+    """Which environment and which seat each row of a ``VecObs`` is.
+
+    Environments with one player give one row each (seat ``None``); an environment with several
+    players gives one row per seat, in seat order (``entmachin.env.multi_agent``).
+
+    Attributes:
+        env: int64 ``[n_rows]``, the environment of each row.
+        seat: the seat of each row (``None`` for one-player environments).
+        seats: each environment's seats (``None`` for a one-player environment).
+    """
+
+    env: npt.NDArray[np.int64]
+    seat: Tuple[Optional[str], ...]
+    seats: Tuple[Optional[Tuple[str, ...]], ...]
+
+    @classmethod
+    def of(cls, seats: Sequence[Optional[Sequence[str]]]) -> "RowIndex":
+        """The rows of environments with these seats (``None``: one player)."""
+        per_env = [None if s is None else tuple(s) for s in seats]
+        counts = [1 if s is None else len(s) for s in per_env]
+        env = np.repeat(np.arange(len(per_env), dtype=np.int64), counts)
+        return cls(env, tuple(seat for s in per_env for seat in (s or (None,))), tuple(per_env))
+
+    @property
+    def num_envs(self) -> int:
+        return len(self.seats)
+
+    @property
+    def multi_agent(self) -> bool:
+        """Whether any environment has several players (seats)."""
+        return any(s is not None for s in self.seats)
+
+    def rows_of(self, start: int, stop: int) -> Tuple[int, int]:
+        """The rows ``(first, one past the last)`` of environments ``start .. stop - 1``."""
+        return int(np.searchsorted(self.env, start)), int(np.searchsorted(self.env, stop))
+
+    def __len__(self) -> int:
+        return len(self.env)
 
 
 class VecEnv(ABC):
@@ -294,7 +343,17 @@ class VecEnv(ABC):
 
     @abstractmethod
     def __len__(self) -> int:
-        """Number of environments."""
+        """Number of rows: one per environment, or one per (environment, seat) for environments
+        with several players (``row_index``)."""
+
+    def row_index(self) -> RowIndex:
+        """Which environment and seat each row is (one row per environment unless overridden)."""
+        return RowIndex.of([None] * len(self))
+
+    @property
+    def num_envs(self) -> int:
+        """Number of environments (``len`` counts rows)."""
+        return self.row_index().num_envs
 
     def close(self) -> None:
         """Release the environments."""

@@ -88,7 +88,8 @@ def pack(vec: VecObs) -> Tuple[Any, ...]:
     for name, m in vec.action_masks.items():
         actees = m.actees if isinstance(m, VecSelectEntityActionMask) else None
         masks.append((name, _put_ragged(m.actors), _put_ragged(actees), _put_ragged(m.mask)))
-    dense = [_put_array(vec.reward, np.float32), _put_array(vec.done, np.bool_), _put_array(vec.truncated, np.bool_)]
+    dense = [_put_array(vec.reward, np.float32), _put_array(vec.done, np.bool_), _put_array(vec.truncated, np.bool_),
+             _put_array(vec.result, np.float32)]
     final = None if vec.final_obs is None else (_put_array(vec.final_index, np.int64), pack(vec.final_obs))
     return (
         [(etype, _put_ragged(buf)) for etype, buf in vec.features.items()],
@@ -131,7 +132,7 @@ def unpack_many(packs: Sequence[Tuple[Any, ...]]) -> VecObs:
         for name, *values in stats:
             metric = Metric(*values)
             merged[name] = merged[name] + metric if name in merged else metric
-    reward, done, truncated = (b"".join(d[j] for d in dense) for j in range(3))
+    reward, done, truncated, result = (b"".join(d[j] for d in dense) for j in range(4))
     vec = VecObs(
         features={etype: _join_ragged(RaggedArrayF32, [f[i][1] for f in features]) for i, (etype, _) in enumerate(packs[0][0])},
         visible={etype: _join_ragged(RaggedArrayBool, [v[i][1] for v in visible]) for i, (etype, _) in enumerate(packs[0][1])},
@@ -140,6 +141,7 @@ def unpack_many(packs: Sequence[Tuple[Any, ...]]) -> VecObs:
         done=_get_array(done, np.bool_),
         metrics=merged,
         truncated=_get_array(truncated, np.bool_),
+        result=_get_array(result, np.float32),
     )
     starts = np.cumsum([0] + [len(d[0]) // 4 for d in dense[:-1]])  # first row of each message (float32 rewards)
     ended = [(final, start) for final, start in zip(finals, starts) if final is not None]
@@ -151,7 +153,7 @@ def unpack_many(packs: Sequence[Tuple[Any, ...]]) -> VecObs:
 
 def unpack(packed: Tuple[Any, ...]) -> VecObs:
     """The ``VecObs`` that ``pack`` packed, with arrays and buffers of its own."""
-    features, visible, masks, (reward, done, truncated), metrics, final = packed
+    features, visible, masks, (reward, done, truncated, result), metrics, final = packed
     action_masks: Dict[ActionName, VecActionMask] = {}
     for name, actors, actees, mask in masks:
         actors, mask = _get_ragged(RaggedArrayI64, actors), _get_ragged(RaggedArrayBool, mask)
@@ -167,6 +169,7 @@ def unpack(packed: Tuple[Any, ...]) -> VecObs:
         done=_get_array(done, np.bool_),
         metrics={name: Metric(*stats) for name, *stats in metrics},
         truncated=_get_array(truncated, np.bool_),
+        result=_get_array(result, np.float32),
     )
     if final is not None:
         vec.final_index, vec.final_obs = _get_array(final[0], np.int64), unpack(final[1])

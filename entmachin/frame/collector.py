@@ -112,7 +112,9 @@ class RolloutCollector:
     Args:
         frame: an ``A2C`` / ``PPO`` frame (anything with ``act`` and ``store_rollout``).
         envs: the environments.
-        n_steps: steps per :meth:`collect` (``T``); each stores ``T * len(envs)`` rows.
+        n_steps: steps per :meth:`collect` (``T``); each stores ``T * len(envs)`` rows (one per environment, or
+            per (environment, seat) for games of several players: every seat's rows are stored) and counts
+            ``T * envs.num_envs`` environment steps.
         state_fn: ``VecObs`` -> state dict (default: the canonical state with every mask).
         action_fn: ``frame.act``'s result -> (stored action dict, ``VecEnv.act`` actions) (default:
             :func:`default_actions`).
@@ -213,6 +215,6 @@ class RolloutCollector:
         if self.before_store is not None:
             self.before_store()
         self.frame.store_rollout(steps)
-        n_env_steps = self.n_steps * len(self.envs)
+        n_env_steps = self.n_steps * self.envs.num_envs  # environment steps, not rows: a game's seats step together
         self.total_env_steps += n_env_steps
         return RolloutStats(n_env_steps, tuple(returns), tuple(lengths), int(self._lengths.max(initial=0)))

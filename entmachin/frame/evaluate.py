@@ -31,8 +31,9 @@ def evaluate(frame: Any, make_env: Callable[[], Environment], episodes: int, det
              check_finite: bool = True) -> EvalResult:
     """Runs ``episodes`` episodes with ``frame.act`` and returns their returns.
 
-    Episodes are spread evenly over ``min(num_envs, episodes)`` environments, each running its share one after
-    the other, so short episodes are not favoured. The policy does not update its input statistics, and nothing
+    Episodes are spread evenly over the rows of ``min(num_envs, episodes)`` environments, each running its share
+    one after the other, so short episodes are not favoured (a game of several players has one row, and one
+    episode per game, for each seat: the policy plays every seat). The policy does not update its input statistics, and nothing
     is stored in the frame's buffer.
 
     Args:
@@ -54,14 +55,14 @@ def evaluate(frame: Any, make_env: Callable[[], Environment], episodes: int, det
     for name, value in (("episodes", episodes), ("num_envs", num_envs), ("max_steps", max_steps)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"evaluate: {name} must be an int >= 1, got {value!r}")
-    n_envs = min(num_envs, episodes)
-    quota = episodes // n_envs + (np.arange(n_envs) < episodes % n_envs)  # [n_envs]: the first take the remainder
-    envs = EnvList(make_env, n_envs, seed=seed, check_finite=check_finite)
+    envs = EnvList(make_env, min(num_envs, episodes), seed=seed, check_finite=check_finite)
+    n_rows = len(envs)  # a game of several players: one row, and one episode, per seat
+    quota = episodes // n_rows + (np.arange(n_rows) < episodes % n_rows)  # [n_rows]: the first take the remainder
     space = envs.action_space()
     state_fn = state_fn or (lambda obs: to_state(obs, space))
     action_fn = action_fn or default_actions
-    running = np.zeros(n_envs, dtype=np.float64)  # [n_envs]: each environment's return so far
-    steps, finished = np.zeros((2, n_envs), dtype=np.int64)  # [n_envs] each: episode length so far, episodes ended
+    running = np.zeros(n_rows, dtype=np.float64)  # [n_rows]: each row's return so far
+    steps, finished = np.zeros((2, n_rows), dtype=np.int64)  # [n_rows] each: episode length so far, episodes ended
     returns: List[float] = []
     lengths: List[int] = []
     try:

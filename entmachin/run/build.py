@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from entmachin.env import EnvList, Environment, ParallelEnvList, TimeLimit, VecEnv
+from entmachin.env.multi_agent import is_multi_agent
 from entmachin.env.examples import ENV_REGISTRY
 from entmachin.frame import A2C, DQN, PPO, DQNPer
 from entmachin.frame.config import resolve
@@ -59,9 +60,14 @@ class EnvFactory:
 
     def spaces(self) -> Tuple[Any, Any]:
         """``(obs_space, action_space)`` of the environment, read from one built and closed here."""
+        return self.layout()[:2]
+
+    def layout(self) -> Tuple[Any, Any, int]:
+        """``(obs_space, action_space, rows per environment)`` (its number of seats for a game of
+        several players, else 1), read from one environment built and closed here."""
         env = self()
         try:
-            return env.obs_space(), env.action_space()
+            return env.obs_space(), env.action_space(), len(env.seats()) if is_multi_agent(env) else 1
         finally:
             env.close()
 
@@ -103,10 +109,12 @@ def make_envs(config: RunConfig, seed: int) -> VecEnv:
 
 
 def make_frame(config: RunConfig, obs_space: Any, action_space: Any, writer: Any = None, *,
-               rank: int = 0) -> Tuple[Any, str]:
+               rank: int = 0, rows_per_env: int = 1) -> Tuple[Any, str]:
     """Builds RogueNet, its critic and the frame; returns ``(frame, what n_epochs became)``.
 
     ``rank``: a data-parallel rank other than 0 shuffles its minibatches with a seed of its own.
+    ``rows_per_env``: rows each environment stores per step (its seats, for a game of several
+    players): a rollout stores ``rollout.num_envs x rollout.n_steps x rows_per_env`` rows.
     """
     net_config = config.model.net_config()
     if config.frame.name in Q_FRAMES:
@@ -118,19 +126,20 @@ def make_frame(config: RunConfig, obs_space: Any, action_space: Any, writer: Any
     device = torch.device(config.train.device)
     net.to(device)
     critic.to(device)
-    actor_times, critic_times = update_times(config)
+    rows = config.rollout.rows * rows_per_env
+    actor_times, critic_times = update_times(config, rows)
     settings = dict(vars(config.frame.settings))
     settings.update(actor_update_times=actor_times, critic_update_times=critic_times,
-                    replay_size=config.rollout.rows,
+                    replay_size=rows,
                     seed=seeds(config)["frame"] if rank == 0 else seeds(config)["frame"] + rank)
     cls = {"PPO": PPO, "A2C": A2C}[config.frame.name]
     optimizer = resolve(config.frame.optimizer, "torch.optim", "frame.optimizer")
     frame = cls(net, critic, optimizer, nn.MSELoss(), writer=writer, **settings)
     note = ""
     if config.frame.n_epochs is not None:
-        per_epoch = math.ceil(config.rollout.rows / config.frame.settings.batch_size)
+        per_epoch = math.ceil(rows / config.frame.settings.batch_size)
         note = (f"frame.n_epochs={config.frame.n_epochs}: actor_update_times = critic_update_times = "
-                f"{config.frame.n_epochs} x ceil({config.rollout.rows} rows / batch_size "
+                f"{config.frame.n_epochs} x ceil({rows} rows / batch_size "
                 f"{config.frame.settings.batch_size}) = {config.frame.n_epochs * per_epoch} minibatch steps per update")
     return frame, note
 

@@ -205,12 +205,13 @@ class RunConfig:
         default_factory=DistributedSection, doc="data-parallel ranks under torchrun (one process: unused)")
 
 
-def update_times(config: RunConfig) -> Tuple[int, int]:
-    """``(actor_update_times, critic_update_times)`` the frame will run per update."""
+def update_times(config: RunConfig, rows: Optional[int] = None) -> Tuple[int, int]:
+    """``(actor_update_times, critic_update_times)`` the frame will run per update of ``rows`` rows
+    (default ``rollout.rows``; a game of several players stores one row per seat)."""
     frame = config.frame
     if frame.n_epochs is None:
         return frame.settings.actor_update_times, frame.settings.critic_update_times
-    steps = frame.n_epochs * math.ceil(config.rollout.rows / frame.settings.batch_size)
+    steps = frame.n_epochs * math.ceil((rows or config.rollout.rows) / frame.settings.batch_size)
     return steps, steps
 
 

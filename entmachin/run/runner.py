@@ -191,20 +191,27 @@ class Runner:
         if config.rollout.processes == 0 or config.rollout.workers is not None:
             envs = make_envs(config, seed)
             startup.mark("environments")
-            frame, note = make_frame(config, envs.obs_space(), envs.action_space(), rank=rank)
+            frame, note = make_frame(config, envs.obs_space(), envs.action_space(), rank=rank,
+                                     rows_per_env=_rows_per_env(envs))
             startup.mark("networks and frame")
             return envs, frame, note
         start_forkserver()  # from this thread, where it can ignore SIGTERM
         with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="entmachin-workers") as pool:
             booting = pool.submit(make_envs, config, seed)
             try:
-                frame, note = make_frame(config, *EnvFactory(config.env).spaces(), rank=rank)
+                obs_space, action_space, rows_per_env = EnvFactory(config.env).layout()
+                frame, note = make_frame(config, obs_space, action_space, rank=rank, rows_per_env=rows_per_env)
                 startup.mark("networks and frame (the workers boot meanwhile)")
             except BaseException:
                 booting.add_done_callback(lambda done: done.exception() or done.result().close())
                 raise
             envs = booting.result()
         startup.mark("workers ready")
+        if _rows_per_env(envs) > rows_per_env:
+            envs.close()
+            raise RunError(f"env.name: {config.env.name}'s instances have different numbers of seats (up to "
+                           f"{_rows_per_env(envs)}; the first had {rows_per_env}); rollout.processes > 0 needs one "
+                           "number of seats (or use rollout.processes: 0)")
         return envs, frame, note
 
     def _load_latest(self) -> None:
@@ -438,3 +445,8 @@ def _decode_runner(blob: Optional[bytes], directory: str, version: int) -> RunSt
         return RunState(**data)
     except (ValueError, TypeError, KeyError, UnicodeDecodeError):
         raise RunError(f"{where}: the runner's state is damaged or of another format") from None
+
+
+def _rows_per_env(envs: Any) -> int:
+    """The most rows one environment gives (its seats, for a game of several players)."""
+    return int(np.bincount(envs.row_index().env).max())

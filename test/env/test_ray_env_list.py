@@ -110,3 +110,22 @@ def test_train_with_ray_workers_learns_what_parallel_env_list_workers_learn(ray_
         text = (tmp_path / str(workers) / "config.yaml").read_text()
         assert ("environment workers on Ray" in text) == (workers is not None)
     assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+
+
+def test_games_of_several_players_give_env_list_rows_per_seat(ray_local):
+    from entmachin.env import EnvList
+    from test.env.arena import Arena
+
+    make = lambda: Arena(seats=None, length=3)  # noqa: E731
+    remote, local = RayEnvList(make, 4, 2, seed=5), EnvList(make, 4, seed=5)
+    try:
+        assert remote.row_index().seat == local.row_index().seat and len(remote) == len(local)
+        rng = np.random.default_rng(0)
+        a, b = remote.reset(), local.reset()
+        for _ in range(8):
+            assert pack(a) == pack(b)
+            actions = random_actions(b, local.action_space(), rng)
+            a, b = remote.act(actions), local.act(actions)
+        assert pack(a) == pack(b)
+    finally:
+        remote.close()
