@@ -34,6 +34,7 @@ from entmachin.env.add_metrics_wrapper import AddMetricsWrapper
 from entmachin.env.time_limit import TimeLimit
 from entmachin.env.adapters import EntityGymAdapter, GymnasiumEnvironment, ensure_environment, from_gymnasium
 from entmachin.env.gymnasium_vec import GymnasiumVecEnv
+from entmachin.env.pettingzoo_adapter import PettingZooEnvironment, SpacesDifferError, from_pettingzoo
 
 __all__ = [
     "Action", "ActionMask", "ActionSpace", "ActionName", "EntityID", "EntityName", "Features",
@@ -46,6 +47,6 @@ __all__ = [
     "NonFiniteObservationError",
     "random_actions", "to_state", "to_vec_actions",
     "EntityGymAdapter", "GymnasiumEnvironment", "ensure_environment", "from_gymnasium",
-    "GymnasiumVecEnv",
+    "GymnasiumVecEnv", "PettingZooEnvironment", "SpacesDifferError", "from_pettingzoo",
     "ValidatingEnv", "validate_observation", "AddMetricsWrapper", "TimeLimit",
 ]

@@ -7,6 +7,8 @@
   entmachin does not depend on) is converted by duck typing, class names and attributes, in
   both directions.
 * ``ensure_environment``: returns entmachin environments unchanged and wraps entity-gym ones.
+* ``BoxDiscreteSpaces``: the gymnasium space conversion ``from_gymnasium`` and
+  ``from_pettingzoo`` (``entmachin.env.pettingzoo_adapter``) share.
 
 Neither ``gymnasium`` nor ``entity_gym`` is imported at module import time.
 """
