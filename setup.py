@@ -24,7 +24,12 @@ setup(
         "matplotlib>=3.6",
     ],
     extras_require={
-        "test": ["pytest>=7", "hypothesis>=6.50", "gymnasium>=0.29"],
+        "test": [
+            "pytest>=7", "hypothesis>=6.50", "gymnasium>=0.29",
+            # test_pettingzoo_adapter (skipped without it): from_pettingzoo on PettingZoo's own
+            # generated_agents_parallel_v0 and a ParallelEnv subclass; tested with 1.27.0
+            "pettingzoo>=1.24",
+        ],
         # Optional: ragged-buffer's RaggedBuffer* values are then accepted and converted. Its
         # wheels stop at Python 3.11 (and numpy 1); entmachin's own arrays need neither.
         "ragged-buffer": ['ragged-buffer>=0.4.8,<0.5; python_version < "3.12"'],

@@ -36,6 +36,7 @@ from entmachin.env.add_metrics_wrapper import AddMetricsWrapper
 from entmachin.env.time_limit import TimeLimit
 from entmachin.env.adapters import EntityGymAdapter, GymnasiumEnvironment, ensure_environment, from_gymnasium
 from entmachin.env.gymnasium_vec import GymnasiumVecEnv
+from entmachin.env.pettingzoo_adapter import PettingZooEnvironment, SpacesDifferError, from_pettingzoo
 
 __all__ = [
     "Action", "ActionMask", "ActionSpace", "ActionName", "EntityID", "EntityName", "Features",
@@ -49,6 +50,6 @@ __all__ = [
     "NonFiniteObservationError",
     "random_actions", "to_state", "to_vec_actions",
     "EntityGymAdapter", "GymnasiumEnvironment", "ensure_environment", "from_gymnasium",
-    "GymnasiumVecEnv",
+    "GymnasiumVecEnv", "PettingZooEnvironment", "SpacesDifferError", "from_pettingzoo",
     "ValidatingEnv", "ValidatingMultiAgentEnv", "checked_choices", "validate_observation", "AddMetricsWrapper", "TimeLimit",
 ]

@@ -7,6 +7,8 @@
   entmachin does not depend on) is converted by duck typing, class names and attributes, in
   both directions.
 * ``ensure_environment``: returns entmachin environments unchanged and wraps entity-gym ones.
+* ``BoxDiscreteSpaces``: the gymnasium space conversion ``from_gymnasium`` and
+  ``from_pettingzoo`` (``entmachin.env.pettingzoo_adapter``) share.
 
 Neither ``gymnasium`` nor ``entity_gym`` is imported at module import time.
 """
@@ -89,33 +91,11 @@ class GymnasiumEnvironment(Environment):
             raise TypeError(
                 f"from_gymnasium: expected a gymnasium.Env, got {type(env).__name__} without {missing}"
             )
-        from gymnasium import spaces  # gymnasium is optional: import only when it is used
-
         self.env = env
-        obs_space, act_space = env.observation_space, env.action_space
-        if not isinstance(obs_space, spaces.Box):
-            raise TypeError(
-                f"from_gymnasium: {type(obs_space).__name__} observation spaces are not supported yet; "
-                f"only Box observations (flattened into global features) are. Got {obs_space}"
-            )
-        self.n_features = int(np.prod(obs_space.shape, dtype=np.int64))
-        self._obs_space = ObsSpace(global_features=[f"obs_{i}" for i in range(self.n_features)])
-        if isinstance(act_space, spaces.Discrete):
-            self._names = ["action"]
-            self._n_choices = [int(act_space.n)]
-        elif isinstance(act_space, spaces.MultiDiscrete):
-            self._n_choices = [int(n) for n in np.asarray(act_space.nvec).reshape(-1)]
-            self._names = [f"action_{i}" for i in range(len(self._n_choices))]
-        else:
-            raise TypeError(
-                f"from_gymnasium: {type(act_space).__name__} action spaces are not supported yet; "
-                f"only Discrete and MultiDiscrete actions are. Got {act_space}"
-            )
-        self._discrete = isinstance(act_space, spaces.Discrete)
-        self._action_space: Dict[ActionName, ActionSpace] = {
-            name: GlobalCategoricalActionSpace([str(i) for i in range(n)])
-            for name, n in zip(self._names, self._n_choices)
-        }
+        self.spaces = BoxDiscreteSpaces(env.observation_space, env.action_space, "from_gymnasium")
+        self.n_features = self.spaces.n_features
+        self._obs_space = self.spaces.obs_space
+        self._action_space = self.spaces.action_space
         self._pending_seed: Optional[int] = None
 
     def obs_space(self) -> ObsSpace:
@@ -151,28 +131,7 @@ class GymnasiumEnvironment(Environment):
         return result
 
     def act(self, actions: Mapping[ActionName, Action]) -> Observation:
-        missing = [name for name in self._names if name not in actions]
-        if missing:
-            raise ValueError(f"GymnasiumEnvironment.act: actions {missing} are missing; got {list(actions)}")
-        indices = []
-        for name, n in zip(self._names, self._n_choices):
-            chosen = actions[name]
-            if not isinstance(chosen, GlobalCategoricalAction):
-                raise TypeError(
-                    f"GymnasiumEnvironment.act: actions['{name}'] must be a GlobalCategoricalAction, "
-                    f"got {type(chosen).__name__}"
-                )
-            if not 0 <= chosen.index < n:
-                raise ValueError(
-                    f"GymnasiumEnvironment.act: actions['{name}'].index is {chosen.index}; expected [0, {n})"
-                )
-            indices.append(int(chosen.index))
-        space = self.env.action_space
-        if self._discrete:
-            gym_action: Any = int(space.start) + indices[0]
-        else:
-            choice = np.asarray(indices, dtype=space.dtype).reshape(space.nvec.shape)  # nvec's shape
-            gym_action = choice + np.asarray(getattr(space, "start", 0), dtype=space.dtype)
+        gym_action = self.spaces.gym_action(actions, "GymnasiumEnvironment.act")
         result = self.env.step(gym_action)
         if not (isinstance(result, tuple) and len(result) == 5):
             got = f"a {len(result)}-tuple" if isinstance(result, tuple) else type(result).__name__
@@ -186,7 +145,7 @@ class GymnasiumEnvironment(Environment):
     def _observation(self, obs: Any, reward: Any, terminated: bool, truncated: bool, info: Any) -> Observation:
         return Observation(
             global_features=self._flat(obs),
-            actions={name: GlobalCategoricalActionMask() for name in self._names},
+            actions=self.spaces.masks(),
             done=terminated or truncated,
             truncated=truncated and not terminated,
             reward=float(reward),
@@ -194,15 +153,7 @@ class GymnasiumEnvironment(Environment):
         )
 
     def _flat(self, obs: Any) -> npt.NDArray[np.float32]:
-        # A copy: environments may reuse their observation array, and EnvList keeps this one
-        # (final_obs) after resetting the environment.
-        flat = np.array(obs, dtype=np.float32).reshape(-1)  # [n_features]
-        if flat.shape[0] != self.n_features:
-            raise ValueError(
-                f"GymnasiumEnvironment: observation has {flat.shape[0]} values; the observation space "
-                f"{self.env.observation_space} declares {self.n_features}"
-            )
-        return flat
+        return self.spaces.flat(obs, "GymnasiumEnvironment")
 
     def render(self, **kwargs: Any) -> npt.NDArray[np.uint8]:
         """The wrapped environment's ``render()`` (its ``render_mode`` is set at creation)."""
@@ -221,6 +172,97 @@ class GymnasiumEnvironment(Environment):
 
     def close(self) -> None:
         self.env.close()
+
+
+class BoxDiscreteSpaces:
+    """How a gymnasium ``Box`` observation space and ``Discrete`` / ``MultiDiscrete`` action space
+    look to entmachin; shared by ``GymnasiumEnvironment`` and ``PettingZooEnvironment``.
+
+    The flattened ``Box`` becomes the global features ``obs_0 … obs_{n-1}``. ``Discrete(n, start)``
+    becomes one global categorical action ``"action"`` with labels ``"0" … "n-1"`` (the environment
+    receives ``start + index``); ``MultiDiscrete`` becomes ``"action_0"``, ``"action_1"``, … in the
+    flattened order of ``nvec`` (the environment receives the assembled array, ``nvec``'s shape).
+
+    Args:
+        observation_space, action_space: the gymnasium spaces.
+        where: prefix of the errors raised here (e.g. ``"from_gymnasium"``).
+
+    Raises:
+        TypeError: a space of an unsupported kind (named, with the space).
+    """
+
+    def __init__(self, observation_space: Any, action_space: Any, where: str) -> None:
+        from gymnasium import spaces  # gymnasium is optional: import only when it is used
+
+        if not isinstance(observation_space, spaces.Box):
+            raise TypeError(
+                f"{where}: {type(observation_space).__name__} observation spaces are not supported yet; "
+                f"only Box observations (flattened into global features) are. Got {observation_space}"
+            )
+        if isinstance(action_space, spaces.Discrete):
+            self.names = ["action"]
+            self.n_choices = [int(action_space.n)]
+        elif isinstance(action_space, spaces.MultiDiscrete):
+            self.n_choices = [int(n) for n in np.asarray(action_space.nvec).reshape(-1)]
+            self.names = [f"action_{i}" for i in range(len(self.n_choices))]
+        else:
+            raise TypeError(
+                f"{where}: {type(action_space).__name__} action spaces are not supported yet; "
+                f"only Discrete and MultiDiscrete actions are. Got {action_space}"
+            )
+        self.gym_observation_space = observation_space
+        self.gym_action_space = action_space
+        self.discrete = isinstance(action_space, spaces.Discrete)
+        self.n_features = int(np.prod(observation_space.shape, dtype=np.int64))
+        self.obs_space = ObsSpace(global_features=[f"obs_{i}" for i in range(self.n_features)])
+        self.action_space: Dict[ActionName, ActionSpace] = {
+            name: GlobalCategoricalActionSpace([str(i) for i in range(n)])
+            for name, n in zip(self.names, self.n_choices)
+        }
+
+    def masks(self) -> Dict[ActionName, ActionMask]:
+        """Every action's mask for a step on which the global entity acts (no choice masked)."""
+        return {name: GlobalCategoricalActionMask() for name in self.names}
+
+    def flat(self, obs: Any, where: str) -> npt.NDArray[np.float32]:
+        """``obs`` as float32 ``[n_features]``, a copy (environments may reuse their array).
+
+        Raises:
+            ValueError: ``obs`` has the wrong number of values.
+        """
+        flat = np.array(obs, dtype=np.float32).reshape(-1)  # [n_features]
+        if flat.shape[0] != self.n_features:
+            raise ValueError(
+                f"{where}: observation has {flat.shape[0]} values; the observation space "
+                f"{self.gym_observation_space} declares {self.n_features}"
+            )
+        return flat
+
+    def gym_action(self, actions: Mapping[ActionName, Action], where: str) -> Any:
+        """The gymnasium action for ``actions`` (one ``GlobalCategoricalAction`` per action name).
+
+        Raises:
+            ValueError: an action is missing or its index is out of range.
+            TypeError: an action is not a ``GlobalCategoricalAction``.
+        """
+        missing = [name for name in self.names if name not in actions]
+        if missing:
+            raise ValueError(f"{where}: actions {missing} are missing; got {list(actions)}")
+        indices = []
+        for name, n in zip(self.names, self.n_choices):
+            chosen = actions[name]
+            if not isinstance(chosen, GlobalCategoricalAction):
+                raise TypeError(
+                    f"{where}: actions['{name}'] must be a GlobalCategoricalAction, got {type(chosen).__name__}"
+                )
+            if not 0 <= chosen.index < n:
+                raise ValueError(f"{where}: actions['{name}'].index is {chosen.index}; expected [0, {n})")
+            indices.append(int(chosen.index))
+        space = self.gym_action_space
+        if self.discrete:
+            return int(space.start) + indices[0]
+        choice = np.asarray(indices, dtype=space.dtype).reshape(space.nvec.shape)  # nvec's shape
+        return choice + np.asarray(getattr(space, "start", 0), dtype=space.dtype)
 
 
 def _numeric_info(info: Any) -> Dict[str, float]:
