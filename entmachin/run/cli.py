@@ -2,7 +2,7 @@
 
     entmachin train [CONFIG | ENV_NAME] [--set key=value ...] [--run-dir DIR] [--force]
     entmachin train --resume RUN_DIR
-    entmachin eval RUN_DIR [--episodes N] [--deterministic] [--seed S]
+    entmachin eval RUN_DIR [--episodes N] [--deterministic] [--seed S] [--opponent OPPONENT]
     entmachin envs
     entmachin init ENV [--frame A2C] > my.yaml
     entmachin play [ENV] [--checkpoint RUN_DIR] [--seed S]
@@ -57,6 +57,10 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--episodes", type=int, default=100)
     evaluate.add_argument("--deterministic", action="store_true", help="most likely actions instead of sampling")
     evaluate.add_argument("--seed", type=int, default=None, help="environment seed (default: the run's)")
+    evaluate.add_argument("--opponent", default=None, metavar="OPPONENT",
+                          help="games of several players: play --episodes games against random, scripted (the "
+                               "environment's own), a run directory or pkg.mod:function, seats alternating; prints "
+                               "wins, draws, losses and the win rate (draws count half) with its 95%% interval")
 
     commands.add_parser("envs", help="list the example environments and their spaces")
 

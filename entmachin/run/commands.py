@@ -147,8 +147,13 @@ def _report(result: Any, runner: Any) -> int:
 
 
 def evaluate_run(args: argparse.Namespace) -> int:
-    from entmachin.run.evaluation import evaluate_checkpoint
+    from entmachin.run.evaluation import evaluate_checkpoint, match_checkpoint
 
+    if args.opponent is not None:
+        result = match_checkpoint(args.run_dir, args.opponent, args.episodes, args.deterministic, args.seed)
+        print(f"games {result.games}  wins {result.wins}  draws {result.draws}  losses {result.losses}")
+        print(result.line())
+        return 0
     result = evaluate_checkpoint(args.run_dir, args.episodes, args.deterministic, args.seed)
     print(f"episodes {len(result.returns)}  return mean {result.mean:.3f}  min {result.min:.3f}  max {result.max:.3f}"
           f"  length mean {sum(result.lengths) / len(result.lengths):.1f}  min {min(result.lengths)}"

@@ -166,6 +166,9 @@ class LogSection:
               "null: env.max_episode_steps, or 1000 without one")
     keep_checkpoints: Optional[int] = setting(
         5, "the latest checkpoints kept (older ones are deleted; the final one is the latest); null: keep all")
+    eval_opponents: Tuple[str, ...] = setting(
+        (), "games of several players: at each evaluation, eval_episodes games against each (random, scripted, "
+            "a run directory or pkg.mod:function); eval/win_rate/<opponent> in tensorboard")
 
     def __post_init__(self) -> None:
         for name in ("checkpoint_interval", "eval_interval", "eval_episodes"):

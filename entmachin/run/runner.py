@@ -47,7 +47,8 @@ from entmachin.run.build import EnvFactory, check_device, make_envs, make_frame,
 from entmachin.run.config import RunConfig, config_to_dict, dump_yaml
 from entmachin.run.defaults import DEFAULT_MAX_EPISODE_STEPS
 from entmachin.run.distributed import DistributedRun, rank_seed, rank_state, restore_rank_state
-from entmachin.run.evaluation import eval_options
+from entmachin.run.evaluation import eval_options, match
+from entmachin.run.matches import load_opponent
 # RunError and load_run_config live in logs, which evaluation imports too; importable from here as before
 from entmachin.run.logs import RunError, load_run_config
 from entmachin.run.spaces import spaces_record
@@ -158,6 +159,8 @@ class Runner:
         rank = 0 if self.dist is None else self.dist.rank
         if self.dist is not None and self.dist.device != config.train.device:  # "cuda" -> this rank's GPU
             config = dataclasses.replace(config, train=dataclasses.replace(config.train, device=self.dist.device))
+        for opponent in config.log.eval_opponents:  # refused now, not at the first evaluation
+            load_opponent(opponent, EnvFactory(config.env), 0)
         self.envs, self.frame, note = self._envs_and_frame(config, rank)
         if self.dist is not None and config.frame.name not in ("PPO", "A2C"):
             raise RunError(f"frame.name: {config.frame.name} trains in one process; data-parallel training "
@@ -396,8 +399,19 @@ class Runner:
             result = evaluate(self.frame, EnvFactory(config.env), config.log.eval_episodes,
                               deterministic=config.log.eval_deterministic, seed=self._seeds["eval"],
                               **eval_options(config, config.log.eval_episodes))
+            win_rates = {}
+            for opponent in config.log.eval_opponents:  # games of several players
+                matched = match(self.frame, EnvFactory(config.env), opponent, config.log.eval_episodes,
+                                config.log.eval_deterministic, self._seeds["eval"])
+                win_rates[opponent] = matched.win_rate
+                writer.add_scalar(f"eval/win_rate/{opponent}", matched.win_rate, self.state.env_steps)
+                logger.info("evaluation at %d steps against %s over %d games: %d wins, %d draws, %d losses, %s",
+                            self.state.env_steps, opponent, matched.games, matched.wins, matched.draws,
+                            matched.losses, matched.line())
         record = {"env_steps": self.state.env_steps, "mean": result.mean, "min": result.min, "max": result.max,
                   "episodes": len(result.returns), "final": final}
+        if win_rates:
+            record["win_rate"] = win_rates
         self.state.evals.append(record)
         writer.add_scalar("eval/mean_return", result.mean, self.state.env_steps)
         logs.write_evals(self.run_dir, self.state)

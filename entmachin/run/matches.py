@@ -1,0 +1,231 @@
+"""Games between a trained policy and an opponent: ``entmachin eval --opponent``, ``log.eval_opponents``.
+
+A *player* chooses the actions of one seat in many games at once (``choose``: observations in, one
+action mapping per observation out). ``PolicyPlayer`` batches a frame's policy over them;
+``FunctionPlayer`` calls an opponent function ``(observation, action_space, rng) -> actions`` for
+each and checks what it returns against the observation's masks (``checked_choices``), so a
+scripted opponent's masked or malformed actions raise ``OpponentError`` naming the opponent, seat
+and action before any environment steps.
+
+Opponents are named ``random``, ``scripted`` (the environment's own ``scripted_opponent``), a
+module path ``pkg.mod:function`` or a run directory (its latest checkpoint); ``load_opponent``
+turns a name into a player.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+import numpy as np
+
+from entmachin.env import Observation, batch_obs, checked_choices, random_actions, to_state
+from entmachin.env.env_list import to_env_actions
+from entmachin.env.multi_agent import RESULTS, check_game_step, game_results, is_multi_agent
+from entmachin.frame.collector import default_actions
+from entmachin.frame.config import resolve
+from entmachin.run.logs import RunError
+
+__all__ = ["OpponentError", "MatchResult", "PolicyPlayer", "FunctionPlayer", "RandomPlayer", "load_opponent",
+           "play_matches"]
+
+logger = logging.getLogger(__name__)
+
+OPPONENT_KINDS = "random, scripted, a run directory or pkg.mod:function"
+
+
+class OpponentError(ValueError):
+    """An opponent raised, or returned actions that its observation does not allow."""
+
+
+def _row_actions(actions: Mapping[str, Any], observations: Sequence[Observation], obs_space: Any,
+                 action_space: Mapping[str, Any]) -> List[Dict[str, Any]]:
+    """Ragged choices of a batch of observations -> each observation's ``Action`` objects."""
+    flats = {n: a.as_array().reshape(-1) for n, a in actions.items()}
+    offsets = {n: np.concatenate([[0], np.cumsum(a.size1())]) for n, a in actions.items()}
+    return [to_env_actions(obs_space, action_space, {n: flats[n][offsets[n][r]:offsets[n][r + 1]] for n in flats}, obs)
+            for r, obs in enumerate(observations)]
+
+
+class RandomPlayer:
+    """Plays a seat with a uniformly random allowed choice for every actor (the ``random`` opponent)."""
+
+    name = "random"
+
+    def __init__(self, obs_space: Any, action_space: Mapping[str, Any], rng: np.random.Generator) -> None:
+        self.obs_space, self.action_space, self.rng = obs_space, action_space, rng
+
+    def choose(self, observations: Sequence[Observation], seats: Sequence[str]) -> List[Dict[str, Any]]:
+        vec = batch_obs(list(observations), self.obs_space, self.action_space)
+        return _row_actions(random_actions(vec, self.action_space, self.rng), observations, self.obs_space,
+                            self.action_space)
+
+
+class FunctionPlayer:
+    """Plays a seat with an opponent function ``(observation, action_space, rng) -> actions``."""
+
+    def __init__(self, fn: Callable[..., Any], obs_space: Any, action_space: Mapping[str, Any],
+                 rng: np.random.Generator, name: str) -> None:
+        self.fn, self.obs_space, self.action_space, self.rng, self.name = fn, obs_space, action_space, rng, name
+
+    def choose(self, observations: Sequence[Observation], seats: Sequence[str]) -> List[Dict[str, Any]]:
+        out = []
+        for obs, seat in zip(observations, seats):
+            where = f"opponent {self.name!r} (seat '{seat}')"
+            try:
+                actions = self.fn(obs, self.action_space, self.rng)
+            except Exception as e:
+                raise OpponentError(f"{where} raised {type(e).__name__}: {e}") from e
+            try:
+                checked_choices(obs, self.obs_space, self.action_space, actions, where)
+            except (TypeError, ValueError) as e:
+                raise OpponentError(str(e)) from None
+            out.append(actions)
+        return out
+
+
+class PolicyPlayer:
+    """Plays a seat with a frame's policy, one batched forward pass for every game's observation."""
+
+    def __init__(self, frame: Any, obs_space: Any, action_space: Mapping[str, Any], deterministic: bool = True,
+                 name: str = "agent") -> None:
+        self.frame, self.obs_space, self.action_space = frame, obs_space, action_space
+        self.deterministic, self.name = deterministic, name
+
+    def choose(self, observations: Sequence[Observation], seats: Sequence[str]) -> List[Dict[str, Any]]:
+        vec = batch_obs(list(observations), self.obs_space, self.action_space)
+        result = self.frame.act(to_state(vec, self.action_space), self.deterministic, collect_stats=False)
+        return _row_actions(default_actions(result)[1], observations, self.obs_space, self.action_space)
+
+
+def load_opponent(spec: str, factory: Callable[[], Any], seed: int, deterministic: bool = True) -> Any:
+    """The player an opponent name stands for (see the module doc).
+
+    Raises:
+        RunError: an unknown name, an environment without a scripted opponent, or a run whose
+            spaces differ from the environment's (naming its checkpoint directory).
+    """
+    env = factory()
+    try:
+        if not is_multi_agent(env):
+            raise RunError(f"--opponent {spec}: {type(env).__name__} has one player; opponents need a game of several")
+        obs_space, action_space, scripted = env.obs_space(), env.action_space(), env.scripted_opponent
+    finally:
+        env.close()
+    rng = np.random.default_rng(seed)
+    if spec == "random":
+        return RandomPlayer(obs_space, action_space, rng)
+    if spec == "scripted":
+        if scripted is None:
+            raise RunError(f"--opponent scripted: {type(env).__name__} has no scripted_opponent; name another "
+                           f"({OPPONENT_KINDS})")
+        return FunctionPlayer(scripted, obs_space, action_space, rng, "scripted")
+    if os.path.isdir(spec):
+        from entmachin.run.evaluation import load_trained  # evaluation imports this module
+        frame, _, _ = load_trained(spec, factory)
+        return PolicyPlayer(frame, obs_space, action_space, deterministic, name=os.path.basename(os.path.normpath(spec)))
+    if ":" in spec:
+        try:
+            fn = resolve(spec, None, "--opponent")
+        except ValueError as e:
+            raise RunError(str(e)) from None
+        if not callable(fn):
+            raise RunError(f"--opponent {spec}: not a function")
+        return FunctionPlayer(fn, obs_space, action_space, rng, spec)
+    raise RunError(f"--opponent {spec!r}: not a run directory, and not one of {OPPONENT_KINDS}")
+
+
+@dataclass(frozen=True)
+class MatchResult:
+    """Results of the agent's games (draws count half in ``win_rate``)."""
+
+    wins: int
+    draws: int
+    losses: int
+
+    @property
+    def games(self) -> int:
+        return self.wins + self.draws + self.losses
+
+    @property
+    def win_rate(self) -> float:
+        return (self.wins + 0.5 * self.draws) / self.games if self.games else math.nan
+
+    def interval(self, z: float = 1.96) -> tuple:
+        """Wilson's 95% interval of the win rate (draws counting half)."""
+        n, p = self.games, self.win_rate
+        if not n:
+            return math.nan, math.nan
+        centre, spread = (p + z * z / (2 * n)) / (1 + z * z / n), \
+            z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+        return max(0.0, centre - spread), min(1.0, centre + spread)
+
+    def line(self) -> str:
+        low, high = self.interval()
+        return f"win rate {self.win_rate:.3f} (95% CI {low:.3f}-{high:.3f})"
+
+
+def play_matches(make_env: Callable[[], Any], agent: Any, opponent: Any, games: int, seed: Optional[int] = None, *,
+                 num_envs: int = 16, max_game_steps: int = 10_000) -> MatchResult:
+    """``games`` games of ``agent`` against ``opponent`` (which plays every other seat), ``num_envs`` at a time.
+
+    The agent's seat alternates: game ``g`` puts it in seat ``g % n_seats``. A seat without actors
+    is not asked to choose. A game longer than ``max_game_steps`` ends there, the higher return
+    winning.
+
+    Raises:
+        OpponentError: an opponent function raised or chose actions its observation forbids.
+        ValueError: ``games`` is not a positive int.
+    """
+    if isinstance(games, bool) or not isinstance(games, int) or games < 1:
+        raise ValueError(f"play_matches: games must be an int >= 1, got {games!r}")
+    n = min(num_envs, games)
+    envs = [make_env() for _ in range(n)]
+    seeds = np.random.SeedSequence(seed).generate_state(n, dtype=np.uint64) if seed is not None else [None] * n
+    scores: List[float] = []
+    try:
+        for env, s in zip(envs, seeds):
+            env.seed(None if s is None else int(s))
+        seats = envs[0].seats()
+        game = list(range(n))  # each environment's game number (its agent sits in seats[game % n_seats])
+        started = n
+        obs = [env.reset() for env in envs]
+        returns = [np.zeros(len(seats)) for _ in envs]
+        steps = [0] * n
+        live = list(range(n))
+        while live:
+            moves: List[Dict[str, Dict[str, Any]]] = [{seat: {} for seat in seats} for _ in range(n)]
+            for player, mine in ((agent, True), (opponent, False)):
+                asked = [(i, seat) for i in live for k, seat in enumerate(seats)
+                         if ((k == game[i] % len(seats)) == mine) and _acts(obs[i][seat])]
+                if asked:
+                    chosen = player.choose([obs[i][seat] for i, seat in asked], [seat for _, seat in asked])
+                    for (i, seat), actions in zip(asked, chosen):
+                        moves[i][seat] = actions
+            for i in list(live):
+                stepped = envs[i].act(moves[i])
+                done = check_game_step(type(envs[i]).__name__ + ".act()", stepped, seats)
+                returns[i] += [stepped[seat].reward for seat in seats]
+                steps[i] += 1
+                if done or steps[i] >= max_game_steps:
+                    stated = [stepped[seat].result for seat in seats] if done else [None] * len(seats)
+                    scores.append(game_results(stated, returns[i])[game[i] % len(seats)])
+                    if started < games:
+                        game[i], started = started, started + 1
+                        stepped, returns[i], steps[i] = envs[i].reset(), np.zeros(len(seats)), 0
+                    else:
+                        live.remove(i)
+                obs[i] = stepped
+    finally:
+        for env in envs:
+            env.close()
+    values = np.array(scores)
+    return MatchResult(int((values == RESULTS["win"]).sum()), int((values == RESULTS["draw"]).sum()),
+                       int((values == RESULTS["loss"]).sum()))
+
+
+def _acts(obs: Observation) -> bool:
+    """Whether any action of ``obs`` has an actor (a mask given counts; empty masks are cheap to skip)."""
+    return bool(obs.actions)
