@@ -16,7 +16,7 @@ import numpy as np
 
 from entmachin.env import EnvList, Environment, random_actions
 from entmachin.env.batch import batch_obs
-from entmachin.env.examples import ENV_REGISTRY
+from entmachin.env.examples import ENV_REGISTRY, SINGLE_AGENT
 
 
 class Timed(Environment):
@@ -51,7 +51,7 @@ class Timed(Environment):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--env", default="MineSweeper", choices=sorted(ENV_REGISTRY))
+    parser.add_argument("--env", default="MineSweeper", choices=SINGLE_AGENT)
     parser.add_argument("--num-envs", type=int, default=128)
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=3)

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from entmachin.env import EnvList, to_state, to_vec_actions
-from entmachin.env.examples import ENV_REGISTRY
+from entmachin.env.examples import ENV_REGISTRY, SINGLE_AGENT
 from entmachin.model import RogueNet, RogueNetConfig, RogueNetOutput
 from entmachin.ragged.tensor import RaggedTensor
 from test.model._zoo import ACTION_SPACE, NO_GLOBAL_ACTIONS, OBS_SPACE, zoo_observations, zoo_state
@@ -238,7 +238,7 @@ def test_pooling_variants_run(pooling):
     assert net.value(state["entities"]).shape == (6, 1)
 
 
-@pytest.mark.parametrize("name", sorted(ENV_REGISTRY))
+@pytest.mark.parametrize("name", SINGLE_AGENT)  # EnvList steps one-player environments
 def test_every_example_environment(name):
     env = EnvList(ENV_REGISTRY[name], 3, seed=0)
     space = env.action_space()

@@ -2,7 +2,8 @@
 
 Action checks raise with a message that starts ``<env_name>.act: actions['<name>']``;
 constructor checks start ``<env_name>: `<parameter>```. Each says what was expected and what
-arrived.
+arrived. Games of several players pass ``seat_action(seat, name)`` as the action name, so that
+their messages read ``<env_name>.act: actions['<seat>']['<name>']``.
 
 Example:
     >>> move = expect_action_type("Minefield", "move", actions.get("move"), CategoricalAction)
@@ -32,6 +33,12 @@ def expect_actions(env_name: str, actions: Mapping[str, object], names: Sequence
             f"{env_name}.act: expected exactly the action{'s' if len(names) > 1 else ''} {quoted}, "
             f"got {list(actions)}"
         )
+
+
+def seat_action(seat: str, name: str) -> str:
+    """The action name to pass to these checks for seat ``seat``'s action ``name`` (games of
+    several players): messages then quote ``actions['<seat>']['<name>']``."""
+    return f"{seat}']['{name}"
 
 
 def expect_action_type(env_name: str, name: str, action: object, cls: Type[A]) -> A:

@@ -22,3 +22,13 @@ def test_bad_arguments_exit_with_usage(args, capsys):
         main(args)
     assert info.value.code == 2
     assert "usage:" in capsys.readouterr().err
+
+
+def test_games_of_several_players_are_played_in_process(capsys):
+    assert main(["ConnectFour", "--num-envs", "2", "--steps", "60", "--seed", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "ConnectFour: 2 games x 60 steps, seats ['0', '1'], random play, seed 1" in out
+    assert "seat 0: win" in out and "entities           Column: mean   7.00" in out
+    with pytest.raises(SystemExit):
+        main(["Skirmish", "--processes", "2"])
+    assert "played in-process only" in capsys.readouterr().err
