@@ -107,6 +107,11 @@ class MultiAgentEnvironment(ABC):
         return {seat: filter_observation(self, obs, obs_filter) for seat, obs in by_seat.items()}
 
 
+def has_actors(obs: Observation, obs_space: ObsSpace) -> bool:
+    """Whether any action of ``obs`` has an actor (a seat not to move, or knocked out, has none)."""
+    return any(len(obs._actor_indices(name, obs_space)) for name in obs.actions)
+
+
 def is_multi_agent(env: Any) -> bool:
     """Whether ``env`` is a ``MultiAgentEnvironment``."""
     return isinstance(env, MultiAgentEnvironment)
@@ -194,6 +199,6 @@ def game_results(stated: Sequence[Optional[str]], returns: Sequence[float], wher
 
 
 __all__ = [
-    "MultiAgentEnvironment", "Seat", "SeatActions", "Opponent", "RESULTS", "RESULT_NAMES", "is_multi_agent", "check_seats",
+    "MultiAgentEnvironment", "Seat", "SeatActions", "Opponent", "RESULTS", "RESULT_NAMES", "has_actors", "is_multi_agent", "check_seats",
     "check_by_seat", "check_game_step", "game_results",
 ]

@@ -5,7 +5,7 @@
     entmachin eval RUN_DIR [--episodes N] [--deterministic] [--seed S] [--opponent OPPONENT]
     entmachin envs
     entmachin init ENV [--frame A2C] > my.yaml
-    entmachin play [ENV] [--checkpoint RUN_DIR] [--seed S]
+    entmachin play [ENV] [--checkpoint RUN_DIR] [--seed S] [--seat SEAT] [--opponent OPPONENT]
 
 Bad input ends with a one-line error and exit status 2 (``--debug`` shows the traceback).
 """
@@ -81,6 +81,11 @@ def _parser() -> argparse.ArgumentParser:
     play.add_argument("--checkpoint", default=None, metavar="RUN_DIR",
                       help="a run directory (or its checkpoints/): show its agent's probabilities, let it choose")
     play.add_argument("--seed", type=int, default=None, help="environment seed (default: unseeded)")
+    play.add_argument("--seat", default=None, metavar="SEAT",
+                      help="a game of several players: the seat you play (default: the first)")
+    play.add_argument("--opponent", default=None, metavar="OPPONENT",
+                      help="a game of several players: who plays the other seats (random, scripted, a run directory "
+                           "or pkg.mod:function; default: the --checkpoint's agent)")
     return parser
 
 

@@ -188,4 +188,4 @@ def init(args: argparse.Namespace) -> int:
 def play(args: argparse.Namespace) -> int:
     from entmachin.run.play import play as play_env
 
-    return play_env(args.env, args.checkpoint, args.seed)
+    return play_env(args.env, args.checkpoint, args.seed, args.seat, args.opponent)

@@ -23,7 +23,7 @@ import numpy as np
 
 from entmachin.env import Observation, batch_obs, checked_choices, random_actions, to_state
 from entmachin.env.env_list import to_env_actions
-from entmachin.env.multi_agent import RESULTS, check_game_step, game_results, is_multi_agent
+from entmachin.env.multi_agent import RESULTS, check_game_step, game_results, has_actors, is_multi_agent
 from entmachin.frame.collector import default_actions
 from entmachin.frame.config import resolve
 from entmachin.run.logs import RunError
@@ -188,7 +188,7 @@ def play_matches(make_env: Callable[[], Any], agent: Any, opponent: Any, games: 
     try:
         for env, s in zip(envs, seeds):
             env.seed(None if s is None else int(s))
-        seats = envs[0].seats()
+        seats, obs_space = envs[0].seats(), envs[0].obs_space()
         game = list(range(n))  # each environment's game number (its agent sits in seats[game % n_seats])
         started = n
         obs = [env.reset() for env in envs]
@@ -199,7 +199,7 @@ def play_matches(make_env: Callable[[], Any], agent: Any, opponent: Any, games: 
             moves: List[Dict[str, Dict[str, Any]]] = [{seat: {} for seat in seats} for _ in range(n)]
             for player, mine in ((agent, True), (opponent, False)):
                 asked = [(i, seat) for i in live for k, seat in enumerate(seats)
-                         if ((k == game[i] % len(seats)) == mine) and _acts(obs[i][seat])]
+                         if ((k == game[i] % len(seats)) == mine) and has_actors(obs[i][seat], obs_space)]
                 if asked:
                     chosen = player.choose([obs[i][seat] for i, seat in asked], [seat for _, seat in asked])
                     for (i, seat), actions in zip(asked, chosen):
@@ -225,7 +225,3 @@ def play_matches(make_env: Callable[[], Any], agent: Any, opponent: Any, games: 
     return MatchResult(int((values == RESULTS["win"]).sum()), int((values == RESULTS["draw"]).sum()),
                        int((values == RESULTS["loss"]).sum()))
 
-
-def _acts(obs: Observation) -> bool:
-    """Whether any action of ``obs`` has an actor (a mask given counts; empty masks are cheap to skip)."""
-    return bool(obs.actions)

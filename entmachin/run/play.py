@@ -2,6 +2,7 @@
 
     entmachin play ENV [--seed S]
     entmachin play [ENV] --checkpoint RUN_DIR [--seed S]
+    entmachin play GAME [--checkpoint RUN_DIR] [--seat SEAT] [--opponent OPPONENT] [--seed S]
 
 ENV is a registry name (``entmachin envs``) or ``package.module:Class``, built with its defaults
 (with ``--checkpoint``: with the run's settings).
@@ -23,6 +24,12 @@ its ``checkpoints/``) the agent's probability of each choice is shown beside it 
 episodes of ``EnvList(factory, 1, seed=S)``. When an episode ends its return is printed and the
 player is asked whether to play again. Output goes to stdout and input comes from stdin, so a
 game can be scripted.
+
+In a game of several players (``MultiAgentEnvironment``) the person plays ``--seat`` (default:
+the first seat) and sees that seat's view; every other seat is played by ``--opponent``
+(``random``, ``scripted``, a run directory or ``pkg.mod:function``), or by the checkpoint's agent
+(its most likely actions) when no opponent is named. Each opponent move is printed, and at the
+end of a game the seat's result.
 """
 from __future__ import annotations
 
@@ -34,10 +41,12 @@ import numpy as np
 import torch
 
 from entmachin.env import GLOBAL_ENTITY, EnvList, ObsSpace, Observation, VecObs, VecSelectEntityActionMask, batch_obs
-from entmachin.env import to_state
+from entmachin.env import checked_choices, to_state
 from entmachin.ragged.arrays import ragged_from_arrays
 from entmachin.run.build import EnvFactory, env_class
 from entmachin.run.config import EnvSection
+from entmachin.env.multi_agent import has_actors
+from entmachin.run.matches import PolicyPlayer, load_opponent
 
 __all__ = ["PlayError", "Turn", "play"]
 
@@ -72,11 +81,14 @@ class Turn:
     probs: Optional[np.ndarray] = None
 
 
-def play(env: Optional[str], checkpoint: Optional[str], seed: Optional[int]) -> int:
+def play(env: Optional[str], checkpoint: Optional[str], seed: Optional[int], seat: Optional[str] = None,
+         opponent: Optional[str] = None) -> int:
     """Plays ENV (or the checkpoint's environment) with stdin and stdout; returns the exit status.
 
     Raises:
-        PlayError: neither ``env`` nor ``checkpoint``, or an actor without any allowed choice.
+        PlayError: neither ``env`` nor ``checkpoint``, or an actor without any allowed choice; a
+            seat or opponent for a game of one player; an unknown seat; a game without an
+            opponent (no ``--opponent`` and no ``--checkpoint``).
         ConfigError: an unknown environment (with close matches).
         RunError: not a run directory, or a checkpoint of other spaces (naming which differ).
     """
@@ -94,10 +106,13 @@ def play(env: Optional[str], checkpoint: Optional[str], seed: Optional[int]) -> 
                             f"({config.env.name}); leave ENV out to play the run's own")
     envs = EnvList(factory, 1, seed=seed)
     try:
+        others = _others(envs, frame, factory, seat, opponent, seed)
+        me = envs.row_index().seat.index(seat or envs.row_index().seat[0]) if others else 0
         print(f"playing {factory.name}{'' if seed is None else f' (seed {seed})'}"
-              f"{'' if checkpoint is None else f' with the agent of {checkpoint}'}")
+              f"{'' if checkpoint is None else f' with the agent of {checkpoint}'}"
+              f"{f' as seat {envs.row_index().seat[me]} against {others.name}' if others else ''}")
         print(HELP)
-        _episodes(envs, frame)
+        _episodes(envs, frame, me, others)
     except _Quit:  # q or the end of the input
         print("quit")
     finally:
@@ -105,34 +120,82 @@ def play(env: Optional[str], checkpoint: Optional[str], seed: Optional[int]) -> 
     return 0
 
 
-def _episodes(envs: EnvList, frame: Any) -> None:
-    """Plays episodes until the player declines another one."""
+def _others(envs: EnvList, frame: Any, factory: EnvFactory, seat: Optional[str], opponent: Optional[str],
+            seed: Optional[int]) -> Any:
+    """The player of the seats the person does not play (None: a game of one player)."""
+    seats = envs.row_index().seat
+    if seats[0] is None:
+        if seat is not None or opponent is not None:
+            raise PlayError(f"play: {factory.name} has one player; --seat and --opponent are for games of several")
+        return None
+    if seat is not None and seat not in seats:
+        raise PlayError(f"play: {factory.name} has no seat {seat!r}; its seats are {list(seats)}")
+    if opponent is not None:
+        return load_opponent(opponent, factory, 0 if seed is None else seed + 1)
+    if frame is None:
+        raise PlayError(f"play: {factory.name} is a game of {len(seats)} players; name who plays the other seats "
+                        "(--opponent random|scripted|RUN_DIR|pkg.mod:function, or --checkpoint RUN_DIR for its agent)")
+    return PolicyPlayer(frame, envs.obs_space(), envs.action_space(), deterministic=True)
+
+
+def _episodes(envs: EnvList, frame: Any, me: int = 0, others: Any = None) -> None:
+    """Plays episodes until the player declines another one (the person plays row ``me``, ``others``
+    every other row)."""
     obs_space, action_space = envs.obs_space(), envs.action_space()
     vec = envs.reset()
     step, reward, total = 0, 0.0, 0.0
     while True:
-        obs = envs.last_obs[0]
-        names = _entity_names(obs, vec, obs_space)
+        obs = envs.last_obs[me]
+        mine = vec if others is None else batch_obs([obs], obs_space, action_space)  # the person's row alone
+        names = _entity_names(obs, mine, obs_space)
         print(f"\nstep {step}  reward {reward:.3f}  return {total:.3f}")
-        for line in _entity_lines(vec, obs_space, names):
+        for line in _entity_lines(mine, obs_space, names):
             print(line)
-        turns = _turns(vec, action_space, names)
+        turns = _turns(mine, action_space, names)
         if not any(turns.values()):
-            print("no actor acts on this step")
+            print("no actor acts on this step" if others is None else "not your move on this step")
         elif frame is not None:
             turns = _with_probs(frame, obs, obs_space, action_space, turns)
-        choices = {name: [_ask(turn) for turn in group] for name, group in turns.items()}
-        vec = envs.act({name: ragged_from_arrays(np.array(c, np.int64).reshape(-1, 1), [len(c)])
-                        for name, c in choices.items()})
-        step, reward = step + 1, float(vec.reward[0])
+        rows = [{name: [_ask(turn) for turn in group] for name, group in turns.items()}]
+        if others is not None:
+            rows = [rows[0] if r == me else _opponent_row(envs, r, others) for r in range(len(envs))]
+        vec = envs.act({name: ragged_from_arrays(np.array([c for row in rows for c in row[name]], np.int64)
+                                                 .reshape(-1, 1), [len(row[name]) for row in rows])
+                        for name in action_space})
+        step, reward = step + 1, float(vec.reward[me])
         total += reward
-        if vec.done[0]:
-            cut = " (time limit)" if vec.truncated[0] else ""
-            print(f"\nepisode over after {step} step{'s' if step != 1 else ''}{cut}: reward {reward:.3f}, "
-                  f"return {total:.3f}")
+        if vec.done[me]:
+            cut = " (time limit)" if vec.truncated[me] else ""
+            result = "" if np.isnan(vec.result[me]) else f", you {_RESULT_WORDS[float(vec.result[me])]}"
+            print(f"\n{'game' if others else 'episode'} over after {step} step{'s' if step != 1 else ''}{cut}: "
+                  f"reward {reward:.3f}, return {total:.3f}{result}")
             if not _again():
                 return
             step, reward, total = 0, 0.0, 0.0
+
+
+_RESULT_WORDS = {1.0: "win", 0.5: "draw", 0.0: "lose"}
+
+
+def _opponent_row(envs: EnvList, row: int, others: Any) -> Dict[str, List[int]]:
+    """The opponent's choices for ``row`` (printed), as indices per action."""
+    obs, seat = envs.last_obs[row], envs.row_index().seat[row]
+    obs_space, action_space = envs.obs_space(), envs.action_space()
+    actions = others.choose([obs], [seat])[0] if has_actors(obs, obs_space) else {}
+    choices = checked_choices(obs, obs_space, action_space, actions, f"opponent {others.name!r} (seat '{seat}')")
+    for name, action in actions.items():
+        if len(choices[name]):
+            print(f"seat {seat} ({others.name}): {name} {_describe(action)}")
+    return {name: c.tolist() for name, c in choices.items()}
+
+
+def _describe(action: Any) -> str:
+    """``label`` (one actor) or ``actor -> label, ...``: what an opponent chose."""
+    if hasattr(action, "label"):
+        return str(action.label)
+    chosen = action.actees if hasattr(action, "actees") else [action.index_to_label[int(i)] for i in action.indices]
+    pairs = list(zip(action.actors, chosen))
+    return str(pairs[0][1]) if len(pairs) == 1 else ", ".join(f"{a} -> {c}" for a, c in pairs)
 
 
 def _entity_names(obs: Observation, vec: VecObs, obs_space: ObsSpace) -> List[str]:

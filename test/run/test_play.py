@@ -243,3 +243,40 @@ def test_how_typed_text_names_a_choice():
     assert _resolve(turn, "UP") == "'UP' names 2 choices for Player; type #N, a position in the list"
     assert _resolve(turn, "#5") == "no choice '#5' for Player; type a name or number from the list (q quits)"
     assert _resolve(turn, "Cherry 1") == "\"('Cherry', 1)\" is masked for Player; allowed: ('Cherry', 0), 7, Up, up"
+
+
+def test_a_person_plays_a_seat_of_connect_four_against_an_opponent_function(monkeypatch, capsys):
+    # Seat 1 against an opponent that always drops in column 0, which moves first and completes
+    # four there on its fourth move, before seat 1's three in column 3 become four.
+    status, out, _ = play(monkeypatch, capsys, ["ConnectFour", "--seat", "1", "--opponent",
+                                                "test.run.test_play:column_zero", "--seed", "0"],
+                          ["3", "3", "3", "n"])
+    assert status == 0
+    assert "playing ConnectFour (seed 0) as seat 1 against test.run.test_play:column_zero" in out
+    assert out.count("seat 0 (test.run.test_play:column_zero): drop 0") == 4
+    assert "not your move on this step" in out
+    assert re.search(r"game over after 7 steps: reward -1\.000, return -1\.000, you lose", out), out
+
+
+def column_zero(obs, action_space, rng):
+    from entmachin.env import CategoricalAction
+
+    return {"drop": CategoricalAction(actors=[0], indices=np.array([0]), index_to_label=[str(c) for c in range(7)])}
+
+
+def test_a_checkpoint_plays_the_other_seat_and_bad_seats_are_refused(monkeypatch, capsys, tmp_path):
+    directory = str(tmp_path / "c4")
+    assert main(["train", "ConnectFour", "--run-dir", directory, "--set", "train.total_steps=64",
+                 "--set", "log.checkpoint_interval=64", "--set", "log.eval_interval=64", "--set", "log.eval_episodes=2",
+                 "--set", "rollout.num_envs=4", "--set", "rollout.n_steps=16", "--set", "frame.batch_size=32",
+                 "--set", "model.d_model=16", "--set", "model.n_layer=1", "--no-progress"]) == 0
+    capsys.readouterr()
+    status, out, _ = play(monkeypatch, capsys, ["--checkpoint", directory, "--seat", "0", "--seed", "1"],
+                          ["a"] * 21 + ["n"])
+    assert status == 0 and "as seat 0 against agent" in out and "seat 1 (agent): drop" in out
+    assert re.search(r"game over after \d+ steps: .*you (win|lose|draw)", out), out
+    for argv, message in ((["ConnectFour", "--seat", "2", "--opponent", "random"], "has no seat '2'; its seats are"),
+                          (["ConnectFour"], "is a game of 2 players; name who plays the other seats"),
+                          (["Count", "--seat", "0"], "Count has one player; --seat and --opponent are for games")):
+        status, _, err = play(monkeypatch, capsys, argv, [])
+        assert status == 2 and message in err, err
