@@ -163,11 +163,13 @@ def evaluate_run(args: argparse.Namespace) -> int:
 
 def list_envs(args: argparse.Namespace) -> int:
     from entmachin.env.examples import ENV_REGISTRY
+    from entmachin.env.multi_agent import is_multi_agent
     from entmachin.run.spaces import describe_spaces
 
     for name, cls in ENV_REGISTRY.items():
         env = cls()
-        print(name)
+        seats = f" (a game of {len(env.seats())} players, seats {env.seats()})" if is_multi_agent(env) else ""
+        print(f"{name}{seats}")
         for line in describe_spaces(env.obs_space(), env.action_space()):
             print(f"  {line}")
     return 0

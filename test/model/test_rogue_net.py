@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from entmachin.env import EnvList, to_state, to_vec_actions
-from entmachin.env.examples import ENV_REGISTRY, SINGLE_AGENT
+from entmachin.env.examples import ENV_REGISTRY
 from entmachin.model import RogueNet, RogueNetConfig, RogueNetOutput
 from entmachin.ragged.tensor import RaggedTensor
 from test.model._zoo import ACTION_SPACE, NO_GLOBAL_ACTIONS, OBS_SPACE, zoo_observations, zoo_state
@@ -238,7 +238,7 @@ def test_pooling_variants_run(pooling):
     assert net.value(state["entities"]).shape == (6, 1)
 
 
-@pytest.mark.parametrize("name", SINGLE_AGENT)  # EnvList steps one-player environments
+@pytest.mark.parametrize("name", list(ENV_REGISTRY))
 def test_every_example_environment(name):
     env = EnvList(ENV_REGISTRY[name], 3, seed=0)
     space = env.action_space()
@@ -249,8 +249,8 @@ def test_every_example_environment(name):
         with net.collecting_stats():
             out = net(state["entities"], state["action_masks"], state.get("visible"))
         again = net(state["entities"], state["action_masks"], state.get("visible"), action=out.action)
-        assert again.log_prob_sum.shape == (3, 1)
-        assert net.value(state["entities"], state.get("visible")).shape == (3, 1)
+        assert again.log_prob_sum.shape == (len(env), 1)  # a row per environment, or per seat of a game
+        assert net.value(state["entities"], state.get("visible")).shape == (len(env), 1)
         obs = env.act(to_vec_actions(out.action))
 
 

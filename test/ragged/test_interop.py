@@ -121,9 +121,9 @@ def _as_ragged_buffers(vec):
 
 
 def _example_names():
-    from entmachin.env.examples import SINGLE_AGENT
+    from entmachin.env.examples import ENV_REGISTRY
 
-    return SINGLE_AGENT  # EnvList steps one-player environments
+    return list(ENV_REGISTRY)
 
 
 @needs_ragged_buffer

@@ -5,7 +5,6 @@ import os
 import pytest
 import yaml
 
-from entmachin.env.examples import MULTI_AGENT
 from entmachin.run.cli import bundled_config_path
 from entmachin.run.config import (ConfigError, RunConfig, apply_overrides, config_from_dict, config_to_dict,
                                   load_config, update_times)
@@ -117,8 +116,6 @@ def test_bundled_configs_load_and_state_what_they_reach(path):
 def test_bundled_configs_train_for_a_handful_of_steps(path, tmp_path):
     from entmachin.run.runner import Runner
 
-    if load_config(path).env.name in MULTI_AGENT:
-        pytest.skip("the runner does not train games of several players yet")
     config = load_config(path, ["rollout.num_envs=2", "rollout.n_steps=2", "frame.batch_size=4", "train.total_steps=8",
                                 "log.eval_episodes=1", "rollout.processes=0", "env.max_episode_steps=20"])
     result = Runner(config, str(tmp_path / "run"), progress=False).train()

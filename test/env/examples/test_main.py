@@ -24,11 +24,9 @@ def test_bad_arguments_exit_with_usage(args, capsys):
     assert "usage:" in capsys.readouterr().err
 
 
-def test_games_of_several_players_are_played_in_process(capsys):
-    assert main(["ConnectFour", "--num-envs", "2", "--steps", "60", "--seed", "1"]) == 0
-    out = capsys.readouterr().out
-    assert "ConnectFour: 2 games x 60 steps, seats ['0', '1'], random play, seed 1" in out
-    assert "seat 0: win" in out and "entities           Column: mean   7.00" in out
-    with pytest.raises(SystemExit):
-        main(["Skirmish", "--processes", "2"])
-    assert "played in-process only" in capsys.readouterr().err
+def test_games_of_several_players_step_one_row_per_seat_here_and_in_workers(capsys):
+    for extra in ([], ["--processes", "2"]):
+        assert main(["ConnectFour", "--num-envs", "2", "--steps", "60", "--seed", "1", *extra]) == 0
+        out = capsys.readouterr().out
+        assert "ConnectFour: 2 environments x 60 steps, seats ['0', '1'] (one row each), random policy, seed 1" in out
+        assert "seat 0: win" in out and "entities           Column: mean   7.00" in out
