@@ -100,3 +100,11 @@ def test_the_minimal_run_config_loads():
     assert block, "README shows no minimal run config"
     config = config_from_dict(yaml.safe_load(block.group(1)))
     assert config.env.name == "MineSweeper" and config.train.total_steps == 30000
+
+
+def test_the_opponent_function_played_its_matches(namespace):
+    match = namespace["match"]
+    assert match.games == 20 and match.wins + match.draws + match.losses == 20
+    low, high = match.interval()
+    assert low <= match.win_rate <= high
+    assert re.fullmatch(r"win rate \d\.\d{3} \(95% CI \d\.\d{3}-\d\.\d{3}\)", match.line())
