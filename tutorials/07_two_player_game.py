@@ -69,7 +69,7 @@ from entmachin.env import (  # noqa: E402
 )
 from entmachin.env.multi_agent import has_actors  # noqa: E402
 from entmachin.run.cli import main as entmachin  # noqa: E402
-from entmachin.run.evaluation import match_checkpoint  # noqa: E402
+from entmachin.run.matches import match_checkpoint  # noqa: E402
 from entmachin.run.matches import FunctionPlayer, load_opponent, play_matches  # noqa: E402
 from entmachin.run.spaces import describe_spaces  # noqa: E402
 

@@ -147,7 +147,8 @@ def _report(result: Any, runner: Any) -> int:
 
 
 def evaluate_run(args: argparse.Namespace) -> int:
-    from entmachin.run.evaluation import evaluate_checkpoint, match_checkpoint
+    from entmachin.run.evaluation import evaluate_checkpoint
+    from entmachin.run.matches import match_checkpoint
 
     if args.opponent is not None:
         result = match_checkpoint(args.run_dir, args.opponent, args.episodes, args.deterministic, args.seed)

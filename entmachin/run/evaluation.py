@@ -16,10 +16,9 @@ from entmachin.run.build import EnvFactory, make_frame, seeds
 from entmachin.run.config import RunConfig
 from entmachin.run.defaults import DEFAULT_MAX_EPISODE_STEPS
 from entmachin.run.logs import RunError, load_run_config
-from entmachin.run.matches import MatchResult, PolicyPlayer, load_opponent, play_matches
 from entmachin.run.spaces import space_differences, spaces_record
 
-__all__ = ["eval_envs", "eval_options", "load_trained", "evaluate_checkpoint", "match_checkpoint", "random_policy_return"]
+__all__ = ["eval_envs", "eval_options", "load_trained", "evaluate_checkpoint", "random_policy_return"]
 
 
 def eval_envs(episodes: int) -> int:
@@ -93,21 +92,6 @@ def evaluate_checkpoint(path: str, episodes: int, deterministic: bool, seed: Opt
     frame, config, factory = load_trained(path)
     return evaluate(frame, factory, episodes, deterministic=deterministic,
                     seed=seeds(config)["eval"] if seed is None else seed, **eval_options(config, episodes))
-
-
-def match_checkpoint(path: str, opponent: str, games: int, deterministic: bool, seed: Optional[int]) -> MatchResult:
-    """Games of a run's latest checkpoint against ``opponent`` (see ``entmachin.run.matches``)."""
-    frame, config, factory = load_trained(path)
-    seed = seeds(config)["eval"] if seed is None else seed
-    return match(frame, factory, opponent, games, deterministic, seed)
-
-
-def match(frame: Any, factory: EnvFactory, opponent: Any, games: int, deterministic: bool, seed: int) -> MatchResult:
-    """``games`` games of ``frame``'s policy against ``opponent`` (a name, or a player from ``load_opponent``)."""
-    obs_space, action_space = factory.spaces()
-    player = load_opponent(opponent, factory, seed + 1, deterministic) if isinstance(opponent, str) else opponent
-    agent = PolicyPlayer(frame, obs_space, action_space, deterministic)
-    return play_matches(factory, agent, player, games, seed, num_envs=eval_envs(games))
 
 
 class _RandomPolicy:

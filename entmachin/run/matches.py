@@ -26,10 +26,12 @@ from entmachin.env.env_list import to_env_actions
 from entmachin.env.multi_agent import RESULTS, check_game_step, game_results, has_actors, is_multi_agent
 from entmachin.frame.collector import default_actions
 from entmachin.frame.config import resolve
+from entmachin.run.build import EnvFactory, seeds
+from entmachin.run.evaluation import eval_envs, load_trained
 from entmachin.run.logs import RunError
 
 __all__ = ["OpponentError", "MatchResult", "PolicyPlayer", "FunctionPlayer", "RandomPlayer", "load_opponent",
-           "play_matches"]
+           "play_matches", "match", "match_checkpoint"]
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +125,6 @@ def load_opponent(spec: str, factory: Callable[[], Any], seed: int, deterministi
                            f"({OPPONENT_KINDS})")
         return FunctionPlayer(scripted, obs_space, action_space, rng, "scripted")
     if os.path.isdir(spec):
-        from entmachin.run.evaluation import load_trained  # evaluation imports this module
         frame, _, _ = load_trained(spec, factory)
         return PolicyPlayer(frame, obs_space, action_space, deterministic, name=os.path.basename(os.path.normpath(spec)))
     if ":" in spec:
@@ -225,3 +226,17 @@ def play_matches(make_env: Callable[[], Any], agent: Any, opponent: Any, games: 
     return MatchResult(int((values == RESULTS["win"]).sum()), int((values == RESULTS["draw"]).sum()),
                        int((values == RESULTS["loss"]).sum()))
 
+
+def match_checkpoint(path: str, opponent: str, games: int, deterministic: bool, seed: Optional[int]) -> MatchResult:
+    """Games of a run's latest checkpoint against ``opponent`` (see ``entmachin.run.matches``)."""
+    frame, config, factory = load_trained(path)
+    seed = seeds(config)["eval"] if seed is None else seed
+    return match(frame, factory, opponent, games, deterministic, seed)
+
+
+def match(frame: Any, factory: EnvFactory, opponent: Any, games: int, deterministic: bool, seed: int) -> MatchResult:
+    """``games`` games of ``frame``'s policy against ``opponent`` (a name, or a player from ``load_opponent``)."""
+    obs_space, action_space = factory.spaces()
+    player = load_opponent(opponent, factory, seed + 1, deterministic) if isinstance(opponent, str) else opponent
+    agent = PolicyPlayer(frame, obs_space, action_space, deterministic)
+    return play_matches(factory, agent, player, games, seed, num_envs=eval_envs(games))

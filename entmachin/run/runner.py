@@ -47,8 +47,8 @@ from entmachin.run.build import EnvFactory, check_device, make_envs, make_frame,
 from entmachin.run.config import RunConfig, config_to_dict, dump_yaml
 from entmachin.run.defaults import DEFAULT_MAX_EPISODE_STEPS
 from entmachin.run.distributed import DistributedRun, rank_seed, rank_state, restore_rank_state
-from entmachin.run.evaluation import eval_options, match
-from entmachin.run.matches import load_opponent
+from entmachin.run.evaluation import eval_options
+from entmachin.run.matches import load_opponent, match
 # RunError and load_run_config live in logs, which evaluation imports too; importable from here as before
 from entmachin.run.logs import RunError, load_run_config
 from entmachin.run.spaces import spaces_record

@@ -73,3 +73,23 @@ def test_a_killed_or_stopped_run_resumes_exactly(uninterrupted, tmp_path, proces
     assert len(after) >= 3, (checkpoints, after)
     for tag in LOSSES:
         assert found[tag] == expected[tag], tag  # every step, before and after the resume, bit for bit
+
+
+def test_a_game_of_two_players_resumes_exactly_from_a_checkpoint(tmp_path):
+    # Whole run to 256 steps; then its last checkpoint is dropped and the run resumed from the one at 128:
+    # the games in progress (both seats' rows, their returns so far) continue, and the losses repeat.
+    from entmachin.run.cli import main
+
+    run_dir = str(tmp_path / "c4")
+    settings = ["--set", "rollout.num_envs=4", "--set", "rollout.n_steps=16", "--set", "frame.batch_size=64",
+                "--set", "model.d_model=16", "--set", "model.n_layer=1", "--set", "train.total_steps=256",
+                "--set", "log.checkpoint_interval=128", "--set", "log.eval_interval=256", "--set", "log.eval_episodes=4",
+                "--no-progress"]
+    assert main(["train", "ConnectFour", "--run-dir", run_dir, *settings]) == 0
+    expected = losses(run_dir)
+    for path in glob.glob(os.path.join(run_dir, "checkpoints", "checkpoint_256.json")):
+        os.remove(path)
+    assert main(["train", "--resume", run_dir, "--no-progress"]) == 0
+    found = losses(run_dir)
+    for tag in LOSSES:
+        assert found[tag] == expected[tag] and [s for s, _ in found[tag]][-1] == 256, tag
