@@ -15,7 +15,13 @@ only records of the configs as they are now. The table fills over several sittin
 ``--budget-scale`` shrinks every budget (the smoke test runs 0.01).
 
 A target is met when the median seed's final return (the better of sampled and deterministic
-evaluation) reaches it within the budget.
+evaluation) reaches it within the budget. For a game of several players (one policy playing every
+seat) the figure is the win rate against the ``random`` opponent (draws count half) instead of the
+return: the runner's evaluations against ``log.eval_opponents`` sampled, the final checkpoint's
+most likely actions, and a random player's own rate.
+
+``--record RUN_DIR ...`` adds the records of runs already trained with ``entmachin train ENV --set
+train.seed=S`` (the bundled config and its ``train.total_steps``), for seeds run side by side.
 """
 from __future__ import annotations
 
@@ -48,6 +54,7 @@ TARGETS: Dict[Tuple[str, str], Tuple[int, Optional[float], str]] = {
     ("MultiSnake", "PPO"): (1_000_000, None, "return within 1M, steps to 90% of it"),
     ("Minefield", "PPO"): (500_000, None, "return within 500k (bundled config; no published figure)"),
     ("RockPaperScissors", "PPO"): (8_192, None, "return within 8k (optimum 1.0; the policy cannot see the throw)"),
+    ("ConnectFour", "PPO"): (300_000, 0.90, "win rate vs random >= 0.90 within 1M (one policy, both seats)"),
     ("Count", "A2C"): (4_096, 1.0, "PPO's target within twice its budget"),
     ("NotHotdog", "A2C"): (64_000, 1.0, "PPO's target within twice its budget"),
     ("MultiArmedBandit", "A2C"): (64_000, 1.0, "PPO's target within twice its budget"),
@@ -98,11 +105,8 @@ def run_job(env: str, frame: str, seed: int, budget: int, runs_dir: str) -> Dict
 
 def train_and_evaluate(data: Dict[str, Any], seed: int, budget: int, run_dir: str) -> Dict[str, Any]:
     """Trains the run config ``data`` (plain data) with ``seed`` for ``budget`` steps (ten evaluations on
-    the way); the final evaluation sampled and deterministic, a random policy's return, the wall time."""
-    from entmachin.frame import evaluate
-    from entmachin.run.build import EnvFactory, seeds
+    the way); the final evaluation sampled and deterministic, a random policy's figure, the wall time."""
     from entmachin.run.config import apply_overrides, config_from_dict
-    from entmachin.run.evaluation import load_trained, random_policy_return
     from entmachin.run.runner import Runner
 
     interval = max(budget // 10, 1)
@@ -112,15 +116,61 @@ def train_and_evaluate(data: Dict[str, Any], seed: int, budget: int, run_dir: st
     started = time.perf_counter()
     runner = Runner(config, run_dir, force=True, progress=False)
     result = runner.train()
-    wall = time.perf_counter() - started
+    return evaluate_run(config, run_dir, result.env_steps, runner.state.evals, time.perf_counter() - started)
+
+
+def evaluate_run(config: Any, run_dir: str, env_steps: int, evals: List[Dict[str, Any]], wall: float) -> Dict[str, Any]:
+    """The record of a trained run: its evaluations, the final checkpoint's deterministic figure and a random
+    policy's (returns; for a game, win rates against ``random``)."""
+    from entmachin.frame import evaluate
+    from entmachin.run.build import EnvFactory, seeds
+    from entmachin.run.evaluation import load_trained, random_policy_return
+    from entmachin.run.matches import RandomPlayer, match, play_matches
+
     factory, eval_seed = EnvFactory(config.env), seeds(config)["eval"]
     trained, _, _ = load_trained(run_dir)
-    deterministic = evaluate(trained, factory, config.log.eval_episodes, deterministic=True, seed=eval_seed)
-    random = random_policy_return(factory, config.log.eval_episodes, eval_seed)
-    return {"env_steps": result.env_steps,
-            "sampled": result.final_eval["mean"], "deterministic": deterministic.mean, "random": random.mean,
-            "evals": [[e["env_steps"], e["mean"]] for e in runner.state.evals], "wall_s": round(wall, 1),
-            "loadavg": os.getloadavg()[0]}
+    game = "random" in config.log.eval_opponents
+    if game:
+        figure = [e["win_rate"]["random"] for e in evals]
+        deterministic = match(trained, factory, "random", config.log.eval_episodes, True, eval_seed).win_rate
+        obs_space, action_space = factory.spaces()
+        import numpy as np
+
+        random = play_matches(factory, RandomPlayer(obs_space, action_space, np.random.default_rng(eval_seed)),
+                              RandomPlayer(obs_space, action_space, np.random.default_rng(eval_seed + 1)),
+                              config.log.eval_episodes, eval_seed).win_rate
+    else:
+        figure = [e["mean"] for e in evals]
+        deterministic = evaluate(trained, factory, config.log.eval_episodes, deterministic=True, seed=eval_seed).mean
+        random = random_policy_return(factory, config.log.eval_episodes, eval_seed).mean
+    return {"env_steps": env_steps, "sampled": figure[-1], "deterministic": deterministic, "random": random,
+            "evals": [[e["env_steps"], f] for e, f in zip(evals, figure)], "wall_s": round(wall, 1),
+            "loadavg": os.getloadavg()[0], **({"figure": "win rate vs random"} if game else {})}
+
+
+def record_runs(run_dirs: List[str]) -> List[Dict[str, Any]]:
+    """Records of runs already trained with a bundled config (``--record``); the wall time is the span of the
+    run's tensorboard events."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from entmachin.run.config import config_to_dict
+    from entmachin.run.logs import load_run_config
+
+    records = []
+    for run_dir in run_dirs:
+        config = load_run_config(run_dir)
+        frame = config.frame.name
+        data = config_to_dict(config)
+        with open(os.path.join(run_dir, "eval.json"), encoding="utf-8") as f:
+            evals = json.load(f)
+        events = EventAccumulator(run_dir, size_guidance={"scalars": 0})
+        events.Reload()
+        times = [e.wall_time for tag in events.Tags()["scalars"] for e in events.Scalars(tag)]
+        record = {"env": config.env.name, "frame": frame, "seed": config.train.seed, "config": fingerprint(data),
+                  "budget": config.train.total_steps}
+        records.append({**record, **evaluate_run(config, run_dir, evals[-1]["env_steps"], evals,
+                                                 max(times) - min(times))})
+    return records
 
 
 def read_results(path: str) -> List[Dict[str, Any]]:
@@ -180,13 +230,21 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--results", default=os.path.join(HERE, "results", "learning.jsonl"))
     parser.add_argument("--runs-dir", default=None, help="keep the run directories here (default: a temp dir)")
     parser.add_argument("--table-only", action="store_true")
+    parser.add_argument("--record", nargs="+", default=None, metavar="RUN_DIR",
+                        help="add the records of runs already trained with a bundled config (entmachin train ENV "
+                             "--set train.seed=S), then print the table")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     import torch
 
     torch.set_num_threads(1)
     done = current(read_results(args.results))
-    if not args.table_only:
+    if args.record:
+        for record in record_runs(args.record):
+            with open(args.results, "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+            done.append(record)
+    elif not args.table_only:
         runs_dir = args.runs_dir or tempfile.mkdtemp(prefix="entmachin-learning-")
         os.makedirs(os.path.dirname(os.path.abspath(args.results)), exist_ok=True)
         for (env, frame), (budget, _, _) in TARGETS.items():

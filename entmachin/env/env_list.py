@@ -118,10 +118,6 @@ class EnvList(VecEnv):
     def row_index(self) -> RowIndex:
         return self._rows
 
-    def seats(self) -> List[Optional[List[str]]]:
-        """Each environment's seats (``None`` for one-player environments)."""
-        return list(self._seats) if self._seats is not None else [None] * len(self.envs)
-
     def reset(self, obs_config: Optional[ObsSpace] = None) -> VecObs:
         self._obs_filter = obs_config or self._obs_space
         self._returns[:] = 0.0
@@ -272,10 +268,10 @@ class EnvList(VecEnv):
         if len(envs) != len(self.envs):
             raise ValueError(f"EnvList.set_state: the state holds {len(envs)} environments; this EnvList has "
                              f"{len(self.envs)}")
-        seats = [env.seats() if is_multi_agent(env) else None for env in envs]
-        if seats != self.seats():
+        seats = RowIndex.of([env.seats() if is_multi_agent(env) else None for env in envs]).seats
+        if seats != self._rows.seats:
             raise ValueError(f"EnvList.set_state: the state's environments have seats {seats}; this EnvList's have "
-                             f"{self.seats()}")
+                             f"{self._rows.seats}")
         self.envs, self.last_obs, self._obs_filter, self._returns = list(envs), last_obs, obs_filter, returns
         if last_vec is not None:
             self._last_vec = last_vec

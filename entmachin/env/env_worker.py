@@ -14,7 +14,7 @@ import signal
 import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import dill
 
@@ -69,11 +69,11 @@ def worker_main(
     watched = [conn] if parent is None else [conn, parent.sentinel]
     envs: Optional[EnvList] = None
 
-    def start() -> Tuple[ObsSpace, Dict[ActionName, ActionSpace], List[Optional[List[str]]]]:
+    def start() -> Tuple[ObsSpace, Dict[ActionName, ActionSpace], Tuple[Any, ...]]:
         nonlocal envs
         envs = EnvList._with_seeds(dill.loads(create_env_bytes), seeds, seeded, first_index, check_finite,
                                    "ParallelEnvList")
-        return envs.obs_space(), envs.action_space(), envs.seats()
+        return envs.obs_space(), envs.action_space(), envs.row_index().seats
 
     try:
         conn.send_bytes(run(start))

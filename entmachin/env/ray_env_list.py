@@ -60,11 +60,11 @@ class _EnvWorker:
         self.envs = EnvList._with_seeds(dill.loads(create_env), seeds, seeded, first_index, check_finite,
                                         "RayEnvList")
 
-    def where(self) -> Tuple[str, str, ObsSpace, Dict[ActionName, ActionSpace], List[Optional[List[str]]]]:
+    def where(self) -> Tuple[str, str, ObsSpace, Dict[ActionName, ActionSpace], Tuple[Any, ...]]:
         import ray
 
         return (ray.get_runtime_context().get_node_id(), socket.gethostname(), self.envs.obs_space(),
-                self.envs.action_space(), self.envs.seats())
+                self.envs.action_space(), self.envs.row_index().seats)
 
     def reset(self, obs_config: Optional[ObsSpace]) -> Tuple[Any, ...]:
         return pack(self.envs.reset(obs_config))
