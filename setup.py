@@ -27,8 +27,9 @@ setup(
         "test": [
             "pytest>=7", "hypothesis>=6.50", "gymnasium>=0.29",
             # test_pettingzoo_adapter (skipped without it): from_pettingzoo on PettingZoo's own
-            # generated_agents_parallel_v0 and a ParallelEnv subclass; tested with 1.27.0
-            "pettingzoo>=1.24",
+            # rps_v2 and generated_agents_parallel_v0 and a ParallelEnv subclass; tested with 1.27.0.
+            # pettingzoo.classic imports pygame at import time (no display is opened).
+            "pettingzoo>=1.24", "pygame>=2.5",
         ],
         # Optional: ragged-buffer's RaggedBuffer* values are then accepted and converted. Its
         # wheels stop at Python 3.11 (and numpy 1); entmachin's own arrays need neither.

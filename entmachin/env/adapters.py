@@ -178,7 +178,8 @@ class BoxDiscreteSpaces:
     """How a gymnasium ``Box`` observation space and ``Discrete`` / ``MultiDiscrete`` action space
     look to entmachin; shared by ``GymnasiumEnvironment`` and ``PettingZooEnvironment``.
 
-    The flattened ``Box`` becomes the global features ``obs_0 … obs_{n-1}``. ``Discrete(n, start)``
+    The flattened ``Box`` becomes the global features ``obs_0 … obs_{n-1}``; a ``Discrete(n, start)``
+    observation becomes ``n`` one-hot global features (value ``start + k`` sets ``obs_k``). ``Discrete(n, start)``
     becomes one global categorical action ``"action"`` with labels ``"0" … "n-1"`` (the environment
     receives ``start + index``); ``MultiDiscrete`` becomes ``"action_0"``, ``"action_1"``, … in the
     flattened order of ``nvec`` (the environment receives the assembled array, ``nvec``'s shape).
@@ -194,11 +195,15 @@ class BoxDiscreteSpaces:
     def __init__(self, observation_space: Any, action_space: Any, where: str) -> None:
         from gymnasium import spaces  # gymnasium is optional: import only when it is used
 
-        if not isinstance(observation_space, spaces.Box):
+        if not isinstance(observation_space, (spaces.Box, spaces.Discrete)):
             raise TypeError(
                 f"{where}: {type(observation_space).__name__} observation spaces are not supported yet; "
-                f"only Box observations (flattened into global features) are. Got {observation_space}"
+                f"only Box observations (flattened into global features) and Discrete ones (one-hot) are. "
+                f"Got {observation_space}"
             )
+        # Discrete observations: (n, start), read as a one-hot vector of n features.
+        self.one_hot = (int(observation_space.n), int(observation_space.start)) \
+            if isinstance(observation_space, spaces.Discrete) else None
         if isinstance(action_space, spaces.Discrete):
             self.names = ["action"]
             self.n_choices = [int(action_space.n)]
@@ -213,7 +218,7 @@ class BoxDiscreteSpaces:
         self.gym_observation_space = observation_space
         self.gym_action_space = action_space
         self.discrete = isinstance(action_space, spaces.Discrete)
-        self.n_features = int(np.prod(observation_space.shape, dtype=np.int64))
+        self.n_features = self.one_hot[0] if self.one_hot else int(np.prod(observation_space.shape, dtype=np.int64))
         self.obs_space = ObsSpace(global_features=[f"obs_{i}" for i in range(self.n_features)])
         self.action_space: Dict[ActionName, ActionSpace] = {
             name: GlobalCategoricalActionSpace([str(i) for i in range(n)])
@@ -228,8 +233,16 @@ class BoxDiscreteSpaces:
         """``obs`` as float32 ``[n_features]``, a copy (environments may reuse their array).
 
         Raises:
-            ValueError: ``obs`` has the wrong number of values.
+            ValueError: ``obs`` has the wrong number of values (or is not one of a ``Discrete`` space's).
         """
+        if self.one_hot is not None:
+            n, start = self.one_hot
+            value = np.asarray(obs).reshape(-1)
+            if value.shape != (1,) or not start <= value[0] < start + n or value[0] != int(value[0]):
+                raise ValueError(f"{where}: observation {obs!r} is not a value of {self.gym_observation_space}")
+            flat = np.zeros(n, dtype=np.float32)  # [n_features], one-hot
+            flat[int(value[0]) - start] = 1.0
+            return flat
         flat = np.array(obs, dtype=np.float32).reshape(-1)  # [n_features]
         if flat.shape[0] != self.n_features:
             raise ValueError(

@@ -19,7 +19,7 @@ import numpy.typing as npt
 from entmachin.env.action import ActionSpace
 from entmachin.env.common import GLOBAL_ENTITY, ActionName
 from entmachin.env.environment import ObsSpace
-from entmachin.env.vec_env import Metric, VecEnv, VecObs
+from entmachin.env.vec_env import RowIndex, Metric, VecEnv, VecObs
 from entmachin.ragged.array import RaggedArrayI64
 
 
@@ -76,6 +76,9 @@ class AddMetricsWrapper(VecEnv):
 
     def __len__(self) -> int:
         return len(self.env)
+
+    def row_index(self) -> RowIndex:
+        return self.env.row_index()
 
     def reset(self, obs_config: Optional[ObsSpace] = None) -> VecObs:
         obs = self.env.reset(obs_config)

@@ -23,7 +23,7 @@ from entmachin.env.common import ActionName
 from entmachin.env.environment import Observation, ObsSpace
 from entmachin.env.multi_agent import MultiAgentEnvironment, Seat, SeatActions, check_by_seat, check_seats
 
-_PARALLEL_ATTRS = ("possible_agents", "agents", "observation_space", "action_space", "reset", "step")
+_PARALLEL_ATTRS = ("possible_agents", "observation_space", "action_space", "reset", "step")  # "agents": after reset
 
 
 class SpacesDifferError(ValueError):

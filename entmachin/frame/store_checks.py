@@ -282,9 +282,10 @@ def _check_entity_rows(state: Mapping, action: Optional[Mapping], obs_space: Obs
     where = at.where(key, "['action_masks']")
     if unknown := [a for a in masks if a not in action_space]:
         raise ValueError(f"{where}[{unknown[0]!r}] is not an action of the actor; its actions are {list(action_space)}")
-    sub, chosen = "", action  # {name: value}, or the stored form {"action": {name: value}}
-    if action is not None and set(action) == {"action"} and "action" not in action_space \
-            and isinstance(action["action"], Mapping):
+    # {name: value}, or the stored form {"action": {name: value}} (a value is never a mapping, so an action
+    # named "action", as adapted gymnasium and PettingZoo environments have, reads right either way).
+    sub, chosen = "", action
+    if action is not None and set(action) == {"action"} and isinstance(action["action"], Mapping):
         sub, chosen = "['action']", action["action"]
     for aname, space in action_space.items():
         if aname not in masks:

@@ -212,7 +212,6 @@ def test_box_action_space_is_rejected():
 @pytest.mark.parametrize(
     "obs_space, name",
     [
-        (spaces.Discrete(4), "Discrete"),
         (spaces.Dict({"a": spaces.Discrete(2)}), "Dict"),
         (spaces.Tuple([spaces.Discrete(2)]), "Tuple"),
     ],
@@ -589,3 +588,13 @@ def test_entmachin_observation_passes_through():
     )
     obs = EntityGymAdapter(fake).reset()
     assert obs.truncated and obs.actions["move"].actor_ids == ["r0"]
+
+
+def test_a_discrete_observation_becomes_one_hot_global_features():
+    import gymnasium
+
+    env = from_gymnasium(gymnasium.make("FrozenLake-v1"))
+    env.seed(0)
+    assert env.obs_space().global_features == [f"obs_{k}" for k in range(16)]
+    features = np.asarray(env.reset().global_features)
+    assert features.shape == (16,) and features[0] == 1.0 and features.sum() == 1.0  # the start cell

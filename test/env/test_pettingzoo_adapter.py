@@ -5,19 +5,22 @@ Environments used:
 * ``Race``, a small ``pettingzoo.ParallelEnv`` defined here: it removes agents mid-episode by
   termination, truncation or by simply dropping them from ``agents``, records the actions it
   receives and has seeded observations, so each rule of the adapter can be checked exactly.
+* ``pettingzoo.classic.rps_v2`` (rock-paper-scissors, a Parallel env with a one-hot ``Discrete``
+  observation), which needs ``pygame`` at import but no display: a whole shipped game, in
+  ``EnvList`` rows per seat and trained by the runner.
 * ``pettingzoo.test.example_envs.generated_agents_parallel_v0`` and its twin
-  ``generated_agents_parallel_cust_agentid_v0`` (agents named by tuples), which PettingZoo ships:
-  of the environments in pettingzoo 1.27.0 they are the Parallel envs that import with
-  gymnasium alone. The classic games (``rps_v2``, ``tictactoe_v3``, ...) import ``pygame`` at
-  module import, butterfly/sisl need ``pygame`` (and pymunk or Box2D), Atari needs ``pygame``
-  and the compiled ``multi_agent_ale_py``, and MPE and MAgent moved to their own packages;
-  ``rps_v2`` would in any case be refused, its observations being ``Discrete``. The generated
-  envs have no ``possible_agents``, give their agent types different spaces and add agents
-  mid-episode, so they serve for the refusals and for one full (one-step, truncated) game with
-  a seed whose agents all share one type.
+  ``generated_agents_parallel_cust_agentid_v0`` (agents named by tuples), which PettingZoo ships
+  and which import with gymnasium alone. They have no ``possible_agents``, give their agent types
+  different spaces and add agents mid-episode, so they serve for the refusals and for one full
+  (one-step, truncated) game with a seed whose agents all share one type.
+
+Of the other shipped families, butterfly/sisl need pymunk or Box2D, Atari the compiled
+``multi_agent_ale_py``, and MPE and MAgent moved to packages of their own.
 """
+import os
 import subprocess
 import sys
+import tempfile
 from typing import Any, Dict, List, Optional
 
 import numpy as np
@@ -383,7 +386,7 @@ def one_type_seed(module=generated_agents_parallel_v0) -> int:
 
 
 def test_shipped_env_without_possible_agents_is_refused():
-    with pytest.raises(TypeError, match=r"without \['possible_agents', 'agents'\]"):
+    with pytest.raises(TypeError, match=r"without \['possible_agents'\]"):
         from_pettingzoo(generated_agents_parallel_v0.parallel_env())
 
 
@@ -418,3 +421,44 @@ def test_shipped_env_adding_an_agent_is_refused():
     with pytest.raises(ValueError, match=r"env.agents holds \['type\d_\d+'\], which possible_agents lacks"):
         for _ in range(200):  # the env adds an agent with probability ~0.27 per step
             by_seat = env.act(random_actions(env, by_seat, rng))
+
+
+def rock_paper_scissors():
+    """PettingZoo's own rock-paper-scissors (``pettingzoo.classic.rps_v2``) as entmachin sees it: two seats, a
+    one-hot Discrete observation (the other's last throw), a Discrete(3) throw, games of 5 simultaneous steps."""
+    pytest.importorskip("pygame")  # pettingzoo.classic imports it (no display is needed)
+    from pettingzoo.classic import rps_v2
+
+    return from_pettingzoo(rps_v2.parallel_env(num_actions=3, max_cycles=5))
+
+
+def test_a_shipped_game_plays_in_env_list_rows_per_seat_and_trains():
+    from entmachin.env import EnvList, ValidatingEnv, random_actions
+    from entmachin.run.config import config_from_dict
+    from entmachin.run.runner import Runner
+
+    env = rock_paper_scissors()
+    assert env.seats() == ["player_0", "player_1"]
+    assert env.obs_space().global_features == ["obs_0", "obs_1", "obs_2", "obs_3"]  # one-hot: 3 throws, or none
+    envs = EnvList(lambda: ValidatingEnv(rock_paper_scissors()), 3, seed=0)
+    vec, rng, ended = envs.reset(), np.random.default_rng(0), 0
+    np.testing.assert_array_equal(vec.features["__global__"].as_array(), np.tile([0, 0, 0, 1], (6, 1)))
+    for _ in range(10):
+        vec = envs.act(random_actions(vec, envs.action_space(), rng))
+        ended += int(vec.done.sum())
+        assert vec.features["__global__"].as_array().sum(axis=1).tolist() == [1.0] * 6
+    assert ended == 12  # two games of 5 steps in each of 3 environments, 2 seats each
+    assert set(vec.result[vec.done].tolist()) <= {0.0, 0.5, 1.0} and vec.truncated[vec.done].all()
+    config = config_from_dict({"env": {"name": "test.env.test_pettingzoo_adapter:rock_paper_scissors"},
+                               "model": {"d_model": 16, "n_layer": 1}, "frame": {"batch_size": 32},
+                               "rollout": {"num_envs": 4, "n_steps": 8}, "train": {"total_steps": 64},
+                               "log": {"eval_interval": 64, "eval_episodes": 6, "eval_opponents": ["random"]}})
+    runner = Runner(config, os.path.join(tempfile.mkdtemp(), "run"), progress=False)
+    result = runner.train()
+    assert result.env_steps == 64 and 0.0 <= runner.state.evals[-1]["win_rate"]["random"] <= 1.0
+
+
+def test_a_discrete_observation_out_of_its_space_is_refused():
+    env = rock_paper_scissors()
+    with pytest.raises(ValueError, match=r"observation 7 is not a value of Discrete\(4\)"):
+        env.spaces.flat(7, "from_pettingzoo")
