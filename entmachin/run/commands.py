@@ -137,8 +137,9 @@ def _report(result: Any, runner: Any) -> int:
         final = result.final_eval
         baseline = random_policy_return(EnvFactory(runner.config.env), int(final["episodes"]),
                                         seeds(runner.config)["eval"], runner.config)
+        rates = "".join(f", win rate {rate:.3f} against {name}" for name, rate in final.get("win_rate", {}).items())
         print(f"mean evaluation return {final['mean']:.3f} over {final['episodes']} episodes after "
-              f"{result.env_steps} environment steps (a random policy: {baseline.mean:.3f}); run directory: "
+              f"{result.env_steps} environment steps (a random policy: {baseline.mean:.3f}){rates}; run directory: "
               f"{result.run_dir}")
         return 0
     print(f"stopped by {result.stopped} at {result.env_steps} environment steps; resume with: entmachin train "
