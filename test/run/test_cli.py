@@ -94,7 +94,7 @@ def test_bad_input_is_one_line(run_dir, tmp_path, capsys):
     bad.write_text("env:\n  name: Count\n  kwargs: {a: 1\n")
     assert re.search(r"bad.yaml, line \d: malformed YAML", error_of(capsys, ["train", str(bad)]))
     assert "missing.yaml: no such file or directory" in error_of(capsys, ["train", str(tmp_path / "missing.yaml")])
-    assert "unknown environment 'Cont'; did you mean 'Count'?" in error_of(capsys, ["train", "Cont"])
+    assert "unknown environment 'Cout'; did you mean 'Count'?" in error_of(capsys, ["train", "Cout"])
     assert "frame.discont: unknown key for PPO" in error_of(capsys, ["train", "Count", "--set", "frame.discont=1"])
     assert "--set 'frame': expected dotted.path=value" in error_of(capsys, ["train", "Count", "--set", "frame"])
     assert "already holds a run; resume it with --resume" in error_of(capsys, ["train", "Count", "--run-dir", run_dir])

@@ -184,7 +184,7 @@ def error_of(monkeypatch, capsys, argv):
 
 def test_bad_input_is_one_line(run_dir, tmp_path, monkeypatch, capsys):
     assert re.search(r"play: give ENV or --checkpoint RUN_DIR", error_of(monkeypatch, capsys, []))
-    assert "unknown environment 'Cont'; did you mean 'Count'?" in error_of(monkeypatch, capsys, ["Cont"])
+    assert "unknown environment 'Cout'; did you mean 'Count'?" in error_of(monkeypatch, capsys, ["Cout"])
     assert "cannot find 'nosuch.module:Env'" in error_of(monkeypatch, capsys, ["nosuch.module:Env"])
     assert re.search(r"play: NotHotdog is not the environment .*minesweeper was trained on \(MineSweeper\); leave "
                      r"ENV out", error_of(monkeypatch, capsys, ["NotHotdog", "--checkpoint", run_dir]))
