@@ -264,7 +264,7 @@ class EnvList(VecEnv):
         Raises:
             ValueError: the state holds another number of environments, or other seats.
         """
-        envs, last_obs, last_vec, obs_filter, returns = dill.loads(state)
+        envs, last_obs, last_vec, obs_filter, *returns = dill.loads(state)  # no returns: a state of one-player lists
         if len(envs) != len(self.envs):
             raise ValueError(f"EnvList.set_state: the state holds {len(envs)} environments; this EnvList has "
                              f"{len(self.envs)}")
@@ -272,7 +272,8 @@ class EnvList(VecEnv):
         if seats != self._rows.seats:
             raise ValueError(f"EnvList.set_state: the state's environments have seats {seats}; this EnvList's have "
                              f"{self._rows.seats}")
-        self.envs, self.last_obs, self._obs_filter, self._returns = list(envs), last_obs, obs_filter, returns
+        self.envs, self.last_obs, self._obs_filter = list(envs), last_obs, obs_filter
+        self._returns = returns[0] if returns else np.zeros(len(self._rows), dtype=np.float64)
         if last_vec is not None:
             self._last_vec = last_vec
 

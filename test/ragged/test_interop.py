@@ -155,9 +155,10 @@ def test_a_vec_obs_of_ragged_buffers_gives_the_same_state_buffer_rows_and_rogue_
 
     buffers = [Buffer(buffer_size=16, seed=0) for _ in range(2)]
     for buffer, state in zip(buffers, (ours, raw)):
-        buffer.append(Transition(state, {"action": to_vec_actions(out.action)}, state, np.zeros(4, np.float32),
-                                 np.zeros(4, bool)))
-    sampled = [buffer.sample_batch(4, sample_method="all", sample_attrs=["state"])[1][0] for buffer in buffers]
+        rows = len(envs)  # a row per environment, or per seat of a game
+        buffer.append(Transition(state, {"action": to_vec_actions(out.action)}, state, np.zeros(rows, np.float32),
+                                 np.zeros(rows, bool)))
+    sampled = [buffer.sample_batch(16, sample_method="all", sample_attrs=["state"])[1][0] for buffer in buffers]
     ours_rows, their_rows = (dict(trees.leaves(rows)) for rows in sampled)
     assert ours_rows.keys() == their_rows.keys()
     for path, a in ours_rows.items():
@@ -166,7 +167,7 @@ def test_a_vec_obs_of_ragged_buffers_gives_the_same_state_buffer_rows_and_rogue_
 
     actions = {k: to_ragged_buffer(v) for k, v in to_vec_actions(out.action).items()}
     stepped = envs.act(actions)  # ragged-buffer actions step an EnvList
-    assert len(stepped) == 4
+    assert len(stepped) == len(envs)
 
 
 def test_the_shim_gives_entmachin_arrays_only_where_ragged_buffer_is_absent():
