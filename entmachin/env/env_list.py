@@ -149,17 +149,15 @@ class EnvList(VecEnv):
         obs_filter = self._obs_filter
         actions = ragged_actions(actions)
         check_actions(actions, self._last_vec, self._action_space)
-        flats = {name: a.as_array().reshape(-1) for name, a in actions.items()}  # [n_actors_total]
-        offsets = {name: np.concatenate([[0], np.cumsum(a.size1())]) for name, a in actions.items()}
+        choices = row_choices(actions, len(self._rows))
         observations: List[Observation] = []
         finals: List[Observation] = []
         final_index: List[int] = []
         row = 0
         for i, env in enumerate(self.envs):
             n = 1 if self._seats is None else len(self._seats[i])
-            moves = [to_env_actions(obs_filter, self._action_space,
-                                    {name: flats[name][offsets[name][r]:offsets[name][r + 1]] for name in flats},
-                                    self.last_obs[r]) for r in range(row, row + n)]
+            moves = [to_env_actions(obs_filter, self._action_space, choices[r], self.last_obs[r])
+                     for r in range(row, row + n)]
             if self._seats is None:
                 stepped = [self._call(i, lambda e: e.act_filter(moves[0], obs_filter))]
             else:
@@ -317,6 +315,13 @@ def check_actions(
             raise ValueError(f"actions['{name}'] item {k} is {values[k]}; expected a value in [0, {bound})")
 
 
+def row_choices(actions: Mapping[ActionName, RaggedArrayI64], n_rows: int) -> List[Dict[ActionName, npt.NDArray[np.int64]]]:
+    """Each of ``n_rows`` rows' choices of ragged actions: ``[{name: int64 [n_actors]}]``, views of the flat items."""
+    flats = {name: a.as_array().reshape(-1) for name, a in actions.items()}  # [n_actors_total] each
+    offsets = {name: np.concatenate([[0], np.cumsum(a.size1())]).tolist() for name, a in actions.items()}
+    return [{name: flats[name][offsets[name][r]:offsets[name][r + 1]] for name in flats} for r in range(n_rows)]
+
+
 def to_env_actions(
     obs_space: ObsSpace,
     action_space: Mapping[ActionName, ActionSpace],
@@ -341,7 +346,7 @@ def to_env_actions(
         mask = last_obs.actions.get(name)
         if mask is None:
             continue
-        actors = _ids(last_obs, obs_space, mask.actor_ids, last_obs._actor_indices(name, obs_space))
+        actors = last_obs.entity_ids(obs_space, mask.actor_ids, last_obs._actor_indices(name, obs_space))
         if isinstance(space, CategoricalActionSpace):
             out[name] = CategoricalAction(actors=actors, indices=chosen, index_to_label=space.index_to_label, probs=p)
         elif isinstance(space, SelectEntityActionSpace):
@@ -349,16 +354,9 @@ def to_env_actions(
                 actees: List[Any] = []
             else:
                 actee_index = last_obs._actee_indices(name, obs_space)
-                candidates = _ids(last_obs, obs_space, mask.actee_ids, actee_index)
+                candidates = last_obs.entity_ids(obs_space, mask.actee_ids, actee_index)
                 actees = [candidates[c] for c in chosen]
             out[name] = SelectEntityAction(actors=actors, actees=actees, probs=p)
         else:
             raise TypeError(f"action '{name}': unsupported action space {type(space).__name__}")
     return out
-
-
-def _ids(obs: Observation, obs_space: ObsSpace, ids: Optional[Sequence[Any]], index: npt.NDArray[np.int64]) -> List[Any]:
-    if ids is not None:
-        return list(ids)
-    index_to_id = obs.index_to_id(obs_space)
-    return [index_to_id[k] for k in index]

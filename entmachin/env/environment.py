@@ -194,6 +194,14 @@ class Observation:
         self._index_cache[(kind, atype)] = (mask, obs_space, indices)
         return indices
 
+    def entity_ids(self, obs_space: ObsSpace, ids: Optional[Sequence[EntityID]],
+                   index: npt.NDArray[np.int64]) -> List[EntityID]:
+        """The ids of the entities at ``index`` (``ids`` itself where a mask names its entities by id)."""
+        if ids is not None:
+            return list(ids)
+        index_to_id = self.index_to_id(obs_space)
+        return [index_to_id[k] for k in index]
+
     def id_to_index(self, obs_space: ObsSpace) -> Dict[EntityID, int]:
         """Map from entity id to entity index within this step."""
         if self._id_to_index is None:

@@ -206,7 +206,7 @@ def checked_choices(
             allowed = None if amask.mask is None else np.asarray(amask.mask, np.bool_).reshape(1, -1)
             out[name] = _allowed_choices(np.array([action.index], np.int64), allowed, len(space), field, "choice")
             continue
-        order = _actor_order(list(action.actors), _entity_ids(obs, obs_space, amask.actor_ids, actors), field)
+        order = _actor_order(list(action.actors), obs.entity_ids(obs_space, amask.actor_ids, actors), field)
         if isinstance(space, CategoricalActionSpace):
             chosen = np.asarray(action.indices, dtype=np.int64).reshape(-1)
             if len(chosen) != len(order):
@@ -214,7 +214,7 @@ def checked_choices(
             allowed = None if amask.mask is None else np.asarray(amask.mask, np.bool_).reshape(len(actors), -1)
             out[name] = _allowed_choices(chosen[order], allowed, len(space), field, "choice")
             continue
-        candidates = _entity_ids(obs, obs_space, amask.actee_ids, obs._actee_indices(name, obs_space))
+        candidates = obs.entity_ids(obs_space, amask.actee_ids, obs._actee_indices(name, obs_space))
         position = {eid: k for k, eid in enumerate(candidates)}
         if len(action.actees) != len(order) or any(a not in position for a in action.actees):
             raise ValueError(f"{field} selects {list(action.actees)[:5]}; expected one of the actees "
@@ -230,13 +230,6 @@ _EMPTY = np.zeros(0, dtype=np.int64)
 
 def _n_chosen(action: Any) -> int:
     return 1 if isinstance(action, GlobalCategoricalAction) else len(action.actors)
-
-
-def _entity_ids(obs: Observation, obs_space: ObsSpace, ids: Any, index: npt.NDArray[np.int64]) -> List[Any]:
-    if ids is not None:
-        return list(ids)
-    index_to_id = obs.index_to_id(obs_space)
-    return [index_to_id[k] for k in index]
 
 
 def _actor_order(given: List[Any], expected: List[Any], field: str) -> npt.NDArray[np.int64]:

@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 import numpy as np
 
 from entmachin.env import Observation, batch_obs, checked_choices, random_actions, to_state
-from entmachin.env.env_list import to_env_actions
+from entmachin.env.env_list import row_choices, to_env_actions
 from entmachin.env.multi_agent import RESULTS, check_game_step, game_results, has_actors, is_multi_agent
 from entmachin.frame.collector import default_actions
 from entmachin.frame.config import resolve
@@ -45,10 +45,8 @@ class OpponentError(ValueError):
 def _row_actions(actions: Mapping[str, Any], observations: Sequence[Observation], obs_space: Any,
                  action_space: Mapping[str, Any]) -> List[Dict[str, Any]]:
     """Ragged choices of a batch of observations -> each observation's ``Action`` objects."""
-    flats = {n: a.as_array().reshape(-1) for n, a in actions.items()}
-    offsets = {n: np.concatenate([[0], np.cumsum(a.size1())]) for n, a in actions.items()}
-    return [to_env_actions(obs_space, action_space, {n: flats[n][offsets[n][r]:offsets[n][r + 1]] for n in flats}, obs)
-            for r, obs in enumerate(observations)]
+    return [to_env_actions(obs_space, action_space, choices, obs)
+            for choices, obs in zip(row_choices(actions, len(observations)), observations)]
 
 
 class RandomPlayer:
