@@ -199,11 +199,11 @@ def _check_frame_state(path: str, state: Any, frame: Any) -> None:
 
 class LoadedCheckpoint:
     """A checkpoint read and checked against a frame, not yet applied: its ``version`` and the ``extras`` published
-    with it (key -> bytes, e.g. a runner's state)."""
+    with it (key -> bytes, e.g. a runner's state), with the file each came from (``extra_paths``)."""
 
     def __init__(self, frame: Any, version: int, models: Dict[str, Any], state: Dict[str, Any],
-                 extras: Dict[str, bytes]):
-        self.frame, self.version, self.extras = frame, version, extras
+                 extras: Dict[str, bytes], extra_paths: Optional[Dict[str, str]] = None):
+        self.frame, self.version, self.extras, self.extra_paths = frame, version, extras, dict(extra_paths or {})
         self._models, self._state = models, state
 
     def apply(self) -> None:
@@ -267,7 +267,8 @@ def read_frame_checkpoint(frame: Any, model_dir: str, network_map: Optional[Mapp
         raise FileNotFoundError(f"{where}: {e}") from None
     except CheckpointError as e:
         raise CheckpointError(f"{where}: {e}") from None
-    return LoadedCheckpoint(frame, version, {attr: decoded[attr] for attr in names}, decoded[_STATE], extras)
+    return LoadedCheckpoint(frame, version, {attr: decoded[attr] for attr in names}, decoded[_STATE], extras,
+                            {key: os.path.join(model_dir, str(manifest.files[key]["file"])) for key in extras})
 
 
 def load_frame(frame: Any, model_dir: str, network_map: Optional[Mapping[str, str]], version: int) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -24,9 +24,11 @@ import torch
 from entmachin.env import GLOBAL_ENTITY, VecEnv, VecObs, to_state, to_vec_actions
 from entmachin.ragged import trees
 from entmachin.ragged.array import RaggedArrayI64
+from entmachin.ragged.arrays import concat
 from entmachin.ragged.tensor import tree_to_torch
 
-__all__ = ["RolloutCollector", "RolloutStats", "default_actions", "global_state", "global_actions"]
+__all__ = ["RolloutCollector", "RolloutStats", "Opponents", "default_actions", "global_state", "global_actions",
+           "merge_rows"]
 
 StateFn = Callable[[VecObs], Dict[str, Any]]
 ActionFn = Callable[[Any], Tuple[Dict[str, Any], Dict[str, Any]]]  # frame.act's result -> (stored action, env actions)
@@ -100,6 +102,36 @@ def global_actions(action_name: str = "action") -> ActionFn:
     return convert
 
 
+class Opponents(Protocol):
+    """Who plays the rows of a game that the learner does not (self-play: ``entmachin.run.selfplay``).
+
+    Each step the collector acts with its frame on ``learner_rows()`` only, asks ``act`` for the
+    actions of the other rows, steps the environments with both, stores the learner's rows alone and
+    shows ``observe`` what the step returned. ``learner_rows`` has the same length at every step
+    (one entry per learner slot); a slot may move to another row only after its game ended.
+    """
+
+    def learner_rows(self) -> np.ndarray:
+        """int64 ``[n_slots]``: the row each learner slot plays this step."""
+
+    def act(self, state: Mapping[str, Any]) -> List[Tuple[np.ndarray, Dict[str, RaggedArrayI64]]]:
+        """``(rows, actions of those rows)`` for every row the learner does not play, from the state of all rows."""
+
+    def observe(self, obs: VecObs) -> None:
+        """Sees a step's result (games that ended, their results) before the next step."""
+
+
+def merge_rows(n_rows: int, pieces: Sequence[Tuple[np.ndarray, Mapping[str, RaggedArrayI64]]]) -> Dict[str, RaggedArrayI64]:
+    """The actions of ``n_rows`` rows from pieces ``(rows, {name: ragged [len(rows)]})`` that partition them."""
+    pieces = [(rows, actions) for rows, actions in pieces if len(rows)]
+    order = np.concatenate([rows for rows, _ in pieces])  # [n_rows]: the row of each piece's entry, in turn
+    if order.shape[0] != n_rows or np.bincount(order, minlength=n_rows).max(initial=0) != 1:
+        raise ValueError(f"merge_rows: the pieces' rows do not partition {n_rows} rows")
+    place = np.empty(n_rows, dtype=np.int64)
+    place[order] = np.arange(n_rows, dtype=np.int64)  # [n_rows]: where each row is in the concatenation
+    return {name: concat([actions[name] for _, actions in pieces]).take(place) for name in pieces[0][1]}
+
+
 class RolloutCollector:
     """Steps a ``VecEnv`` with a frame's policy and stores each rollout with ``store_rollout``.
 
@@ -121,22 +153,27 @@ class RolloutCollector:
         before_store: called after the last step of each rollout, before ``store_rollout`` computes the rows'
             values (data-parallel ranks merge their input statistics there, so that every rank's values come
             from the statistics of all ranks' steps).
+        opponents: who plays the rows the frame does not (:class:`Opponents`); only the frame's rows are
+            stored, and returns and lengths are the frame's. None: the frame plays every row.
 
     Raises:
         ValueError: ``n_steps`` is not a positive int.
     """
 
     def __init__(self, frame: Any, envs: VecEnv, n_steps: int, *, state_fn: Optional[StateFn] = None,
-                 action_fn: Optional[ActionFn] = None, before_store: Optional[Callable[[], None]] = None) -> None:
+                 action_fn: Optional[ActionFn] = None, before_store: Optional[Callable[[], None]] = None,
+                 opponents: Optional[Opponents] = None) -> None:
         if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 1:
             raise ValueError(f"RolloutCollector: n_steps must be an int >= 1, got {n_steps!r}")
         self.frame, self.envs, self.n_steps, self.before_store = frame, envs, n_steps, before_store
+        self.opponents = opponents
         space = envs.action_space()
         self.state_fn: StateFn = state_fn or (lambda obs: to_state(obs, space))
         self.action_fn: ActionFn = action_fn or default_actions
         self._state: Optional[Dict[str, Any]] = None
-        self._returns = np.zeros(len(envs), dtype=np.float64)  # [B]: the episodes in progress
-        self._lengths = np.zeros(len(envs), dtype=np.int64)  # [B]
+        n_rows = len(envs) if opponents is None else len(opponents.learner_rows())
+        self._returns = np.zeros(n_rows, dtype=np.float64)  # [B]: the episodes in progress (the frame's rows)
+        self._lengths = np.zeros(n_rows, dtype=np.int64)  # [B]
         self.total_env_steps = 0
 
     def _next_state(self, obs: VecObs, state: Dict[str, Any]) -> Dict[str, Any]:
@@ -189,6 +226,21 @@ class RolloutCollector:
         self._returns, self._lengths = returns, np.asarray(snapshot["lengths"], dtype=np.int64)  # [B] each
         self.total_env_steps = int(snapshot["total_env_steps"])
 
+    def _step_with_opponents(self, opponents: Opponents) -> Tuple[Any, ...]:
+        """One step in which the frame plays ``opponents.learner_rows()`` and the opponents the other rows;
+        returns the frame's rows of it."""
+        rows = opponents.learner_rows()  # [B]
+        every = self._state
+        state = trees.take(every, rows)
+        stored_action, learner_actions = self.action_fn(self.frame.act(state))
+        env_actions = merge_rows(len(self.envs), [(rows, learner_actions)] + opponents.act(every))
+        obs = self.envs.act(env_actions)
+        after = tree_to_torch(self.state_fn(obs))
+        opponents.observe(obs)
+        self._state = after
+        return (state, stored_action, trees.take(self._next_state(obs, after), rows), obs.reward[rows], obs.done[rows],
+                np.asarray(obs.truncated)[rows])
+
     def collect(self) -> RolloutStats:
         """Runs ``n_steps`` steps, stores them with ``frame.store_rollout`` and returns statistics."""
         if self._state is None:
@@ -196,6 +248,9 @@ class RolloutCollector:
         seen: List[Tuple[Any, ...]] = []  # per step: state, stored action, next state, reward, done, truncated
         try:
             for _ in range(self.n_steps):
+                if self.opponents is not None:
+                    seen.append(self._step_with_opponents(self.opponents))
+                    continue
                 state = self._state
                 stored_action, env_actions = self.action_fn(self.frame.act(state))
                 obs = self.envs.act(env_actions)

@@ -86,9 +86,10 @@ def check_device(name: str) -> None:
 
 
 def seeds(config: RunConfig) -> Dict[str, int]:
-    """Every seed of a run, derived from ``train.seed``: torch, the frame, the environments, evaluation."""
+    """Every seed of a run, derived from ``train.seed``: torch, the frame, the environments, evaluation,
+    self-play's draws."""
     base = config.train.seed
-    return {"torch": base, "frame": base, "envs": base, "eval": base + 1_000_003}
+    return {"torch": base, "frame": base, "envs": base, "eval": base + 1_000_003, "selfplay": base + 2_000_003}
 
 
 def make_envs(config: RunConfig, seed: int) -> VecEnv:

@@ -1,6 +1,6 @@
 """The run config: one nested, typed record read from YAML, checked before anything starts.
 
-A run config has seven sections (see :func:`describe` for every field and its meaning)::
+A run config has eight sections (see :func:`describe` for every field and its meaning)::
 
     env:      which environment (registry name or ``package.module:Class``), its kwargs, a time limit
     model:    RogueNet's config, and whether the critic shares the actor's network
@@ -11,6 +11,8 @@ A run config has seven sections (see :func:`describe` for every field and its me
     log:      run_dir, checkpoint / evaluation intervals, evaluation episodes
     distributed: the collective backend and timeout of data-parallel ranks (under ``torchrun``,
               where ``rollout.num_envs`` and ``frame.batch_size`` are per rank)
+    selfplay: games of several players: the seats the learner plays, and the pool of its past
+              selves (snapshots, Elo ratings) that plays the others (``entmachin.run.selfplay``)
 
 A field left out takes its default: the sections' own, and for the frame section the run
 layer's (``entmachin.run.defaults``), not the frame constructors' Machin defaults. Unknown keys
@@ -40,7 +42,7 @@ from entmachin.run.defaults import frame_defaults
 from entmachin.settings import documented, setting
 
 __all__ = ["ConfigError", "EnvSection", "ModelSection", "FrameSection", "RolloutSection", "TrainSection",
-           "LogSection", "DistributedSection", "RunConfig", "FRAMES", "config_from_dict", "config_to_dict", "load_config",
+           "LogSection", "DistributedSection", "SelfPlaySection", "RunConfig", "FRAMES", "config_from_dict", "config_to_dict", "load_config",
            "parse_yaml", "apply_overrides", "update_times", "dump_yaml"]
 
 FRAMES = {"PPO": PPOConfig, "A2C": A2CConfig, "DQN": DQNConfig, "DQNPer": DQNPerConfig}
@@ -196,6 +198,48 @@ class DistributedSection:
 
 @documented
 @dataclass(frozen=True, kw_only=True)
+class SelfPlaySection:
+    """Games of several players: with ``seats`` other than ``all`` the learner plays those seats and
+    frozen snapshots of its past selves (or, with probability ``play_against_latest``, its current
+    self) play the others; a game keeps its opponents until it ends."""
+
+    seats: Union[str, Tuple[str, ...]] = setting(
+        "all", "all: the learner plays every seat (no pool); random: one random seat per game; or a list of seats")
+    save_steps: int = setting(20_000, "environment steps between snapshots of the learner put in the pool")
+    window: int = setting(10, "the pool holds the latest this many snapshots")
+    play_against_latest: float = setting(
+        0.5, "chance that a new game's opponents are the current policy instead of a snapshot in play")
+    swap_steps: int = setting(
+        2_000, "environment steps between draws of the snapshots in play (games in progress keep theirs)")
+    max_snapshots: int = setting(2, "snapshots in play at once (M); each acts in one batched forward pass per step")
+    elo_initial: float = setting(1200.0, "Elo rating of the learner at the start, and of nothing else")
+    elo_k: float = setting(16.0, "Elo K-factor: the most a rating moves after one game")
+
+    def __post_init__(self) -> None:
+        if isinstance(self.seats, str) and self.seats not in ("all", "random"):
+            raise ValueError(f"seats: expected 'all', 'random' or a list of seat names, got {self.seats!r}")
+        if not isinstance(self.seats, str) and (not self.seats or len(set(self.seats)) != len(self.seats)):
+            raise ValueError(f"seats: expected a list of distinct seat names, got {list(self.seats)!r}")
+        for name in ("save_steps", "window", "swap_steps", "max_snapshots"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: expected an int >= 1, got {getattr(self, name)}")
+        if not 0.0 <= self.play_against_latest <= 1.0:
+            raise ValueError(f"play_against_latest: expected a probability in [0, 1], got {self.play_against_latest}")
+        if not (self.elo_k > 0 and math.isfinite(self.elo_k) and math.isfinite(self.elo_initial)):
+            raise ValueError(f"elo_k: expected a finite number > 0 (and a finite elo_initial), got {self.elo_k}")
+
+    @property
+    def enabled(self) -> bool:
+        """Whether a pool plays some seats (``seats`` is not ``all``)."""
+        return self.seats != "all"
+
+    def learner_slots(self, n_seats: int) -> int:
+        """Rows the learner plays (and stores) per environment of ``n_seats`` seats."""
+        return n_seats if self.seats == "all" else 1 if self.seats == "random" else len(self.seats)
+
+
+@documented
+@dataclass(frozen=True, kw_only=True)
 class RunConfig:
     env: EnvSection = setting(default_factory=EnvSection, doc="the environment")
     model: ModelSection = setting(
@@ -206,6 +250,8 @@ class RunConfig:
     log: LogSection = setting(default_factory=LogSection, doc="the run directory and what goes in it")
     distributed: DistributedSection = setting(
         default_factory=DistributedSection, doc="data-parallel ranks under torchrun (one process: unused)")
+    selfplay: SelfPlaySection = setting(
+        default_factory=SelfPlaySection, doc="games of several players: the learner's seats and its pool of past selves")
 
 
 def update_times(config: RunConfig, rows: Optional[int] = None) -> Tuple[int, int]:
@@ -373,7 +419,7 @@ def _frame_from(value: Any, rows: int) -> FrameSection:
 
 
 _SECTIONS = {"env": EnvSection, "model": ModelSection, "rollout": RolloutSection, "train": TrainSection,
-             "log": LogSection, "distributed": DistributedSection}
+             "log": LogSection, "distributed": DistributedSection, "selfplay": SelfPlaySection}
 
 
 def config_from_dict(data: Any, source: str = "config") -> RunConfig:
@@ -414,6 +460,9 @@ def _check_rules(config: RunConfig) -> None:
             f"critic_learning_rate ({frame.settings.critic_learning_rate}) would be ignored: set it equal, or use "
             "model.critic: separate for separate optimizers"
         )
+    if config.selfplay.enabled and frame.name in Q_FRAMES:
+        raise ConfigError(f"selfplay.seats: {frame.name} does not support self-play (its replay would mix "
+                          "opponents of every age); use frame.name: PPO or A2C, or selfplay.seats: all")
     if config.train.total_steps < rows:
         raise ConfigError(f"train.total_steps: {config.train.total_steps} is less than one rollout ({rows} steps)")
 

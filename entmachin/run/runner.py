@@ -49,6 +49,7 @@ from entmachin.run.defaults import DEFAULT_MAX_EPISODE_STEPS
 from entmachin.run.distributed import DistributedRun, rank_seed, rank_state, restore_rank_state
 from entmachin.run.evaluation import eval_options
 from entmachin.run.matches import load_opponent, match
+from entmachin.run.selfplay import SelfPlay
 # RunError and load_run_config live in logs, which evaluation imports too; importable from here as before
 from entmachin.run.logs import RunError, load_run_config
 from entmachin.run.spaces import spaces_record
@@ -161,6 +162,10 @@ class Runner:
             config = dataclasses.replace(config, train=dataclasses.replace(config.train, device=self.dist.device))
         for opponent in config.log.eval_opponents:  # refused now, not at the first evaluation
             load_opponent(opponent, EnvFactory(config.env), 0)
+        if self.dist is not None and config.selfplay.enabled:
+            raise RunError(f"selfplay.seats: self-play trains in one process (rollout.processes: N steps its games in "
+                           f"worker processes); under torchrun ({self.dist.world_size} ranks) each rank would keep a "
+                           "pool and Elo ratings of its own, which are not merged yet")
         self.envs, self.frame, note = self._envs_and_frame(config, rank)
         if self.dist is not None and config.frame.name not in ("PPO", "A2C"):
             raise RunError(f"frame.name: {config.frame.name} trains in one process; data-parallel training "
@@ -178,10 +183,13 @@ class Runner:
                         "%d rows in all (to match a one-process run of N environments and batch B, give each rank "
                         "N / %d and B / %d)", size, config.rollout.num_envs, size * config.rollout.num_envs, size,
                         config.frame.settings.batch_size, size * config.frame.settings.batch_size, size, size)
+        self.selfplay = None if not config.selfplay.enabled else SelfPlay(
+            config.selfplay, self.frame, self.envs.row_index(), self._seeds["selfplay"], self.state.spaces)
         self.tracker = RolloutTracker(self.envs.action_space())
         self.collector = RolloutCollector(self.frame, self.envs, n_steps=config.rollout.n_steps,
                                           state_fn=self.tracker.state_fn, action_fn=self.tracker.action_fn,
-                                          before_store=None if self.dist is None else self._merge_input_stats)
+                                          before_store=None if self.dist is None else self._merge_input_stats,
+                                          opponents=self.selfplay)
         self._stats_before: List[torch.Tensor] = []
         if self.resume:
             self._load_latest()
@@ -195,7 +203,7 @@ class Runner:
             envs = make_envs(config, seed)
             startup.mark("environments")
             frame, note = make_frame(config, envs.obs_space(), envs.action_space(), rank=rank,
-                                     rows_per_env=_rows_per_env(envs))
+                                     rows_per_env=config.selfplay.learner_slots(_rows_per_env(envs)))
             startup.mark("networks and frame")
             return envs, frame, note
         start_forkserver()  # from this thread, where it can ignore SIGTERM
@@ -203,7 +211,8 @@ class Runner:
             booting = pool.submit(make_envs, config, seed)
             try:
                 obs_space, action_space, rows_per_env = EnvFactory(config.env).layout()
-                frame, note = make_frame(config, obs_space, action_space, rank=rank, rows_per_env=rows_per_env)
+                frame, note = make_frame(config, obs_space, action_space, rank=rank,
+                                         rows_per_env=config.selfplay.learner_slots(rows_per_env))
                 startup.mark("networks and frame (the workers boot meanwhile)")
             except BaseException:
                 booting.add_done_callback(lambda done: done.exception() or done.result().close())
@@ -226,6 +235,12 @@ class Runner:
         except ValueError as e:
             raise RunError(f"--resume {self.run_dir}: {e}") from None
         runner = _decode_runner(loaded.extras.get("runner"), self.checkpoint_dir, version)
+        pool = None
+        if self.selfplay is not None:  # read and checked before anything changes
+            if "selfplay" not in loaded.extras:
+                raise RunError(f"--resume {self.run_dir}: checkpoint {version} holds no self-play pool, but the "
+                               "run's config sets selfplay.seats")
+            pool = self.selfplay.check_bytes(loaded.extras["selfplay"], loaded.extra_paths["selfplay"])
         loaded.apply()
         self.state = runner
         envs_blob = self._rank_envs(loaded.extras.get("ranks"), loaded.extras.get("envs"))
@@ -244,6 +259,8 @@ class Runner:
                            "pickled when it was written); they restart their episodes")
         if not restored:
             self.collector.total_env_steps = self.state.env_steps // (1 if self.dist is None else self.dist.world_size)
+        if pool is not None:
+            self.selfplay.load(pool, games=restored)
         logger.info("resumed %s at %d environment steps (checkpoint %d)", self.run_dir, self.state.env_steps, version)
 
     def _rank_envs(self, ranks_blob: Optional[bytes], envs_blob: Optional[bytes]) -> Optional[bytes]:
@@ -348,6 +365,9 @@ class Runner:
             elapsed = time.perf_counter() - started
             self._warn_if_episodes_never_end(stats)
             state.env_steps += stats.n_env_steps
+            if self.selfplay is not None:
+                self.selfplay.after_update(state.env_steps)
+                self.selfplay.write(writer, state.env_steps)
             state.iterations += 1
             state.episodes += len(stats.episode_returns)
             state.recent_returns = (state.recent_returns + list(stats.episode_returns))[-_WINDOW:]
@@ -435,6 +455,8 @@ class Runner:
             envs = ranks[0]["envs"]
         if envs is not None:
             extras["envs"] = envs
+        if self.selfplay is not None:
+            extras["selfplay"] = self.selfplay.to_bytes()
         if self.lead:
             save_frame(self.frame, self.checkpoint_dir, None, self.state.env_steps, extras=extras)
             self._checkpointed = True
