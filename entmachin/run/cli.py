@@ -1,4 +1,5 @@
-"""``entmachin`` / ``python -m entmachin``: train, resume, evaluate, list environments, write configs.
+"""``entmachin`` / ``python -m entmachin``: train, resume, evaluate, list environments, write configs,
+play, rate checkpoints in a league.
 
     entmachin train [CONFIG | ENV_NAME] [--set key=value ...] [--run-dir DIR] [--force]
     entmachin train --resume RUN_DIR
@@ -6,6 +7,7 @@
     entmachin envs
     entmachin init ENV [--frame A2C] > my.yaml
     entmachin play [ENV] [--checkpoint RUN_DIR] [--seed S] [--seat SEAT] [--opponent OPPONENT]
+    entmachin league RUN_DIR [RUN_DIR ...] [--games N] [--seed S] [--deterministic] [--out DIR]
 
 Bad input ends with a one-line error and exit status 2 (``--debug`` shows the traceback).
 """
@@ -86,6 +88,15 @@ def _parser() -> argparse.ArgumentParser:
     play.add_argument("--opponent", default=None, metavar="OPPONENT",
                       help="a game of several players: who plays the other seats (random, scripted, a run directory "
                            "or pkg.mod:function; default: the --checkpoint's agent)")
+
+    league = commands.add_parser(
+        "league", help="games of several players: every checkpoint of some runs against every other, rated by Elo")
+    league.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories of one game")
+    league.add_argument("--games", type=int, default=50, help="games of every pair of players (seats alternating)")
+    league.add_argument("--seed", type=int, default=None, help="seed of the games (default: the first run's)")
+    league.add_argument("--deterministic", action="store_true", help="most likely actions instead of sampling")
+    league.add_argument("--out", default=None, metavar="DIR",
+                        help="where league.json and league.png go (default: the first run directory)")
     return parser
 
 
@@ -104,7 +115,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     startup.mark("importing torch and entmachin")
     try:
         return {"train": commands.train, "eval": commands.evaluate_run, "envs": commands.list_envs,
-                "init": commands.init, "play": commands.play}[args.command](args)
+                "init": commands.init, "play": commands.play,
+                "league": commands.league}[args.command](args)
     except KeyboardInterrupt:
         print("entmachin: interrupted", file=sys.stderr)
         return 130

@@ -193,3 +193,14 @@ def play(args: argparse.Namespace) -> int:
     from entmachin.run.play import play as play_env
 
     return play_env(args.env, args.checkpoint, args.seed, args.seat, args.opponent)
+
+
+def league(args: argparse.Namespace) -> int:
+    from entmachin.run.league import league as play_league
+
+    result = play_league(args.run_dirs, args.games, args.seed, args.deterministic, args.out)
+    for line in result.table():
+        print(line)
+    print(f"{len(result.pairs)} pairs of players, {result.games} games each (seed {result.seed}); league.json and "
+          f"league.png in {result.out}")
+    return 0

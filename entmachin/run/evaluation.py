@@ -1,4 +1,4 @@
-"""``entmachin eval``: a run's latest checkpoint, rebuilt from its config and evaluated."""
+"""``entmachin eval``: a run's latest checkpoint (or another version), rebuilt from its config and evaluated."""
 from __future__ import annotations
 
 import json
@@ -11,14 +11,14 @@ import numpy as np
 from entmachin.env import random_actions
 from entmachin.frame import EvalResult, evaluate
 from entmachin.frame.checkpoint import latest_version, read_frame_checkpoint
-from entmachin.frame.checkpoint_files import read_blob, read_manifest
+from entmachin.frame.checkpoint_files import manifest_versions, read_blob, read_manifest
 from entmachin.run.build import EnvFactory, make_frame, seeds
 from entmachin.run.config import RunConfig
 from entmachin.run.defaults import DEFAULT_MAX_EPISODE_STEPS
 from entmachin.run.logs import RunError, load_run_config
 from entmachin.run.spaces import space_differences, spaces_record
 
-__all__ = ["eval_envs", "eval_options", "load_trained", "evaluate_checkpoint", "random_policy_return"]
+__all__ = ["eval_envs", "eval_options", "run_dir_of", "load_trained", "evaluate_checkpoint", "random_policy_return"]
 
 
 def eval_envs(episodes: int) -> int:
@@ -36,7 +36,8 @@ def eval_options(config: RunConfig, episodes: int) -> Dict[str, Any]:
             "check_finite": config.env.check_finite}
 
 
-def _run_dir_of(path: str) -> str:
+def run_dir_of(path: str) -> str:
+    """The run directory ``path`` names: itself, or the run above its ``checkpoints/`` directory."""
     path = os.path.normpath(path)
     if os.path.basename(path) == "checkpoints" or not os.path.exists(os.path.join(path, "config.yaml")):
         parent = os.path.dirname(path)
@@ -45,25 +46,32 @@ def _run_dir_of(path: str) -> str:
     return path
 
 
-def load_trained(path: str, env_factory: Optional[EnvFactory] = None) -> Tuple[Any, RunConfig, EnvFactory]:
-    """The frame of a run directory's latest checkpoint, its config and its environment factory.
+def load_trained(path: str, env_factory: Optional[EnvFactory] = None,
+                 version: Optional[int] = None) -> Tuple[Any, RunConfig, EnvFactory]:
+    """The frame of a run directory's checkpoint, its config and its environment factory.
 
     Args:
         path: a run directory or its ``checkpoints/`` directory.
         env_factory: the environment to use the policy in (default: the run's); its spaces must
             be those the checkpoint was trained on.
+        version: the checkpoint's version (its environment steps; default: the latest).
 
     Raises:
-        RunError: not a run directory, no checkpoint, or an environment with other spaces.
+        RunError: not a run directory, no checkpoint (of that version), or an environment with
+            other spaces.
         CheckpointError: a damaged checkpoint.
     """
-    run_dir = _run_dir_of(path)
+    run_dir = run_dir_of(path)
     config = load_run_config(run_dir)
     checkpoint_dir = os.path.join(run_dir, "checkpoints")
     try:
-        version = latest_version(checkpoint_dir, "eval")
+        latest = latest_version(checkpoint_dir, "eval")
     except FileNotFoundError as e:
         raise RunError(f"{run_dir!r} holds no checkpoint yet ({e})") from None
+    if version is None:
+        version = latest
+    elif version not in (saved := manifest_versions(checkpoint_dir)):
+        raise RunError(f"{checkpoint_dir!r} holds no checkpoint of version {version}; it holds {saved}")
     factory = env_factory or EnvFactory(config.env)
     obs_space, action_space = factory.spaces()
     current = spaces_record(obs_space, action_space)

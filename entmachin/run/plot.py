@@ -1,19 +1,24 @@
-"""The learning curve of a run as a PNG: training return and evaluations vs environment steps."""
+"""Runs as PNGs: a run's learning curve (training return and evaluations vs environment steps) and a
+league's ratings (Elo vs environment steps)."""
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, Tuple
 
-__all__ = ["plot_curve"]
+__all__ = ["plot_curve", "plot_league"]
 
 
-def plot_curve(path: str, curve: Sequence[Sequence[float]], evals: Sequence[Mapping[str, Any]]) -> None:
-    """Writes ``path``: the running mean training return and each evaluation's mean (min-max band)."""
+def _figure() -> Any:
     import matplotlib
 
     matplotlib.use("Agg", force=False)  # no display needed
     from matplotlib.figure import Figure  # a Figure not tied to pyplot's global state
 
-    figure = Figure(figsize=(7, 4), dpi=100)
+    return Figure(figsize=(7, 4), dpi=100)
+
+
+def plot_curve(path: str, curve: Sequence[Sequence[float]], evals: Sequence[Mapping[str, Any]]) -> None:
+    """Writes ``path``: the running mean training return and each evaluation's mean (min-max band)."""
+    figure = _figure()
     axes = figure.add_subplot()
     if curve:
         steps, returns = zip(*curve)
@@ -28,5 +33,21 @@ def plot_curve(path: str, curve: Sequence[Sequence[float]], evals: Sequence[Mapp
     axes.grid(alpha=0.3)
     if curve or evals:
         axes.legend(loc="lower right", fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path)
+
+
+def plot_league(path: str, runs: Mapping[str, Sequence[Tuple[int, float]]], random_elo: float) -> None:
+    """Writes ``path``: each run's ``(env steps, Elo)`` points as a line, ``random``'s Elo as a horizontal one."""
+    figure = _figure()
+    axes = figure.add_subplot()
+    for name, points in runs.items():
+        steps, elos = zip(*points)
+        axes.plot(steps, elos, "o-", label=name)
+    axes.axhline(random_elo, color="grey", linestyle="--", label="random")
+    axes.set_xlabel("environment steps")
+    axes.set_ylabel("Elo")
+    axes.grid(alpha=0.3)
+    axes.legend(loc="best", fontsize="small")
     figure.tight_layout()
     figure.savefig(path)
