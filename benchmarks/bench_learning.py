@@ -54,12 +54,26 @@ TARGETS: Dict[Tuple[str, str], Tuple[int, Optional[float], str]] = {
     ("MultiSnake", "PPO"): (1_000_000, None, "return within 1M, steps to 90% of it"),
     ("Minefield", "PPO"): (500_000, None, "return within 500k (bundled config; no published figure)"),
     ("RockPaperScissors", "PPO"): (8_192, None, "return within 8k (optimum 1.0; the policy cannot see the throw)"),
-    ("ConnectFour", "PPO"): (150_000, 0.90, "win rate vs random >= 0.90 within 1M (one policy, both seats)"),
+    ("ConnectFour", "PPO"): (1_000_000, 0.95, "win rate vs random >= 0.95 within 1M (self-play, a pool of past "
+                                            "selves)"),
+    ("Skirmish", "PPO"): (1_000_000, 0.95, "win rate vs random >= 0.95 within 1M (self-play, a pool of past selves)"),
+    ("RockPaperScissorsDuel", "PPO"): (65_536, 0.1, "exploitability <= 0.1 from a policy throwing rock >= 0.8 "
+                                                  "(self-play; lower is better)"),
     ("Count", "A2C"): (4_096, 1.0, "PPO's target within twice its budget"),
     ("NotHotdog", "A2C"): (64_000, 1.0, "PPO's target within twice its budget"),
     ("MultiArmedBandit", "A2C"): (64_000, 1.0, "PPO's target within twice its budget"),
     ("MineSweeper", "A2C"): (1_000_000, None, ">= 80% of PPO's return at the same budget"),
 }
+
+LOWER_IS_BETTER = {("RockPaperScissorsDuel", "PPO")}
+# Games: win rates against the other opponents of log.eval_opponents, (env, frame, opponent) -> (target, what)
+OPPONENT_TARGETS: Dict[Tuple[str, str, str], Tuple[Optional[float], str]] = {
+    ("ConnectFour", "PPO", "scripted"): (0.60, "win rate vs scripted (wins, blocks) >= 0.60 within the bundled "
+                                                "budget (at most 3M)"),
+    ("Skirmish", "PPO", "scripted"): (0.60, "win rate vs scripted (charges, hits the nearest) >= 0.60 within the "
+                                             "bundled budget (at most 3M)"),
+}
+ROCK_START = 0.8  # RockPaperScissorsDuel's learner starts throwing rock with at least this probability
 
 
 def config_fingerprint(env: str, frame: str) -> str:
@@ -76,7 +90,7 @@ def config_fingerprint(env: str, frame: str) -> str:
 # Fields that cannot change what a one-process run learns: where the run logs, how ranks talk,
 # where workers live, the DQN frames' Q-head, and a check that only stops a run. Leaving them out
 # keeps a record valid when such a field is added to the config.
-_NOT_LEARNING = {"log": None, "distributed": None, "train": ("seed", "total_steps"), "rollout": ("workers",),
+_NOT_LEARNING = {"log": None, "distributed": None, "train": ("seed", "total_steps", "init_from"), "rollout": ("workers",),
                  "model": ("q_head",), "env": ("check_finite",)}
 
 
@@ -84,6 +98,8 @@ def fingerprint(data: Dict[str, Any]) -> str:
     """A short hash of plain config data, seed, budget and the fields in ``_NOT_LEARNING`` left out."""
     kept = {}
     for section, values in data.items():
+        if section == "selfplay" and values.get("seats") == "all":  # no pool: its settings are unused
+            continue
         dropped = _NOT_LEARNING.get(section, ())
         if dropped is not None:
             kept[section] = {k: v for k, v in values.items() if k not in dropped}
@@ -100,10 +116,68 @@ def run_job(env: str, frame: str, seed: int, budget: int, runs_dir: str) -> Dict
         raise SystemExit(f"bench_learning: {env} has no bundled {frame} config")
     data = config_to_dict(load_config(path))
     record = {"env": env, "frame": frame, "seed": seed, "config": fingerprint(data), "budget": budget}
-    return {**record, **train_and_evaluate(data, seed, budget, os.path.join(runs_dir, f"{env}-{frame}-{seed}"))}
+    extra = []
+    if (env, frame) in LOWER_IS_BETTER:  # RockPaperScissorsDuel: self-play from a rock thrower
+        start = os.path.join(runs_dir, f"{env}-{frame}-{seed}-start")
+        record["start_rock"] = rock_thrower(data, start, seed)
+        extra = [f"train.init_from={start}"]
+    return {**record, **train_and_evaluate(data, seed, budget, os.path.join(runs_dir, f"{env}-{frame}-{seed}"),
+                                           extra)}
 
 
-def train_and_evaluate(data: Dict[str, Any], seed: int, budget: int, run_dir: str) -> Dict[str, Any]:
+def rock_thrower(data: Dict[str, Any], run_dir: str, seed: int) -> float:
+    """Writes a run directory whose policy throws rock with probability >= ``ROCK_START`` (the bundled
+    config's networks, the throw head's weights zeroed and its rock bias raised); returns that probability."""
+    from entmachin.frame.checkpoint import save_frame
+    from entmachin.run.build import EnvFactory, make_frame
+    from entmachin.run.config import apply_overrides, config_from_dict
+    from entmachin.run.logs import write_config
+
+    import torch
+
+    config = config_from_dict(apply_overrides(data, [f"train.seed={seed}", "log.run_dir=null"]))
+    torch.manual_seed(seed)
+    factory = EnvFactory(config.env)
+    frame, _ = make_frame(config, *factory.spaces())
+    head = frame.actor.heads[0].proj
+    with torch.no_grad():
+        head.weight.zero_()
+        head.bias.copy_(torch.tensor([2.5, 0.0, 0.0]))  # rock, paper, scissors: e^2.5 / (e^2.5 + 2) = 0.86
+    os.makedirs(run_dir, exist_ok=True)
+    write_config(run_dir, config)
+    save_frame(frame, os.path.join(run_dir, "checkpoints"), None, 0)
+    rock = float(throw_distribution(frame, factory)[0])
+    assert rock >= ROCK_START, rock
+    return rock
+
+
+def throw_distribution(frame: Any, factory: Any) -> Any:
+    """RockPaperScissorsDuel: the policy's probabilities of rock, paper and scissors (it sees the same
+    observation in every game), scored exactly with the actor's log-probabilities."""
+    import numpy as np
+    import torch
+
+    from entmachin.env import batch_obs, to_state
+    from entmachin.ragged.arrays import ragged_from_arrays
+
+    env = factory()
+    obs = env.reset()["0"]
+    obs_space, action_space = env.obs_space(), env.action_space()
+    state = to_state(batch_obs([obs] * 3, obs_space, action_space), action_space)
+    throws = ragged_from_arrays(np.arange(3, dtype=np.int64).reshape(-1, 1), np.ones(3, dtype=np.int64))
+    with torch.no_grad():
+        out = frame.eval_act(state, {"action": {"throw": throws}})
+    return np.exp(out.log_prob["throw"].data.float().cpu().numpy().reshape(3))
+
+
+def exploitability(probs: Any) -> float:
+    """The best response's expected gain against a rock-paper-scissors policy ``(rock, paper, scissors)``."""
+    rock, paper, scissors = (float(p) for p in probs)
+    return max(scissors - paper, rock - scissors, paper - rock)  # playing rock, paper, scissors
+
+
+def train_and_evaluate(data: Dict[str, Any], seed: int, budget: int, run_dir: str,
+                       extra: List[str] = ()) -> Dict[str, Any]:
     """Trains the run config ``data`` (plain data) with ``seed`` for ``budget`` steps (ten evaluations on
     the way); the final evaluation sampled and deterministic, a random policy's figure, the wall time."""
     from entmachin.run.config import apply_overrides, config_from_dict
@@ -112,7 +186,7 @@ def train_and_evaluate(data: Dict[str, Any], seed: int, budget: int, run_dir: st
     interval = max(budget // 10, 1)
     config = config_from_dict(apply_overrides(data, [
         f"train.seed={seed}", f"train.total_steps={budget}", f"log.eval_interval={interval}",
-        f"log.checkpoint_interval={budget * 2}", "log.run_dir=null"]))
+        f"log.checkpoint_interval={budget * 2}", "log.run_dir=null", *extra]))
     started = time.perf_counter()
     runner = Runner(config, run_dir, force=True, progress=False)
     result = runner.train()
@@ -130,6 +204,18 @@ def evaluate_run(config: Any, run_dir: str, env_steps: int, evals: List[Dict[str
     factory, eval_seed = EnvFactory(config.env), seeds(config)["eval"]
     trained, _, _ = load_trained(run_dir)
     game = "random" in config.log.eval_opponents
+    if (config.env.name, config.frame.name) in LOWER_IS_BETTER:
+        probs = throw_distribution(trained, factory)
+        gap = exploitability(probs)
+        return {"env_steps": env_steps, "sampled": gap, "deterministic": gap, "random": 0.0,
+                "throws": [round(float(p), 4) for p in probs], "evals": [], "wall_s": round(wall, 1),
+                "loadavg": os.getloadavg()[0], "figure": "exploitability"}
+    others = {}
+    for opponent in (o for o in config.log.eval_opponents if o != "random"):
+        others[opponent] = {
+            "sampled": evals[-1]["win_rate"][opponent],
+            "deterministic": match(trained, factory, opponent, config.log.eval_episodes, True, eval_seed).win_rate,
+            "evals": [[e["env_steps"], e["win_rate"][opponent]] for e in evals]}
     if game:
         figure = [e["win_rate"]["random"] for e in evals]
         deterministic = match(trained, factory, "random", config.log.eval_episodes, True, eval_seed).win_rate
@@ -145,7 +231,8 @@ def evaluate_run(config: Any, run_dir: str, env_steps: int, evals: List[Dict[str
         random = random_policy_return(factory, config.log.eval_episodes, eval_seed).mean
     return {"env_steps": env_steps, "sampled": figure[-1], "deterministic": deterministic, "random": random,
             "evals": [[e["env_steps"], f] for e, f in zip(evals, figure)], "wall_s": round(wall, 1),
-            "loadavg": os.getloadavg()[0], **({"figure": "win rate vs random"} if game else {})}
+            "loadavg": os.getloadavg()[0], **({"figure": "win rate vs random"} if game else {}),
+            **({"opponents": others} if others else {})}
 
 
 def record_runs(run_dirs: List[str]) -> List[Dict[str, Any]]:
@@ -206,9 +293,11 @@ def table(records: List[Dict[str, Any]]) -> str:
         rows = sorted((r for r in records if r["env"] == env and r["frame"] == frame), key=lambda r: r["seed"])
         if not rows:
             continue
-        best = [max(r["sampled"], r["deterministic"]) for r in rows]
+        lower = (env, frame) in LOWER_IS_BETTER
+        best = [(min if lower else max)(r["sampled"], r["deterministic"]) for r in rows]
         median = statistics.median(best)
-        met = "n/a" if target is None else ("yes" if median >= target - 1e-9 else "no")
+        met = "n/a" if target is None else ("yes" if (median <= target + 1e-9 if lower else median >= target - 1e-9)
+                                            else "no")
         to90 = [steps_to_90(r) for r in rows]
         seeds = ",".join(str(r["seed"]) for r in rows)
         sampled = " / ".join(f"{r['sampled']:.3f}" for r in rows)
@@ -218,6 +307,19 @@ def table(records: List[Dict[str, Any]]) -> str:
         wall = statistics.median(r["wall_s"] for r in rows)
         lines.append(f"| {env} | {frame} | {rows[0]['budget']:,} | {words} | {seeds} | {sampled} | {deterministic} | "
                      f"{random:.3f} | {median:.3f} | {reached} | {wall:.0f} | {met} |")
+    lines += ["", "| env | frame | opponent | target | seeds | sampled | deterministic | median | met |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for (env, frame, opponent), (target, words) in OPPONENT_TARGETS.items():
+        rows = sorted((r for r in records if r["env"] == env and r["frame"] == frame
+                       and opponent in r.get("opponents", {})), key=lambda r: r["seed"])
+        if not rows:
+            continue
+        figures = [r["opponents"][opponent] for r in rows]
+        median = statistics.median(max(f["sampled"], f["deterministic"]) for f in figures)
+        met = "n/a" if target is None else ("yes" if median >= target - 1e-9 else "no")
+        lines.append(f"| {env} | {frame} | {opponent} | {words} | {','.join(str(r['seed']) for r in rows)} | "
+                     + " / ".join(f"{f['sampled']:.3f}" for f in figures) + " | "
+                     + " / ".join(f"{f['deterministic']:.3f}" for f in figures) + f" | {median:.3f} | {met} |")
     return "\n".join(lines)
 
 

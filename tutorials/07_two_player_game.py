@@ -1,6 +1,6 @@
-"""Tutorial 7: a game of two players: writing it, checking it, an opponent, self-play and matches.
+"""Tutorial 7: a game of two players: writing it, checking it, an opponent, self-play, matches and a league.
 
-    python tutorials/07_two_player_game.py            # trains for 40,960 steps (about two minutes)
+    python tutorials/07_two_player_game.py            # trains twice for 40,960 steps (about four minutes)
     python tutorials/07_two_player_game.py --smoke    # a tiny run: checks that everything runs
 
 The game is ``FlagRun`` in ``tutorials/flag_run.py``: two teams of two runners take turns racing
@@ -25,7 +25,7 @@ that file beside this one. What you learn:
    ``play_matches`` plays two players against each other, seats alternating, and returns a
    ``MatchResult``: wins, draws, losses, and the win rate (draws count half) with its Wilson 95%
    interval.
-5. **Self-play from a config.** ``env.name: flag_run:FlagRun`` trains one policy for both seats:
+5. **One policy for both seats, from a config.** ``env.name: flag_run:FlagRun`` trains one policy for both seats:
    ``EnvList`` gives one row per (environment, seat), and the rows are ordinary rows for the
    buffer, GAE and RogueNet. ``log.eval_opponents: [random, scripted]`` plays the policy against
    each at every evaluation (``eval/win_rate/<opponent>`` in tensorboard, ``win_rate`` in
@@ -34,6 +34,20 @@ that file beside this one. What you learn:
    --opponent scripted`` runs) plays the trained policy against the scripted opponent;
    ``entmachin play flag_run:FlagRun --checkpoint RUN_DIR --seat 1`` lets you play seat ``"1"``
    against it yourself.
+7. **Self-play with a pool of past selves.** A ``selfplay:`` section makes the learner play one
+   random seat per game (``seats: random``) while frozen snapshots of its past selves, saved every
+   ``save_steps`` (the latest ``window`` kept, ``max_snapshots`` in play at once), or its current
+   self (``play_against_latest``) play the other; a game keeps its opponent until it ends, and only
+   the learner's rows are trained on. Elo ratings (start 1200, K 16) follow the learner and every
+   snapshot: ``selfplay/elo``, ``selfplay/win_rate``, ``selfplay/draw_rate`` and
+   ``selfplay/pool_size`` in tensorboard. The pool is in every checkpoint (``--resume`` continues
+   exactly).
+8. **A league of the run's checkpoints.** ``entmachin league RUN_DIR`` plays every kept checkpoint
+   (and ``random``) against every other, fits Elo ratings to all the games at once (``random`` at
+   1200) and writes ``league.json`` and ``league.png`` (Elo against environment steps): a ladder
+   of difficulty levels to ship, and a check that later checkpoints really are stronger.
+9. **Playing the result**: ``entmachin eval RUN_DIR --opponent scripted`` and ``entmachin play``
+   with ``--checkpoint`` work on a self-play run as on any other.
 
 Result of the full run (seed 0, one torch thread; 40,960 environment steps, 92 seconds for the
 whole script on a shared two-core machine): ``flag_rush`` beats ``random`` with a win rate of
@@ -107,6 +121,19 @@ log:
   eval_opponents: [random, scripted]     # eval/win_rate/random, eval/win_rate/scripted
 """
 
+POOL = """\
+# The same run, but the learner plays one random seat per game against a pool of its past selves.
+selfplay:
+  seats: random                          # or all (every seat: no pool), or a list of seats
+  save_steps: 4096                       # a snapshot of the learner every 4,096 steps
+  window: 10                             # the pool: the latest 10 snapshots
+  play_against_latest: 0.5               # half the games against the current policy
+  swap_steps: 1024                       # the snapshots in play are drawn again (between games)
+  max_snapshots: 2                       # at most 2 in play: 2 extra forward passes per step
+"""
+POOL_LOG = ["log.checkpoint_interval=8192", "log.keep_checkpoints=null"]  # five checkpoints for the league
+SMOKE_POOL = ["selfplay.save_steps=64", "selfplay.swap_steps=32", "log.checkpoint_interval=64"]
+
 SMOKE = ["train.total_steps=256", "rollout.num_envs=8", "rollout.n_steps=8", "frame.batch_size=64",
          "log.checkpoint_interval=128", "log.eval_interval=128", "log.eval_episodes=8"]
 
@@ -148,6 +175,8 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
             figures = {"scripted_vs_random": scripted_vs_random(args.games)}
             run_dir = train(args)
             figures.update(evaluate(run_dir, args.games))
+            pool_dir = train_with_pool(args)
+            figures.update(league_and_play(args, run_dir, pool_dir))
             return figures
     finally:
         torch.set_num_threads(previous_threads)
@@ -269,25 +298,76 @@ def scripted_vs_random(games: int) -> Dict[str, float]:
 
 def train(args: argparse.Namespace) -> str:
     """Section 5: one policy for both seats, from a YAML file, evaluated against two opponents."""
-    section("5. Self-play from a YAML file, evaluated against random and scripted")
-    os.makedirs(os.path.dirname(os.path.abspath(args.run_dir)), exist_ok=True)
-    config_path = os.path.join(os.path.dirname(os.path.abspath(args.run_dir)), "flag_run.yaml")
+    section("5. One policy for both seats, from a YAML file, evaluated against random and scripted")
+    return train_config(CONFIG, "flag_run.yaml", args.run_dir, SMOKE if args.smoke else [])
+
+
+def train_config(text: str, name: str, run_dir: str, overrides: List[str]) -> str:
+    """Writes ``text`` as ``name`` beside ``run_dir``, trains it there, prints its evaluations."""
+    os.makedirs(os.path.dirname(os.path.abspath(run_dir)), exist_ok=True)
+    config_path = os.path.join(os.path.dirname(os.path.abspath(run_dir)), name)
     with open(config_path, "w", encoding="utf-8") as f:
-        f.write(CONFIG)
-    print(f"{config_path}:\n{CONFIG}")
-    argv = ["train", config_path, "--run-dir", args.run_dir, "--force", "--no-progress"]
-    for override in SMOKE if args.smoke else []:
+        f.write(text)
+    print(f"{config_path}:\n{text}")
+    argv = ["train", config_path, "--run-dir", run_dir, "--force", "--no-progress"]
+    for override in overrides:
         argv += ["--set", override]
     print(f"entmachin {' '.join(argv)}")
     status = entmachin(argv)
     if status != 0:
         raise SystemExit(f"entmachin train ended with status {status}")
-    with open(os.path.join(args.run_dir, "eval.json"), encoding="utf-8") as f:
+    with open(os.path.join(run_dir, "eval.json"), encoding="utf-8") as f:
         evals = json.load(f)
     for record in evals:
         rates = ", ".join(f"{name} {rate:.3f}" for name, rate in record["win_rate"].items())
         print(f"evaluation at {record['env_steps']:>6} steps: win rate against {rates} over {record['episodes']} games each")
-    return args.run_dir
+    return run_dir
+
+
+def train_with_pool(args: argparse.Namespace) -> str:
+    """Section 7: the same config with a selfplay section; the learner's Elo along the run."""
+    section("7. Self-play with a pool of past selves, and the Elo curve")
+    pool_dir = args.run_dir.rstrip(os.sep) + "_pool"
+    overrides = POOL_LOG + ((SMOKE + SMOKE_POOL) if args.smoke else [])
+    train_config(CONFIG + POOL, "flag_run_pool.yaml", pool_dir, overrides)
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(pool_dir, size_guidance={"scalars": 0})
+    events.Reload()
+    elo = events.Scalars("selfplay/elo")
+    shown = elo[:: max(1, len(elo) // 8)] + ([elo[-1]] if (len(elo) - 1) % max(1, len(elo) // 8) else [])
+    print("the learner's Elo (selfplay/elo) against its pool: "
+          + ", ".join(f"{e.step:,} steps {e.value:.0f}" for e in shown))
+    print(f"pool size at the end (selfplay/pool_size): {events.Scalars('selfplay/pool_size')[-1].value:.0f}")
+    return pool_dir
+
+
+def league_and_play(args: argparse.Namespace, run_dir: str, pool_dir: str) -> Dict[str, Any]:
+    """Sections 8 and 9: the league of the pool run's checkpoints; both runs against flag_rush; playing it."""
+    section("8. A league of the run's checkpoints")
+    games = 10 if args.smoke else 50
+    argv = ["league", pool_dir, "--games", str(games)]
+    print(f"entmachin {' '.join(argv)}")
+    if entmachin(argv) != 0:
+        raise SystemExit("entmachin league failed")
+    with open(os.path.join(pool_dir, "league.json"), encoding="utf-8") as f:
+        players = json.load(f)["players"]
+    checkpoints = sorted((p for p in players if p["env_steps"] is not None), key=lambda p: p["env_steps"])
+    print(f"first checkpoint ({checkpoints[0]['env_steps']:,} steps) Elo {checkpoints[0]['elo']:.0f}, last "
+          f"({checkpoints[-1]['env_steps']:,} steps) Elo {checkpoints[-1]['elo']:.0f}; the curve is in "
+          f"{os.path.join(pool_dir, 'league.png')}")
+
+    section("9. Playing the result")
+    torch.set_num_threads(1)
+    rates = {}
+    for name, directory in (("one policy for both seats", run_dir), ("self-play with a pool", pool_dir)):
+        result = match_checkpoint(directory, "scripted", args.games, deterministic=True, seed=12345)
+        rates[name] = result.win_rate
+        print(f"{name}, most likely actions, against scripted: {result.line()}")
+    print(f"\nplay seat 1 against the self-play policy yourself:\n"
+          f"  PYTHONPATH={os.path.relpath(HERE)} entmachin play flag_run:FlagRun --checkpoint {pool_dir} --seat 1")
+    return {"league_first": checkpoints[0]["elo"], "league_last": checkpoints[-1]["elo"],
+            "pool_vs_scripted": rates["self-play with a pool"]}
 
 
 def evaluate(run_dir: str, games: int) -> Dict[str, Any]:

@@ -141,6 +141,8 @@ class TrainSection:
     seed: int = setting(0, "the one seed: torch's, the frame's, the environments' and evaluation's derive from it")
     device: str = setting("cpu", "device of the networks (cpu, cuda, cuda:1, ...)")
     threads: int = setting(1, "torch CPU threads; 1 makes a seed's run repeat exactly")
+    init_from: Optional[str] = setting(
+        None, "a run directory: start from its latest checkpoint's networks (not its optimisers or counters)")
 
     def __post_init__(self) -> None:
         for name, low in (("total_steps", 1), ("seed", 0), ("threads", 1)):

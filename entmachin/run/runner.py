@@ -47,7 +47,7 @@ from entmachin.run.build import EnvFactory, check_device, make_envs, make_frame,
 from entmachin.run.config import RunConfig, config_to_dict, dump_yaml
 from entmachin.run.defaults import DEFAULT_MAX_EPISODE_STEPS
 from entmachin.run.distributed import DistributedRun, rank_seed, rank_state, restore_rank_state
-from entmachin.run.evaluation import eval_options
+from entmachin.run.evaluation import eval_options, load_trained
 from entmachin.run.matches import load_opponent, match
 from entmachin.run.selfplay import SelfPlay
 # RunError and load_run_config live in logs, which evaluation imports too; importable from here as before
@@ -183,6 +183,8 @@ class Runner:
                         "%d rows in all (to match a one-process run of N environments and batch B, give each rank "
                         "N / %d and B / %d)", size, config.rollout.num_envs, size * config.rollout.num_envs, size,
                         config.frame.settings.batch_size, size * config.frame.settings.batch_size, size, size)
+        if config.train.init_from is not None and not self.resume:
+            self._init_networks(config.train.init_from)
         self.selfplay = None if not config.selfplay.enabled else SelfPlay(
             config.selfplay, self.frame, self.envs.row_index(), self._seeds["selfplay"], self.state.spaces)
         self.tracker = RolloutTracker(self.envs.action_space())
@@ -225,6 +227,20 @@ class Runner:
                            f"{_rows_per_env(envs)}; the first had {rows_per_env}); rollout.processes > 0 needs one "
                            "number of seats (or use rollout.processes: 0)")
         return envs, frame, note
+
+    def _init_networks(self, path: str) -> None:
+        """``train.init_from``: the networks (weights and input statistics) of a run's latest checkpoint."""
+        try:
+            source, _, _ = load_trained(path, EnvFactory(self.config.env))
+        except (RunError, FileNotFoundError, ValueError) as e:
+            raise RunError(f"train.init_from: {e}") from None
+        for name in self.frame.network_names:
+            try:
+                getattr(self.frame, name).load_state_dict(getattr(source, name).state_dict())
+            except (AttributeError, RuntimeError) as e:
+                raise RunError(f"train.init_from: {path!r}'s {name} does not fit this config's model ("
+                               f"{' '.join(str(e).split())[:300]}); give model the run's settings") from None
+        logger.info("networks initialised from %s", path)
 
     def _load_latest(self) -> None:
         try:

@@ -69,6 +69,21 @@ def test_smoke_run_writes_checks_trains_and_matches_a_game(tutorial, tmp_path, c
     assert f"entmachin play flag_run:FlagRun --checkpoint {run_dir} --seat 1" in out
     assert figures["trained_games"] == 20
     assert all(0.0 <= figures[k] <= 1.0 for k in ("trained_vs_scripted", "random_vs_scripted"))
+    # 7: the same config with a pool; the Elo curve and the pool's size from tensorboard
+    pool_dir = tmp_path / "runs" / "flag_run_pool"
+    assert "selfplay:\n  seats: random" in out
+    assert re.search(r"the learner's Elo \(selfplay/elo\) against its pool: 64 steps 1200, .*256 steps \d+", out), out
+    assert "pool size at the end (selfplay/pool_size): 4" in out
+    resolved = yaml.safe_load((pool_dir / "config.yaml").read_text())
+    assert resolved["selfplay"]["seats"] == "random" and resolved["log"]["keep_checkpoints"] is None
+    # 8: the league of its four checkpoints and random, written beside the run
+    assert re.search(r"flag_run_pool@256 +256 +\d+ +40", out), out
+    assert re.search(r"first checkpoint \(64 steps\) Elo \d+, last \(256 steps\) Elo \d+", out), out
+    assert (pool_dir / "league.json").exists() and (pool_dir / "league.png").exists()
+    # 9: both runs against scripted, and the play command
+    assert re.search(r"self-play with a pool, most likely actions, against scripted: " + LINE, out), out
+    assert f"entmachin play flag_run:FlagRun --checkpoint {pool_dir} --seat 1" in out
+    assert 0.0 <= figures["pool_vs_scripted"] <= 1.0
 
     # entmachin play on the run, seat 1, with a scripted stdin: the policy moves first, then q quits
     from entmachin.run.cli import main as entmachin
