@@ -214,7 +214,8 @@ class SelfPlaySection:
     swap_steps: int = setting(
         2_000, "environment steps between draws of the snapshots in play (games in progress keep theirs)")
     max_snapshots: int = setting(2, "snapshots in play at once (M); each acts in one batched forward pass per step")
-    elo_initial: float = setting(1200.0, "Elo rating of the learner at the start, and of nothing else")
+    elo_initial: float = setting(
+        1200.0, "the learner's Elo rating at the start (a snapshot starts at the learner's rating when taken)")
     elo_k: float = setting(16.0, "Elo K-factor: the most a rating moves after one game")
 
     def __post_init__(self) -> None:

@@ -13,9 +13,10 @@ middle of a game:
 Every ``save_steps`` environment steps the learner's actor is copied into the pool (its weights and
 input statistics, frozen; never random weights: until the first snapshot the learner plays its
 current self), which keeps the latest ``window`` snapshots. Every ``swap_steps`` the snapshots in
-play are drawn again from the pool, uniformly without replacement; a snapshot drawn out of play
-leaves when its last game ends, and no new game starts against it meanwhile (so at most M are ever
-in play). Only the learner's rows are stored and trained on (``RolloutCollector(opponents=...)``).
+play are drawn again from the pool, uniformly without replacement (one drawn again stays where
+it is); a snapshot drawn out of play leaves when its last game ends, and no new game starts
+against it meanwhile (such games play another snapshot in play, or the current self), so at most
+M are ever in play. Only the learner's rows are stored and trained on (``RolloutCollector(opponents=...)``).
 
 Elo ratings (``entmachin.run.elo``): the learner starts at ``elo_initial``; a snapshot starts at the
 learner's rating when it was taken; every finished game between the learner and a snapshot moves
@@ -187,9 +188,13 @@ class SelfPlay:
             self.next_swap += section.swap_steps * max(1, math.ceil((env_steps - self.next_swap + 1)
                                                                     / section.swap_steps))
         if swap and self.window:
-            chosen = self.rng.choice(self.window, size=min(len(self.slots), len(self.window)), replace=False)
-            for slot, snapshot in zip(self.slots, chosen.tolist()):
-                slot.due = -1 if snapshot == slot.snapshot else snapshot
+            chosen = self.rng.choice(self.window, size=min(len(self.slots), len(self.window)), replace=False).tolist()
+            staying = [slot for slot in self.slots if slot.snapshot in chosen]  # drawn again: no swap
+            for slot in staying:
+                slot.due = -1
+            coming = [s for s in chosen if s not in {slot.snapshot for slot in staying}]
+            for slot, snapshot in zip([slot for slot in self.slots if slot not in staying], coming):
+                slot.due = snapshot
             self._fill_free_slots()
 
     def _take_snapshot(self, env_steps: int) -> None:

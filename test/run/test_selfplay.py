@@ -4,6 +4,7 @@ import hashlib
 import io
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -26,6 +27,7 @@ from test.run.test_resume import LOSSES
 TINY = ["--set", "model.d_model=16", "--set", "model.n_layer=1", "--set", "rollout.num_envs=4",
         "--set", "rollout.n_steps=16", "--set", "frame.batch_size=32", "--set", "log.eval_episodes=4",
         "--set", "log.eval_opponents=[]", "--no-progress"]
+MIN_WIN_RATE = {"ConnectFour": 0.7, "Skirmish": 0.7}  # after 10,240 steps (measured 0.92, 0.885; random: about 0.5)
 SELFPLAY = ["--set", "selfplay.seats=random", "--set", "selfplay.save_steps=64", "--set", "selfplay.swap_steps=64"]
 
 
@@ -259,3 +261,70 @@ def test_selfplay_runs_with_worker_processes_and_with_a2c(tmp_path, extra):
     assert main(["train", "ConnectFour", "--run-dir", run_dir, *TINY, *SELFPLAY, "--set", "train.total_steps=256",
                  *extra]) == 0
     assert scalars(run_dir)["selfplay/pool_size"][-1][1] == 4
+
+
+def test_init_from_starts_a_run_from_another_runs_networks(selfplay_run, tmp_path, capsys):
+    from entmachin.run.config import load_config
+    from entmachin.run.evaluation import load_trained
+
+    source, _, _ = load_trained(selfplay_run)
+    config = load_config(os.path.join(selfplay_run, "config.yaml"), [f"train.init_from={selfplay_run}"])
+    runner = Runner(config, str(tmp_path / "next"), progress=False)
+    runner._build()
+    try:
+        for name in ("actor", "critic"):
+            mine, theirs = getattr(runner.frame, name).state_dict(), getattr(source, name).state_dict()
+            assert all(torch.equal(mine[k], theirs[k]) for k in theirs), name
+        assert runner.frame.actor_optim.state_dict()["state"] == {}  # the optimisers start afresh
+    finally:
+        runner.envs.close()
+    # another game's run, a missing one, and a model of another size: refused by name before training
+    other = str(tmp_path / "minesweeper")
+    assert main(["train", "MineSweeper", "--run-dir", other, *TINY, "--set", "train.total_steps=64",
+                 "--set", "rollout.n_steps=16", "--set", "frame.batch_size=32"]) == 0
+    for bad, message in ((other, "train.init_from: .* was trained on other spaces"),
+                         (str(tmp_path / "nowhere"), "train.init_from: .*nowhere"),
+                         (selfplay_run, "train.init_from: .*'s actor does not fit this config's model")):
+        extra = ["--set", "model.d_model=32"] if bad == selfplay_run else []
+        assert main(["train", "ConnectFour", "--run-dir", str(tmp_path / "x"), *TINY, "--set",
+                     f"train.init_from={bad}", *extra]) == 2
+        err = capsys.readouterr().err
+        assert re.search(message, err), err
+        assert not os.path.exists(tmp_path / "x")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("game", ["ConnectFour", "Skirmish"])
+def test_a_short_selfplay_run_of_the_bundled_config_beats_random(game, tmp_path):
+    run_dir = str(tmp_path / game)
+    assert main(["train", game, "--run-dir", run_dir, "--no-progress", "--set", "train.total_steps=10240",
+                 "--set", "frame.n_anneal_updates=5", "--set", "selfplay.save_steps=2048",
+                 "--set", "selfplay.swap_steps=512", "--set", "log.eval_interval=10240", "--set",
+                 "log.eval_episodes=100", "--set", "log.eval_opponents=[random]"]) == 0
+    assert scalars(run_dir)["selfplay/pool_size"][-1][1] == 5
+    final = json.load(open(os.path.join(run_dir, "eval.json")))[-1]
+    assert final["win_rate"]["random"] >= MIN_WIN_RATE[game], final
+
+
+@pytest.mark.slow
+def test_selfplay_from_a_rock_thrower_moves_toward_the_uniform_throw(tmp_path):
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
+    import bench_learning
+
+    from entmachin.run.cli import bundled_config_path
+    from entmachin.run.config import config_to_dict, load_config
+    from entmachin.run.evaluation import load_trained
+
+    data = config_to_dict(load_config(bundled_config_path("RockPaperScissorsDuel", "PPO")))
+    start = str(tmp_path / "start")
+    assert bench_learning.rock_thrower(data, start, 0) >= 0.8
+    before = bench_learning.exploitability(bench_learning.throw_distribution(*load_trained(start)[::2]))
+    run_dir = str(tmp_path / "rps")
+    assert main(["train", "RockPaperScissorsDuel", "--run-dir", run_dir, "--no-progress", "--set",
+                 f"train.init_from={start}", "--set", "train.total_steps=32768", "--set", "frame.n_anneal_updates=128",
+                 "--set", "log.eval_interval=32768"]) == 0
+    frame, _, factory = load_trained(run_dir)
+    after = bench_learning.exploitability(bench_learning.throw_distribution(frame, factory))
+    assert before > 0.7 and after < 0.35, (before, after)
