@@ -29,7 +29,7 @@ from entmachin.run.build import EnvFactory, seeds
 from entmachin.run.elo import INITIAL_ELO, fit_ratings
 from entmachin.run.evaluation import eval_envs, load_trained, run_dir_of
 from entmachin.run.logs import RunError, atomic_write, load_run_config
-from entmachin.run.matches import PolicyPlayer, RandomPlayer, play_matches
+from entmachin.run.matches import MatchResult, PolicyPlayer, RandomPlayer, play_matches
 from entmachin.run.spaces import space_differences, spaces_record
 
 __all__ = ["LeaguePlayer", "LeaguePair", "LeagueResult", "league"]
@@ -37,26 +37,15 @@ __all__ = ["LeaguePlayer", "LeaguePair", "LeagueResult", "league"]
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class LeaguePlayer:
-    """One player's rating and results (``run`` and ``env_steps`` are None for ``random``)."""
+@dataclass(frozen=True, kw_only=True)
+class LeaguePlayer(MatchResult):
+    """One player's rating and results against every other (``run`` and ``env_steps`` are None for
+    ``random``); its ``win_rate`` is the share of points it won."""
 
     name: str
     run: Optional[str]
     env_steps: Optional[int]
     elo: float
-    wins: int
-    draws: int
-    losses: int
-
-    @property
-    def games(self) -> int:
-        return self.wins + self.draws + self.losses
-
-    @property
-    def score(self) -> float:
-        """The share of points won (draws count half)."""
-        return (self.wins + 0.5 * self.draws) / self.games
 
 
 @dataclass(frozen=True)
@@ -89,7 +78,7 @@ class LeagueResult:
         lines = [f"{'player':<{width}}  {'env steps':>10}  {'Elo':>6}  {'games':>6}  {'score':>6}"]
         for p in self.players:
             steps = "-" if p.env_steps is None else str(p.env_steps)
-            lines.append(f"{p.name:<{width}}  {steps:>10}  {p.elo:>6.0f}  {p.games:>6}  {100 * p.score:>5.1f}%")
+            lines.append(f"{p.name:<{width}}  {steps:>10}  {p.elo:>6.0f}  {p.games:>6}  {100 * p.win_rate:>5.1f}%")
         return lines
 
     def record(self) -> Dict[str, Any]:
@@ -147,7 +136,9 @@ def league(run_dirs: Sequence[str], games: int = 50, seed: Optional[int] = None,
     for (a, b), counts in results.items():
         totals[a] += counts
         totals[b] += counts[::-1]
-    players = sorted((LeaguePlayer(name, *steps[name], ratings[name], *map(int, totals[name])) for name in frames),
+    players = sorted((LeaguePlayer(name=name, run=steps[name][0], env_steps=steps[name][1], elo=ratings[name],
+                                   wins=int(totals[name][0]), draws=int(totals[name][1]), losses=int(totals[name][2]))
+                      for name in frames),
                      key=lambda p: -p.elo)
     outcome = LeagueResult(tuple(players), tuple(LeaguePair(a, b, *counts) for (a, b), counts in results.items()),
                            tuple(run.path for run in runs), factory.name, games, seed, deterministic,
