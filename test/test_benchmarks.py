@@ -37,6 +37,7 @@ TINY = {
     "bench_parallel_env_list.py": (["--num-envs", "3", "--env-steps", "12", "--block-env-steps", "6",
                                     "--work-ms", "0.05", "--warmup", "1"], "EnvList"),
     "bench_runner.py": (["--steps", "2048", "--repeats", "1", "--processes", "0"], "runner cost"),
+    "bench_selfplay.py": (["--rounds", "1", "--iterations", "1", "--num-envs", "4"], "| pool M=1 |"),
     "bench_ray_env_list.py": (["--num-envs", "4", "--steps", "4", "--block", "2", "--store-repeats", "1"],
                               "RayEnvList"),
     "bench_rogue_net.py": (["--rows", "8", "--repeats", "1", "--fixed", "4", "--max-entities", "8", "--infer-rows", "4",
