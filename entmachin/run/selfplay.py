@@ -53,7 +53,7 @@ LATEST = -1  # a game's opponent: the current policy (else the index of a snapsh
 POOL_FORMAT = 1
 
 
-@dataclass
+@dataclass(eq=False)  # slots are told apart by identity
 class _Slot:
     """A place for a snapshot in play: its actor (a frozen copy of the learner's) and what it plays."""
 
