@@ -90,7 +90,8 @@ def config_fingerprint(env: str, frame: str) -> str:
 # Fields that cannot change what a one-process run learns: where the run logs, how ranks talk,
 # where workers live, the DQN frames' Q-head, and a check that only stops a run. Leaving them out
 # keeps a record valid when such a field is added to the config.
-_NOT_LEARNING = {"log": None, "distributed": None, "train": ("seed", "total_steps", "init_from"), "rollout": ("workers",),
+_NOT_LEARNING = {"log": None, "distributed": None, "train": ("seed", "total_steps", "init_from"),
+                 "rollout": ("workers",),
                  "model": ("q_head",), "env": ("check_finite",)}
 
 

@@ -125,8 +125,8 @@ def main(argv: List[str] = None) -> None:
             setup["steps"] += steps
     n_iterations = args.rounds * args.iterations
     print(f"Skirmish, the bundled config: {config.rollout.num_envs} environments x {config.rollout.n_steps} steps per "
-          f"rollout, {args.rounds} rounds x {args.iterations} iterations per set-up, alternating; torch {torch.__version__}, "
-          f"1 thread; load average {os.getloadavg()[0]:.2f}")
+          f"rollout, {args.rounds} rounds x {args.iterations} iterations per set-up, alternating; "
+          f"torch {torch.__version__}, 1 thread; load average {os.getloadavg()[0]:.2f}")
     base = statistics.median(setups["one policy"]["rates"])
     print("\n| set-up | env steps/s (median round) | vs one policy |\n|---|---|---|")
     for name, setup in setups.items():

@@ -121,7 +121,8 @@ class Opponents(Protocol):
         """Sees a step's result (games that ended, their results) before the next step."""
 
 
-def merge_rows(n_rows: int, pieces: Sequence[Tuple[np.ndarray, Mapping[str, RaggedArrayI64]]]) -> Dict[str, RaggedArrayI64]:
+def merge_rows(n_rows: int,
+               pieces: Sequence[Tuple[np.ndarray, Mapping[str, RaggedArrayI64]]]) -> Dict[str, RaggedArrayI64]:
     """The actions of ``n_rows`` rows from pieces ``(rows, {name: ragged [len(rows)]})`` that partition them."""
     pieces = [(rows, actions) for rows, actions in pieces if len(rows)]
     order = np.concatenate([rows for rows, _ in pieces])  # [n_rows]: the row of each piece's entry, in turn

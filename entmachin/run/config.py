@@ -42,8 +42,8 @@ from entmachin.run.defaults import frame_defaults
 from entmachin.settings import documented, setting
 
 __all__ = ["ConfigError", "EnvSection", "ModelSection", "FrameSection", "RolloutSection", "TrainSection",
-           "LogSection", "DistributedSection", "SelfPlaySection", "RunConfig", "FRAMES", "config_from_dict", "config_to_dict", "load_config",
-           "parse_yaml", "apply_overrides", "update_times", "dump_yaml"]
+           "LogSection", "DistributedSection", "SelfPlaySection", "RunConfig", "FRAMES", "config_from_dict",
+           "config_to_dict", "load_config", "parse_yaml", "apply_overrides", "update_times", "dump_yaml"]
 
 FRAMES = {"PPO": PPOConfig, "A2C": A2CConfig, "DQN": DQNConfig, "DQNPer": DQNPerConfig}
 Q_FRAMES = ("DQN", "DQNPer")  # off-policy: their replay_size is the config's, n_updates replaces n_epochs
@@ -254,7 +254,8 @@ class RunConfig:
     distributed: DistributedSection = setting(
         default_factory=DistributedSection, doc="data-parallel ranks under torchrun (one process: unused)")
     selfplay: SelfPlaySection = setting(
-        default_factory=SelfPlaySection, doc="games of several players: the learner's seats and its pool of past selves")
+        default_factory=SelfPlaySection,
+        doc="games of several players: the learner's seats and its pool of past selves")
 
 
 def update_times(config: RunConfig, rows: Optional[int] = None) -> Tuple[int, int]:

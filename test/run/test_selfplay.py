@@ -175,8 +175,10 @@ def test_a_selfplay_section_naming_unknown_seats_or_all_of_them_is_refused(seats
 
 def test_bad_selfplay_configs_stop_before_anything_runs(tmp_path, capsys):
     run_dir = str(tmp_path / "bad")
-    assert main(["train", "ConnectFour", "--run-dir", run_dir, *TINY, "--set", "selfplay.seats=[red, '1', purple]"]) == 2
-    assert "no seat 'red', 'purple' (environment 0 has seats ['0', '1'])" in capsys.readouterr().err and not os.path.exists(run_dir)
+    assert main(["train", "ConnectFour", "--run-dir", run_dir, *TINY, "--set",
+                 "selfplay.seats=[red, '1', purple]"]) == 2
+    err = capsys.readouterr().err
+    assert "no seat 'red', 'purple' (environment 0 has seats ['0', '1'])" in err and not os.path.exists(run_dir)
     assert main(["train", "MineSweeper", "--run-dir", run_dir, *TINY, "--set", "selfplay.seats=random"]) == 2
     assert "needs a game of several players" in capsys.readouterr().err and not os.path.exists(run_dir)
     with pytest.raises(ValueError, match="selfplay.seats: DQN does not support self-play"):
