@@ -56,7 +56,7 @@ TARGETS: Dict[Tuple[str, str], Tuple[int, Optional[float], str]] = {
     ("RockPaperScissors", "PPO"): (8_192, None, "return within 8k (optimum 1.0; the policy cannot see the throw)"),
     ("ConnectFour", "PPO"): (1_000_000, 0.95, "win rate vs random >= 0.95 within 1M (self-play, a pool of past "
                                             "selves)"),
-    ("Skirmish", "PPO"): (400_000, 0.95, "win rate vs random >= 0.95 within 1M (self-play, a pool of past selves)"),
+    ("Skirmish", "PPO"): (200_000, 0.95, "win rate vs random >= 0.95 within 1M (self-play, a pool of past selves)"),
     ("RockPaperScissorsDuel", "PPO"): (65_536, 0.1, "exploitability <= 0.1 from a policy throwing rock >= 0.8 "
                                                   "(self-play; lower is better)"),
     ("Count", "A2C"): (4_096, 1.0, "PPO's target within twice its budget"),
