@@ -287,6 +287,13 @@ def current(records: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     return kept
 
 
+def _met(median: float, target: Optional[float], lower: bool = False) -> str:
+    """"yes" / "no": whether the median reaches the target (at most it, when lower is better); "n/a" without one."""
+    if target is None:
+        return "n/a"
+    return "yes" if (median <= target + 1e-9 if lower else median >= target - 1e-9) else "no"
+
+
 def table(records: List[Dict[str, Any]]) -> str:
     lines = ["| env | frame | budget | target | seeds | sampled | deterministic | random | median | steps to 90% "
              "| wall s | met |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -297,8 +304,7 @@ def table(records: List[Dict[str, Any]]) -> str:
         lower = (env, frame) in LOWER_IS_BETTER
         best = [(min if lower else max)(r["sampled"], r["deterministic"]) for r in rows]
         median = statistics.median(best)
-        met = "n/a" if target is None else ("yes" if (median <= target + 1e-9 if lower else median >= target - 1e-9)
-                                            else "no")
+        met = _met(median, target, lower)
         to90 = [steps_to_90(r) for r in rows]
         seeds = ",".join(str(r["seed"]) for r in rows)
         sampled = " / ".join(f"{r['sampled']:.3f}" for r in rows)
@@ -317,7 +323,7 @@ def table(records: List[Dict[str, Any]]) -> str:
             continue
         figures = [r["opponents"][opponent] for r in rows]
         median = statistics.median(max(f["sampled"], f["deterministic"]) for f in figures)
-        met = "n/a" if target is None else ("yes" if median >= target - 1e-9 else "no")
+        met = _met(median, target)
         lines.append(f"| {env} | {frame} | {opponent} | {words} | {','.join(str(r['seed']) for r in rows)} | "
                      + " / ".join(f"{f['sampled']:.3f}" for f in figures) + " | "
                      + " / ".join(f"{f['deterministic']:.3f}" for f in figures) + f" | {median:.3f} | {met} |")

@@ -31,7 +31,7 @@ from entmachin.frame.checkpoint_files import (CheckpointError, describe_bytes, m
                                               read_manifest)
 
 __all__ = ["CheckpointError", "LoadedCheckpoint", "save_frame", "load_frame", "read_frame_checkpoint",
-           "latest_version"]
+           "latest_version", "check_state_dict"]
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +120,9 @@ def _decode(path: str, data: bytes) -> Any:
                               f"found {describe_bytes(data)}") from None
 
 
-def _check_state_dict(path: str, what: str, saved: Any, module: torch.nn.Module) -> None:
+def check_state_dict(path: str, what: str, saved: Any, module: torch.nn.Module) -> None:
+    """Raises ``CheckpointError`` (naming ``path`` and the key) unless ``saved`` is a state_dict with
+    ``module``'s names and shapes; ``what`` names the module in the message."""
     if not isinstance(saved, Mapping) or not all(isinstance(v, torch.Tensor) for v in saved.values()):
         raise CheckpointError(f"{path!r}: expected the {what}'s state_dict (names -> tensors), "
                               f"found {type(saved).__name__}")
@@ -261,7 +263,7 @@ def read_frame_checkpoint(frame: Any, model_dir: str, network_map: Optional[Mapp
         decoded = {key: _decode(paths[key], data) for key, data in blobs.items()}
         _check_header(paths[_STATE], decoded[_STATE], frame)
         for attr in names:
-            _check_state_dict(paths[attr], attr, decoded[attr], getattr(frame, attr))
+            check_state_dict(paths[attr], attr, decoded[attr], getattr(frame, attr))
         _check_frame_state(paths[_STATE], decoded[_STATE], frame)
     except FileNotFoundError as e:
         raise FileNotFoundError(f"{where}: {e}") from None

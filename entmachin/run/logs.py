@@ -1,5 +1,6 @@
 """The run directory's files: resolved config, tensorboard scalars, evaluations, learning curve;
-and :class:`RunError`, the error of a run directory that cannot be used as asked.
+:class:`RunError`, the error of a run directory that cannot be used as asked; and :func:`next_due`,
+when an event every N environment steps (an evaluation, a checkpoint, a pool snapshot) comes next.
 
 Tensorboard tags follow CleanRL, with environment steps on the x-axis::
 
@@ -10,6 +11,8 @@ Tensorboard tags follow CleanRL, with environment steps on the x-axis::
     entities/<type>             mean number of entities of that type per observation
     actions/<action>/<choice>   share of actors choosing each choice of a categorical action
     eval/mean_return            mean return of each evaluation
+    eval/win_rate/<opponent>    games: each evaluation's win rate against an opponent
+    selfplay/*                  self-play: the learner's Elo, win and draw rates, pool size (entmachin.run.selfplay)
 
 plus the resolved config as text and the hyperparameters with the final evaluation.
 """
@@ -28,9 +31,15 @@ import numpy as np
 from entmachin.run.config import RunConfig, config_to_dict, dump_yaml, load_config
 
 __all__ = ["RunError", "prepare_run_dir", "remove_run_files", "write_config", "load_run_config", "make_writer",
-           "write_iteration", "write_evals", "write_hparams", "progress_bar", "atomic_write", "NullWriter"]
+           "write_iteration", "write_evals", "write_hparams", "progress_bar", "atomic_write", "NullWriter", "next_due"]
 
 logger = logging.getLogger(__name__)
+
+
+def next_due(due: int, step: int, interval: int) -> int:
+    """When an every-``interval``-steps event that was due at ``due`` and ran at ``step`` is due next:
+    the first of ``due + interval``, ``due + 2 interval``, ... after ``step`` (a rollout may cross several)."""
+    return due + interval * max(1, math.ceil((step - due + 1) / interval))
 
 
 class RunError(RuntimeError):

@@ -399,12 +399,10 @@ class Runner:
             if step >= state.next_eval and step < config.train.total_steps:
                 if self.lead:
                     self._evaluate(writer, final=False)
-                state.next_eval += config.log.eval_interval * max(1, math.ceil((step - state.next_eval + 1)
-                                                                               / config.log.eval_interval))
+                state.next_eval = logs.next_due(state.next_eval, step, config.log.eval_interval)
             if step >= state.next_checkpoint:
                 self._checkpoint()
-                state.next_checkpoint += config.log.checkpoint_interval * max(
-                    1, math.ceil((step - state.next_checkpoint + 1) / config.log.checkpoint_interval))
+                state.next_checkpoint = logs.next_due(state.next_checkpoint, step, config.log.checkpoint_interval)
         return signals.received
 
     def _collect_and_update(self) -> Any:

@@ -39,12 +39,13 @@ import numpy as np
 import torch
 
 from entmachin.env import RowIndex, VecObs
+from entmachin.frame.checkpoint import CheckpointError, check_state_dict
 from entmachin.frame.collector import default_actions
 from entmachin.frame.safe_call import safe_call
 from entmachin.ragged import trees
 from entmachin.run.config import SelfPlaySection
 from entmachin.run.elo import updated
-from entmachin.run.logs import RunError
+from entmachin.run.logs import RunError, next_due
 from entmachin.run.spaces import space_differences
 
 __all__ = ["SelfPlay", "LATEST", "POOL_FORMAT"]
@@ -180,13 +181,11 @@ class SelfPlay:
         swap = False
         if env_steps >= self.next_save:
             self._take_snapshot(env_steps)
-            self.next_save += section.save_steps * max(1, math.ceil((env_steps - self.next_save + 1)
-                                                                    / section.save_steps))
+            self.next_save = next_due(self.next_save, env_steps, section.save_steps)
             swap = any(slot.snapshot < 0 and slot.due < 0 for slot in self.slots)  # fill empty places at once
         if env_steps >= self.next_swap:
             swap = True
-            self.next_swap += section.swap_steps * max(1, math.ceil((env_steps - self.next_swap + 1)
-                                                                    / section.swap_steps))
+            self.next_swap = next_due(self.next_swap, env_steps, section.swap_steps)
         if swap and self.window:
             chosen = self.rng.choice(self.window, size=min(len(self.slots), len(self.window)), replace=False).tolist()
             staying = [slot for slot in self.slots if slot.snapshot in chosen]  # drawn again: no swap
@@ -208,11 +207,15 @@ class SelfPlay:
         """Loads each drawn snapshot into its place once no game is played against the one there."""
         for i, slot in enumerate(self.slots):
             if slot.due >= 0 and not (self._opponent == i).any():
-                if slot.module is None:
-                    slot.module = copy.deepcopy(self.frame.actor).requires_grad_(False)
-                slot.module.load_state_dict(self._weights[slot.due])
-                slot.snapshot, slot.due = slot.due, -1
+                self._load(slot, slot.due)
         self._forget()
+
+    def _load(self, slot: _Slot, snapshot: int) -> None:
+        """Puts ``snapshot`` in play in ``slot`` (a frozen copy of the actor, made the first time)."""
+        if slot.module is None:
+            slot.module = copy.deepcopy(self.frame.actor).requires_grad_(False)
+        slot.module.load_state_dict(self._weights[snapshot])
+        slot.snapshot, slot.due = snapshot, -1
 
     def _forget(self) -> None:
         keep = set(self.window) | {s.snapshot for s in self.slots} | {s.due for s in self.slots}
@@ -268,11 +271,12 @@ class SelfPlay:
         if self.spaces and state["spaces"] and state["spaces"] != self.spaces:
             raise RunError(f"{where}: the pool's snapshots were trained on other spaces than this environment's: "
                            + "; ".join(space_differences(state["spaces"], self.spaces)))
-        own = self.frame.actor.state_dict()
         for key, weights in state["weights"].items():
-            if set(weights) != set(own) or any(weights[k].shape != own[k].shape for k in own):
+            try:
+                check_state_dict(where, "actor", weights, self.frame.actor)
+            except CheckpointError as e:
                 raise RunError(f"{where}: pool snapshot {key} (taken at {state['snapshots'][int(key)]['env_steps']} "
-                               "environment steps) does not fit the learner's actor: its parameters differ")
+                               f"environment steps) does not fit the learner's actor: {e}") from None
         needed = set(state["window"]) | {i for pair in state["slots"] for i in pair if i >= 0}
         if not needed <= {int(k) for k in state["weights"]} or len(state["slots"]) != len(self.slots):
             raise RunError(f"{where}: the pool's snapshots in play do not match selfplay.max_snapshots "
@@ -289,11 +293,9 @@ class SelfPlay:
         self.next_save, self.next_swap = int(state["next_save"]), int(state["next_swap"])
         self.rng.bit_generator.state = state["rng"]
         for slot, (snapshot, due) in zip(self.slots, state["slots"]):
+            if snapshot >= 0:
+                self._load(slot, int(snapshot))
             slot.snapshot, slot.due = int(snapshot), int(due)
-            if slot.snapshot >= 0:
-                if slot.module is None:
-                    slot.module = copy.deepcopy(self.frame.actor).requires_grad_(False)
-                slot.module.load_state_dict(self._weights[slot.snapshot])
         seats, opponent = state["seats"].numpy(), state["opponent"].numpy()
         if games and seats.shape == self._seats.shape and opponent.shape == self._opponent.shape:
             self._seats, self._opponent = seats.astype(np.int64), opponent.astype(np.int64)
