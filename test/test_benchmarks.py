@@ -27,6 +27,8 @@ TINY = {
                       "32", "--cartpole-rows", "200", "--length", "20", "--updates", "3", "--ms-updates", "2", "--repeats",
                       "1"], "machin: skipped"),
     "bench_env_list.py": (["--num-envs", "4", "--steps", "5", "--repeats", "1"], "batching"),
+    "bench_export.py": (["--rounds", "1", "--seconds", "0.01", "--pool", "4", "--batch", "8", "--batches", "2"],
+                        "rogue-net side: skipped"),
     "bench_frame_machin.py": (["--episodes", "2", "--length", "20", "--repeats", "1"], "machin"),
     "bench_frame_minesweeper.py": (["--n-envs", "8", "--n-steps", "4", "--batch-size", "16", "--epochs", "1",
                                     "--iterations", "1", "--rounds", "1"], "entmachin / plain loop"),

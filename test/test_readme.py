@@ -108,3 +108,10 @@ def test_the_opponent_function_played_its_matches(namespace):
     low, high = match.interval()
     assert low <= match.win_rate <= high
     assert re.fullmatch(r"win rate \d\.\d{3} \(95% CI \d\.\d{3}-\d\.\d{3}\)", match.line())
+
+
+def test_the_exported_policy_played_collect(namespace):
+    shipped = namespace["shipped"]
+    assert len(shipped.returns) == 16 and np.isfinite(shipped.mean)
+    assert set(namespace["sampled"]) == set(namespace["onnx_policy"].action_space)
+

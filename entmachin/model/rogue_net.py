@@ -372,21 +372,58 @@ class RogueNet(NormalisedModule):
         if self.q_head is None:
             raise RuntimeError("RogueNet.q_values: this network has no Q-heads; build it with "
                                "RogueNet(obs_space, action_space, config, q_head='plain' or 'dueling')")
+
+        def q(head: nn.Module, x: torch.Tensor, actors: Any, actees: Any, mask: ParsedMask) -> torch.Tensor:
+            if isinstance(head, SelectEntityQHead):
+                return head(x, actors, actees, mask.actee_mask)  # [n_actors, width]
+            return head(x, actors, mask.mask)  # [n_actors, n_choices]
+
+        return self._per_actor(self.q_heads, q, entities, action_masks, visible)
+
+    def probabilities(self, entities: Mapping[str, Any], action_masks: Mapping[str, Any],
+                      visible: Optional[Mapping[str, Any]] = None) -> Dict[str, RaggedTensor]:
+        """Every actor's probability of each choice under its mask (0 where forbidden), as
+        :meth:`forward` samples them; laid out as :meth:`q_values` (select-entity: one per actee
+        of the actor's row, padded with 0 to the batch's longest actee list).
+
+        Returns:
+            action name -> float32 ragged ``[n_actors, width]``, one sequence per row.
+
+        Raises:
+            ValueError / TypeError: as :meth:`forward`.
+        """
+
+        def probs(head: nn.Module, x: torch.Tensor, actors: Any, actees: Any, mask: ParsedMask) -> torch.Tensor:
+            if isinstance(head, SelectEntityHead):
+                logits, allowed = head.scores(x, actors, actees, mask.actee_mask)  # [n_actors, width] each
+            else:
+                logits, allowed = head.proj(x.index_select(0, actors)), mask.mask  # [n_actors, n_choices]
+            logits = logits.float()
+            if allowed is not None:
+                logits = logits.masked_fill(~allowed, float("-inf"))
+            return logits.log_softmax(-1).exp()  # as masked_categorical computes them
+
+        return self._per_actor(self.heads, probs, entities, action_masks, visible)
+
+    def _per_actor(self, heads: nn.ModuleList, fn: Any, entities: Mapping[str, Any], action_masks: Mapping[str, Any],
+                   visible: Optional[Mapping[str, Any]]) -> Dict[str, RaggedTensor]:
+        """``fn(head, x, actors, actees, mask)`` per action, on the actors' (and actees') stream
+        indices: int64 ``[n_actors]`` for categorical heads, ragged ``[n, 1]`` for select-entity ones."""
         tokens, x, masks, _ = self._encode_for_policy(entities, action_masks, visible, None)
         starts = tokens.layout.starts
         out: Dict[str, RaggedTensor] = {}
         for name, mask in masks.items():
-            head = self.q_heads[self.action_names.index(name)]
+            head = heads[self.action_names.index(name)]
             actors = mask.actors
             actor_tokens = starts[actors.batch_index] + actors.data[:, 0]  # [n_actors]
-            if isinstance(head, SelectEntityQHead):
+            if isinstance(head, SelectEntityHead):
                 actees = mask.actees
                 actee_tokens = starts[actees.batch_index] + actees.data[:, 0]  # [n_actees]
-                q = head(x, actors.with_data(actor_tokens[:, None]), actees.with_data(actee_tokens[:, None]),
-                         mask.actee_mask)  # [n_actors, width]
+                values = fn(head, x, actors.with_data(actor_tokens[:, None]), actees.with_data(actee_tokens[:, None]),
+                            mask)
             else:
-                q = head(x, actor_tokens, mask.mask)  # [n_actors, n_choices]
-            out[name] = actors.with_data(q)
+                values = fn(head, x, actor_tokens, None, mask)
+            out[name] = actors.with_data(values)
         return out
 
     def value(self, entities: Mapping[str, Any], visible: Optional[Mapping[str, Any]] = None) -> torch.Tensor:

@@ -1,5 +1,5 @@
 """``entmachin`` / ``python -m entmachin``: train, resume, evaluate, list environments, write configs,
-play, rate checkpoints in a league.
+play, rate checkpoints in a league, export a policy to ONNX.
 
     entmachin train [CONFIG | ENV_NAME] [--set key=value ...] [--run-dir DIR] [--force]
     entmachin train --resume RUN_DIR
@@ -8,6 +8,7 @@ play, rate checkpoints in a league.
     entmachin init ENV [--frame A2C] > my.yaml
     entmachin play [ENV] [--checkpoint RUN_DIR] [--seed S] [--seat SEAT] [--opponent OPPONENT]
     entmachin league RUN_DIR [RUN_DIR ...] [--games N] [--seed S] [--deterministic] [--out DIR]
+    entmachin export RUN_DIR [-o policy.onnx] [--checkpoint STEPS]
 
 Bad input ends with a one-line error and exit status 2 (``--debug`` shows the traceback).
 """
@@ -97,6 +98,13 @@ def _parser() -> argparse.ArgumentParser:
     league.add_argument("--deterministic", action="store_true", help="most likely actions instead of sampling")
     league.add_argument("--out", default=None, metavar="DIR",
                         help="where league.json and league.png go (default: the first run directory)")
+
+    export = commands.add_parser(
+        "export", help="write a run's acting network as one ONNX graph (run it with entmachin.deploy, no torch)")
+    export.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (or its checkpoints/ directory)")
+    export.add_argument("-o", "--out", default=None, metavar="FILE", help="the .onnx file (default: RUN_DIR/policy.onnx)")
+    export.add_argument("--checkpoint", type=int, default=None, metavar="STEPS",
+                        help="the checkpoint of this many environment steps (default: the latest)")
     return parser
 
 
@@ -116,7 +124,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         return {"train": commands.train, "eval": commands.evaluate_run, "envs": commands.list_envs,
                 "init": commands.init, "play": commands.play,
-                "league": commands.league}[args.command](args)
+                "league": commands.league, "export": commands.export}[args.command](args)
     except KeyboardInterrupt:
         print("entmachin: interrupted", file=sys.stderr)
         return 130

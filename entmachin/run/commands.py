@@ -204,3 +204,13 @@ def league(args: argparse.Namespace) -> int:
     print(f"{len(result.pairs)} pairs of players, {result.games} games each (seed {result.seed}); league.json and "
           f"league.png in {result.out}")
     return 0
+
+
+def export(args: argparse.Namespace) -> int:
+    from entmachin.run.export import export_run
+
+    result = export_run(args.run_dir, args.out, args.checkpoint)
+    print(f"wrote {result.path} ({result.kind}, {result.size / 1024:.0f} KiB, in {result.seconds:.2f} s); run it "
+          "with entmachin.deploy.OnnxPolicy (numpy and onnxruntime, no torch)")
+    return 0
+

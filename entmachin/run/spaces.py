@@ -1,28 +1,12 @@
 """Observation and action spaces as text: for ``entmachin envs`` and for checkpoints of another env."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping
+from typing import Any, List, Mapping
 
-from entmachin.env import CategoricalActionSpace, GlobalCategoricalActionSpace, ObsSpace, SelectEntityActionSpace
+from entmachin.env import ObsSpace
+from entmachin.env.spaces import spaces_record
 
 __all__ = ["describe_spaces", "spaces_record", "space_differences"]
-
-
-def spaces_record(obs_space: ObsSpace, action_space: Mapping[str, Any]) -> Dict[str, Any]:
-    """Plain data naming every entity type with its features and every action with its choices."""
-    actions: Dict[str, Any] = {}
-    for name, space in action_space.items():
-        if isinstance(space, GlobalCategoricalActionSpace):
-            actions[name] = {"kind": "global categorical", "choices": list(space.index_to_label)}
-        elif isinstance(space, CategoricalActionSpace):
-            actions[name] = {"kind": "categorical", "choices": list(space.index_to_label)}
-        elif isinstance(space, SelectEntityActionSpace):
-            actions[name] = {"kind": "select entity"}
-        else:
-            actions[name] = {"kind": type(space).__name__}
-    return {"entities": {name: list(entity.features) for name, entity in obs_space.entities.items()},
-            "global_features": list(getattr(obs_space, "global_features", []) or []),
-            "actions": actions}
 
 
 def describe_spaces(obs_space: ObsSpace, action_space: Mapping[str, Any]) -> List[str]:

@@ -1,0 +1,265 @@
+"""Running an exported policy (``entmachin export``) with numpy and onnxruntime only.
+
+Importing this module never imports torch: a game server, a simulation or a test harness that
+only acts with a trained policy needs numpy, onnxruntime and entmachin's environment layer.
+
+Example:
+    >>> from entmachin.deploy import OnnxPolicy
+    >>> policy = OnnxPolicy("policy.onnx")
+    >>> obs = env.reset()
+    >>> while not obs.done:
+    ...     obs = env.act(policy.act(obs))           # the most likely action of every actor
+    >>> policy.act(obs, deterministic=False, rng=np.random.default_rng(0))   # sampled
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, Mapping, Optional
+
+import numpy as np
+
+from entmachin.env.action import Action, GlobalCategoricalActionSpace, SelectEntityActionSpace
+from entmachin.env.batch import batch_obs
+from entmachin.env.canonical import to_state
+from entmachin.env.common import GLOBAL_ENTITY
+from entmachin.env.env_list import to_env_actions
+from entmachin.env.episodes import EvalResult, run_episodes
+from entmachin.env.environment import Observation
+from entmachin.env.spaces import spaces_from_record
+from entmachin.env.validator import validate_observation
+from entmachin.env.vec_env import VecCategoricalActionMask, VecObs, VecSelectEntityActionMask
+from entmachin.ragged.array import RaggedArrayI64
+from entmachin.ragged.arrays import ragged_from_arrays
+
+__all__ = ["FORMAT", "OnnxPolicy", "PolicyFileError"]
+
+#: ``entmachin.format`` in an exported file's metadata.
+FORMAT = "entmachin-policy/1"
+
+
+class PolicyFileError(ValueError):
+    """A file that is not an entmachin export (or one of a format this version cannot run)."""
+
+
+class OnnxPolicy:
+    """An exported policy (or Q-network), run by onnxruntime.
+
+    Args:
+        path: the ``.onnx`` file ``entmachin export`` wrote.
+        threads: onnxruntime's intra-op threads (1: one core, the predictable choice inside a
+            game loop; 0: onnxruntime's default, every core).
+        providers: onnxruntime execution providers (default: the CPU).
+
+    Attributes:
+        obs_space / action_space: the spaces the policy was trained on (None for dense models).
+        kind: ``"rogue-net policy"``, ``"rogue-net q"``, ``"mlp policy"`` or ``"mlp q"``.
+        metadata: every ``entmachin.*`` entry of the file's metadata, JSON decoded.
+
+    Raises:
+        PolicyFileError: the file does not exist, is not ONNX, or is not an entmachin export.
+        ImportError: onnxruntime is not installed (``pip install entmachin[export]``).
+    """
+
+    def __init__(self, path: str, *, threads: int = 1, providers: Optional[list] = None) -> None:
+        import onnxruntime as ort
+
+        self.path = str(path)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        try:
+            self.session = ort.InferenceSession(self.path, options, providers=providers or ["CPUExecutionProvider"])
+        except Exception as e:  # onnxruntime raises its own types (and RuntimeError) for unreadable files
+            raise PolicyFileError(f"{self.path}: not an ONNX model onnxruntime can load "
+                                  f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
+        props = self.session.get_modelmeta().custom_metadata_map
+        if props.get("entmachin.format") != FORMAT:
+            raise PolicyFileError(
+                f"{self.path}: not an entmachin export (its metadata has entmachin.format="
+                f"{props.get('entmachin.format')!r}; expected {FORMAT!r}); write one with `entmachin export RUN_DIR`")
+        self.metadata: Dict[str, Any] = {}
+        for key, value in props.items():
+            if key.startswith("entmachin."):
+                try:
+                    self.metadata[key[len("entmachin."):]] = json.loads(value)
+                except ValueError:
+                    self.metadata[key[len("entmachin."):]] = value
+        self.kind: str = self.metadata["kind"]
+        self.obs_space, self.action_space = None, None
+        if "spaces" in self.metadata:
+            self.obs_space, self.action_space = spaces_from_record(self.metadata["spaces"], f"{self.path} metadata")
+        self._values = "q" if self.kind.endswith(" q") else "probs"
+        self._outputs = [o.name for o in self.session.get_outputs()]
+        self._rng = np.random.default_rng()
+
+    def __repr__(self) -> str:
+        return f"OnnxPolicy({self.path!r}, kind={self.kind!r})"
+
+    # ---------------------------------------------------------------- entity policies
+
+    def act(self, observation: Observation, deterministic: bool = True,
+            rng: Optional[np.random.Generator] = None) -> Dict[str, Action]:
+        """The actions of one environment's observation, as its ``Environment.act`` takes them.
+
+        Args:
+            observation: one environment's (or one seat's) observation.
+            deterministic: each actor's most likely choice; False samples, with uniform noise
+                from ``rng`` (default: this policy's own generator).
+
+        Raises:
+            TypeError / ValueError: an observation that does not fit the stored spaces (an
+                unknown entity type or action, a wrong number of features, a mask of the wrong
+                width), named.
+        """
+        self._entity_policy("act")
+        validate_observation(observation, self.obs_space, self.action_space, where=f"{self.path}: observation")
+        vec = batch_obs([observation], self.obs_space, self.action_space)
+        out = self._run_vec(vec, deterministic, rng)
+        choices = {name: chosen for name, (chosen, _) in out.items()}
+        probs = {name: p for name, (_, p) in out.items()}
+        return to_env_actions(self.obs_space, self.action_space, choices, observation, probs)
+
+    def act_batch(self, vec_obs: VecObs, deterministic: bool = True,
+                  rng: Optional[np.random.Generator] = None) -> Dict[str, RaggedArrayI64]:
+        """The actions of a batch of observations, as ``VecEnv.act`` takes them:
+        action name -> int64 ragged ``[n_actors, 1]`` (select-entity: positions in the row's
+        actee list).
+
+        Raises:
+            TypeError / ValueError: a batch that does not fit the stored spaces, named.
+        """
+        self._entity_policy("act_batch")
+        self._check_vec(vec_obs)
+        lengths = {name: vec_obs.action_masks[name].actors.size1() for name in self.action_space}
+        return {name: ragged_from_arrays(chosen.reshape(-1, 1), lengths[name])
+                for name, (chosen, _) in self._run_vec(vec_obs, deterministic, rng).items()}
+
+    def outputs(self, vec_obs: VecObs, noise: Optional[Mapping[str, np.ndarray]] = None) -> Dict[str, np.ndarray]:
+        """Every output of the graph for a batch (``probs/<a>`` or ``q/<a>``, ``argmax/<a>``,
+        ``sample/<a>``, ``counts/<a>``), with the given uniform noise per action (default 0)."""
+        self._entity_policy("outputs")
+        self._check_vec(vec_obs)
+        feeds = self.feeds(vec_obs, noise)
+        return dict(zip(self._outputs, self.session.run(self._outputs, feeds)))
+
+    def feeds(self, vec_obs: VecObs, noise: Optional[Mapping[str, np.ndarray]] = None) -> Dict[str, np.ndarray]:
+        """The graph's inputs for a batch, named as README "Export" lists them."""
+        state = to_state(vec_obs, self.action_space)
+        entities, visible = state["entities"], state.get("visible", {})
+        feeds: Dict[str, np.ndarray] = {}
+        for t, entity in self.obs_space.entities.items():
+            ragged = entities[t]
+            feeds[f"features/{t}"] = ragged.as_array().reshape(ragged.items(), len(entity.features))
+            feeds[f"lengths/{t}"] = ragged.size1().astype(np.int64)
+            n = feeds[f"features/{t}"].shape[0]
+            feeds[f"visible/{t}"] = visible[t].as_array().reshape(-1) if t in visible else np.ones(n, np.bool_)
+        if self.obs_space.global_features:
+            feeds["global_features"] = entities[GLOBAL_ENTITY].as_array()
+        for name, space in self.action_space.items():
+            mask = state["action_masks"][name]
+            actors = mask["actors"]
+            feeds[f"actor_lengths/{name}"] = actors.size1().astype(np.int64)
+            n_actors = actors.items()
+            if not isinstance(space, GlobalCategoricalActionSpace):
+                feeds[f"actors/{name}"] = actors.as_array().reshape(-1)
+            if isinstance(space, SelectEntityActionSpace):
+                feeds[f"actees/{name}"] = mask["actees"].as_array().reshape(-1)
+                feeds[f"actee_lengths/{name}"] = mask["actees"].size1().astype(np.int64)
+                feeds[f"actee_mask/{name}"] = mask["actee_mask"].as_array().reshape(-1)
+            else:
+                feeds[f"mask/{name}"] = mask["mask"].as_array()
+            given = None if noise is None else noise.get(name)
+            feeds[f"noise/{name}"] = (np.zeros(n_actors, np.float32) if given is None
+                                      else np.asarray(given, np.float32).reshape(n_actors))
+        return feeds
+
+    def _run_vec(self, vec: VecObs, deterministic: bool, rng: Optional[np.random.Generator]) -> Dict[str, Any]:
+        """action name -> (int64 choices ``[n_actors]``, the probabilities or Q-values per actor)."""
+        noise = None
+        if not deterministic:
+            rng = rng if rng is not None else self._rng
+            noise = {name: rng.random(vec.action_masks[name].actors.items(), dtype=np.float32)
+                     for name in self.action_space}
+        out = dict(zip(self._outputs, self.session.run(self._outputs, self.feeds(vec, noise))))
+        pick = "argmax" if deterministic else "sample"
+        result = {}
+        for name, space in self.action_space.items():
+            values = out[f"{self._values}/{name}"]
+            if isinstance(space, SelectEntityActionSpace):
+                counts = out[f"counts/{name}"]
+                values = values.reshape(len(counts), -1) if len(counts) and len(set(counts.tolist())) == 1 else values
+            result[name] = (out[f"{pick}/{name}"], values)
+        return result
+
+    def _entity_policy(self, method: str) -> None:
+        if self.obs_space is None:
+            raise TypeError(f"{self.path}: a dense {self.kind} takes feature vectors: use act_dense(), not {method}()")
+
+    def _check_vec(self, vec: Any) -> None:
+        """The batch's entity types, feature counts, actions and mask widths against the spaces."""
+        where = f"{self.path}: observations"
+        if not isinstance(vec, VecObs):
+            raise TypeError(f"{where}: expected a VecObs, got {type(vec).__name__}")
+        known = set(self.obs_space.entities) | {GLOBAL_ENTITY}
+        for t, ragged in vec.features.items():
+            if t not in known:
+                raise ValueError(f"{where}: unknown entity type {t!r}; the policy knows {list(self.obs_space.entities)}")
+            width = (len(self.obs_space.global_features) if t == GLOBAL_ENTITY
+                     else len(self.obs_space.entities[t].features))
+            if ragged.size2() != width:
+                raise ValueError(f"{where}: entity type {t!r} has {ragged.size2()} features; the policy was "
+                                 f"trained on {width}")
+        if self.obs_space.global_features and GLOBAL_ENTITY not in vec.features:
+            raise ValueError(f"{where}: no global features; the policy takes {self.obs_space.global_features}")
+        for name, mask in vec.action_masks.items():
+            space = self.action_space.get(name)
+            if space is None:
+                raise ValueError(f"{where}: unknown action {name!r}; the policy has {list(self.action_space)}")
+            if isinstance(space, SelectEntityActionSpace) != isinstance(mask, VecSelectEntityActionMask):
+                raise ValueError(f"{where}: action {name!r} has a {type(mask).__name__}; the policy's action is "
+                                 f"a {type(space).__name__}")
+            if isinstance(mask, VecCategoricalActionMask) and mask.mask is not None \
+                    and mask.mask.size2() != len(space.index_to_label):
+                raise ValueError(f"{where}: the mask of action {name!r} has {mask.mask.size2()} choices per actor; "
+                                 f"the policy's action has {len(space.index_to_label)}")
+        missing = [name for name in self.action_space if name not in vec.action_masks]
+        if missing:
+            raise ValueError(f"{where}: no mask for action {missing[0]!r}")
+
+    def evaluate(self, make_env: Any, episodes: int, deterministic: bool = True, seed: Optional[int] = None, *,
+                 num_envs: int = 16, max_steps: int = 10_000, rng: Optional[np.random.Generator] = None) -> EvalResult:
+        """Episodic returns of this policy, as ``entmachin.frame.evaluate`` gives a frame's: the same
+        environments, seeds and episode order (``entmachin eval``'s, with ``num_envs`` =
+        ``min(episodes, 128)``), so the same actions give the same returns.
+
+        Args:
+            make_env: builds one environment (a class or any callable).
+            episodes / seed / num_envs / max_steps: as ``entmachin.env.episodes.run_episodes``.
+            deterministic / rng: as :meth:`act`.
+        """
+        self._entity_policy("evaluate")
+        return run_episodes(lambda obs, space: self.act_batch(obs, deterministic, rng), make_env, episodes, seed,
+                            num_envs=num_envs, max_steps=max_steps)
+
+    # ---------------------------------------------------------------- dense models
+
+    def act_dense(self, state: np.ndarray, mask: Optional[np.ndarray] = None, deterministic: bool = True,
+                  rng: Optional[np.random.Generator] = None) -> np.ndarray:
+        """The choices of an exported ``MLPActor`` / ``MLPQNet`` for ``state`` float ``[B, d_state]``
+        (``mask``: bool ``[B, n_actions]``, default all allowed); returns int64 ``[B]``."""
+        if self.obs_space is not None:
+            raise TypeError(f"{self.path}: an entity {self.kind} takes observations: use act() or act_batch()")
+        dense = self.metadata["dense"]
+        state = np.asarray(state, np.float32)
+        if state.ndim != 2 or state.shape[1] != dense["d_state"]:
+            raise ValueError(f"{self.path}: state has shape {state.shape}; expected [B, {dense['d_state']}]")
+        n = state.shape[0]
+        mask = np.ones((n, dense["n_actions"]), np.bool_) if mask is None else np.asarray(mask, np.bool_)
+        if mask.shape != (n, dense["n_actions"]):
+            raise ValueError(f"{self.path}: mask has shape {mask.shape}; expected [B, {dense['n_actions']}]")
+        noise = np.zeros(n, np.float32)
+        if not deterministic:
+            noise = (rng if rng is not None else self._rng).random(n, dtype=np.float32)
+        best, sample = self.session.run(["argmax", "sample"], {"state": state, "mask": mask, "noise": noise})
+        return best if deterministic else sample
