@@ -228,19 +228,20 @@ class OnnxPolicy:
             raise ValueError(f"{where}: no mask for action {missing[0]!r}")
 
     def evaluate(self, make_env: Any, episodes: int, deterministic: bool = True, seed: Optional[int] = None, *,
-                 num_envs: int = 16, max_steps: int = 10_000, rng: Optional[np.random.Generator] = None) -> EvalResult:
+                 num_envs: int = 16, max_steps: int = 10_000, check_finite: bool = True,
+                 rng: Optional[np.random.Generator] = None) -> EvalResult:
         """Episodic returns of this policy, as ``entmachin.frame.evaluate`` gives a frame's: the same
         environments, seeds and episode order (``entmachin eval``'s, with ``num_envs`` =
         ``min(episodes, 128)``), so the same actions give the same returns.
 
         Args:
             make_env: builds one environment (a class or any callable).
-            episodes / seed / num_envs / max_steps: as ``entmachin.env.episodes.run_episodes``.
+            episodes / seed / num_envs / max_steps / check_finite: as ``entmachin.env.episodes.run_episodes``.
             deterministic / rng: as :meth:`act`.
         """
         self._entity_policy("evaluate")
         return run_episodes(lambda obs, space: self.act_batch(obs, deterministic, rng), make_env, episodes, seed,
-                            num_envs=num_envs, max_steps=max_steps)
+                            num_envs=num_envs, max_steps=max_steps, check_finite=check_finite)
 
     # ---------------------------------------------------------------- dense models
 

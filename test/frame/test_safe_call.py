@@ -397,7 +397,8 @@ def test_data_parallel_is_looked_through_and_called():
     inner = Devices()
     wrapped = nn.DataParallel(inner)
     out = safe_call(wrapped, {"x": torch.ones(1, 2), "extra": 1})
-    assert out.shape == (1, 2) and inner.seen == CPU
+    # DataParallel itself scatters the inputs to its first GPU where there is one.
+    assert out.shape == (1, 2) and inner.seen == (torch.device("cuda", 0) if torch.cuda.is_available() else CPU)
     inner.input_device = inner.output_device = "meta"
     assert model_devices(wrapped) == (META, META)
 

@@ -141,8 +141,8 @@ def synthetic_batch(obs_space: Any, action_space: Any, n_rows: int, most: Dict[s
 def _torch_values(net: Any, q: bool, state: Dict[str, Any]) -> Dict[str, torch.Tensor]:
     with torch.no_grad():
         fn = net.q_values if q else net.probabilities
-        return {name: value.data for name, value in fn(state["entities"], state["action_masks"],
-                                                        state.get("visible")).items()}
+        return {name: value.data.cpu() for name, value in fn(state["entities"], state["action_masks"],
+                                                              state.get("visible")).items()}
 
 
 def _allowed(space: Any, state_mask: Dict[str, Any], width: int, counts: np.ndarray) -> np.ndarray:
@@ -217,8 +217,9 @@ def compare(name: str, net: Any, q: bool, batches: Sequence[VecObs], policy: Onn
 
 
 def check(env: str, frame: str = "PPO", overrides: Sequence[str] = (), label: Optional[str] = None,
-          n_env_rows: int = 500, n_synthetic: int = 500, seed: int = 0, directory: Optional[str] = None) -> Parity:
-    """Exports ``env``'s bundled-config network (random weights) and compares it on
+          n_env_rows: int = 500, n_synthetic: int = 500, seed: int = 0, directory: Optional[str] = None,
+          device: str = "cpu") -> Parity:
+    """Exports ``env``'s bundled-config network (random weights; on ``device``) and compares it on
     ``n_env_rows`` + ``n_synthetic`` observations."""
     config = load_config(bundled_config_path(env, frame), list(overrides))
     factory = EnvFactory(config.env)
@@ -227,6 +228,7 @@ def check(env: str, frame: str = "PPO", overrides: Sequence[str] = (), label: Op
     net, kind = _acting_model(frame_obj)
     q = kind.endswith("q")
     _randomise(net, seed)
+    net.to(device)
     batches = env_batches(factory, n_env_rows, seed)
     most = {t: max(int(b.features[t].size1().max(initial=0)) for b in batches) for t in obs_space.entities}
     with torch.no_grad(), net.collecting_stats():

@@ -60,6 +60,13 @@ def test_parity_with_pytorch_every_example(env, frame, overrides, label, tmp_pat
     _assert_parity(check(env, frame, overrides, label, directory=str(tmp_path)))
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_network_on_a_gpu_exports_what_it_computes_there(tmp_path):
+    _assert_parity(check("MineSweeper", "PPO", directory=str(tmp_path), device="cuda"))
+    _assert_parity(check("MineSweeper", "DQN", directory=str(tmp_path), device="cuda"))
+
+
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     """A short MineSweeper run with checkpoints at 128 and 256 environment steps."""
