@@ -16,8 +16,9 @@ pytest.importorskip("onnxruntime")
 import entmachin  # noqa: E402
 from entmachin.deploy import OnnxPolicy, PolicyFileError  # noqa: E402
 from entmachin.env import (  # noqa: E402
-    CategoricalAction, CategoricalActionMask, Observation, SelectEntityAction, batch_obs, to_state,
+    CategoricalAction, CategoricalActionMask, EnvList, Observation, SelectEntityAction, batch_obs, to_state,
 )
+from entmachin.ragged.arrays import ragged_from_arrays  # noqa: E402
 from entmachin.env.examples import MineSweeper  # noqa: E402
 from entmachin.env.spaces import spaces_from_record, spaces_record  # noqa: E402
 from entmachin.frame.checkpoint_files import manifest_versions  # noqa: E402
@@ -212,6 +213,29 @@ def test_bad_observations_are_named(minesweeper_policy):
                                                      mask=np.ones((len(obs.features["Robot"]), 3), np.bool_))})
     with pytest.raises(ValueError, match="Move"):
         minesweeper_policy.act(narrow)
+
+
+def test_bad_batches_are_named(minesweeper_policy):
+    from entmachin.env.examples import CherryPick
+
+    envs = EnvList(CherryPick, 2, seed=0)
+    with pytest.raises(ValueError, match="unknown entity type 'Cherry'"):
+        minesweeper_policy.act_batch(envs.reset())
+    envs.close()
+    envs = EnvList(MineSweeper, 2, seed=0)
+    vec = envs.reset()
+    envs.close()
+    good = minesweeper_policy.act_batch(vec)
+    assert set(good) == {"Move", "Fire Orbital Cannon"}
+    vec.action_masks["Move"].mask = ragged_from_arrays(np.ones((vec.action_masks["Move"].actors.items(), 2), bool),
+                                                       vec.action_masks["Move"].actors.size1(), np.bool_)
+    with pytest.raises(ValueError, match="action 'Move' has 2 choices per actor"):
+        minesweeper_policy.act_batch(vec)
+    del vec.action_masks["Move"]
+    with pytest.raises(ValueError, match="no mask for action 'Move'"):
+        minesweeper_policy.act_batch(vec)
+    with pytest.raises(TypeError, match="expected a VecObs"):
+        minesweeper_policy.act_batch({"entities": {}})
 
 
 def test_a_file_that_is_not_an_entmachin_export_is_named(tmp_path):
