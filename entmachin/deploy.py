@@ -61,7 +61,11 @@ class OnnxPolicy:
     """
 
     def __init__(self, path: str, *, threads: int = 1, providers: Optional[list] = None) -> None:
-        import onnxruntime as ort
+        try:
+            import onnxruntime as ort
+        except ImportError as e:
+            raise ImportError(f"OnnxPolicy needs onnxruntime ({e}): pip install 'entmachin[export]' "
+                              "(or onnxruntime alone)") from None
 
         self.path = str(path)
         options = ort.SessionOptions()

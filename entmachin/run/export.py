@@ -563,7 +563,7 @@ def export_policy(model: Any, path: str, *, q_values: Optional[bool] = None,
         the file, its size and the seconds the export took.
 
     Raises:
-        ExportError: a model the exporter cannot express.
+        ExportError: a model the exporter cannot express, or onnx is not installed.
     """
     started = time.perf_counter()
     net, kind = _acting_model(model)
@@ -571,7 +571,10 @@ def export_policy(model: Any, path: str, *, q_values: Optional[bool] = None,
         if net.q_head is None:
             raise ExportError("export: q_values=True, but the RogueNet has no Q-heads")
         kind = "rogue-net q"
-    from entmachin.run.onnx_graph import Graph  # imports onnx: only when exporting
+    try:
+        from entmachin.run.onnx_graph import Graph  # imports onnx: only when exporting
+    except ImportError as e:
+        raise ExportError(f"export needs the onnx package ({e}): pip install 'entmachin[export]'") from None
 
     g = Graph()
     if kind.startswith("rogue-net"):

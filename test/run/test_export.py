@@ -322,3 +322,10 @@ def test_a_two_player_run_exports_and_plays_every_seat(tmp_path):
             assert {obs.result for obs in by_seat.values()} <= {"win", "draw", "loss"}
             games += 1
             by_seat = env.reset()
+
+
+def test_without_onnx_the_export_says_what_to_install(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "onnx", None)
+    monkeypatch.delitem(sys.modules, "entmachin.run.onnx_graph", raising=False)
+    with pytest.raises(ExportError, match=r"pip install 'entmachin\[export\]'"):
+        export_policy(MLPActor(2, 2), str(tmp_path / "policy.onnx"))
