@@ -30,8 +30,8 @@ setup(
             # rps_v2 and generated_agents_parallel_v0 and a ParallelEnv subclass; tested with 1.27.0.
             # pettingzoo.classic imports pygame at import time (no display is opened).
             "pettingzoo>=1.24", "pygame>=2.5",
-            # test_export: parity of exported policies (the export extra's packages).
-            "onnx>=1.14", "onnxruntime>=1.15",
+            # test_export: parity of exported policies (the export extra's packages); test/data: datasets.
+            "onnx>=1.14", "onnxruntime>=1.15", "pyarrow>=14",
         ],
         # Optional: ragged-buffer's RaggedBuffer* values are then accepted and converted. Its
         # wheels stop at Python 3.11 (and numpy 1); entmachin's own arrays need neither.
@@ -39,7 +39,9 @@ setup(
         "ray": ["ray==2.60.0"],
         # entmachin export (onnx writes the graph) and entmachin.deploy (onnxruntime runs it, no torch).
         # onnxruntime 1.15.0, the oldest with wheels for Python 3.11, runs the exported graphs (opset 17).
-        "export": ["onnx>=1.14", "onnxruntime>=1.15"],  # RayEnvList: environment workers as Ray actors (rollout.workers)
+        "export": ["onnx>=1.14", "onnxruntime>=1.15"],
+        # entmachin.data: datasets of episodes as Parquet parts (entmachin record / relabel).
+        "data": ["pyarrow>=14"],  # RayEnvList: environment workers as Ray actors (rollout.workers)
     },
     entry_points={"console_scripts": ["entmachin = entmachin.run.cli:main"]},
     package_data={"entmachin.run": ["configs/*.yaml"]},

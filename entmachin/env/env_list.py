@@ -171,6 +171,7 @@ class EnvList(VecEnv):
                 self._returns[row:row + n] += [o.reward for o in stepped]
             observations.extend(stepped)
             row += n
+        self.final_observations = finals  # the Observations behind vec.final_obs (a recorder reads their ids)
         vec = self._batch(observations)
         if finals:
             vec.final_obs = self._batch_obs(finals, final_index, final=True)

@@ -5,12 +5,12 @@ metadata; ``entmachin.deploy`` rebuilds the spaces from that record without impo
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Tuple
+from typing import Any, Dict, List, Mapping, Tuple
 
 from entmachin.env.action import ActionSpace, CategoricalActionSpace, GlobalCategoricalActionSpace, SelectEntityActionSpace
 from entmachin.env.environment import Entity, ObsSpace
 
-__all__ = ["spaces_record", "spaces_from_record"]
+__all__ = ["spaces_record", "spaces_from_record", "space_differences"]
 
 _KINDS = {"global categorical": GlobalCategoricalActionSpace, "categorical": CategoricalActionSpace,
           "select entity": SelectEntityActionSpace}
@@ -55,3 +55,21 @@ def spaces_from_record(record: Mapping[str, Any], where: str = "spaces") -> Tupl
     except ValueError as e:
         raise ValueError(f"{where}: {e}") from None
     return obs_space, actions
+
+
+def space_differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> List[str]:
+    """What differs between two :func:`spaces_record` results, one phrase per difference."""
+    out: List[str] = []
+    for part, what in (("entities", "entity type"), ("actions", "action")):
+        a, b = saved.get(part, {}), current.get(part, {})
+        for name in sorted(set(a) | set(b)):
+            if name not in b:
+                out.append(f"{what} {name!r} only in the checkpoint")
+            elif name not in a:
+                out.append(f"{what} {name!r} only in this environment")
+            elif a[name] != b[name]:
+                out.append(f"{what} {name!r} is {a[name]} in the checkpoint and {b[name]} here")
+    if saved.get("global_features", []) != current.get("global_features", []):
+        out.append(f"global features {saved.get('global_features')} in the checkpoint and "
+                   f"{current.get('global_features')} here")
+    return out

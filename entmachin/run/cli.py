@@ -1,5 +1,5 @@
 """``entmachin`` / ``python -m entmachin``: train, resume, evaluate, list environments, write configs,
-play, rate checkpoints in a league, export a policy to ONNX.
+play, rate checkpoints in a league, export a policy to ONNX, record episodes to a dataset.
 
     entmachin train [CONFIG | ENV_NAME] [--set key=value ...] [--run-dir DIR] [--force]
     entmachin train --resume RUN_DIR
@@ -9,6 +9,8 @@ play, rate checkpoints in a league, export a policy to ONNX.
     entmachin play [ENV] [--checkpoint RUN_DIR] [--seed S] [--seat SEAT] [--opponent OPPONENT]
     entmachin league RUN_DIR [RUN_DIR ...] [--games N] [--seed S] [--deterministic] [--out DIR]
     entmachin export RUN_DIR [-o policy.onnx] [--checkpoint STEPS]
+    entmachin record [ENV] --policy POLICY --episodes N -o DIR [--seed S] [--processes N] [--deterministic]
+    entmachin relabel DIR --reward pkg.mod:function -o NEW_DIR
 
 Bad input ends with a one-line error and exit status 2 (``--debug`` shows the traceback).
 """
@@ -105,6 +107,25 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("-o", "--out", default=None, metavar="FILE", help="the .onnx file (default: RUN_DIR/policy.onnx)")
     export.add_argument("--checkpoint", type=int, default=None, metavar="STEPS",
                         help="the checkpoint of this many environment steps (default: the latest)")
+
+    record = commands.add_parser("record", help="write episodes of a policy to a dataset directory (Parquet parts)")
+    record.add_argument("env", nargs="?", default=None, metavar="ENV",
+                        help="an example environment's name or 'package.module:Class' (default: the policy run's)")
+    record.add_argument("--policy", required=True, metavar="POLICY",
+                        help="random, scripted (the environment's own), a run directory or pkg.mod:function")
+    record.add_argument("--episodes", type=int, required=True, help="episodes (games) to record")
+    record.add_argument("-o", "--out", required=True, metavar="DIR", help="a new dataset directory")
+    record.add_argument("--seed", type=int, default=0, help="seed of the environments and of sampling")
+    record.add_argument("--processes", type=int, default=0, help="environment worker processes (0: this one)")
+    record.add_argument("--num-envs", type=int, default=16, help="environments stepped together")
+    record.add_argument("--deterministic", action="store_true", help="a run's most likely actions instead of samples")
+    record.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    relabel = commands.add_parser("relabel", help="a dataset's rewards recomputed by a function, into a new dataset")
+    relabel.add_argument("dataset", metavar="DIR", help="a dataset directory (entmachin record); only read")
+    relabel.add_argument("--reward", required=True, metavar="pkg.mod:function",
+                         help="takes one part's rows (state, action, next_state, flags) and returns a reward per row")
+    relabel.add_argument("-o", "--out", required=True, metavar="NEW_DIR", help="the new dataset directory")
     return parser
 
 
@@ -124,7 +145,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         return {"train": commands.train, "eval": commands.evaluate_run, "envs": commands.list_envs,
                 "init": commands.init, "play": commands.play,
-                "league": commands.league, "export": commands.export}[args.command](args)
+                "league": commands.league, "export": commands.export,
+                "record": commands.record, "relabel": commands.relabel}[args.command](args)
     except KeyboardInterrupt:
         print("entmachin: interrupted", file=sys.stderr)
         return 130

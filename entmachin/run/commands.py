@@ -214,3 +214,29 @@ def export(args: argparse.Namespace) -> int:
           "with entmachin.deploy.OnnxPolicy (numpy and onnxruntime, no torch)")
     return 0
 
+
+def record(args: argparse.Namespace) -> int:
+    from entmachin.run.record import record as record_episodes
+
+    result = record_episodes(args.env, args.policy, args.episodes, args.out, seed=args.seed, processes=args.processes,
+                             num_envs=args.num_envs, deterministic=args.deterministic, progress=not args.no_progress)
+    print(f"recorded {result.episodes} episodes ({result.rows} rows, {result.parts} parts"
+          f"{', with entity ids' if result.ids else ''}) in {result.directory}; mean return {result.mean_return:.3f}")
+    return 0
+
+
+def relabel(args: argparse.Namespace) -> int:
+    from entmachin.data.relabel import relabel as relabel_dataset
+    from entmachin.frame.config import resolve
+    from entmachin.run.logs import RunError
+
+    try:
+        fn = resolve(args.reward, None, "--reward")
+    except ValueError as e:
+        raise RunError(str(e)) from None
+    if not callable(fn):
+        raise RunError(f"relabel --reward {args.reward}: not a function")
+    writer = relabel_dataset(args.dataset, args.out, fn, args.reward)
+    print(f"relabelled {writer.rows} rows ({writer.parts} parts) of {args.dataset} with {args.reward} into {args.out}")
+    return 0
+

@@ -1,0 +1,286 @@
+"""``entmachin record``: episodes of a policy written to a dataset directory (``entmachin.data``).
+
+Policies: ``random`` (a uniformly random allowed choice; its probabilities are recorded),
+``scripted`` (the environment's own ``scripted_opponent`` or ``scripted_policy``), a run
+directory (its checkpoint's actor: one batched forward pass a step; its probabilities are
+recorded), or ``pkg.mod:function`` (``(observation, action_space, rng) -> actions``, checked
+against the observation's masks). Functions see ``Observation`` objects, so they need the
+environments in this process (``--processes 0``); so do entity ids, which are recorded where the
+environment gives ints or strings.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from entmachin.data import DatasetWriter
+from entmachin.data.recorder import Recorder
+from entmachin.env import EnvList, ParallelEnvList, checked_choices, random_actions, to_state
+from entmachin.env.action import SelectEntityActionSpace
+from entmachin.env.vec_env import VecObs
+from entmachin.ragged.arrays import ragged_from_arrays
+from entmachin.run.build import EnvFactory, env_class
+from entmachin.run.config import EnvSection
+from entmachin.run.logs import RunError
+
+__all__ = ["RecordResult", "record"]
+
+POLICY_KINDS = "random, scripted, a run directory or pkg.mod:function"
+
+
+@dataclass(frozen=True)
+class RecordResult:
+    directory: str
+    episodes: int
+    rows: int
+    parts: int
+    mean_return: float
+    ids: bool
+
+
+def _widths(vec: VecObs, action_space: Mapping[str, Any], name: str) -> np.ndarray:
+    """Choices of each actor of ``name``: the action's choices, or its row's actees."""
+    mask = vec.action_masks[name]
+    if isinstance(action_space[name], SelectEntityActionSpace):
+        return np.repeat(mask.actees.size1(), mask.actors.size1())
+    return np.full(mask.actors.items(), len(action_space[name].index_to_label), np.int64)
+
+
+def _allowed(vec: VecObs, action_space: Mapping[str, Any], name: str, width: int) -> np.ndarray:
+    """bool ``[n_actors, width]`` of the allowed choices (padding: not allowed)."""
+    mask = vec.action_masks[name]
+    widths = _widths(vec, action_space, name)
+    inside = np.arange(width)[None, :] < widths[:, None]  # [n_actors, width]
+    if mask.mask is None:
+        return inside
+    out = np.zeros(inside.shape, np.bool_)
+    out[inside] = mask.mask.as_array().reshape(-1)  # row-major: categorical rows, or actor x actee pairs
+    return out
+
+
+def _sample(probs: np.ndarray, noise: np.ndarray) -> np.ndarray:
+    """Inverse-CDF choices (as exported policies sample), never past the last allowed choice."""
+    if not len(probs):
+        return np.zeros(0, np.int64)
+    cdf = np.cumsum(probs, axis=1)
+    below = (cdf <= (noise * cdf[:, -1])[:, None]).sum(axis=1)
+    last = probs.shape[1] - 1 - np.argmax((probs > 0)[:, ::-1], axis=1)
+    return np.minimum(below, last).astype(np.int64)
+
+
+class _Policy:
+    """Chooses every row's actions from a batch; ``probs`` says whether it gives probabilities."""
+
+    probs = False
+    needs_observations = False
+
+    def choose(self, vec: VecObs, observations: Optional[Sequence[Any]]) -> Tuple[Dict[str, Any], Optional[Dict]]:
+        raise NotImplementedError
+
+
+class _Random(_Policy):
+    probs = True
+
+    def __init__(self, action_space: Mapping[str, Any], rng: np.random.Generator) -> None:
+        self.action_space, self.rng = action_space, rng
+
+    def choose(self, vec, observations):
+        actions = random_actions(vec, self.action_space, self.rng)
+        probs = {}
+        for name in self.action_space:
+            widths = _widths(vec, self.action_space, name)
+            width = int(widths.max(initial=0))
+            allowed = _allowed(vec, self.action_space, name, width)
+            p = allowed / np.maximum(allowed.sum(axis=1, keepdims=True), 1)
+            probs[name] = ragged_from_arrays(p[np.arange(width)[None, :] < widths[:, None]].reshape(-1, 1), widths,
+                                             np.float32)
+        return actions, probs
+
+
+class _Checkpoint(_Policy):
+    probs = True
+
+    def __init__(self, frame: Any, action_space: Mapping[str, Any], rng: np.random.Generator,
+                 deterministic: bool) -> None:
+        import torch
+
+        from entmachin.model.wrappers import unwrap
+
+        self.net, self.torch = unwrap(frame.actor), torch
+        if not hasattr(self.net, "probabilities"):
+            raise RunError(f"record: the run's actor is a {type(self.net).__name__}; recording needs a RogueNet policy")
+        self.action_space, self.rng, self.deterministic = action_space, rng, deterministic
+
+    def choose(self, vec, observations):
+        state = to_state(vec, self.action_space)
+        with self.torch.no_grad():
+            tables = self.net.probabilities(state["entities"], state["action_masks"], state.get("visible"))
+        actions, probs = {}, {}
+        for name, table in tables.items():
+            p = table.data.cpu().numpy()  # [n_actors, width]
+            widths = _widths(vec, self.action_space, name)
+            lengths = vec.action_masks[name].actors.size1()
+            if self.deterministic:
+                chosen = p.argmax(axis=1) if len(p) else np.zeros(0, np.int64)
+            else:
+                chosen = _sample(p, self.rng.random(len(p), dtype=np.float32))
+            actions[name] = ragged_from_arrays(chosen.reshape(-1, 1).astype(np.int64), lengths, np.int64)
+            inside = np.arange(p.shape[1])[None, :] < widths[:, None] if p.ndim == 2 else np.zeros((0, 0), bool)
+            probs[name] = ragged_from_arrays(p[inside].reshape(-1, 1), widths, np.float32)
+        return actions, probs
+
+
+class _Function(_Policy):
+    needs_observations = True
+
+    def __init__(self, fn: Callable[..., Any], name: str, obs_space: Any, action_space: Mapping[str, Any],
+                 rng: np.random.Generator) -> None:
+        self.fn, self.name, self.obs_space, self.action_space, self.rng = fn, name, obs_space, action_space, rng
+
+    def choose(self, vec, observations):
+        per_row: List[Dict[str, np.ndarray]] = []
+        for r, obs in enumerate(observations):
+            where = f"policy {self.name!r} (row {r})"
+            try:
+                actions = self.fn(obs, self.action_space, self.rng)
+            except Exception as e:
+                raise RunError(f"{where} raised {type(e).__name__}: {e}") from e
+            try:
+                per_row.append(checked_choices(obs, self.obs_space, self.action_space, actions, where))
+            except (TypeError, ValueError) as e:
+                raise RunError(str(e)) from None
+        out = {}
+        for name in self.action_space:
+            chosen = [row.get(name, np.zeros(0, np.int64)) for row in per_row]
+            lengths = vec.action_masks[name].actors.size1()
+            flat = np.concatenate(chosen).astype(np.int64) if chosen else np.zeros(0, np.int64)
+            out[name] = ragged_from_arrays(flat.reshape(-1, 1), lengths, np.int64)
+        return out, None
+
+
+def _policy(spec: str, factory: EnvFactory, obs_space: Any, action_space: Mapping[str, Any],
+            rng: np.random.Generator, deterministic: bool) -> _Policy:
+    if spec == "random":
+        return _Random(action_space, rng)
+    if spec == "scripted":
+        env = factory()
+        try:
+            fn = getattr(env, "scripted_opponent", None) or getattr(env, "scripted_policy", None)
+        finally:
+            env.close()
+        if fn is None:
+            raise RunError(f"record --policy scripted: {factory.name} has no scripted policy (scripted_opponent or "
+                           f"scripted_policy); name another ({POLICY_KINDS})")
+        return _Function(fn, "scripted", obs_space, action_space, rng)
+    if os.path.isdir(spec):
+        from entmachin.run.evaluation import load_trained
+
+        frame, _, _ = load_trained(spec, factory)
+        return _Checkpoint(frame, action_space, rng, deterministic)
+    if ":" in spec:
+        from entmachin.frame.config import resolve
+
+        try:
+            fn = resolve(spec, None, "--policy")
+        except ValueError as e:
+            raise RunError(str(e)) from None
+        if not callable(fn):
+            raise RunError(f"record --policy {spec}: not a function")
+        return _Function(fn, spec, obs_space, action_space, rng)
+    raise RunError(f"record --policy {spec!r}: not a run directory, and not one of {POLICY_KINDS}")
+
+
+def _env_section(env: Optional[str], policy: str) -> EnvSection:
+    """The environment: ENV's bundled settings (its step limit), or the policy's run's."""
+    if env is None:
+        if not os.path.isdir(policy):
+            raise RunError("record: name the environment (ENV), or record a run directory's policy")
+        from entmachin.run.logs import load_run_config
+
+        return load_run_config(policy).env
+    from entmachin.run.config import load_config
+    from entmachin.run.defaults import DEFAULT_MAX_EPISODE_STEPS
+    from entmachin.run.paths import bundled_config_path
+
+    cls = env_class(env)  # an unknown name says so, with close matches
+    path = bundled_config_path(env)
+    if path is not None:
+        return load_config(path).env
+    return EnvSection(name=env, max_episode_steps=getattr(cls, "max_episode_steps", DEFAULT_MAX_EPISODE_STEPS))
+
+
+def _recordable_ids(observations: Sequence[Any]) -> bool:
+    ids = [i for obs in observations for values in obs.ids.values() for i in values]
+    return all(isinstance(i, (int, np.integer, str)) and not isinstance(i, bool) for i in ids)
+
+
+def record(env: Optional[str], policy: str, episodes: int, out: str, *, seed: int = 0, processes: int = 0,
+           num_envs: int = 16, deterministic: bool = False, progress: bool = True) -> RecordResult:
+    """Records ``episodes`` episodes (games) of ``policy`` on ``env`` into the new dataset ``out``.
+
+    Raises:
+        RunError: an unknown policy, a function policy with worker processes, a run of other
+            spaces, or ``out`` already holding a dataset.
+    """
+    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
+        raise RunError(f"record: --episodes must be an int >= 1, got {episodes!r}")
+    section = _env_section(env, policy)
+    factory = EnvFactory(section)
+    obs_space, action_space, _ = factory.layout()
+    rng = np.random.default_rng(seed)
+    chooser = _policy(policy, factory, obs_space, action_space, rng, deterministic)
+    if chooser.needs_observations and processes:
+        raise RunError(f"record --policy {policy}: a function sees each Observation, which worker processes keep; "
+                       "record it with --processes 0")
+    n_envs = min(num_envs, episodes)
+    envs = (EnvList(factory, n_envs, seed=seed, check_finite=section.check_finite) if not processes else
+            ParallelEnvList(factory, n_envs, processes, seed=seed, check_finite=section.check_finite))
+    from entmachin.data import DatasetError
+
+    try:
+        rows = envs.row_index()
+        seats = [s for game in rows.seats for s in game] if rows.multi_agent else None
+        obs = envs.reset()
+        with_ids = not processes and _recordable_ids(envs.last_obs)
+        recorded = {"env": section.name, "env_kwargs": dict(section.kwargs), "max_episode_steps": section.max_episode_steps,
+                    "policy": policy, "deterministic": deterministic, "seed": seed, "episodes": episodes,
+                    "num_envs": n_envs, "processes": processes}
+        try:
+            writer = DatasetWriter(out, obs_space, action_space, seats=sorted(set(seats)) if seats else None,
+                                   recorded=recorded, probs=chooser.probs)
+        except DatasetError as e:
+            raise RunError(str(e)) from None
+        recorder = Recorder(writer, len(obs), seats=seats, episodes=episodes)
+        returns: List[float] = []
+        running = np.zeros(len(obs))
+        bar = _progress(episodes, progress)
+        try:
+            while not recorder.done:
+                observations = envs.last_obs if not processes else None
+                ids = [o.ids for o in observations] if with_ids else None
+                actions, probs = chooser.choose(obs, observations)
+                nxt = envs.act(actions)
+                final_ids = [o.ids for o in envs.final_observations] if with_ids and nxt.done.any() else None
+                before = recorder.ended
+                recorder.step(obs, actions, nxt, probs, ids, final_ids)
+                running += nxt.reward
+                returns += running[nxt.done].tolist()
+                running[nxt.done] = 0.0
+                bar.update(recorder.ended - before)
+                obs = nxt
+        finally:
+            bar.close()
+            recorder.close()
+    finally:
+        envs.close()
+    return RecordResult(out, recorder.ended, writer.rows, writer.parts,
+                        float(np.mean(returns)) if returns else float("nan"), with_ids)
+
+
+def _progress(total: int, enabled: bool) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="episode", disable=not enabled, leave=False)

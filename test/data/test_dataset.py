@@ -1,0 +1,262 @@
+"""Entity datasets: round trips, parts published whole, a recorder killed mid-run, bad input named."""
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("pyarrow")
+
+from entmachin.data import Dataset, DatasetError, DatasetWriter, Rows  # noqa: E402
+from entmachin.env import (  # noqa: E402
+    CategoricalActionSpace, Entity, GlobalCategoricalActionSpace, ObsSpace, SelectEntityActionSpace,
+)
+from entmachin.env.common import GLOBAL_ENTITY  # noqa: E402
+from entmachin.ragged.arrays import ragged_equal, ragged_from_arrays  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+OBS_SPACE = ObsSpace(global_features=["time", "score"], entities={
+    "Unit": Entity(["x", "y", "hp"]), "Wall": Entity([]), "Coin": Entity(["value"])})
+ACTION_SPACE = {"move": CategoricalActionSpace(["up", "down", "stay"]), "target": SelectEntityActionSpace(),
+                "mode": GlobalCategoricalActionSpace(["calm", "angry"])}
+
+
+def random_rows(rng, n_episodes, seats=None, id_kind=None, probs=False, first_episode=0):
+    """Whole episodes of random rows (every episode ends with its final rows, one per seat)."""
+    per_seat = seats or [None]
+    columns = {k: [] for k in ("episode", "step", "final", "reward", "terminal", "truncated", "seat", "result")}
+    counts = {t: [] for t in OBS_SPACE.entities}
+    feats = {t: [] for t in OBS_SPACE.entities}
+    visible = {t: [] for t in OBS_SPACE.entities}
+    ids = {t: [] for t in OBS_SPACE.entities}
+    masks = {a: {} for a in ACTION_SPACE}
+    parts = {a: {"actors": [], "n_actors": [], "mask": [], "actees": [], "n_actees": [], "actee_mask": [],
+                 "n_pairs": [], "action": [], "n_action": [], "probs": [], "widths": []} for a in ACTION_SPACE}
+    glob_rows = []
+    for e in range(first_episode, first_episode + n_episodes):
+        length = int(rng.integers(1, 5))
+        for step in range(length + 1):
+            final = step == length
+            for seat in per_seat:
+                columns["episode"].append(e)
+                columns["step"].append(step)
+                columns["final"].append(final)
+                columns["reward"].append(np.float32(rng.normal()))
+                columns["terminal"].append(bool(final and rng.random() < 0.5))
+                columns["truncated"].append(bool(final and not columns["terminal"][-1]))
+                columns["seat"].append(seat)
+                columns["result"].append(rng.choice(["win", "draw", "loss"]) if final and seats else None)
+                n_total = 0
+                for t, entity in OBS_SPACE.entities.items():
+                    n = int(rng.integers(0, 4)) * int(rng.random() > 0.3)  # zero entities often
+                    counts[t].append(n)
+                    n_total += n
+                    feats[t].append(rng.normal(size=(n, len(entity.features))).astype(np.float32))
+                    visible[t].append(rng.random((n, 1)) < 0.8)
+                    if id_kind == "int":
+                        ids[t].append([int(i) for i in rng.integers(0, 1000, n)] if rng.random() < 0.9 else None)
+                    elif id_kind == "str":
+                        ids[t].append([f"{t}-{i}" for i in range(n)])
+                glob_rows.append(rng.normal(size=(1, 2)).astype(np.float32))
+                for a, space in ACTION_SPACE.items():
+                    p = parts[a]
+                    if isinstance(space, GlobalCategoricalActionSpace):
+                        actors = np.array([n_total] if rng.random() < 0.8 else [], np.int64)
+                    else:
+                        actors = np.flatnonzero(rng.random(n_total) < 0.5)
+                    p["actors"].append(actors)
+                    p["n_actors"].append(len(actors))
+                    if isinstance(space, SelectEntityActionSpace):
+                        actees = np.flatnonzero(rng.random(n_total) < 0.5) if len(actors) else np.zeros(0, np.int64)
+                        p["actees"].append(actees)
+                        p["n_actees"].append(len(actees))
+                        pairs = rng.random(len(actors) * len(actees)) < 0.7
+                        p["actee_mask"].append(pairs)
+                        p["n_pairs"].append(len(pairs))
+                        width = len(actees)
+                    else:
+                        width = len(space.index_to_label)
+                        p["mask"].append(rng.random((len(actors), width)) < 0.7)
+                    chosen = [] if final or not width else list(rng.integers(0, width, len(actors)))
+                    if not width and not final:
+                        chosen = []
+                    if not final and width:
+                        p["action"].append(np.array(chosen, np.int64))
+                        p["n_action"].append(len(chosen))
+                    else:
+                        p["action"].append(np.zeros(0, np.int64))
+                        p["n_action"].append(0)
+                    for _ in range(p["n_action"][-1]):
+                        p["probs"].append(rng.random(width).astype(np.float32))
+                        p["widths"].append(width)
+    n = len(columns["episode"])
+    entities = {t: ragged_from_arrays(np.concatenate(feats[t]).reshape(sum(counts[t]), len(e.features)),
+                                      counts[t], np.float32) for t, e in OBS_SPACE.entities.items()}
+    entities[GLOBAL_ENTITY] = ragged_from_arrays(np.concatenate(glob_rows), np.ones(n, np.int64), np.float32)
+    vis = {t: ragged_from_arrays(np.concatenate(visible[t]).reshape(-1, 1), counts[t], np.bool_)
+           for t in OBS_SPACE.entities}
+    action, prob = {}, {}
+    for a, space in ACTION_SPACE.items():
+        p = parts[a]
+        cat = (lambda xs: np.concatenate(xs) if xs else np.zeros(0))
+        masks[a]["actors"] = ragged_from_arrays(cat(p["actors"]).reshape(-1, 1).astype(np.int64), p["n_actors"], np.int64)
+        if isinstance(space, SelectEntityActionSpace):
+            masks[a]["actees"] = ragged_from_arrays(cat(p["actees"]).reshape(-1, 1), p["n_actees"], np.int64)
+            masks[a]["actee_mask"] = ragged_from_arrays(cat(p["actee_mask"]).reshape(-1, 1), p["n_pairs"], np.bool_)
+        else:
+            masks[a]["mask"] = ragged_from_arrays(
+                np.concatenate(p["mask"]).reshape(-1, len(space.index_to_label)), p["n_actors"], np.bool_)
+        action[a] = ragged_from_arrays(cat(p["action"]).reshape(-1, 1), p["n_action"], np.int64)
+        if probs:
+            prob[a] = (ragged_from_arrays(cat(p["probs"]).reshape(-1, 1).astype(np.float32), p["widths"], np.float32),
+                       ~np.array(columns["final"]))
+    return Rows(np.array(columns["episode"], np.int64), np.array(columns["step"], np.int64),
+                np.array(columns["final"]), entities, vis, masks, action, np.array(columns["reward"], np.float32),
+                np.array(columns["terminal"]), np.array(columns["truncated"]), columns["seat"], columns["result"],
+                ids if id_kind else {}, prob)
+
+
+def assert_rows_equal(a, b):
+    assert len(a) == len(b)
+    for name in ("episode", "step", "final", "reward", "terminal", "truncated"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+    assert a.seat == b.seat and a.result == b.result
+    for t in a.entities:
+        assert ragged_equal(a.entities[t], b.entities[t]), t
+    for t in a.visible:
+        assert ragged_equal(a.visible[t], b.visible[t]), t
+    for name in a.masks:
+        assert a.masks[name].keys() == b.masks[name].keys()
+        for key in a.masks[name]:
+            assert ragged_equal(a.masks[name][key], b.masks[name][key]), (name, key)
+        assert ragged_equal(a.action[name], b.action[name]), name
+    assert a.ids == b.ids
+    assert a.probs.keys() == b.probs.keys()
+    for name in a.probs:
+        assert ragged_equal(a.probs[name][0], b.probs[name][0]) and np.array_equal(a.probs[name][1], b.probs[name][1])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**31), n_episodes=st.integers(1, 6), seats=st.sampled_from([None, ["0", "1"], ["a", "b", "c"]]),
+       id_kind=st.sampled_from([None, "int", "str"]), probs=st.booleans(), rows_per_part=st.integers(1, 40))
+def test_rows_written_read_back_identical(tmp_path_factory, seed, n_episodes, seats, id_kind, probs, rows_per_part):
+    rng = np.random.default_rng(seed)
+    directory = str(tmp_path_factory.mktemp("ds"))
+    written = []
+    kinds = {t: id_kind for t in OBS_SPACE.entities} if id_kind else None
+    with DatasetWriter(directory, OBS_SPACE, ACTION_SPACE, seats=seats, probs=probs, rows_per_part=rows_per_part,
+                       recorded={"by": "test"}, id_kinds=kinds) as writer:
+        for k in range(n_episodes):
+            rows = random_rows(rng, 1, seats, id_kind, probs, first_episode=k)
+            written.append(rows)
+            writer.write(rows)
+    dataset = Dataset(directory)
+    assert dataset.recorded == {"by": "test"} and dataset.seats == seats and dataset.probs == probs
+    assert len(dataset.paths) >= 1
+    parts = list(dataset)
+    assert all(len(p) > 0 for p in parts)
+    from entmachin.data import concat_rows
+
+    expected = concat_rows(written)
+    if id_kind is None:
+        expected.ids = {}
+    assert_rows_equal(dataset.read(), expected)
+    assert not glob.glob(os.path.join(directory, ".*"))  # no temporary file left
+
+
+def test_a_dataset_is_readable_by_pyarrow_alone(tmp_path):
+    import pyarrow.parquet as pq
+
+    rows = random_rows(np.random.default_rng(0), 3, ["0", "1"], "int", True)
+    with DatasetWriter(str(tmp_path), OBS_SPACE, ACTION_SPACE, seats=["0", "1"], probs=True) as writer:
+        writer.write(rows)
+    table = pq.read_table(str(tmp_path / "part-00000.parquet"))
+    assert table.num_rows == len(rows)
+    assert table.column("features/Unit").to_pylist()[0] == [list(map(float, r)) for r in
+                                                             rows.entities["Unit"][0].as_array()]
+    description = json.loads((tmp_path / "dataset.json").read_text())
+    assert description["format"] == "entmachin-dataset/1" and description["spaces"]["actions"]["target"] == {
+        "kind": "select entity"}
+
+
+RECORD_FOREVER = """
+import sys, numpy as np
+sys.path.insert(0, sys.argv[2])
+from test.data.test_dataset import random_rows, OBS_SPACE, ACTION_SPACE
+from entmachin.data import DatasetWriter
+rng = np.random.default_rng(0)
+writer = DatasetWriter(sys.argv[1], OBS_SPACE, ACTION_SPACE, rows_per_part=20)
+k = 0
+while True:
+    writer.write(random_rows(rng, 1, first_episode=k))
+    k += 1
+"""
+
+
+def test_a_recorder_killed_mid_run_leaves_every_published_part_readable(tmp_path):
+    directory = str(tmp_path / "killed")
+    child = subprocess.Popen([sys.executable, "-c", RECORD_FOREVER, directory, ROOT])
+    try:
+        deadline = time.time() + 60
+        while len(glob.glob(os.path.join(directory, "part-*.parquet"))) < 5 and time.time() < deadline:
+            time.sleep(0.05)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    dataset = Dataset(directory)
+    assert len(dataset.paths) >= 5
+    episodes = [np.unique(part.episode) for part in dataset]  # every part reads, whole episodes in each
+    seen = np.concatenate(episodes)
+    assert len(seen) == len(np.unique(seen))
+
+
+def test_bad_datasets_are_named(tmp_path):
+    rows = random_rows(np.random.default_rng(1), 4)
+    directory = str(tmp_path / "d")
+    with DatasetWriter(directory, OBS_SPACE, ACTION_SPACE, rows_per_part=10) as writer:
+        writer.write(rows)
+    with pytest.raises(DatasetError, match="already holds a dataset"):
+        DatasetWriter(directory, OBS_SPACE, ACTION_SPACE)
+    dataset = Dataset(directory)
+    other = {**ACTION_SPACE, "move": CategoricalActionSpace(["up", "down"])}
+    with pytest.raises(DatasetError, match="action 'move'"):
+        dataset.check_spaces(OBS_SPACE, other, "MyGame")
+    part = dataset.paths[0]
+    with open(part, "rb") as f:
+        data = f.read()
+    with open(part, "wb") as f:
+        f.write(data[: len(data) // 2])  # truncated
+    with pytest.raises(DatasetError, match="part-00000.parquet: damaged part"):
+        list(Dataset(directory))
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(Dataset(directory).paths[-1]) if len(dataset.paths) > 1 else None
+    if table is not None:
+        pq.write_table(table.drop_columns(["reward"]), part)
+        with pytest.raises(DatasetError, match="part-00000.parquet: no column 'reward'"):
+            Dataset(directory).read_part(part)
+    description = json.loads(open(os.path.join(directory, "dataset.json")).read())
+    description["format"] = "entmachin-dataset/99"
+    with open(os.path.join(directory, "dataset.json"), "w") as f:
+        json.dump(description, f)
+    with pytest.raises(DatasetError, match="dataset.json: format 'entmachin-dataset/99'"):
+        Dataset(directory)
+    with pytest.raises(DatasetError, match="no dataset description"):
+        Dataset(str(tmp_path))
+
+
+def test_ids_of_other_kinds_are_refused(tmp_path):
+    rows = random_rows(np.random.default_rng(2), 1, id_kind="int")
+    rows.ids["Unit"] = [[("Unit", 1)] * len(r) if r else r for r in rows.ids["Unit"]]
+    if not any(rows.ids["Unit"]):
+        pytest.skip("no units drawn")
+    with pytest.raises(DatasetError, match="ids of 'Unit'.*ints or all strings"):
+        with DatasetWriter(str(tmp_path), OBS_SPACE, ACTION_SPACE) as writer:
+            writer.write(rows)
