@@ -1,4 +1,4 @@
-"""Frames: ``safe_call`` (named, device-aware model calls), GAE, and the A2C / PPO algorithms.
+"""Frames: ``safe_call`` (named, device-aware model calls), GAE, the A2C / PPO / DQN algorithms and behaviour cloning.
 
 Example:
     >>> ppo = PPO(net, net.critic(), torch.optim.Adam, torch.nn.MSELoss(reduction="sum"))
@@ -9,7 +9,8 @@ Example:
 """
 from entmachin.frame.a2c import A2C
 from entmachin.frame.checkpoint import CheckpointError
-from entmachin.frame.config import A2CConfig, PPOConfig
+from entmachin.frame.bc import BC
+from entmachin.frame.config import A2CConfig, BCConfig, PPOConfig
 from entmachin.frame.dqn import DQN, DQNPer
 from entmachin.frame.config import DQNConfig, DQNPerConfig
 from entmachin.frame.evaluate import EvalResult, evaluate
@@ -21,7 +22,7 @@ from entmachin.frame.safe_call import model_devices, safe_call
 from entmachin.frame.summary import UpdateStats
 
 __all__ = [
-    "A2C", "A2CConfig", "CheckpointError", "DQN", "DQNConfig", "DQNPer", "DQNPerConfig", "EvalResult", "GAEResult", "NonFiniteUpdateError", "PPO", "PPOConfig",
+    "A2C", "A2CConfig", "BC", "BCConfig", "CheckpointError", "DQN", "DQNConfig", "DQNPer", "DQNPerConfig", "EvalResult", "GAEResult", "NonFiniteUpdateError", "PPO", "PPOConfig",
     "RolloutCollector", "RolloutStats", "UpdateStats", "evaluate", "gae", "gae_episode", "global_actions",
     "global_state", "model_devices", "safe_call",
 ]

@@ -24,7 +24,7 @@ import torch
 from entmachin.ragged.device import check_device
 from entmachin.settings import setting
 
-__all__ = ["A2CConfig", "PPOConfig", "DQNConfig", "DQNPerConfig", "SettingsChecks", "generate_config",
+__all__ = ["A2CConfig", "BCConfig", "PPOConfig", "DQNConfig", "DQNPerConfig", "SettingsChecks", "generate_config",
            "frame_kwargs_from_config", "resolve"]
 
 
@@ -133,6 +133,16 @@ class A2CConfig(SettingsChecks):
                 f"{self._where('anneal_entropy')} anneals entropy_weight over n_anneal_updates; it needs "
                 f"both, got entropy_weight={self.entropy_weight!r}, n_anneal_updates={self.n_anneal_updates!r}"
             )
+
+
+@dataclass(frozen=True, kw_only=True)
+class BCConfig(A2CConfig):
+    """The scalar settings of behaviour cloning: A2C's (learning rates, minibatches, value loss)
+    plus the weight of the distillation towards recorded probabilities."""
+
+    distill_weight: float = setting(
+        1.0, "weight of the cross-entropy from the recorded probabilities, where the data has them (0: off)",
+        kind="real", low=0.0)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -378,7 +378,7 @@ class RogueNet(NormalisedModule):
                 return head(x, actors, actees, mask.actee_mask)  # [n_actors, width]
             return head(x, actors, mask.mask)  # [n_actors, n_choices]
 
-        return self._per_actor(self.q_heads, q, entities, action_masks, visible)
+        return self._per_actor(self.q_heads, q, entities, action_masks, visible)[0]
 
     def probabilities(self, entities: Mapping[str, Any], action_masks: Mapping[str, Any],
                       visible: Optional[Mapping[str, Any]] = None) -> Dict[str, RaggedTensor]:
@@ -392,8 +392,23 @@ class RogueNet(NormalisedModule):
         Raises:
             ValueError / TypeError: as :meth:`forward`.
         """
+        tables, _ = self.log_probabilities(entities, action_masks, visible)
+        return {name: table.with_data(table.data.exp()) for name, table in tables.items()}
 
-        def probs(head: nn.Module, x: torch.Tensor, actors: Any, actees: Any, mask: ParsedMask) -> torch.Tensor:
+    def log_probabilities(self, entities: Mapping[str, Any], action_masks: Mapping[str, Any],
+                          visible: Optional[Mapping[str, Any]] = None, *, value: bool = False
+                          ) -> Tuple[Dict[str, RaggedTensor], Optional[torch.Tensor]]:
+        """Every actor's log-probability of each choice (``-inf`` where forbidden or padding),
+        differentiable, as :meth:`probabilities` lays them out; with ``value``, the rows' values
+        too, from the same pass of the trunk where ``visible`` allows it (behaviour cloning trains
+        on whole tables).
+
+        Returns:
+            ``(tables, value)``: action name -> float32 ragged ``[n_actors, width]``, and float
+            ``[B, 1]`` (None without ``value``).
+        """
+
+        def log_probs(head: nn.Module, x: torch.Tensor, actors: Any, actees: Any, mask: ParsedMask) -> torch.Tensor:
             if isinstance(head, SelectEntityHead):
                 logits, allowed = head.scores(x, actors, actees, mask.actee_mask)  # [n_actors, width] each
             else:
@@ -401,14 +416,21 @@ class RogueNet(NormalisedModule):
             logits = logits.float()
             if allowed is not None:
                 logits = logits.masked_fill(~allowed, float("-inf"))
-            return logits.log_softmax(-1).exp()  # as masked_categorical computes them
+            return logits.log_softmax(-1)  # as masked_categorical computes them
 
-        return self._per_actor(self.heads, probs, entities, action_masks, visible)
+        tables, tokens, x = self._per_actor(self.heads, log_probs, entities, action_masks,
+                                            visible if not value else None)
+        if not value:
+            return tables, None
+        if visible is not None:  # the value sees every entity, the policy only visible ones
+            return tables, self.value(entities)
+        return tables, self._value_head(tokens, x)
 
     def _per_actor(self, heads: nn.ModuleList, fn: Any, entities: Mapping[str, Any], action_masks: Mapping[str, Any],
-                   visible: Optional[Mapping[str, Any]]) -> Dict[str, RaggedTensor]:
+                   visible: Optional[Mapping[str, Any]]) -> Tuple[Dict[str, RaggedTensor], TokenBatch, torch.Tensor]:
         """``fn(head, x, actors, actees, mask)`` per action, on the actors' (and actees') stream
-        indices: int64 ``[n_actors]`` for categorical heads, ragged ``[n, 1]`` for select-entity ones."""
+        indices: int64 ``[n_actors]`` for categorical heads, ragged ``[n, 1]`` for select-entity ones;
+        also the tokens and the trunk's output they came from."""
         tokens, x, masks, _ = self._encode_for_policy(entities, action_masks, visible, None)
         starts = tokens.layout.starts
         out: Dict[str, RaggedTensor] = {}
@@ -424,7 +446,7 @@ class RogueNet(NormalisedModule):
             else:
                 values = fn(head, x, actor_tokens, None, mask)
             out[name] = actors.with_data(values)
-        return out
+        return out, tokens, x
 
     def value(self, entities: Mapping[str, Any], visible: Optional[Mapping[str, Any]] = None) -> torch.Tensor:
         """The value of each row: mean of all its token embeddings -> Linear (zero-initialised).

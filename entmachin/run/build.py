@@ -12,7 +12,7 @@ from torch import nn
 from entmachin.env import EnvList, Environment, ParallelEnvList, TimeLimit, VecEnv
 from entmachin.env.multi_agent import is_multi_agent
 from entmachin.env.examples import ENV_REGISTRY
-from entmachin.frame import A2C, DQN, PPO, DQNPer
+from entmachin.frame import A2C, BC, DQN, PPO, DQNPer
 from entmachin.frame.config import resolve
 from entmachin.model import RogueNet
 from entmachin.run.config import Q_FRAMES, ConfigError, EnvSection, RunConfig, update_times
@@ -127,13 +127,13 @@ def make_frame(config: RunConfig, obs_space: Any, action_space: Any, writer: Any
     device = torch.device(config.train.device)
     net.to(device)
     critic.to(device)
-    rows = config.rollout.rows * rows_per_env
+    rows = config.rows_per_update * (1 if config.frame.name == "BC" else rows_per_env)
     actor_times, critic_times = update_times(config, rows)
     settings = dict(vars(config.frame.settings))
     settings.update(actor_update_times=actor_times, critic_update_times=critic_times,
                     replay_size=rows,
                     seed=seeds(config)["frame"] if rank == 0 else seeds(config)["frame"] + rank)
-    cls = {"PPO": PPO, "A2C": A2C}[config.frame.name]
+    cls = {"PPO": PPO, "A2C": A2C, "BC": BC}[config.frame.name]
     optimizer = resolve(config.frame.optimizer, "torch.optim", "frame.optimizer")
     frame = cls(net, critic, optimizer, nn.MSELoss(), writer=writer, **settings)
     note = ""

@@ -54,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--run-dir", default=None, help="the run directory (default: log.run_dir, or runs/<env>-<time>)")
     train.add_argument("--resume", metavar="RUN_DIR", default=None, help="continue the run in RUN_DIR")
     train.add_argument("--force", action="store_true", help="start over in a run directory that holds a run")
-    train.add_argument("--frame", default="PPO", choices=["PPO", "A2C", "DQN"], help="bundled config of this frame")
+    train.add_argument("--frame", default="PPO", choices=["PPO", "A2C", "DQN", "BC"], help="bundled config of this frame")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     evaluate = commands.add_parser("eval", help="evaluate a run's latest checkpoint")

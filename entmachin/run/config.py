@@ -36,7 +36,7 @@ from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple,
 
 import yaml
 
-from entmachin.frame.config import A2CConfig, DQNConfig, DQNPerConfig, PPOConfig
+from entmachin.frame.config import A2CConfig, BCConfig, DQNConfig, DQNPerConfig, PPOConfig
 from entmachin.model.config import RogueNetConfig
 from entmachin.run.defaults import frame_defaults
 from entmachin.settings import documented, setting
@@ -45,7 +45,7 @@ __all__ = ["ConfigError", "EnvSection", "ModelSection", "FrameSection", "Rollout
            "LogSection", "DistributedSection", "SelfPlaySection", "RunConfig", "FRAMES", "config_from_dict",
            "config_to_dict", "load_config", "parse_yaml", "apply_overrides", "update_times", "dump_yaml"]
 
-FRAMES = {"PPO": PPOConfig, "A2C": A2CConfig, "DQN": DQNConfig, "DQNPer": DQNPerConfig}
+FRAMES = {"PPO": PPOConfig, "A2C": A2CConfig, "DQN": DQNConfig, "DQNPer": DQNPerConfig, "BC": BCConfig}
 Q_FRAMES = ("DQN", "DQNPer")  # off-policy: their replay_size is the config's, n_updates replaces n_epochs
 # Frame settings the runner derives, so a config never states them twice.
 _DERIVED = {"seed": "train.seed", "replay_size": "rollout.num_envs x rollout.n_steps"}
@@ -100,7 +100,8 @@ class FrameSection:
     ``n_updates`` instead: ``update()`` calls (one sampled batch each) per rollout.
     """
 
-    name: Literal["PPO", "A2C", "DQN", "DQNPer"] = setting("PPO", "PPO, A2C, DQN or DQNPer")
+    name: Literal["PPO", "A2C", "DQN", "DQNPer", "BC"] = setting(
+        "PPO", "PPO, A2C, DQN, DQNPer, or BC (behaviour cloning from bc.data)")
     n_epochs: Optional[int] = setting(
         4, "passes over each rollout; sets actor/critic_update_times (null: give those instead)")
     optimizer: str = setting("Adam", "a torch.optim class name or import path")
@@ -243,6 +244,24 @@ class SelfPlaySection:
 
 @documented
 @dataclass(frozen=True, kw_only=True)
+class BCSection:
+    """Behaviour cloning (``frame.name: BC``): the dataset (``entmachin record``) it learns from.
+    Progress counts samples (dataset rows trained on) where other frames count environment steps."""
+
+    data: Optional[str] = setting(None, "a dataset directory written by entmachin record (frame.name: BC needs one)")
+    validation: float = setting(
+        0.1, "share of the dataset's episodes held out: validation loss and action accuracy, never trained on")
+    rows_per_update: int = setting(4096, "samples per update (what a rollout is to the other frames)")
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.validation < 1.0:
+            raise ValueError(f"validation: expected a share in [0, 1), got {self.validation}")
+        if self.rows_per_update < 1:
+            raise ValueError(f"rows_per_update: expected an int >= 1, got {self.rows_per_update}")
+
+
+@documented
+@dataclass(frozen=True, kw_only=True)
 class RunConfig:
     env: EnvSection = setting(default_factory=EnvSection, doc="the environment")
     model: ModelSection = setting(
@@ -256,6 +275,12 @@ class RunConfig:
     selfplay: SelfPlaySection = setting(
         default_factory=SelfPlaySection,
         doc="games of several players: the learner's seats and its pool of past selves")
+    bc: BCSection = setting(default_factory=BCSection, doc="behaviour cloning: the dataset (frame.name: BC)")
+
+    @property
+    def rows_per_update(self) -> int:
+        """Rows one update trains on: a rollout's (``rollout.rows``), or ``bc.rows_per_update``."""
+        return self.bc.rows_per_update if self.frame.name == "BC" else self.rollout.rows
 
 
 def update_times(config: RunConfig, rows: Optional[int] = None) -> Tuple[int, int]:
@@ -264,7 +289,7 @@ def update_times(config: RunConfig, rows: Optional[int] = None) -> Tuple[int, in
     frame = config.frame
     if frame.n_epochs is None:
         return frame.settings.actor_update_times, frame.settings.critic_update_times
-    steps = frame.n_epochs * math.ceil((rows or config.rollout.rows) / frame.settings.batch_size)
+    steps = frame.n_epochs * math.ceil((rows or config.rows_per_update) / frame.settings.batch_size)
     return steps, steps
 
 
@@ -423,7 +448,7 @@ def _frame_from(value: Any, rows: int) -> FrameSection:
 
 
 _SECTIONS = {"env": EnvSection, "model": ModelSection, "rollout": RolloutSection, "train": TrainSection,
-             "log": LogSection, "distributed": DistributedSection, "selfplay": SelfPlaySection}
+             "log": LogSection, "distributed": DistributedSection, "selfplay": SelfPlaySection, "bc": BCSection}
 
 
 def config_from_dict(data: Any, source: str = "config") -> RunConfig:
@@ -441,7 +466,8 @@ def config_from_dict(data: Any, source: str = "config") -> RunConfig:
         if key not in sections:
             raise ConfigError(f"{key}: unknown section{_did_you_mean(key, sections)}; allowed sections are {sections}")
     built = {name: _dataclass_from(cls, data.get(name) or {}, name) for name, cls in _SECTIONS.items()}
-    frame = _frame_from(data.get("frame"), built["rollout"].rows)
+    name = (data.get("frame") or {}).get("name") if isinstance(data.get("frame"), Mapping) else None
+    frame = _frame_from(data.get("frame"), built["bc"].rows_per_update if name == "BC" else built["rollout"].rows)
     config = RunConfig(frame=frame, **built)
     _check_rules(config)
     return config
@@ -449,7 +475,13 @@ def config_from_dict(data: Any, source: str = "config") -> RunConfig:
 
 def _check_rules(config: RunConfig) -> None:
     rows, frame = config.rollout.rows, config.frame
-    if frame.settings.batch_size > rows:
+    if frame.name == "BC":
+        if config.selfplay.enabled:
+            raise ConfigError("selfplay.seats: behaviour cloning plays no games; use selfplay.seats: all")
+        rows = config.bc.rows_per_update
+        if frame.settings.batch_size > rows:
+            raise ConfigError(f"frame.batch_size: {frame.settings.batch_size} is more than bc.rows_per_update ({rows})")
+    elif frame.settings.batch_size > rows:
         raise ConfigError(f"frame.batch_size: {frame.settings.batch_size} is more than the {rows} rows one rollout "
                           f"stores (rollout.num_envs x rollout.n_steps = {config.rollout.num_envs} x "
                           f"{config.rollout.n_steps}); lower it or collect more rows")

@@ -25,6 +25,8 @@ GENERIC: Dict[str, Dict[str, Any]] = {
             "entropy_weight": -0.01, "gae_lambda": 0.95, "discount": 0.99, "gradient_max": 0.5},
     "A2C": {"n_epochs": 1, "batch_size": 512, "actor_learning_rate": 0.001, "critic_learning_rate": 0.001,
             "entropy_weight": -0.01, "gae_lambda": 0.95, "discount": 0.99, "gradient_max": 0.5},
+    "BC": {"n_epochs": 1, "batch_size": 256, "actor_learning_rate": 0.001, "critic_learning_rate": 0.001,
+           "discount": 0.99, "gradient_max": 0.5},
 }
 
 # Where at least two entity types have features with these names, the defaults add

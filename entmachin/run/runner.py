@@ -44,6 +44,7 @@ from entmachin.frame.checkpoint_files import manifest_versions, remove_version
 from entmachin.frame.summary import log_update
 from entmachin.run import logs, startup
 from entmachin.run.build import EnvFactory, check_device, make_envs, make_frame, seeds
+from entmachin.run.cloning import Cloning
 from entmachin.run.config import RunConfig, config_to_dict, dump_yaml
 from entmachin.run.defaults import DEFAULT_MAX_EPISODE_STEPS
 from entmachin.run.distributed import DistributedRun, rank_seed, rank_state, restore_rank_state
@@ -188,10 +189,21 @@ class Runner:
         self.selfplay = None if not config.selfplay.enabled else SelfPlay(
             config.selfplay, self.frame, self.envs.row_index(), self._seeds["selfplay"], self.state.spaces)
         self.tracker = RolloutTracker(self.envs.action_space())
-        self.collector = RolloutCollector(self.frame, self.envs, n_steps=config.rollout.n_steps,
-                                          state_fn=self.tracker.state_fn, action_fn=self.tracker.action_fn,
-                                          before_store=None if self.dist is None else self._merge_input_stats,
-                                          opponents=self.selfplay)
+        self.cloning = None
+        if config.frame.name == "BC":  # the dataset stands where the collector stands
+            if self.dist is not None:
+                raise RunError(f"frame.name: BC trains in one process; data-parallel training (torchrun, "
+                               f"{self.dist.world_size} ranks) supports PPO and A2C")
+            self.cloning = Cloning(config, self.frame, self.envs.obs_space(), self.envs.action_space(),
+                                   self._seeds["frame"])
+            logger.info("behaviour cloning from %s: %d episodes, %d held out (%d training rows)", config.bc.data,
+                        self.cloning.n_episodes, self.cloning.n_held_out, self.cloning.train.n_rows)
+            self.collector = self.cloning
+        else:
+            self.collector = RolloutCollector(self.frame, self.envs, n_steps=config.rollout.n_steps,
+                                              state_fn=self.tracker.state_fn, action_fn=self.tracker.action_fn,
+                                              before_store=None if self.dist is None else self._merge_input_stats,
+                                              opponents=self.selfplay)
         self._stats_before: List[torch.Tensor] = []
         if self.resume:
             self._load_latest()
@@ -343,7 +355,7 @@ class Runner:
         """The environment steps this run ends at: ``train.total_steps`` rounded up to whole rollouts
         (said once when it is rounded)."""
         config, done = self.config, self.state.env_steps
-        per_rollout = config.rollout.rows * (1 if self.dist is None else self.dist.world_size)
+        per_rollout = config.rows_per_update * (1 if self.dist is None else self.dist.world_size)
         planned = done + math.ceil(max(config.train.total_steps - done, 0) / per_rollout) * per_rollout
         if planned != config.train.total_steps and planned > done and self.lead:
             ranks = "" if self.dist is None else f" x {self.dist.world_size} ranks"
@@ -384,6 +396,8 @@ class Runner:
             if self.selfplay is not None:
                 self.selfplay.after_update(state.env_steps)
                 self.selfplay.write(writer, state.env_steps)
+            if self.cloning is not None:
+                self.cloning.write(writer, state.env_steps)
             state.iterations += 1
             state.episodes += len(stats.episode_returns)
             state.recent_returns = (state.recent_returns + list(stats.episode_returns))[-_WINDOW:]

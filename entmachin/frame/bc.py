@@ -1,0 +1,206 @@
+"""Behaviour cloning: a RogueNet actor (and its critic) trained on recorded rows.
+
+``store_rows(state, action, returns, probs=None)`` holds rows; ``update()`` walks them in
+minibatches like A2C's update (``actor_update_times`` / ``critic_update_times`` minibatches of
+``batch_size`` rows, shuffled epochs), then clears them. Each minibatch's policy loss is, per
+actor (the units of PPO and A2C), the negative log-probability of the recorded choice under its
+mask, plus ``distill_weight`` times the cross-entropy from the recorded probabilities where the
+rows carry them; the value loss fits the critic to the recorded discounted returns. The class is
+an ``A2C`` for everything else (checkpoints, ``act``, evaluation, the optimizers and their steps).
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+import numpy as np
+import torch
+
+from entmachin.frame.a2c import A2C, explained_variance, mean_of
+from entmachin.frame.config import BCConfig
+from entmachin.frame.rollout import minibatch_schedule
+from entmachin.frame.stepping import InterruptGuard, UpdateSteps
+from entmachin.frame.summary import UpdateStats
+from entmachin.model.rogue_net import RogueNet
+from entmachin.model.wrappers import unwrap
+from entmachin.ragged.arrays import ragged_from_arrays, take
+from entmachin.ragged.tensor import RaggedTensor
+
+__all__ = ["BC", "Held"]
+
+
+class Held:
+    """Rows held for training: a canonical state, the recorded choices, the value targets and,
+    where recorded, each actor's probabilities (numpy and entmachin's ragged arrays)."""
+
+    def __init__(self, state: Mapping[str, Any], action: Mapping[str, Any], returns: np.ndarray,
+                 probs: Optional[Mapping[str, Any]]) -> None:
+        self.state, self.action, self.returns, self.probs = state, dict(action), returns, dict(probs or {})
+        self.n_rows = len(returns)
+
+    def take(self, index: np.ndarray) -> "Held":
+        state = {key: ({k: take(v, index) for k, v in value.items()} if key != "action_masks" else
+                       {a: {k: take(v, index) for k, v in m.items()} for a, m in value.items()})
+                 for key, value in self.state.items()}
+        probs = {}
+        for name, per_actor in self.probs.items():  # each selected row's actors' sequences
+            per_row = self.action[name].size1()
+            ordinals = ragged_from_arrays(np.arange(int(per_row.sum()), dtype=np.int64)[:, None], per_row)
+            probs[name] = take(per_actor, ordinals.take(index).as_array()[:, 0])
+        return Held(state, {a: take(v, index) for a, v in self.action.items()}, self.returns[index], probs)
+
+
+class BC(A2C):
+    """Behaviour cloning (see the module docstring); ``actor`` must be a ``RogueNet``.
+
+    Args:
+        actor: the policy (a ``RogueNet``).
+        critic: its value function (``net.critic()`` or another module).
+        optimizer: optimizer class, as A2C's.
+        criterion: value loss, as A2C's.
+
+    Raises:
+        TypeError: the actor is not a RogueNet (behaviour cloning needs its probability tables).
+    """
+
+    _config_cls = BCConfig
+
+    def _init(self, actor: Any, critic: Any, optimizer: Any, criterion: Any, config: BCConfig, **rest: Any) -> None:
+        if not isinstance(unwrap(actor), RogueNet):
+            raise TypeError(f"BC: the actor is a {type(unwrap(actor)).__name__}; behaviour cloning trains a RogueNet "
+                            "(its probability tables)")
+        super()._init(actor, critic, optimizer, criterion, config, **rest)
+        self._held: Optional[Held] = None
+        self.validation: Dict[str, float] = {}
+
+    # -------------------------------------------------------------------------- rows
+
+    def store_rows(self, state: Mapping[str, Any], action: Mapping[str, Any], returns: Any,
+                   probs: Optional[Mapping[str, Any]] = None) -> None:
+        """Holds rows for the next ``update()`` (replacing rows not trained on yet).
+
+        Args:
+            state: the canonical state of ``n`` rows (ragged arrays).
+            action: action name -> int64 ragged ``[n_actors, 1]``: each actor's recorded choice.
+            returns: float ``[n]``: the discounted return that followed each row.
+            probs: action name -> float32 ragged ``[n_values, 1]``, one sequence per actor: the
+                recorded policy's probabilities (optional).
+        """
+        returns = np.asarray(returns, dtype=np.float32).reshape(-1)
+        self._held = Held(state, action, returns, probs)
+
+    # -------------------------------------------------------------------------- update
+
+    def update(self, update_value: bool = True, update_policy: bool = True, concatenate_samples: bool = True,
+               *, log_step: Optional[int] = None) -> Tuple[float, float]:
+        """Trains on the held rows in minibatches, then lets them go; returns ``(-policy loss,
+        value loss)`` means.
+
+        Raises:
+            RuntimeError: no rows are held.
+        """
+        name = self._update_name(concatenate_samples)
+        held = self._held
+        if held is None or held.n_rows == 0:
+            raise RuntimeError(f"{name}: no rows; store_rows(...) first")
+        cfg = self.config
+        n_policy = cfg.actor_update_times if update_policy else 0
+        n_value = cfg.critic_update_times if update_value else 0
+        schedule = minibatch_schedule(held.n_rows, cfg.batch_size, max(n_policy, n_value, 1), self._rng)
+        seen: Dict[str, list] = {"policy": [], "value": [], "entropy": []}
+        targets, values = [], []
+        with InterruptGuard() as guard:
+            steps = UpdateSteps(name, guard, cfg.gradient_max, self.data_parallel)
+            with self._training(guard):
+                for i, rows in enumerate(schedule):
+                    batch = held.take(rows)
+                    policy, value, predicted, entropy = self._losses(batch, i < n_policy, i < n_value)
+                    for key, loss in (("policy", policy), ("value", value), ("entropy", entropy)):
+                        if loss is not None:
+                            seen[key].append(loss.detach())
+                    if predicted is not None:
+                        targets.append(torch.from_numpy(batch.returns))
+                        values.append(predicted.detach().reshape(-1).cpu())
+                    steps.step(self._optimizer_steps(policy, value), {} if policy is None else {"policy loss": policy})
+            with guard.step:
+                self._held = None
+                self._n_updates += 1
+                variance = explained_variance(torch.cat(targets), torch.cat(values)) if targets else float("nan")
+                stats = UpdateStats(mean_of(seen["policy"]), mean_of(seen["value"]), mean_of(seen["entropy"]),
+                                    float("nan"), float("nan"), variance,
+                                    float(self.optimizers[0].param_groups[0]["lr"]), steps.skipped, len(schedule),
+                                    False, {what: (c[0], c[1]) for what, c in steps.tally.items()},
+                                    tuple(steps.non_finite))
+                self.last_update = stats
+                failing = steps.failing(self._skipped_updates)
+        self._report(stats, log_step, failing, stats.non_finite)
+        return -stats.policy_loss, stats.value_loss
+
+    def _losses(self, batch: Held, policy: bool, value: bool
+                ) -> Tuple[Optional[torch.Tensor], Optional[torch.Tensor], Optional[torch.Tensor], Optional[torch.Tensor]]:
+        """``(policy loss, value loss, predicted values, entropy)`` of a minibatch (None where not computed)."""
+        net = unwrap(self.actor)
+        state = batch.state
+        joint = value and self._joint
+        tables, predicted = net.log_probabilities(state["entities"], state["action_masks"], state.get("visible"),
+                                                  value=joint) if policy else ({}, None)
+        if value and predicted is None:
+            predicted = self.criticize(state)
+        policy_loss = entropy = None
+        if policy:
+            policy_loss, entropy = self._cloning_loss(tables, batch)
+        value_loss = None
+        if value:
+            goal = torch.from_numpy(batch.returns).to(predicted.device, predicted.dtype).reshape(-1, 1)  # [b, 1]
+            value_loss = self.criterion(goal, predicted.reshape(goal.shape)) * self.config.value_weight
+        return policy_loss, value_loss, predicted, entropy
+
+    def _cloning_loss(self, tables: Mapping[str, RaggedTensor], batch: Held) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Per actor: ``-log p(recorded choice) + distill_weight * H(recorded probs, p)``; the mean
+        over every actor of every action, and the mean entropy."""
+        nll, cross, entropies = [], [], []
+        for name, table in tables.items():
+            log_p = table.data  # [n_actors, width]
+            if log_p.shape[0] == 0:
+                continue
+            chosen = torch.from_numpy(batch.action[name].as_array()[:, 0].copy()).to(log_p.device)  # [n_actors]
+            nll.append(-log_p.gather(1, chosen[:, None])[:, 0])
+            finite = log_p.masked_fill(~torch.isfinite(log_p), 0.0)
+            entropies.append(-(log_p.exp() * finite).sum(dim=1))
+            recorded = batch.probs.get(name)
+            if recorded is not None and self.config.distill_weight > 0:
+                target = _padded(recorded, log_p.shape[1]).to(log_p.device)  # [n_actors, width]
+                cross.append(-(target * finite).sum(dim=1))
+        if not nll:  # no actor in the minibatch: a differentiable zero
+            zero = next(iter(tables.values())).data.sum() * 0.0
+            return zero, zero.detach()
+        loss = torch.cat(nll).mean()
+        if cross:
+            loss = loss + self.config.distill_weight * torch.cat(cross).mean()
+        return loss, torch.cat(entropies).mean()
+
+    def accuracy(self, held: Held) -> Tuple[float, float]:
+        """``(mean negative log-likelihood, share of actors whose most likely choice is the
+        recorded one)`` of rows, without gradients (the validation figures)."""
+        net = unwrap(self.actor)
+        with torch.no_grad():
+            tables, _ = net.log_probabilities(held.state["entities"], held.state["action_masks"],
+                                              held.state.get("visible"))
+        nll, hits, n = 0.0, 0, 0
+        for name, table in tables.items():
+            log_p = table.data
+            if log_p.shape[0] == 0:
+                continue
+            chosen = torch.from_numpy(held.action[name].as_array()[:, 0].copy()).to(log_p.device)
+            nll += float(-log_p.gather(1, chosen[:, None]).sum())
+            hits += int((log_p.argmax(dim=1) == chosen).sum())
+            n += log_p.shape[0]
+        return (nll / n, hits / n) if n else (float("nan"), float("nan"))
+
+
+def _padded(per_actor: Any, width: int) -> torch.Tensor:
+    """Per-actor probabilities (ragged ``[n_values, 1]``, one sequence per actor) as ``[n_actors, width]``."""
+    lengths = per_actor.size1()
+    out = np.zeros((len(lengths), width), np.float32)
+    inside = np.arange(width)[None, :] < lengths[:, None]
+    out[inside] = per_actor.as_array()[:, 0]
+    return torch.from_numpy(out)
