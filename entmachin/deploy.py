@@ -208,7 +208,8 @@ class OnnxPolicy:
         known = set(self.obs_space.entities) | {GLOBAL_ENTITY}
         for t, ragged in vec.features.items():
             if t not in known:
-                raise ValueError(f"{where}: unknown entity type {t!r}; the policy knows {list(self.obs_space.entities)}")
+                raise ValueError(f"{where}: unknown entity type {t!r}; the policy knows "
+                                 f"{list(self.obs_space.entities)}")
             width = (len(self.obs_space.global_features) if t == GLOBAL_ENTITY
                      else len(self.obs_space.entities[t].features))
             if ragged.size2() != width:

@@ -135,8 +135,7 @@ class BC(A2C):
         self._report(stats, log_step, failing, stats.non_finite)
         return -stats.policy_loss, stats.value_loss
 
-    def _losses(self, batch: Held, policy: bool, value: bool
-                ) -> Tuple[Optional[torch.Tensor], Optional[torch.Tensor], Optional[torch.Tensor], Optional[torch.Tensor]]:
+    def _losses(self, batch: Held, policy: bool, value: bool) -> Tuple[Optional[torch.Tensor], ...]:
         """``(policy loss, value loss, predicted values, entropy)`` of a minibatch (None where not computed)."""
         net = unwrap(self.actor)
         state = batch.state

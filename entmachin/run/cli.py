@@ -6,10 +6,11 @@ play, rate checkpoints in a league, export a policy to ONNX, record episodes to 
     entmachin eval RUN_DIR [--episodes N] [--deterministic] [--seed S] [--opponent OPPONENT]
     entmachin envs
     entmachin init ENV [--frame A2C] > my.yaml
-    entmachin play [ENV] [--checkpoint RUN_DIR] [--seed S] [--seat SEAT] [--opponent OPPONENT]
+    entmachin play [ENV] [--checkpoint RUN_DIR] [--seed S] [--seat SEAT] [--opponent OPPONENT] [--record DIR]
     entmachin league RUN_DIR [RUN_DIR ...] [--games N] [--seed S] [--deterministic] [--out DIR]
     entmachin export RUN_DIR [-o policy.onnx] [--checkpoint STEPS]
     entmachin record [ENV] --policy POLICY --episodes N -o DIR [--seed S] [--processes N] [--deterministic]
+                     [--checkpoint STEPS]
     entmachin relabel DIR --reward pkg.mod:function -o NEW_DIR
 
 Bad input ends with a one-line error and exit status 2 (``--debug`` shows the traceback).
@@ -54,7 +55,8 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--run-dir", default=None, help="the run directory (default: log.run_dir, or runs/<env>-<time>)")
     train.add_argument("--resume", metavar="RUN_DIR", default=None, help="continue the run in RUN_DIR")
     train.add_argument("--force", action="store_true", help="start over in a run directory that holds a run")
-    train.add_argument("--frame", default="PPO", choices=["PPO", "A2C", "DQN", "BC"], help="bundled config of this frame")
+    train.add_argument("--frame", default="PPO", choices=["PPO", "A2C", "DQN", "BC"],
+                       help="bundled config of this frame")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     evaluate = commands.add_parser("eval", help="evaluate a run's latest checkpoint")
@@ -88,6 +90,8 @@ def _parser() -> argparse.ArgumentParser:
     play.add_argument("--seed", type=int, default=None, help="environment seed (default: unseeded)")
     play.add_argument("--seat", default=None, metavar="SEAT",
                       help="a game of several players: the seat you play (default: the first)")
+    play.add_argument("--record", default=None, metavar="DIR",
+                      help="write every finished episode (every seat's rows) to this new dataset directory")
     play.add_argument("--opponent", default=None, metavar="OPPONENT",
                       help="a game of several players: who plays the other seats (random, scripted, a run directory "
                            "or pkg.mod:function; default: the --checkpoint's agent)")
@@ -104,7 +108,8 @@ def _parser() -> argparse.ArgumentParser:
     export = commands.add_parser(
         "export", help="write a run's acting network as one ONNX graph (run it with entmachin.deploy, no torch)")
     export.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (or its checkpoints/ directory)")
-    export.add_argument("-o", "--out", default=None, metavar="FILE", help="the .onnx file (default: RUN_DIR/policy.onnx)")
+    export.add_argument("-o", "--out", default=None, metavar="FILE",
+                        help="the .onnx file (default: RUN_DIR/policy.onnx)")
     export.add_argument("--checkpoint", type=int, default=None, metavar="STEPS",
                         help="the checkpoint of this many environment steps (default: the latest)")
 
@@ -119,6 +124,8 @@ def _parser() -> argparse.ArgumentParser:
     record.add_argument("--processes", type=int, default=0, help="environment worker processes (0: this one)")
     record.add_argument("--num-envs", type=int, default=16, help="environments stepped together")
     record.add_argument("--deterministic", action="store_true", help="a run's most likely actions instead of samples")
+    record.add_argument("--checkpoint", type=int, default=None, metavar="STEPS",
+                        help="a run's checkpoint of this many environment steps (default: the latest)")
     record.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     relabel = commands.add_parser("relabel", help="a dataset's rewards recomputed by a function, into a new dataset")

@@ -138,8 +138,9 @@ def _report(result: Any, runner: Any) -> int:
         baseline = random_policy_return(EnvFactory(runner.config.env), int(final["episodes"]),
                                         seeds(runner.config)["eval"], runner.config)
         rates = "".join(f", win rate {rate:.3f} against {name}" for name, rate in final.get("win_rate", {}).items())
+        unit = "samples" if runner.config.frame.name == "BC" else "environment steps"  # BC counts dataset rows
         print(f"mean evaluation return {final['mean']:.3f} over {final['episodes']} episodes after "
-              f"{result.env_steps} environment steps (a random policy: {baseline.mean:.3f}){rates}; run directory: "
+              f"{result.env_steps} {unit} (a random policy: {baseline.mean:.3f}){rates}; run directory: "
               f"{result.run_dir}")
         return 0
     print(f"stopped by {result.stopped} at {result.env_steps} environment steps; resume with: entmachin train "
@@ -192,7 +193,7 @@ def init(args: argparse.Namespace) -> int:
 def play(args: argparse.Namespace) -> int:
     from entmachin.run.play import play as play_env
 
-    return play_env(args.env, args.checkpoint, args.seed, args.seat, args.opponent)
+    return play_env(args.env, args.checkpoint, args.seed, args.seat, args.opponent, args.record)
 
 
 def league(args: argparse.Namespace) -> int:
@@ -219,7 +220,8 @@ def record(args: argparse.Namespace) -> int:
     from entmachin.run.record import record as record_episodes
 
     result = record_episodes(args.env, args.policy, args.episodes, args.out, seed=args.seed, processes=args.processes,
-                             num_envs=args.num_envs, deterministic=args.deterministic, progress=not args.no_progress)
+                             num_envs=args.num_envs, deterministic=args.deterministic, progress=not args.no_progress,
+                             checkpoint=args.checkpoint)
     print(f"recorded {result.episodes} episodes ({result.rows} rows, {result.parts} parts"
           f"{', with entity ids' if result.ids else ''}) in {result.directory}; mean return {result.mean_return:.3f}")
     return 0

@@ -82,8 +82,11 @@ class Turn:
 
 
 def play(env: Optional[str], checkpoint: Optional[str], seed: Optional[int], seat: Optional[str] = None,
-         opponent: Optional[str] = None) -> int:
+         opponent: Optional[str] = None, record: Optional[str] = None) -> int:
     """Plays ENV (or the checkpoint's environment) with stdin and stdout; returns the exit status.
+
+    With ``record``, every finished episode (every seat's rows: the person's and the opponent's)
+    goes to that new dataset directory (``entmachin.data``); an episode left unfinished does not.
 
     Raises:
         PlayError: neither ``env`` nor ``checkpoint``, or an actor without any allowed choice; a
@@ -105,19 +108,43 @@ def play(env: Optional[str], checkpoint: Optional[str], seed: Optional[int], sea
             raise PlayError(f"play: {env} is not the environment {checkpoint} was trained on "
                             f"({config.env.name}); leave ENV out to play the run's own")
     envs = EnvList(factory, 1, seed=seed)
+    recorder = None
     try:
         others = _others(envs, frame, factory, seat, opponent, seed)
         me = envs.row_index().seat.index(seat or envs.row_index().seat[0]) if others else 0
+        if record is not None:
+            recorder = _recorder(record, envs, factory, me, seed, checkpoint, opponent)
         print(f"playing {factory.name}{'' if seed is None else f' (seed {seed})'}"
               f"{'' if checkpoint is None else f' with the agent of {checkpoint}'}"
               f"{f' as seat {envs.row_index().seat[me]} against {others.name}' if others else ''}")
         print(HELP)
-        _episodes(envs, frame, me, others)
+        _episodes(envs, frame, me, others, recorder)
     except _Quit:  # q or the end of the input
         print("quit")
     finally:
         envs.close()
+        if recorder is not None:
+            recorder.close()
+            print(f"recorded {recorder.ended} episode(s) in {record}")
     return 0
+
+
+def _recorder(directory: str, envs: EnvList, factory: EnvFactory, me: int, seed: Optional[int],
+              checkpoint: Optional[str], opponent: Optional[str]) -> Any:
+    """A recorder of the person's games into the new dataset ``directory``."""
+    from entmachin.data import DatasetError, DatasetWriter
+    from entmachin.data.recorder import Recorder
+
+    seats = envs.row_index().seat
+    multi = seats[0] is not None
+    recorded = {"env": factory.name, "policy": "person", "seat": seats[me], "seed": seed,
+                "opponent": opponent or (checkpoint if multi else None)}
+    try:
+        writer = DatasetWriter(directory, envs.obs_space(), envs.action_space(),
+                               seats=list(seats) if multi else None, recorded=recorded)
+    except DatasetError as e:
+        raise PlayError(f"play --record: {e}") from None
+    return Recorder(writer, len(seats), seats=list(seats) if multi else None, flush_every=1)
 
 
 def _others(envs: EnvList, frame: Any, factory: EnvFactory, seat: Optional[str], opponent: Optional[str],
@@ -138,9 +165,9 @@ def _others(envs: EnvList, frame: Any, factory: EnvFactory, seat: Optional[str],
     return PolicyPlayer(frame, envs.obs_space(), envs.action_space(), deterministic=True)
 
 
-def _episodes(envs: EnvList, frame: Any, me: int = 0, others: Any = None) -> None:
+def _episodes(envs: EnvList, frame: Any, me: int = 0, others: Any = None, recorder: Any = None) -> None:
     """Plays episodes until the player declines another one (the person plays row ``me``, ``others``
-    every other row)."""
+    every other row; ``recorder`` records every step)."""
     obs_space, action_space = envs.obs_space(), envs.action_space()
     vec = envs.reset()
     step, reward, total = 0, 0.0, 0.0
@@ -159,9 +186,14 @@ def _episodes(envs: EnvList, frame: Any, me: int = 0, others: Any = None) -> Non
         rows = [{name: [_ask(turn) for turn in group] for name, group in turns.items()}]
         if others is not None:
             rows = [rows[0] if r == me else _opponent_row(envs, r, others) for r in range(len(envs))]
-        vec = envs.act({name: ragged_from_arrays(np.array([c for row in rows for c in row[name]], np.int64)
-                                                 .reshape(-1, 1), [len(row[name]) for row in rows])
-                        for name in action_space})
+        actions = {name: ragged_from_arrays(np.array([c for row in rows for c in row[name]], np.int64)
+                                            .reshape(-1, 1), [len(row[name]) for row in rows])
+                   for name in action_space}
+        before, ids = vec, [o.ids for o in envs.last_obs]
+        vec = envs.act(actions)
+        if recorder is not None:
+            recorder.step(before, actions, vec, ids=ids if _plain_ids(ids) else None,
+                          final_ids=[o.ids for o in envs.final_observations] if _plain_ids(ids) else None)
         step, reward = step + 1, float(vec.reward[me])
         total += reward
         if vec.done[me]:
@@ -175,6 +207,12 @@ def _episodes(envs: EnvList, frame: Any, me: int = 0, others: Any = None) -> Non
 
 
 _RESULT_WORDS = {1.0: "win", 0.5: "draw", 0.0: "lose"}
+
+
+def _plain_ids(ids: List[Dict[str, Any]]) -> bool:
+    """Whether every id is an int or a string (the ids a dataset records)."""
+    return all(isinstance(i, (int, np.integer, str)) and not isinstance(i, bool)
+               for row in ids for values in row.values() for i in values)
 
 
 def _opponent_row(envs: EnvList, row: int, others: Any) -> Dict[str, List[int]]:

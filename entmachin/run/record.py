@@ -162,7 +162,7 @@ class _Function(_Policy):
 
 
 def _policy(spec: str, factory: EnvFactory, obs_space: Any, action_space: Mapping[str, Any],
-            rng: np.random.Generator, deterministic: bool) -> _Policy:
+            rng: np.random.Generator, deterministic: bool, version: Optional[int] = None) -> _Policy:
     if spec == "random":
         return _Random(action_space, rng)
     if spec == "scripted":
@@ -178,7 +178,7 @@ def _policy(spec: str, factory: EnvFactory, obs_space: Any, action_space: Mappin
     if os.path.isdir(spec):
         from entmachin.run.evaluation import load_trained
 
-        frame, _, _ = load_trained(spec, factory)
+        frame, _, _ = load_trained(spec, factory, version)
         return _Checkpoint(frame, action_space, rng, deterministic)
     if ":" in spec:
         from entmachin.frame.config import resolve
@@ -218,7 +218,8 @@ def _recordable_ids(observations: Sequence[Any]) -> bool:
 
 
 def record(env: Optional[str], policy: str, episodes: int, out: str, *, seed: int = 0, processes: int = 0,
-           num_envs: int = 16, deterministic: bool = False, progress: bool = True) -> RecordResult:
+           num_envs: int = 16, deterministic: bool = False, progress: bool = True,
+           checkpoint: Optional[int] = None) -> RecordResult:
     """Records ``episodes`` episodes (games) of ``policy`` on ``env`` into the new dataset ``out``.
 
     Raises:
@@ -231,7 +232,9 @@ def record(env: Optional[str], policy: str, episodes: int, out: str, *, seed: in
     factory = EnvFactory(section)
     obs_space, action_space, _ = factory.layout()
     rng = np.random.default_rng(seed)
-    chooser = _policy(policy, factory, obs_space, action_space, rng, deterministic)
+    if checkpoint is not None and not os.path.isdir(policy):
+        raise RunError(f"record --checkpoint {checkpoint}: only a run directory's policy has checkpoints")
+    chooser = _policy(policy, factory, obs_space, action_space, rng, deterministic, checkpoint)
     if chooser.needs_observations and processes:
         raise RunError(f"record --policy {policy}: a function sees each Observation, which worker processes keep; "
                        "record it with --processes 0")
@@ -245,9 +248,10 @@ def record(env: Optional[str], policy: str, episodes: int, out: str, *, seed: in
         seats = [s for game in rows.seats for s in game] if rows.multi_agent else None
         obs = envs.reset()
         with_ids = not processes and _recordable_ids(envs.last_obs)
-        recorded = {"env": section.name, "env_kwargs": dict(section.kwargs), "max_episode_steps": section.max_episode_steps,
-                    "policy": policy, "deterministic": deterministic, "seed": seed, "episodes": episodes,
-                    "num_envs": n_envs, "processes": processes}
+        recorded = {"env": section.name, "env_kwargs": dict(section.kwargs),
+                    "max_episode_steps": section.max_episode_steps, "policy": policy, "checkpoint": checkpoint,
+                    "deterministic": deterministic, "seed": seed, "episodes": episodes, "num_envs": n_envs,
+                    "processes": processes}
         try:
             writer = DatasetWriter(out, obs_space, action_space, seats=sorted(set(seats)) if seats else None,
                                    recorded=recorded, probs=chooser.probs)

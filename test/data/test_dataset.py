@@ -106,7 +106,8 @@ def random_rows(rng, n_episodes, seats=None, id_kind=None, probs=False, first_ep
     for a, space in ACTION_SPACE.items():
         p = parts[a]
         cat = (lambda xs: np.concatenate(xs) if xs else np.zeros(0))
-        masks[a]["actors"] = ragged_from_arrays(cat(p["actors"]).reshape(-1, 1).astype(np.int64), p["n_actors"], np.int64)
+        masks[a]["actors"] = ragged_from_arrays(cat(p["actors"]).reshape(-1, 1).astype(np.int64), p["n_actors"],
+                                                np.int64)
         if isinstance(space, SelectEntityActionSpace):
             masks[a]["actees"] = ragged_from_arrays(cat(p["actees"]).reshape(-1, 1), p["n_actees"], np.int64)
             masks[a]["actee_mask"] = ragged_from_arrays(cat(p["actee_mask"]).reshape(-1, 1), p["n_pairs"], np.bool_)
@@ -144,7 +145,8 @@ def assert_rows_equal(a, b):
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 2**31), n_episodes=st.integers(1, 6), seats=st.sampled_from([None, ["0", "1"], ["a", "b", "c"]]),
+@given(seed=st.integers(0, 2**31), n_episodes=st.integers(1, 6),
+       seats=st.sampled_from([None, ["0", "1"], ["a", "b", "c"]]),
        id_kind=st.sampled_from([None, "int", "str"]), probs=st.booleans(), rows_per_part=st.integers(1, 40))
 def test_rows_written_read_back_identical(tmp_path_factory, seed, n_episodes, seats, id_kind, probs, rows_per_part):
     rng = np.random.default_rng(seed)

@@ -133,7 +133,8 @@ def synthetic_batch(obs_space: Any, action_space: Any, n_rows: int, most: Dict[s
                 actor_r, ragged_from_arrays(np.concatenate(actees).reshape(-1, 1).astype(np.int64), actee_n, np.int64),
                 ragged_from_arrays(np.concatenate(allowed), [len(a) for a in allowed], np.bool_))
         else:
-            masks[name] = VecCategoricalActionMask(actor_r, ragged_from_arrays(np.concatenate(allowed), actor_n, np.bool_))
+            masks[name] = VecCategoricalActionMask(
+                actor_r, ragged_from_arrays(np.concatenate(allowed), actor_n, np.bool_))
     return VecObs(features=features, visible=visible, action_masks=masks, reward=np.zeros(n_rows, np.float32),
                   done=np.zeros(n_rows, np.bool_), metrics={})
 

@@ -287,7 +287,8 @@ def test_dense_models_export_with_parity(tmp_path, dueling):
                 q = qnet(state, mask)
                 finite = torch.isfinite(q).numpy()
                 assert np.array_equal(finite, np.isfinite(out["q"]))
-                assert np.abs(out["q"][finite] - q.numpy()[finite]).max() <= TOLERANCE * max(1.0, q[q.isfinite()].abs().max())
+                scale = max(1.0, float(q[q.isfinite()].abs().max()))
+                assert np.abs(out["q"][finite] - q.numpy()[finite]).max() <= TOLERANCE * scale
                 probs = q
             assert np.array_equal(out["argmax"], probs.argmax(1).numpy())
         assert np.array_equal(policy.act_dense(state.numpy(), mask.numpy()), out["argmax"])

@@ -280,3 +280,22 @@ def test_a_checkpoint_plays_the_other_seat_and_bad_seats_are_refused(monkeypatch
                           (["Count", "--seat", "0"], "Count has one player; --seat and --opponent are for games")):
         status, _, err = play(monkeypatch, capsys, argv, [])
         assert status == 2 and message in err, err
+
+
+def test_a_persons_games_are_recorded(monkeypatch, capsys, tmp_path):
+    pytest.importorskip("pyarrow")
+    from entmachin.data import Dataset
+
+    out_dir = str(tmp_path / "games")
+    status, out, _ = play(monkeypatch, capsys, ["ConnectFour", "--seat", "1", "--opponent",
+                                                "test.run.test_play:column_zero", "--seed", "0", "--record", out_dir],
+                          ["3", "3", "3", "y", "3"])  # a second game, left unfinished: not recorded
+    assert status == 0 and f"recorded 1 episode(s) in {out_dir}" in out
+    dataset = Dataset(out_dir)
+    assert dataset.recorded["policy"] == "person" and dataset.recorded["seat"] == "1"
+    rows = dataset.read()
+    person = [i for i, seat in enumerate(rows.seat) if seat == "1" and not rows.final[i]]
+    chosen = [int(c) for i in person for c in rows.action["drop"][i].as_array()[:, 0]]
+    assert chosen == [3, 3, 3]  # the person's three drops in column 3
+    finals = {rows.seat[i]: rows.result[i] for i in np.flatnonzero(rows.final)}
+    assert finals == {"0": "win", "1": "loss"}
