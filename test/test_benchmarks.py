@@ -20,6 +20,7 @@ sys.path.insert(0, str(BENCHMARKS))  # the benchmarks' helper modules (_competit
 TINY = {
     "bench_buffer.py": (["--n-transitions", "2000", "--ragged-rows", "2000", "--seconds", "0.02", "--repeats", "1"],
                         "machin"),
+    "bench_data.py": (["--rounds", "1", "--steps", "8", "--updates", "1", "--episodes", "4"], "(BC store + update)"),
     "bench_data_parallel.py": (["--steps", "2048", "--repeats", "1", "--work-ms", "5"], "of bare"),
     "bench_data_parallel_returns.py": (["--envs", "Count", "--seeds", "0", "--num-envs", "8", "--steps", "64"],
                                        "final (mean over seeds)"),

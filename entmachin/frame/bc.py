@@ -20,6 +20,7 @@ from entmachin.frame.config import BCConfig
 from entmachin.frame.rollout import minibatch_schedule
 from entmachin.frame.stepping import InterruptGuard, UpdateSteps
 from entmachin.frame.summary import UpdateStats
+from entmachin.model.input_norm import collecting_stats_of
 from entmachin.model.rogue_net import RogueNet
 from entmachin.model.wrappers import unwrap
 from entmachin.ragged.arrays import ragged_from_arrays, take
@@ -87,6 +88,19 @@ class BC(A2C):
         """
         returns = np.asarray(returns, dtype=np.float32).reshape(-1)
         self._held = Held(state, action, returns, probs)
+
+    def learn_input_statistics(self, held: Held, rows_per_pass: int = 4096) -> None:
+        """The running input statistics of the actor (and of a separate critic) learn from ``held``'s
+        rows, once, before training: the network then trains on inputs normalised as PPO started
+        from it (``train.init_from``) will normalise them, and acting rows are on the data's scale."""
+        net = unwrap(self.actor)
+        norms = self._actor_norms + self._critic_only_norms
+        with torch.no_grad(), collecting_stats_of(norms):
+            for start in range(0, held.n_rows, rows_per_pass):
+                part = held.take(np.arange(start, min(start + rows_per_pass, held.n_rows)))
+                net.log_probabilities(part.state["entities"], part.state["action_masks"], part.state.get("visible"))
+                if self._critic_only_norms:
+                    self.criticize(part.state)
 
     # -------------------------------------------------------------------------- update
 

@@ -91,6 +91,7 @@ class Cloning:
             val = np.sort(self._rng.choice(val, _VALIDATION_ROWS, replace=False))
         self.validation = _held(rows.take(val), returns[val]) if len(val) else None
         self.n_episodes, self.n_held_out = len(episodes), n_held_out
+        frame.learn_input_statistics(self.train)  # a resumed run's checkpoint then replaces them
         self._order = self._rng.permutation(self.train.n_rows)
         self._cursor = 0
         self.total_env_steps = 0

@@ -108,6 +108,11 @@ def test_a_bc_run_evaluates_checkpoints_exports_and_warm_starts_ppo(steady_data,
     assert "behaviour cloning from" in capsys.readouterr().err + open(os.path.join(run, "config.yaml")).read() or True
     frame, config, _ = load_trained(run)
     assert isinstance(frame, BC) and config.bc.data == steady_data
+    from entmachin.model.input_norm import input_norms
+
+    # The input statistics learned from the dataset (PPO started from the clone normalises alike).
+    counts = {norm.name: int(norm.count) for norm in input_norms(frame.actor)}
+    assert all(n > 0 for name, n in counts.items() if "Robot" in name or "Mine" in name), counts
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     events = EventAccumulator(run, size_guidance={"scalars": 0})

@@ -48,7 +48,7 @@ def test_nested_configs_and_tuples():
     ({"model": {"relpos_encoding": {"extent": [5]}}}, r"^model.relpos_encoding: "),
     ({"frame": {"seed": 3}}, r"^frame.seed: set by the runner from train.seed; remove it"),
     ({"frame": {"replay_size": 3}}, r"^frame.replay_size: set by the runner from rollout.num_envs x rollout.n_steps"),
-    ({"frame": {"name": "SAC"}}, r"^frame.name: expected one of \['A2C', 'DQN', 'DQNPer', 'PPO'\], got 'SAC'"),
+    ({"frame": {"name": "SAC"}}, r"^frame.name: expected one of \['A2C', 'BC', 'DQN', 'DQNPer', 'PPO'\], got 'SAC'"),
     ({"frame": {"name": "ppo"}}, r"^frame.name: expected one of .*, got 'ppo' \(did you mean 'PPO'\?\)"),
     ({"frame": {"actor_update_times": 3}}, r"^frame.actor_update_times: give frame.n_epochs or the update times"),
     ({"frame": {"batch_size": 1000}}, r"^frame.batch_size: 1000 is more than the 512 rows one rollout stores"),
@@ -116,7 +116,15 @@ def test_bundled_configs_load_and_state_what_they_reach(path):
 def test_bundled_configs_train_for_a_handful_of_steps(path, tmp_path):
     from entmachin.run.runner import Runner
 
-    config = load_config(path, ["rollout.num_envs=2", "rollout.n_steps=2", "frame.batch_size=4", "train.total_steps=8",
-                                "log.eval_episodes=1", "rollout.processes=0", "env.max_episode_steps=20"])
+    overrides = ["rollout.num_envs=2", "rollout.n_steps=2", "frame.batch_size=4", "train.total_steps=8",
+                 "log.eval_episodes=1", "rollout.processes=0", "env.max_episode_steps=20"]
+    if load_config(path).frame.name == "BC":  # behaviour cloning: a dataset of two random episodes
+        pytest.importorskip("pyarrow")
+        from entmachin.run.record import record
+
+        data = str(tmp_path / "data")
+        record(load_config(path).env.name, "random", 2, data, progress=False)
+        overrides += [f"bc.data={data}", "bc.rows_per_update=8"]
+    config = load_config(path, overrides)
     result = Runner(config, str(tmp_path / "run"), progress=False).train()
     assert result.env_steps == 8 and result.final_eval is not None

@@ -104,3 +104,21 @@ class MoveToOrigin(Environment):
             done=done,
             truncated=False,
         )
+
+
+def move_to_origin_expert(observation: Observation, action_space: Mapping[ActionName, ActionSpace],
+                          rng: np.random.Generator) -> Dict[ActionName, Action]:
+    """A scripted expert (``entmachin record MoveToOrigin --policy scripted``): on each axis, the thrust
+    that brings the velocity closest to the speed from which full braking stops at the origin."""
+    x, y, vx, vy, _ = (float(v) for v in np.asarray(observation.features["Spaceship"])[0])
+    out: Dict[ActionName, Action] = {}
+    for name, position, velocity in (("horizontal_thruster", x, vx), ("vertical_thruster", y, vy)):
+        target = -np.sign(position) * np.sqrt(2.0 * 0.01 * abs(position)) * 0.9  # brakes before the origin
+        labels = list(THRUST[name])
+        best = min(range(len(labels)), key=lambda k: abs(velocity + THRUST[name][labels[k]] - target))
+        out[name] = CategoricalAction(actors=[SPACESHIP_ID], indices=np.array([best], dtype=np.int64),
+                                      index_to_label=labels)
+    return out
+
+
+MoveToOrigin.scripted_policy = staticmethod(move_to_origin_expert)
