@@ -22,6 +22,12 @@ most likely actions, and a random player's own rate.
 
 ``--record RUN_DIR ...`` adds the records of runs already trained with ``entmachin train ENV --set
 train.seed=S`` (the bundled config and its ``train.total_steps``), for seeds run side by side.
+
+Learning from data (a second table): behaviour cloning runs (``frame.name: BC``, recorded with
+``--record`` like any run) are compared with the return of the demonstrator in their dataset
+(``DATA_TARGETS``: at least 90% of it); PPO runs warm-started from a clone (``train.init_from``)
+with the same config's runs from scratch, by the environment steps at which an evaluation first
+reaches ``WARM_GOAL`` (at most half).
 """
 from __future__ import annotations
 
@@ -74,6 +80,12 @@ OPPONENT_TARGETS: Dict[Tuple[str, str, str], Tuple[Optional[float], str]] = {
                                              "bundled budget (at most 3M)"),
 }
 ROCK_START = 0.8  # RockPaperScissorsDuel's learner starts throwing rock with at least this probability
+# Behaviour cloning, (env, the demonstrator) -> the share of the demonstrator's return the median seed reaches.
+DATA_TARGETS: Dict[Tuple[str, str], float] = {
+    ("MineSweeper", "a trained agent"): 0.9, ("MineSweeper", "a moderate agent (0.4-0.6)"): 0.9,
+    ("MoveToOrigin", "its scripted expert"): 0.9,
+}
+WARM_GOAL = {"MineSweeper": 0.95}  # PPO from a clone: steps to this return, at most half of PPO from scratch
 
 
 def config_fingerprint(env: str, frame: str) -> str:
@@ -90,7 +102,7 @@ def config_fingerprint(env: str, frame: str) -> str:
 # Fields that cannot change what a one-process run learns: where the run logs, how ranks talk,
 # where workers live, the DQN frames' Q-head, and a check that only stops a run. Leaving them out
 # keeps a record valid when such a field is added to the config.
-_NOT_LEARNING = {"log": None, "distributed": None, "train": ("seed", "total_steps", "init_from"),
+_NOT_LEARNING = {"log": None, "distributed": None, "train": ("seed", "total_steps", "init_from"), "bc": ("data",),
                  "rollout": ("workers",),
                  "model": ("q_head",), "env": ("check_finite",)}
 
@@ -256,9 +268,31 @@ def record_runs(run_dirs: List[str]) -> List[Dict[str, Any]]:
         times = [e.wall_time for tag in events.Tags()["scalars"] for e in events.Scalars(tag)]
         record = {"env": config.env.name, "frame": frame, "seed": config.train.seed, "config": fingerprint(data),
                   "budget": config.train.total_steps}
+        if frame == "BC":
+            record["data"] = demonstrator(config.bc.data)
+        if config.train.init_from is not None:
+            record["init_from"] = os.path.abspath(config.train.init_from)
         records.append({**record, **evaluate_run(config, run_dir, evals[-1]["env_steps"], evals,
                                                  max(times) - min(times))})
     return records
+
+
+def demonstrator(directory: str) -> Dict[str, Any]:
+    """What a BC run learned from: the dataset's recording and its demonstrator's mean return (its episodes'
+    summed rewards, per seat)."""
+    import numpy as np
+
+    from entmachin.data import Dataset
+
+    dataset = Dataset(directory)
+    rows = dataset.read()
+    keys = [f"{e}/{s}" for e, s in zip(rows.episode.tolist(), rows.seat)]
+    totals: Dict[str, float] = {}
+    for key, reward in zip(keys, rows.reward.tolist()):
+        totals[key] = totals.get(key, 0.0) + reward
+    return {"path": os.path.abspath(directory), "policy": dataset.recorded.get("policy"),
+            "checkpoint": dataset.recorded.get("checkpoint"), "episodes": len(np.unique(rows.episode)),
+            "rows": len(rows), "return": float(np.mean(list(totals.values())))}
 
 
 def read_results(path: str) -> List[Dict[str, Any]]:
@@ -298,7 +332,8 @@ def table(records: List[Dict[str, Any]]) -> str:
     lines = ["| env | frame | budget | target | seeds | sampled | deterministic | random | median | steps to 90% "
              "| wall s | met |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for (env, frame), (budget, target, words) in TARGETS.items():
-        rows = sorted((r for r in records if r["env"] == env and r["frame"] == frame), key=lambda r: r["seed"])
+        rows = sorted((r for r in records if r["env"] == env and r["frame"] == frame and "warm" not in r),
+                      key=lambda r: r["seed"])
         if not rows:
             continue
         lower = (env, frame) in LOWER_IS_BETTER
@@ -327,6 +362,46 @@ def table(records: List[Dict[str, Any]]) -> str:
         lines.append(f"| {env} | {frame} | {opponent} | {words} | {','.join(str(r['seed']) for r in rows)} | "
                      + " / ".join(f"{f['sampled']:.3f}" for f in figures) + " | "
                      + " / ".join(f"{f['deterministic']:.3f}" for f in figures) + f" | {median:.3f} | {met} |")
+    return "\n".join(lines + ["", data_table(records)])
+
+
+def _steps_to(record: Dict[str, Any], goal: float) -> Optional[int]:
+    return next((step for step, mean in record["evals"] if mean >= goal - 1e-9), None)
+
+
+def data_table(records: List[Dict[str, Any]]) -> str:
+    """Behaviour cloning against its demonstrators, and PPO from a clone against PPO from scratch."""
+    lines = ["| env | demonstrator | its return | samples | seeds | sampled | deterministic | median | share | target "
+             "| met |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for (env, label), share in DATA_TARGETS.items():
+        rows = sorted((r for r in records if r["env"] == env and r["frame"] == "BC"
+                       and r.get("data", {}).get("label") == label), key=lambda r: r["seed"])
+        if not rows:
+            continue
+        demo = statistics.median(r["data"]["return"] for r in rows)
+        median = statistics.median(max(r["sampled"], r["deterministic"]) for r in rows)
+        lines.append(f"| {env} | {label} | {demo:.3f} | {rows[0]['budget']:,} | "
+                     f"{','.join(str(r['seed']) for r in rows)} | "
+                     + " / ".join(f"{r['sampled']:.3f}" for r in rows) + " | "
+                     + " / ".join(f"{r['deterministic']:.3f}" for r in rows)
+                     + f" | {median:.3f} | {median / demo:.2f} | >= {share:.2f} | {_met(median / demo, share)} |")
+    lines += ["", "| env | goal | from scratch: steps (seeds) | from a clone: steps (seeds) | medians | ratio | target "
+              "| met |", "|---|---|---|---|---|---|---|---|"]
+    for env, goal in WARM_GOAL.items():
+        runs = [r for r in records if r["env"] == env and r["frame"] == "PPO" and r.get("warm") is not None]
+        scratch = sorted((r for r in runs if r["warm"] == "scratch"), key=lambda r: r["seed"])
+        warm = sorted((r for r in runs if r["warm"] == "clone"), key=lambda r: r["seed"])
+        if not scratch or not warm:
+            continue
+        to_scratch = [_steps_to(r, goal) for r in scratch]
+        to_warm = [_steps_to(r, goal) for r in warm]
+        never = float("inf")
+        a = statistics.median(never if s is None else s for s in to_scratch)
+        b = statistics.median(never if s is None else s for s in to_warm)
+        words = " / ".join("-" if s is None else f"{s:,}" for s in to_scratch)
+        warm_words = " / ".join("-" if s is None else f"{s:,}" for s in to_warm)
+        lines.append(f"| {env} | {goal} | {words} | {warm_words} | {a:,.0f} / {b:,.0f} | {b / a:.2f} | <= 0.50 | "
+                     f"{_met(b / a, 0.5, lower=True)} |")
     return "\n".join(lines)
 
 
@@ -342,6 +417,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--record", nargs="+", default=None, metavar="RUN_DIR",
                         help="add the records of runs already trained with a bundled config (entmachin train ENV "
                              "--set train.seed=S), then print the table")
+    parser.add_argument("--label", default=None,
+                        help="with --record: BC runs' demonstrator (a DATA_TARGETS label), or 'scratch' / 'clone' "
+                             "for PPO runs compared by steps to WARM_GOAL")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     import torch
@@ -350,6 +428,10 @@ def main(argv: Optional[List[str]] = None) -> None:
     done = current(read_results(args.results))
     if args.record:
         for record in record_runs(args.record):
+            if args.label in ("scratch", "clone"):
+                record["warm"] = args.label
+            elif args.label is not None:
+                record.setdefault("data", {})["label"] = args.label
             with open(args.results, "a", encoding="utf-8") as f:
                 f.write(json.dumps(record) + "\n")
             done.append(record)

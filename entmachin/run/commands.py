@@ -229,16 +229,9 @@ def record(args: argparse.Namespace) -> int:
 
 def relabel(args: argparse.Namespace) -> int:
     from entmachin.data.relabel import relabel as relabel_dataset
-    from entmachin.frame.config import resolve
-    from entmachin.run.logs import RunError
+    from entmachin.run.matches import resolve_function
 
-    try:
-        fn = resolve(args.reward, None, "--reward")
-    except ValueError as e:
-        raise RunError(str(e)) from None
-    if not callable(fn):
-        raise RunError(f"relabel --reward {args.reward}: not a function")
-    writer = relabel_dataset(args.dataset, args.out, fn, args.reward)
+    writer = relabel_dataset(args.dataset, args.out, resolve_function(args.reward, "relabel --reward"), args.reward)
     print(f"relabelled {writer.rows} rows ({writer.parts} parts) of {args.dataset} with {args.reward} into {args.out}")
     return 0
 

@@ -126,14 +126,23 @@ def load_opponent(spec: str, factory: Callable[[], Any], seed: int, deterministi
         frame, _, _ = load_trained(spec, factory)
         return PolicyPlayer(frame, obs_space, action_space, deterministic, name=os.path.basename(os.path.normpath(spec)))
     if ":" in spec:
-        try:
-            fn = resolve(spec, None, "--opponent")
-        except ValueError as e:
-            raise RunError(str(e)) from None
-        if not callable(fn):
-            raise RunError(f"--opponent {spec}: not a function")
-        return FunctionPlayer(fn, obs_space, action_space, rng, spec)
+        return FunctionPlayer(resolve_function(spec, "--opponent"), obs_space, action_space, rng, spec)
     raise RunError(f"--opponent {spec!r}: not a run directory, and not one of {OPPONENT_KINDS}")
+
+
+def resolve_function(spec: str, option: str) -> Any:
+    """The function ``pkg.mod:function`` names (an opponent's, a recorded policy's, a reward's).
+
+    Raises:
+        RunError: it cannot be imported, or is not callable (naming ``option``).
+    """
+    try:
+        fn = resolve(spec, None, option)
+    except ValueError as e:
+        raise RunError(str(e)) from None
+    if not callable(fn):
+        raise RunError(f"{option} {spec}: not a function")
+    return fn
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from entmachin.ragged.arrays import ragged_from_arrays
 from entmachin.run.build import EnvFactory, env_class
 from entmachin.run.config import EnvSection
 from entmachin.run.logs import RunError
+from entmachin.run.matches import resolve_function
 
 __all__ = ["RecordResult", "record"]
 
@@ -181,15 +182,7 @@ def _policy(spec: str, factory: EnvFactory, obs_space: Any, action_space: Mappin
         frame, _, _ = load_trained(spec, factory, version)
         return _Checkpoint(frame, action_space, rng, deterministic)
     if ":" in spec:
-        from entmachin.frame.config import resolve
-
-        try:
-            fn = resolve(spec, None, "--policy")
-        except ValueError as e:
-            raise RunError(str(e)) from None
-        if not callable(fn):
-            raise RunError(f"record --policy {spec}: not a function")
-        return _Function(fn, spec, obs_space, action_space, rng)
+        return _Function(resolve_function(spec, "record --policy"), spec, obs_space, action_space, rng)
     raise RunError(f"record --policy {spec!r}: not a run directory, and not one of {POLICY_KINDS}")
 
 
