@@ -31,7 +31,7 @@ setup(
             # pettingzoo.classic imports pygame at import time (no display is opened).
             "pettingzoo>=1.24", "pygame>=2.5",
             # test_export: parity of exported policies (the export extra's packages); test/data: datasets.
-            "onnx>=1.14", "onnxruntime>=1.15", "pyarrow>=14",
+            "onnx>=1.14", "onnxruntime>=1.15", "pyarrow>=14,<26",
         ],
         # Optional: ragged-buffer's RaggedBuffer* values are then accepted and converted. Its
         # wheels stop at Python 3.11 (and numpy 1); entmachin's own arrays need neither.
@@ -40,8 +40,9 @@ setup(
         # entmachin export (onnx writes the graph) and entmachin.deploy (onnxruntime runs it, no torch).
         # onnxruntime 1.15.0, the oldest with wheels for Python 3.11, runs the exported graphs (opset 17).
         "export": ["onnx>=1.14", "onnxruntime>=1.15"],
-        # entmachin.data: datasets of episodes as Parquet parts (entmachin record / relabel).
-        "data": ["pyarrow>=14"],  # RayEnvList: environment workers as Ray actors (rollout.workers)
+        # entmachin.data: datasets of episodes as Parquet parts (entmachin record / relabel). pyarrow 26 refuses
+        # numpy 1 (which ragged-buffer needs) at import; 25 runs on numpy 1 and 2.
+        "data": ["pyarrow>=14,<26"],  # RayEnvList: environment workers as Ray actors (rollout.workers)
     },
     entry_points={"console_scripts": ["entmachin = entmachin.run.cli:main"]},
     package_data={"entmachin.run": ["configs/*.yaml"]},
