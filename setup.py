@@ -36,13 +36,13 @@ setup(
         # Optional: ragged-buffer's RaggedBuffer* values are then accepted and converted. Its
         # wheels stop at Python 3.11 (and numpy 1); entmachin's own arrays need neither.
         "ragged-buffer": ['ragged-buffer>=0.4.8,<0.5; python_version < "3.12"'],
-        "ray": ["ray==2.60.0"],
+        "ray": ["ray==2.60.0"],  # RayEnvList: environment workers as Ray actors (rollout.workers)
         # entmachin export (onnx writes the graph) and entmachin.deploy (onnxruntime runs it, no torch).
         # onnxruntime 1.15.0, the oldest with wheels for Python 3.11, runs the exported graphs (opset 17).
         "export": ["onnx>=1.14", "onnxruntime>=1.15"],
         # entmachin.data: datasets of episodes as Parquet parts (entmachin record / relabel). pyarrow 26 refuses
         # numpy 1 (which ragged-buffer needs) at import; 25 runs on numpy 1 and 2.
-        "data": ["pyarrow>=14,<26"],  # RayEnvList: environment workers as Ray actors (rollout.workers)
+        "data": ["pyarrow>=14,<26"],
     },
     entry_points={"console_scripts": ["entmachin = entmachin.run.cli:main"]},
     package_data={"entmachin.run": ["configs/*.yaml"]},
