@@ -21,7 +21,7 @@ from entmachin.env.action import ActionSpace
 from entmachin.env.environment import ObsSpace
 from entmachin.env.spaces import space_differences, spaces_from_record, spaces_record
 
-__all__ = ["FORMAT", "DESCRIPTION", "DatasetError", "DatasetWriter", "Dataset"]
+__all__ = ["FORMAT", "DESCRIPTION", "DatasetError", "DatasetWriter", "Dataset", "plain_ids"]
 
 FORMAT = "entmachin-dataset/1"
 DESCRIPTION = "dataset.json"
@@ -44,6 +44,13 @@ def _write_atomically(path: str, data: bytes) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def plain_ids(per_row: Sequence[Mapping[str, Sequence[Any]]]) -> bool:
+    """Whether every id of some observations' ``ids`` (entity type -> ids) is an int or a string:
+    the ids a dataset records (a recorder leaves other kinds out rather than refuse them)."""
+    return all(isinstance(i, (int, np.integer, str)) and not isinstance(i, bool)
+               for ids in per_row for values in ids.values() for i in values)
 
 
 def _id_kind(ids: Any, where: str) -> Optional[str]:

@@ -71,7 +71,6 @@ class BC(A2C):
                             "(its probability tables)")
         super()._init(actor, critic, optimizer, criterion, config, **rest)
         self._held: Optional[Held] = None
-        self.validation: Dict[str, float] = {}
 
     # -------------------------------------------------------------------------- rows
 

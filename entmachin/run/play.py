@@ -40,6 +40,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 import numpy as np
 import torch
 
+from entmachin.data.dataset import plain_ids
 from entmachin.env import GLOBAL_ENTITY, EnvList, ObsSpace, Observation, VecObs, VecSelectEntityActionMask, batch_obs
 from entmachin.env import checked_choices, to_state
 from entmachin.ragged.arrays import ragged_from_arrays
@@ -192,8 +193,9 @@ def _episodes(envs: EnvList, frame: Any, me: int = 0, others: Any = None, record
         before, ids = vec, [o.ids for o in envs.last_obs]
         vec = envs.act(actions)
         if recorder is not None:
-            recorder.step(before, actions, vec, ids=ids if _plain_ids(ids) else None,
-                          final_ids=[o.ids for o in envs.final_observations] if _plain_ids(ids) else None)
+            plain = plain_ids(ids)
+            recorder.step(before, actions, vec, ids=ids if plain else None,
+                          final_ids=[o.ids for o in envs.final_observations] if plain else None)
         step, reward = step + 1, float(vec.reward[me])
         total += reward
         if vec.done[me]:
@@ -208,11 +210,6 @@ def _episodes(envs: EnvList, frame: Any, me: int = 0, others: Any = None, record
 
 _RESULT_WORDS = {1.0: "win", 0.5: "draw", 0.0: "lose"}
 
-
-def _plain_ids(ids: List[Dict[str, Any]]) -> bool:
-    """Whether every id is an int or a string (the ids a dataset records)."""
-    return all(isinstance(i, (int, np.integer, str)) and not isinstance(i, bool)
-               for row in ids for values in row.values() for i in values)
 
 
 def _opponent_row(envs: EnvList, row: int, others: Any) -> Dict[str, List[int]]:

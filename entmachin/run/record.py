@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from entmachin.data import DatasetWriter
+from entmachin.data.dataset import plain_ids
 from entmachin.data.recorder import Recorder
 from entmachin.env import EnvList, ParallelEnvList, checked_choices, random_actions, to_state
 from entmachin.env.action import SelectEntityActionSpace
@@ -24,6 +25,7 @@ from entmachin.env.vec_env import VecObs
 from entmachin.ragged.arrays import ragged_from_arrays
 from entmachin.run.build import EnvFactory, env_class
 from entmachin.run.config import EnvSection
+from entmachin.run.export import inverse_cdf_sample
 from entmachin.run.logs import RunError
 from entmachin.run.matches import resolve_function
 
@@ -60,16 +62,6 @@ def _allowed(vec: VecObs, action_space: Mapping[str, Any], name: str, width: int
     out = np.zeros(inside.shape, np.bool_)
     out[inside] = mask.mask.as_array().reshape(-1)  # row-major: categorical rows, or actor x actee pairs
     return out
-
-
-def _sample(probs: np.ndarray, noise: np.ndarray) -> np.ndarray:
-    """Inverse-CDF choices (as exported policies sample), never past the last allowed choice."""
-    if not len(probs):
-        return np.zeros(0, np.int64)
-    cdf = np.cumsum(probs, axis=1)
-    below = (cdf <= (noise * cdf[:, -1])[:, None]).sum(axis=1)
-    last = probs.shape[1] - 1 - np.argmax((probs > 0)[:, ::-1], axis=1)
-    return np.minimum(below, last).astype(np.int64)
 
 
 class _Policy:
@@ -127,7 +119,8 @@ class _Checkpoint(_Policy):
             if self.deterministic:
                 chosen = p.argmax(axis=1) if len(p) else np.zeros(0, np.int64)
             else:
-                chosen = _sample(p, self.rng.random(len(p), dtype=np.float32))
+                noise = self.torch.from_numpy(self.rng.random(len(p), dtype=np.float32))
+                chosen = inverse_cdf_sample(table.data.cpu(), table.data.cpu() > 0, noise).numpy()  # as exports sample
             actions[name] = ragged_from_arrays(chosen.reshape(-1, 1).astype(np.int64), lengths, np.int64)
             inside = np.arange(p.shape[1])[None, :] < widths[:, None] if p.ndim == 2 else np.zeros((0, 0), bool)
             probs[name] = ragged_from_arrays(p[inside].reshape(-1, 1), widths, np.float32)
@@ -205,11 +198,6 @@ def _env_section(env: Optional[str], policy: str) -> EnvSection:
     return EnvSection(name=env, max_episode_steps=getattr(cls, "max_episode_steps", DEFAULT_MAX_EPISODE_STEPS))
 
 
-def _recordable_ids(observations: Sequence[Any]) -> bool:
-    ids = [i for obs in observations for values in obs.ids.values() for i in values]
-    return all(isinstance(i, (int, np.integer, str)) and not isinstance(i, bool) for i in ids)
-
-
 def record(env: Optional[str], policy: str, episodes: int, out: str, *, seed: int = 0, processes: int = 0,
            num_envs: int = 16, deterministic: bool = False, progress: bool = True,
            checkpoint: Optional[int] = None) -> RecordResult:
@@ -240,7 +228,7 @@ def record(env: Optional[str], policy: str, episodes: int, out: str, *, seed: in
         rows = envs.row_index()
         seats = [s for game in rows.seats for s in game] if rows.multi_agent else None
         obs = envs.reset()
-        with_ids = not processes and _recordable_ids(envs.last_obs)
+        with_ids = not processes and plain_ids([o.ids for o in envs.last_obs])
         recorded = {"env": section.name, "env_kwargs": dict(section.kwargs),
                     "max_episode_steps": section.max_episode_steps, "policy": policy, "checkpoint": checkpoint,
                     "deterministic": deterministic, "seed": seed, "episodes": episodes, "num_envs": n_envs,
