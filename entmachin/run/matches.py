@@ -17,7 +17,7 @@ import logging
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -71,19 +71,23 @@ class FunctionPlayer:
         self.fn, self.obs_space, self.action_space, self.rng, self.name = fn, obs_space, action_space, rng, name
 
     def choose(self, observations: Sequence[Observation], seats: Sequence[str]) -> List[Dict[str, Any]]:
-        out = []
-        for obs, seat in zip(observations, seats):
-            where = f"opponent {self.name!r} (seat '{seat}')"
-            try:
-                actions = self.fn(obs, self.action_space, self.rng)
-            except Exception as e:
-                raise OpponentError(f"{where} raised {type(e).__name__}: {e}") from e
-            try:
-                checked_choices(obs, self.obs_space, self.action_space, actions, where)
-            except (TypeError, ValueError) as e:
-                raise OpponentError(str(e)) from None
-            out.append(actions)
-        return out
+        return [call_policy(self.fn, obs, self.obs_space, self.action_space, self.rng,
+                            f"opponent {self.name!r} (seat '{seat}')", OpponentError)[0]
+                for obs, seat in zip(observations, seats)]
+
+
+def call_policy(fn: Callable[..., Any], obs: Observation, obs_space: Any, action_space: Mapping[str, Any],
+                rng: np.random.Generator, where: str, error: type) -> Tuple[Dict[str, Any], Dict[str, np.ndarray]]:
+    """``fn(obs, action_space, rng)``'s actions and their choices (``checked_choices``); what it raises,
+    or actions its observation does not allow, become ``error`` naming ``where``."""
+    try:
+        actions = fn(obs, action_space, rng)
+    except Exception as e:
+        raise error(f"{where} raised {type(e).__name__}: {e}") from e
+    try:
+        return actions, checked_choices(obs, obs_space, action_space, actions, where)
+    except (TypeError, ValueError) as e:
+        raise error(str(e)) from None
 
 
 class PolicyPlayer:

@@ -19,7 +19,7 @@ import numpy as np
 from entmachin.data import DatasetWriter
 from entmachin.data.dataset import plain_ids
 from entmachin.data.recorder import Recorder
-from entmachin.env import EnvList, ParallelEnvList, checked_choices, random_actions, to_state
+from entmachin.env import EnvList, ParallelEnvList, random_actions, to_state
 from entmachin.env.action import SelectEntityActionSpace
 from entmachin.env.vec_env import VecObs
 from entmachin.ragged.arrays import ragged_from_arrays
@@ -27,7 +27,7 @@ from entmachin.run.build import EnvFactory, env_class
 from entmachin.run.config import EnvSection
 from entmachin.run.export import inverse_cdf_sample
 from entmachin.run.logs import RunError
-from entmachin.run.matches import resolve_function
+from entmachin.run.matches import call_policy, resolve_function
 
 __all__ = ["RecordResult", "record"]
 
@@ -135,17 +135,8 @@ class _Function(_Policy):
         self.fn, self.name, self.obs_space, self.action_space, self.rng = fn, name, obs_space, action_space, rng
 
     def choose(self, vec, observations):
-        per_row: List[Dict[str, np.ndarray]] = []
-        for r, obs in enumerate(observations):
-            where = f"policy {self.name!r} (row {r})"
-            try:
-                actions = self.fn(obs, self.action_space, self.rng)
-            except Exception as e:
-                raise RunError(f"{where} raised {type(e).__name__}: {e}") from e
-            try:
-                per_row.append(checked_choices(obs, self.obs_space, self.action_space, actions, where))
-            except (TypeError, ValueError) as e:
-                raise RunError(str(e)) from None
+        per_row = [call_policy(self.fn, obs, self.obs_space, self.action_space, self.rng,
+                               f"policy {self.name!r} (row {r})", RunError)[1] for r, obs in enumerate(observations)]
         out = {}
         for name in self.action_space:
             chosen = [row.get(name, np.zeros(0, np.int64)) for row in per_row]
