@@ -1,10 +1,13 @@
 """Action spaces, per-step action masks and the actions an environment receives.
 
-Three kinds of action, with entity-gym 0.1.10's names:
+Five kinds of action; the first three with entity-gym 0.1.10's names:
 
 * ``GlobalCategoricalActionSpace``: one choice per step, taken by the ``__global__`` entity.
 * ``CategoricalActionSpace``: every actor entity picks one of a fixed set of choices.
 * ``SelectEntityActionSpace``: every actor entity picks one entity from the step's actees.
+* ``ContinuousActionSpace``: every actor entity outputs a vector of real values, each within
+  its bounds (a steering angle, a throttle, an aim).
+* ``GlobalContinuousActionSpace``: one such vector per step, output by the ``__global__`` entity.
 
 An ``ActionSpace`` says what is possible at all, an ``ActionMask`` what is possible on this
 step, and an ``Action`` what was chosen. Select-entity choices travel as positions in the
@@ -51,7 +54,91 @@ class SelectEntityActionSpace:
     """Each actor entity selects one entity (an "actee") of the same step."""
 
 
-ActionSpace = Union[CategoricalActionSpace, SelectEntityActionSpace, GlobalCategoricalActionSpace]
+class _Bounds:
+    """Named values with ``low <= high`` bounds, both finite (the continuous spaces' part)."""
+
+    names: List[str]
+    low: npt.NDArray[np.float32]
+    high: npt.NDArray[np.float32]
+
+    def __post_init__(self) -> None:
+        owner = type(self).__name__
+        low = np.asarray(self.low, dtype=np.float64)
+        high = np.asarray(self.high, dtype=np.float64)
+        if low.ndim > 1 or high.ndim > 1:
+            raise ValueError(f"{owner}: low and high must be numbers or 1-d sequences, got shapes "
+                             f"{low.shape} and {high.shape}")
+        names = None if self.names is None else [str(n) for n in self.names]
+        n = len(names) if names is not None else max(low.size if low.ndim else 1, high.size if high.ndim else 1)
+        low, high = np.broadcast_to(low, (n,)) if low.ndim == 0 else low, np.broadcast_to(high, (n,)) if high.ndim == 0 else high
+        if low.shape != (n,) or high.shape != (n,):
+            raise ValueError(f"{owner}: low has {low.size} values and high {high.size}; expected one per value "
+                             f"({n}{', the names' if names is not None else ''})")
+        if n == 0:
+            raise ValueError(f"{owner}: an action of no values; give at least one bound")
+        self.names = names if names is not None else [str(i) for i in range(n)]
+        if len(set(self.names)) != n:
+            raise ValueError(f"{owner}: value names {self.names} repeat a name")
+        for i in range(n):
+            if not (np.isfinite(low[i]) and np.isfinite(high[i])):
+                raise ValueError(f"{owner}: value '{self.names[i]}' (dimension {i}) has bounds [{low[i]}, {high[i]}]; "
+                                 "both must be finite")
+            if low[i] > high[i]:
+                raise ValueError(f"{owner}: value '{self.names[i]}' (dimension {i}) has low {low[i]} > high {high[i]}")
+        self.low, self.high = low.astype(np.float32), high.astype(np.float32)
+        if (self.low > self.high).any():  # distinct in float64, equal or crossed in float32
+            i = int(np.flatnonzero(self.low > self.high)[0])
+            raise ValueError(f"{owner}: value '{self.names[i]}' (dimension {i}) has bounds that cross in float32")
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __eq__(self, other: object) -> bool:
+        return (type(other) is type(self) and self.names == other.names  # type: ignore[attr-defined]
+                and np.array_equal(self.low, other.low) and np.array_equal(self.high, other.high))  # type: ignore[attr-defined]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(low={self.low.tolist()}, high={self.high.tolist()}, names={self.names})"
+
+
+@dataclass(eq=False, repr=False)
+class ContinuousActionSpace(_Bounds):
+    """Each actor entity outputs ``len(names)`` real values, value ``i`` within ``[low[i], high[i]]``.
+
+    Args:
+        low, high: the bounds, one per value (a number applies to every value); finite, with
+            ``low <= high`` (equal bounds fix a value).
+        names: the values' names (default ``"0"``, ``"1"``, ...).
+
+    Raises:
+        ValueError: bounds that are not finite or have ``low > high``, naming the value.
+
+    Example:
+        >>> ContinuousActionSpace(low=[-1.0, 0.0], high=[1.0, 1.0], names=["steer", "throttle"])
+        ContinuousActionSpace(low=[-1.0, 0.0], high=[1.0, 1.0], names=['steer', 'throttle'])
+    """
+
+    low: Union[float, Sequence[float], npt.NDArray[np.float32]]
+    high: Union[float, Sequence[float], npt.NDArray[np.float32]]
+    names: Optional[List[str]] = None
+
+
+@dataclass(eq=False, repr=False)
+class GlobalContinuousActionSpace(_Bounds):
+    """One vector of real values per step (output by the ``__global__`` entity); see
+    :class:`ContinuousActionSpace` for the arguments."""
+
+    low: Union[float, Sequence[float], npt.NDArray[np.float32]]
+    high: Union[float, Sequence[float], npt.NDArray[np.float32]]
+    names: Optional[List[str]] = None
+
+
+ActionSpace = Union[
+    CategoricalActionSpace, SelectEntityActionSpace, GlobalCategoricalActionSpace, ContinuousActionSpace,
+    GlobalContinuousActionSpace,
+]
+CONTINUOUS_SPACES = (ContinuousActionSpace, GlobalContinuousActionSpace)
+GLOBAL_SPACES = (GlobalCategoricalActionSpace, GlobalContinuousActionSpace)
 
 
 def _exclusive(owner: str, a: str, a_value: object, b: str, b_value: object) -> None:
@@ -113,7 +200,42 @@ class SelectEntityActionMask:
         _exclusive("SelectEntityActionMask", "actee_ids", self.actee_ids, "actee_types", self.actee_types)
 
 
-ActionMask = Union[CategoricalActionMask, SelectEntityActionMask, GlobalCategoricalActionMask]
+@dataclass
+class ContinuousActionMask:
+    """Which entities output values this step, and optionally narrower bounds for each of them.
+
+    Attributes:
+        actor_ids / actor_types: as for ``CategoricalActionMask``.
+        low, high: optional float ``(n_actors, n_values)``: actor ``i``'s value ``j`` lies in
+            ``[low[i, j], high[i, j]]``, within the space's bounds (a mask narrows, never widens).
+    """
+
+    actor_ids: Optional[Sequence[EntityID]] = None
+    actor_types: Optional[Sequence[EntityName]] = None
+    low: Union[Sequence[Sequence[float]], npt.NDArray[np.float32], None] = None
+    high: Union[Sequence[Sequence[float]], npt.NDArray[np.float32], None] = None
+
+    def __post_init__(self) -> None:
+        _exclusive("ContinuousActionMask", "actor_ids", self.actor_ids, "actor_types", self.actor_types)
+
+
+@dataclass
+class GlobalContinuousActionMask:
+    """Optional narrower bounds of a global continuous action on this step.
+
+    Attributes:
+        low, high: optional float ``(n_values,)`` (or ``(1, n_values)``), within the space's bounds.
+    """
+
+    low: Union[Sequence[float], npt.NDArray[np.float32], None] = None
+    high: Union[Sequence[float], npt.NDArray[np.float32], None] = None
+
+
+ActionMask = Union[
+    CategoricalActionMask, SelectEntityActionMask, GlobalCategoricalActionMask, ContinuousActionMask,
+    GlobalContinuousActionMask,
+]
+GLOBAL_MASKS = (GlobalCategoricalActionMask, GlobalContinuousActionMask)
 
 
 @dataclass
@@ -156,4 +278,39 @@ class GlobalCategoricalAction:
     probs: Optional[npt.NDArray[np.float32]] = None
 
 
-Action = Union[CategoricalAction, SelectEntityAction, GlobalCategoricalAction]
+@dataclass
+class ContinuousAction:
+    """The values output by the actors of a continuous action.
+
+    Attributes:
+        actors: ids of the acting entities.
+        values: float32 ``(n_actors, n_values)``, each within its actor's bounds.
+        names: the values' names (the action space's).
+    """
+
+    actors: Sequence[EntityID]
+    values: npt.NDArray[np.float32]
+    names: List[str]
+
+    def __getitem__(self, name: str) -> npt.NDArray[np.float32]:
+        """Every actor's value ``name``: float32 ``(n_actors,)``."""
+        return self.values[:, self.names.index(name)]
+
+
+@dataclass
+class GlobalContinuousAction:
+    """The one vector of values output for a global continuous action.
+
+    Attributes:
+        values: float32 ``(n_values,)``, within the bounds.
+        names: the values' names.
+    """
+
+    values: npt.NDArray[np.float32]
+    names: List[str]
+
+    def __getitem__(self, name: str) -> float:
+        return float(self.values[self.names.index(name)])
+
+
+Action = Union[CategoricalAction, SelectEntityAction, GlobalCategoricalAction, ContinuousAction, GlobalContinuousAction]

@@ -20,7 +20,7 @@ from entmachin.env.action import ActionSpace
 from entmachin.env.common import GLOBAL_ENTITY, ActionName
 from entmachin.env.environment import ObsSpace
 from entmachin.env.vec_env import RowIndex, Metric, VecEnv, VecObs
-from entmachin.ragged.array import RaggedArrayI64
+from entmachin.ragged.array import RaggedArray
 
 
 def _summary(values: np.ndarray) -> Metric:
@@ -86,7 +86,7 @@ class AddMetricsWrapper(VecEnv):
         self.total_steps[:] = 0
         return self._add_metrics(obs, ended=np.zeros(len(obs), dtype=np.bool_))
 
-    def act(self, actions: Mapping[ActionName, RaggedArrayI64], obs_filter: Optional[ObsSpace] = None) -> VecObs:
+    def act(self, actions: Mapping[ActionName, RaggedArray], obs_filter: Optional[ObsSpace] = None) -> VecObs:
         obs = self.env.act(actions, obs_filter)
         self.total_reward += obs.reward
         self.total_steps += 1

@@ -7,8 +7,9 @@ import numpy as np
 
 from entmachin.env.action import (
     ActionSpace,
+    CONTINUOUS_SPACES,
+    GLOBAL_MASKS,
     CategoricalActionSpace,
-    GlobalCategoricalActionMask,
     GlobalCategoricalActionSpace,
     SelectEntityActionSpace,
 )
@@ -19,6 +20,7 @@ from entmachin.env.vec_env import (
     Metric,
     VecActionMask,
     VecCategoricalActionMask,
+    VecContinuousActionMask,
     VecObs,
     VecSelectEntityActionMask,
     has_global_entity,
@@ -124,7 +126,7 @@ def _batch_mask(
                 actors.append(_EMPTY_I64)
                 masks.append(None)
                 continue
-            if isinstance(amask, GlobalCategoricalActionMask):
+            if isinstance(amask, GLOBAL_MASKS):
                 idx = counts[i : i + 1]  # the global entity comes after every real entity
             else:
                 idx = o._actor_indices(name, obs_space)
@@ -165,7 +167,51 @@ def _batch_mask(
             _ragged([e.reshape(-1, 1) for e in actees], [len(e) for e in actees], 1, np.int64, RaggedArrayI64, name),
             _merge_masks(masks, [len(a) * len(e) for a, e in zip(actors, actees)], 1, name),
         )
+    if isinstance(space, CONTINUOUS_SPACES):
+        return _batch_bounds(obs, obs_space, name, space, counts, first_row)
     raise TypeError(f"action '{name}': unsupported action space {type(space).__name__}")
+
+
+def _batch_bounds(
+    obs: List[Observation], obs_space: ObsSpace, name: str, space: ActionSpace, counts: np.ndarray, first_row: int
+) -> VecContinuousActionMask:
+    """A continuous action's actors, and their bounds where any observation narrows them (the
+    space's bounds filled in elsewhere); whether a mask widens the space is ``ValidatingEnv``'s
+    check and the model's."""
+    width = len(space)
+    actors: List[np.ndarray] = []
+    bounds: Dict[str, List[Optional[np.ndarray]]] = {"low": [], "high": []}
+    for i, o in enumerate(obs):
+        amask = o.actions.get(name)
+        if amask is None:
+            idx = _EMPTY_I64
+        elif isinstance(amask, GLOBAL_MASKS):
+            idx = counts[i : i + 1]
+        else:
+            idx = o._actor_indices(name, obs_space)
+        actors.append(idx)
+        for side in ("low", "high"):
+            b = None if amask is None else getattr(amask, side, None)
+            if b is not None:
+                b = _as_2d(b, width, np.float32, f"row {first_row + i}: actions['{name}'].{side}")
+                if b.shape[0] != len(idx):
+                    raise ValueError(
+                        f"row {first_row + i}: actions['{name}'].{side} has shape {b.shape}; expected "
+                        f"(n_actors, n_values) = ({len(idx)}, {width})"
+                    )
+            bounds[side].append(b)
+    lengths = [len(a) for a in actors]
+    merged = {}
+    for side, default in (("low", space.low), ("high", space.high)):
+        if all(b is None for b in bounds[side]) and all(b is None for b in bounds["high" if side == "low" else "low"]):
+            merged[side] = None
+            continue
+        parts = [b if b is not None else np.broadcast_to(default, (k, width)) for b, k in zip(bounds[side], lengths)]
+        merged[side] = _ragged(parts, lengths, width, np.float32, RaggedArrayF32, f"actions['{name}'].{side}")
+    return VecContinuousActionMask(
+        _ragged([a.reshape(-1, 1) for a in actors], lengths, 1, np.int64, RaggedArrayI64, name),
+        merged["low"], merged["high"],
+    )
 
 
 def _merge_masks(

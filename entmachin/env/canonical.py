@@ -9,8 +9,13 @@ what ``RogueNet.forward`` takes::
         "action_masks": {action_name: {"actors": ragged int64 [n_actors, 1],
                                        "mask": ragged bool [n_actors, n_choices],
                                        "actees": ragged int64 [n_actees, 1],
-                                       "actee_mask": ragged bool [n_actors * n_actees, 1]}},
+                                       "actee_mask": ragged bool [n_actors * n_actees, 1],
+                                       "low": ragged float32 [n_actors, n_values],     # continuous
+                                       "high": ragged float32 [n_actors, n_values]}},  # continuous
     }
+
+Actions are ragged int64 ``[n_actors, 1]`` (a choice, or an actee position) or, for continuous
+actions, ragged float32 ``[n_actors, n_values]``.
 """
 from __future__ import annotations
 
@@ -18,11 +23,16 @@ from typing import Any, Dict, Mapping, Optional
 
 import numpy as np
 
-from entmachin.env.action import ActionSpace, SelectEntityActionSpace
+from entmachin.env.action import CONTINUOUS_SPACES, ActionSpace, SelectEntityActionSpace
 from entmachin.env.common import ActionName
-from entmachin.env.vec_env import VecCategoricalActionMask, VecObs, VecSelectEntityActionMask
-from entmachin.ragged.array import RaggedArrayI64
-from entmachin.ragged.arrays import ragged_full, ragged_from_arrays
+from entmachin.env.vec_env import (
+    VecCategoricalActionMask,
+    VecContinuousActionMask,
+    VecObs,
+    VecSelectEntityActionMask,
+)
+from entmachin.ragged.array import RaggedArray, RaggedArrayF32, RaggedArrayI64
+from entmachin.ragged.arrays import ragged_from_arrays, ragged_full
 from entmachin.ragged.interop import as_ragged_array, is_foreign_ragged
 
 
@@ -45,6 +55,14 @@ def to_state(obs: VecObs, action_space: Optional[Mapping[ActionName, ActionSpace
                 mask = ragged_full(amask.actors.size1() * amask.actees.size1(), 1, True, np.bool_)
             if mask is not None:
                 entry["actee_mask"] = mask
+        elif isinstance(amask, VecContinuousActionMask):
+            entry = {"actors": amask.actors}
+            low, high = amask.low, amask.high
+            if low is None and action_space is not None:
+                lengths = amask.actors.size1()
+                low, high = (ragged_from_arrays(b, lengths, dtype=np.float32) for b in amask.bounds(action_space[name]))
+            if low is not None:
+                entry["low"], entry["high"] = low, high
         elif isinstance(amask, VecCategoricalActionMask):
             entry = {"actors": amask.actors}
             mask = amask.mask
@@ -61,8 +79,9 @@ def to_state(obs: VecObs, action_space: Optional[Mapping[ActionName, ActionSpace
     return state
 
 
-def to_vec_actions(action: Mapping[str, Any]) -> Dict[ActionName, RaggedArrayI64]:
-    """Model actions -> what ``VecEnv.act`` takes: ``{name: RaggedArrayI64 [n_actors, 1]}``.
+def to_vec_actions(action: Mapping[str, Any]) -> Dict[ActionName, RaggedArray]:
+    """Model actions -> what ``VecEnv.act`` takes: ``{name: RaggedArrayI64 [n_actors, 1]}``, or
+    ``RaggedArrayF32 [n_actors, n_values]`` for a continuous action.
 
     Accepts ``{"action": {name: value}}`` (the canonical action) or ``{name: value}``; a value
     is a ``RaggedArrayI64`` (or ragged-buffer's ``RaggedBufferI64``), anything with ``to_ragged_array()`` (a ``RaggedTensor`` on any
@@ -70,7 +89,7 @@ def to_vec_actions(action: Mapping[str, Any]) -> Dict[ActionName, RaggedArrayI64
     """
     if "action" in action and isinstance(action["action"], Mapping):
         action = action["action"]
-    out: Dict[ActionName, RaggedArrayI64] = {}
+    out: Dict[ActionName, RaggedArray] = {}
     for name, value in action.items():
         if hasattr(value, "to_ragged_array"):
             value = value.to_ragged_array()
@@ -79,10 +98,13 @@ def to_vec_actions(action: Mapping[str, Any]) -> Dict[ActionName, RaggedArrayI64
         elif isinstance(value, tuple) and len(value) == 2:
             flat, lengths = value
             value = ragged_from_arrays(np.asarray(flat).reshape(-1, 1), np.asarray(lengths), dtype=np.int64)
+        if isinstance(value, RaggedArrayF32):
+            out[name] = value  # continuous values: their width is the space's, checked by VecEnv.act
+            continue
         if not isinstance(value, RaggedArrayI64):
             raise TypeError(
-                f"action['{name}']: expected a RaggedArrayI64, a RaggedTensor or (flat, lengths), "
-                f"got {type(value).__name__}"
+                f"action['{name}']: expected a RaggedArrayI64 (or, continuous, a RaggedArrayF32), a RaggedTensor "
+                f"or (flat, lengths), got {type(value).__name__}"
             )
         if value.size2() != 1:
             raise ValueError(f"action['{name}'] has {value.size2()} values per actor; expected 1")
@@ -92,13 +114,20 @@ def to_vec_actions(action: Mapping[str, Any]) -> Dict[ActionName, RaggedArrayI64
 
 def random_actions(
     obs: VecObs, action_space: Mapping[ActionName, ActionSpace], rng: np.random.Generator
-) -> Dict[ActionName, RaggedArrayI64]:
-    """A uniformly random allowed choice for every actor of every action (masks honoured)."""
-    out: Dict[ActionName, RaggedArrayI64] = {}
+) -> Dict[ActionName, RaggedArray]:
+    """A uniformly random allowed choice for every actor of every action (masks honoured);
+    continuous values uniform within each actor's bounds."""
+    out: Dict[ActionName, RaggedArray] = {}
     for name, amask in obs.action_masks.items():
         lengths = amask.actors.size1()
         n_actors = int(lengths.sum())
-        if isinstance(action_space[name], SelectEntityActionSpace):
+        space = action_space[name]
+        if isinstance(space, CONTINUOUS_SPACES):
+            low, high = amask.bounds(space)  # [n_actors, n_values] each
+            values = low + rng.random(low.shape, dtype=np.float32) * (high - low)
+            out[name] = ragged_from_arrays(np.clip(values, low, high), lengths, dtype=np.float32)
+            continue
+        if isinstance(space, SelectEntityActionSpace):
             n_actees = np.repeat(amask.actees.size1(), lengths)  # [n_actors]
             if amask.mask is None:
                 choice = np.floor(rng.random(n_actors) * n_actees).astype(np.int64)
@@ -116,3 +145,4 @@ def random_actions(
             choice = scores.argmax(axis=1).astype(np.int64)
         out[name] = ragged_from_arrays(choice.reshape(-1, 1), lengths)
     return out
+

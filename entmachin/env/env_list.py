@@ -12,9 +12,13 @@ from entmachin.env.action import (
     Action,
     ActionSpace,
     CategoricalAction,
+    CONTINUOUS_SPACES,
     CategoricalActionSpace,
+    ContinuousAction,
     GlobalCategoricalAction,
     GlobalCategoricalActionSpace,
+    GlobalContinuousAction,
+    GlobalContinuousActionSpace,
     SelectEntityAction,
     SelectEntityActionSpace,
 )
@@ -31,7 +35,7 @@ from entmachin.env.multi_agent import (
     is_multi_agent,
 )
 from entmachin.env.vec_env import RowIndex, VecEnv, VecObs, env_seeds, ragged_actions
-from entmachin.ragged.array import RaggedArrayI64
+from entmachin.ragged.array import RaggedArray, RaggedArrayF32, RaggedArrayI64
 
 logger = logging.getLogger(__name__)
 
@@ -141,7 +145,7 @@ class EnvList(VecEnv):
             raise
         return [by_seat[seat] for seat in seats]
 
-    def act(self, actions: Mapping[ActionName, RaggedArrayI64], obs_filter: Optional[ObsSpace] = None) -> VecObs:
+    def act(self, actions: Mapping[ActionName, RaggedArray], obs_filter: Optional[ObsSpace] = None) -> VecObs:
         if not self.last_obs:
             raise RuntimeError("EnvList.act called before reset()")
         if obs_filter is not None:
@@ -278,19 +282,25 @@ class EnvList(VecEnv):
 
 
 def check_actions(
-    actions: Mapping[ActionName, RaggedArrayI64], vec: VecObs, action_space: Mapping[ActionName, ActionSpace]
+    actions: Mapping[ActionName, RaggedArray], vec: VecObs, action_space: Mapping[ActionName, ActionSpace]
 ) -> None:
     """Check that ``actions`` fit the masks of ``vec`` (one row per environment).
 
     Raises:
-        ValueError: unknown action name, wrong number of rows or actors, or a choice out of range.
-        TypeError: an action is not a ragged int64 buffer.
+        ValueError: unknown action name, wrong number of rows or actors, a choice out of range,
+            a continuous value of the wrong width, not finite or outside its actor's bounds
+            (naming the row, the actor and the value).
+        TypeError: an action is not a ragged int64 array (float32 for a continuous action).
     """
     for name, act in actions.items():
         if name not in action_space:
             raise ValueError(f"actions['{name}']: unknown action; the environment has {list(action_space)}")
-        if not isinstance(act, RaggedArrayI64):
-            raise TypeError(f"actions['{name}']: expected a RaggedArrayI64, got {type(act).__name__}")
+        space = action_space[name]
+        continuous = isinstance(space, CONTINUOUS_SPACES)
+        kind = RaggedArrayF32 if continuous else RaggedArrayI64
+        if not isinstance(act, kind):
+            raise TypeError(f"actions['{name}']: expected a {kind.__name__}"
+                            f"{' (a continuous action)' if continuous else ''}, got {type(act).__name__}")
         mask = vec.action_masks[name]
         if act.size0() != len(vec):
             raise ValueError(f"actions['{name}'] has {act.size0()} rows; expected one per environment ({len(vec)})")
@@ -301,10 +311,12 @@ def check_actions(
             raise ValueError(
                 f"actions['{name}'] row {row} has {got[row]} choices; the observation has {want[row]} actors"
             )
+        if continuous:
+            check_values(name, act, mask, space)
+            continue
         values = act.as_array().reshape(-1)
         if values.size == 0:
             continue
-        space = action_space[name]
         if isinstance(space, SelectEntityActionSpace):
             limit = np.repeat(mask.actees.size1(), got)  # actees available to each actor
         else:
@@ -316,9 +328,37 @@ def check_actions(
             raise ValueError(f"actions['{name}'] item {k} is {values[k]}; expected a value in [0, {bound})")
 
 
-def row_choices(actions: Mapping[ActionName, RaggedArrayI64], n_rows: int) -> List[Dict[ActionName, npt.NDArray[np.int64]]]:
-    """Each of ``n_rows`` rows' choices of ragged actions: ``[{name: int64 [n_actors]}]``, views of the flat items."""
-    flats = {name: a.as_array().reshape(-1) for name, a in actions.items()}  # [n_actors_total] each
+def check_values(name: ActionName, act: RaggedArrayF32, mask: Any, space: Any) -> None:
+    """A continuous action's values: the space's width, finite, within each actor's bounds.
+
+    Raises:
+        ValueError: naming the row, the actor (its position among the row's actors) and the value.
+    """
+    if act.size2() != len(space):
+        raise ValueError(f"actions['{name}'] has {act.size2()} values per actor; the space has {len(space)} "
+                         f"({space.names})")
+    values = act.as_array()  # [n_actors, n_values]
+    if values.size == 0:
+        return
+    low, high = mask.bounds(space)
+    finite = np.isfinite(values)
+    bad = ~finite | (values < low) | (values > high)
+    if not bad.any():
+        return
+    k, j = (int(i[0]) for i in np.nonzero(bad))
+    starts = np.concatenate([[0], np.cumsum(act.size1())])
+    row = int(np.searchsorted(starts, k, side="right") - 1)
+    what = f"{values[k, j]} is not finite" if not finite[k, j] else \
+        f"{values[k, j]} is outside its bounds [{low[k, j]}, {high[k, j]}]"
+    raise ValueError(f"actions['{name}'] row {row}, actor {k - starts[row]}, value '{space.names[j]}' "
+                     f"(dimension {j}): {what}")
+
+
+def row_choices(actions: Mapping[ActionName, RaggedArray], n_rows: int) -> List[Dict[ActionName, npt.NDArray[Any]]]:
+    """Each of ``n_rows`` rows' choices of ragged actions: ``[{name: int64 [n_actors]}]`` (continuous:
+    float32 ``[n_actors, n_values]``), views of the flat items."""
+    flats = {name: a.as_array() if isinstance(a, RaggedArrayF32) else a.as_array().reshape(-1)
+             for name, a in actions.items()}  # [n_actors_total] or [n_actors_total, n_values] each
     offsets = {name: np.concatenate([[0], np.cumsum(a.size1())]).tolist() for name, a in actions.items()}
     return [{name: flats[name][offsets[name][r]:offsets[name][r + 1]] for name in flats} for r in range(n_rows)]
 
@@ -332,12 +372,17 @@ def to_env_actions(
 ) -> Dict[ActionName, Action]:
     """Turn one row's chosen indices into the ``Action`` objects ``Environment.act`` takes.
 
-    Select-entity choices are positions in the row's actee list and become actee ids.
+    Select-entity choices are positions in the row's actee list and become actee ids; continuous
+    values (float32 ``[n_actors, n_values]``) go as they are.
     """
     out: Dict[ActionName, Action] = {}
     for name, chosen in choices.items():
         space = action_space[name]
         p = probs.get(name) if probs is not None else None
+        if isinstance(space, GlobalContinuousActionSpace):
+            if len(chosen):
+                out[name] = GlobalContinuousAction(values=np.array(chosen[0], dtype=np.float32), names=list(space.names))
+            continue
         if isinstance(space, GlobalCategoricalActionSpace):
             if len(chosen) == 0:
                 continue
@@ -350,6 +395,9 @@ def to_env_actions(
         actors = last_obs.entity_ids(obs_space, mask.actor_ids, last_obs._actor_indices(name, obs_space))
         if isinstance(space, CategoricalActionSpace):
             out[name] = CategoricalAction(actors=actors, indices=chosen, index_to_label=space.index_to_label, probs=p)
+        elif isinstance(space, CONTINUOUS_SPACES):
+            out[name] = ContinuousAction(actors=actors, values=np.array(chosen, dtype=np.float32).reshape(len(actors), -1),
+                                         names=list(space.names))
         elif isinstance(space, SelectEntityActionSpace):
             if len(actors) == 0:
                 actees: List[Any] = []

@@ -17,7 +17,7 @@ import numpy.typing as npt
 from entmachin.env.action import (
     Action,
     ActionSpace,
-    GlobalCategoricalActionMask,
+    GLOBAL_MASKS,
     SelectEntityActionMask,
     ActionMask,
 )
@@ -187,7 +187,7 @@ class Observation:
             if not isinstance(mask, SelectEntityActionMask):
                 raise TypeError(f"action '{atype}' has a {type(mask).__name__}; actees need a SelectEntityActionMask")
             indices = self._indices(obs_space, mask.actee_ids, mask.actee_types, atype)
-        elif isinstance(mask, GlobalCategoricalActionMask):
+        elif isinstance(mask, GLOBAL_MASKS):
             indices = np.array([self._type_ranges(obs_space)[GLOBAL_ENTITY][0]], dtype=np.int64)
         else:
             indices = self._indices(obs_space, mask.actor_ids, mask.actor_types, atype)

@@ -46,7 +46,7 @@ from entmachin.env.main_guard import guard_advice, refuse_while_bootstrapping, u
 from entmachin.env.vec_env import RowIndex, VecEnv, VecObs, env_seeds, ragged_actions, split_envs
 from entmachin.env.wire import pack_actions, unpack_many
 from entmachin.env.worker_error import EnvWorkerError
-from entmachin.ragged.array import RaggedArrayI64
+from entmachin.ragged.array import RaggedArray
 
 logger = logging.getLogger(__name__)
 
@@ -281,7 +281,7 @@ class ParallelEnvList(VecEnv):
         self._last_vec = unpack_many(self._request("reset", [obs_config] * len(self._workers)))
         return self._last_vec
 
-    def act(self, actions: Mapping[ActionName, RaggedArrayI64], obs_filter: Optional[ObsSpace] = None) -> VecObs:
+    def act(self, actions: Mapping[ActionName, RaggedArray], obs_filter: Optional[ObsSpace] = None) -> VecObs:
         self._check_open("act")
         if self._last_vec is None:
             raise RuntimeError("ParallelEnvList.act called before reset()")

@@ -33,7 +33,7 @@ from entmachin.env.environment import Environment, ObsSpace
 from entmachin.env.vec_env import RowIndex, VecEnv, VecObs, env_seeds, ragged_actions, split_envs
 from entmachin.env.wire import pack, pack_actions, unpack, unpack_actions, unpack_many
 from entmachin.env.worker_error import EnvWorkerError
-from entmachin.ragged.array import RaggedArrayI64
+from entmachin.ragged.array import RaggedArray
 
 __all__ = ["RayEnvList", "import_ray"]
 
@@ -183,7 +183,7 @@ class RayEnvList(VecEnv):
         self._last_vec = unpack_many(batches)
         return self._last_vec
 
-    def act(self, actions: Mapping[ActionName, RaggedArrayI64], obs_filter: Optional[ObsSpace] = None) -> VecObs:
+    def act(self, actions: Mapping[ActionName, RaggedArray], obs_filter: Optional[ObsSpace] = None) -> VecObs:
         self._check_open("act")
         if self._last_vec is None:
             raise RuntimeError("RayEnvList.act called before reset()")

@@ -7,13 +7,22 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Tuple
 
-from entmachin.env.action import ActionSpace, CategoricalActionSpace, GlobalCategoricalActionSpace, SelectEntityActionSpace
+from entmachin.env.action import (
+    CONTINUOUS_SPACES,
+    ActionSpace,
+    CategoricalActionSpace,
+    ContinuousActionSpace,
+    GlobalCategoricalActionSpace,
+    GlobalContinuousActionSpace,
+    SelectEntityActionSpace,
+)
 from entmachin.env.environment import Entity, ObsSpace
 
 __all__ = ["spaces_record", "spaces_from_record", "space_differences"]
 
 _KINDS = {"global categorical": GlobalCategoricalActionSpace, "categorical": CategoricalActionSpace,
-          "select entity": SelectEntityActionSpace}
+          "select entity": SelectEntityActionSpace, "continuous": ContinuousActionSpace,
+          "global continuous": GlobalContinuousActionSpace}
 
 
 def spaces_record(obs_space: ObsSpace, action_space: Mapping[str, Any]) -> Dict[str, Any]:
@@ -26,6 +35,10 @@ def spaces_record(obs_space: ObsSpace, action_space: Mapping[str, Any]) -> Dict[
             actions[name] = {"kind": "categorical", "choices": list(space.index_to_label)}
         elif isinstance(space, SelectEntityActionSpace):
             actions[name] = {"kind": "select entity"}
+        elif isinstance(space, CONTINUOUS_SPACES):
+            kind = "global continuous" if isinstance(space, GlobalContinuousActionSpace) else "continuous"
+            actions[name] = {"kind": kind, "values": list(space.names), "low": space.low.tolist(),
+                             "high": space.high.tolist()}
         else:
             actions[name] = {"kind": type(space).__name__}
     return {"entities": {name: list(entity.features) for name, entity in obs_space.entities.items()},
@@ -49,7 +62,12 @@ def spaces_from_record(record: Mapping[str, Any], where: str = "spaces") -> Tupl
             kind = _KINDS.get(action["kind"])
             if kind is None:
                 raise ValueError(f"action {name!r} is of unknown kind {action['kind']!r}; expected one of {list(_KINDS)}")
-            actions[name] = kind() if kind is SelectEntityActionSpace else kind([str(c) for c in action["choices"]])
+            if kind is SelectEntityActionSpace:
+                actions[name] = kind()
+            elif kind in CONTINUOUS_SPACES:
+                actions[name] = kind(low=action["low"], high=action["high"], names=[str(v) for v in action["values"]])
+            else:
+                actions[name] = kind([str(c) for c in action["choices"]])
     except (KeyError, TypeError, AttributeError) as e:
         raise ValueError(f"{where}: not a record of spaces ({type(e).__name__}: {e})") from None
     except ValueError as e:

@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 from entmachin.ragged.array import RaggedArrayBool, RaggedArrayF32, RaggedArrayI64
 
-from entmachin.env.action import ActionSpace, GlobalCategoricalActionSpace
+from entmachin.env.action import GLOBAL_SPACES, ActionSpace
 from entmachin.env.common import ActionName, EntityName
 from entmachin.env.environment import ObsSpace
 from entmachin.ragged.array import RaggedArray
@@ -126,7 +126,60 @@ class VecSelectEntityActionMask:
             self.mask.clear()
 
 
-VecActionMask = Union[VecCategoricalActionMask, VecSelectEntityActionMask]
+@dataclass
+class VecContinuousActionMask:
+    """Actors and their optional bounds of a (global) continuous action, one row per env.
+
+    Attributes:
+        actors: int64 ``[n_actors, 1]`` per row, entity indices of the actors.
+        low, high: optional float32 ``[n_actors, n_values]`` per row, each actor's bounds
+            (within the space's); ``None``: the space's bounds for every actor.
+    """
+
+    actors: RaggedArrayI64
+    low: Optional[RaggedArrayF32] = None
+    high: Optional[RaggedArrayF32] = None
+
+    def __post_init__(self) -> None:
+        self.actors = _ours(self.actors, "VecContinuousActionMask.actors")
+        self.low = _ours(self.low, "VecContinuousActionMask.low")
+        self.high = _ours(self.high, "VecContinuousActionMask.high")
+
+    @property
+    def mask(self) -> None:
+        """No choices to mask (the uniform attribute of every vectorised mask)."""
+        return None
+
+    def bounds(self, space: Any) -> Tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+        """Every actor's ``(low, high)``: float32 ``[n_actors, n_values]`` each (these bounds, or
+        the continuous ``space``'s where there are none)."""
+        if self.low is not None:
+            return self.low.as_array(), self.high.as_array()
+        n = int(self.actors.size1().sum())
+        return np.broadcast_to(space.low, (n, len(space))), np.broadcast_to(space.high, (n, len(space)))
+
+    def __getitem__(self, i: Union[int, npt.NDArray[np.int64]]) -> "VecContinuousActionMask":
+        return VecContinuousActionMask(take(self.actors, i), *(None if b is None else take(b, i)
+                                                                  for b in (self.low, self.high)))
+
+    def extend(self, other: "VecContinuousActionMask") -> None:
+        if not isinstance(other, VecContinuousActionMask):
+            raise TypeError(f"expected VecContinuousActionMask, got {type(other).__name__}")
+        if (self.low is None) != (other.low is None) or (self.high is None) != (other.high is None):
+            raise ValueError("VecContinuousActionMask.extend: one side has bounds and the other none; fill both "
+                             "with the space's bounds (batch_obs does)")
+        if self.low is not None:
+            self.low.extend(other.low)
+            self.high.extend(other.high)
+        self.actors.extend(other.actors)
+
+    def clear(self) -> None:
+        for part in (self.actors, self.low, self.high):
+            if part is not None:
+                part.clear()
+
+
+VecActionMask = Union[VecCategoricalActionMask, VecSelectEntityActionMask, VecContinuousActionMask]
 
 
 @dataclass
@@ -256,7 +309,7 @@ def _lengths(features: Mapping[EntityName, RaggedArrayF32], etype: str, n: int) 
 def has_global_entity(obs_space: ObsSpace, action_space: Mapping[ActionName, ActionSpace]) -> bool:
     """Whether rows carry a ``__global__`` pseudo-entity (global features or global actions)."""
     return len(obs_space.global_features) > 0 or any(
-        isinstance(space, GlobalCategoricalActionSpace) for space in action_space.values()
+        isinstance(space, GLOBAL_SPACES) for space in action_space.values()
     )
 
 
@@ -326,9 +379,10 @@ class VecEnv(ABC):
 
     @abstractmethod
     def act(
-        self, actions: Mapping[ActionName, RaggedArrayI64], obs_filter: Optional[ObsSpace] = None
+        self, actions: Mapping[ActionName, RaggedArray], obs_filter: Optional[ObsSpace] = None
     ) -> VecObs:
-        """Step every environment with one ragged int64 ``[n_actors, 1]`` buffer per action."""
+        """Step every environment with one ragged array per action: int64 ``[n_actors, 1]`` (a
+        choice or an actee position) or, for continuous actions, float32 ``[n_actors, n_values]``."""
 
     def render(self, **kwargs: Any) -> npt.NDArray[np.uint8]:
         raise NotImplementedError(f"{type(self).__name__} does not implement render()")

@@ -18,6 +18,7 @@ from entmachin.env.vec_env import (
     Metric,
     VecActionMask,
     VecCategoricalActionMask,
+    VecContinuousActionMask,
     VecObs,
     VecSelectEntityActionMask,
     merge_vec_obs,
@@ -66,28 +67,50 @@ def _get_array(data: bytes, dtype: Any) -> npt.NDArray[Any]:
 
 
 def pack_actions(
-    actions: Mapping[ActionName, RaggedArrayI64], bounds: Sequence[Tuple[int, int]]
-) -> List[Dict[ActionName, _Wire]]:
-    """One message per ``(start, stop)`` slice of rows: ``{name: _Wire}`` of those rows."""
-    messages: List[Dict[ActionName, _Wire]] = [{} for _ in bounds]
+    actions: Mapping[ActionName, RaggedArray], bounds: Sequence[Tuple[int, int]]
+) -> List[Dict[ActionName, Tuple[bool, _Wire]]]:
+    """One message per ``(start, stop)`` slice of rows: ``{name: (continuous, _Wire)}`` of those rows."""
+    messages: List[Dict[ActionName, Tuple[bool, _Wire]]] = [{} for _ in bounds]
     for name, a in actions.items():
-        flat, lengths = a.as_array(), a.size1()  # [n_actors_total, 1], [num_envs]
+        flat, lengths = a.as_array(), a.size1()  # [n_actors_total, 1 or n_values], [num_envs]
         offsets = [0] + lengths.cumsum().tolist()  # [num_envs + 1]
+        continuous = isinstance(a, RaggedArrayF32)
         for message, (start, stop) in zip(messages, bounds):
-            message[name] = _put(flat[offsets[start] : offsets[stop]], lengths[start:stop])
+            message[name] = (continuous, _put(flat[offsets[start] : offsets[stop]], lengths[start:stop]))
     return messages
 
 
-def unpack_actions(message: Mapping[ActionName, _Wire]) -> Dict[ActionName, RaggedArrayI64]:
-    return {name: _get_ragged(RaggedArrayI64, wire) for name, wire in message.items()}
+def unpack_actions(message: Mapping[ActionName, Tuple[bool, _Wire]]) -> Dict[ActionName, RaggedArray]:
+    return {name: _get_ragged(RaggedArrayF32 if continuous else RaggedArrayI64, wire)
+            for name, (continuous, wire) in message.items()}
+
+
+_CATEGORICAL, _SELECT, _CONTINUOUS = 0, 1, 2
+
+
+def _pack_mask(name: ActionName, m: VecActionMask) -> Tuple[Any, ...]:
+    """``(name, kind, actors, a, b)``: ``a, b`` are ``None, mask`` (categorical), ``actees, mask``
+    (select-entity) or ``low, high`` (continuous)."""
+    if isinstance(m, VecContinuousActionMask):
+        return name, _CONTINUOUS, _put_ragged(m.actors), _put_ragged(m.low), _put_ragged(m.high)
+    if isinstance(m, VecSelectEntityActionMask):
+        return name, _SELECT, _put_ragged(m.actors), _put_ragged(m.actees), _put_ragged(m.mask)
+    return name, _CATEGORICAL, _put_ragged(m.actors), None, _put_ragged(m.mask)
+
+
+def _unpack_mask(kind: int, actors: Any, a: Any, b: Any, get: Any) -> VecActionMask:
+    """The mask :func:`_pack_mask` packed; ``get(cls, wire or wires)`` reads one field."""
+    actors = get(RaggedArrayI64, actors)
+    if kind == _CONTINUOUS:
+        return VecContinuousActionMask(actors, get(RaggedArrayF32, a), get(RaggedArrayF32, b))
+    if kind == _SELECT:
+        return VecSelectEntityActionMask(actors, get(RaggedArrayI64, a), get(RaggedArrayBool, b))
+    return VecCategoricalActionMask(actors, get(RaggedArrayBool, b))
 
 
 def pack(vec: VecObs) -> Tuple[Any, ...]:
     """``vec`` as nested tuples of names, numbers and raw bytes, which ``unpack`` reads."""
-    masks = []
-    for name, m in vec.action_masks.items():
-        actees = m.actees if isinstance(m, VecSelectEntityActionMask) else None
-        masks.append((name, _put_ragged(m.actors), _put_ragged(actees), _put_ragged(m.mask)))
+    masks = [_pack_mask(name, m) for name, m in vec.action_masks.items()]
     dense = [_put_array(vec.reward, np.float32), _put_array(vec.done, np.bool_), _put_array(vec.truncated, np.bool_),
              _put_array(vec.result, np.float32)]
     final = None if vec.final_obs is None else (_put_array(vec.final_index, np.int64), pack(vec.final_obs))
@@ -107,7 +130,7 @@ def _layout(packed: Tuple[Any, ...]) -> Tuple[Any, ...]:
     return (
         [(etype, wire[1][1:]) for etype, wire in features],
         [etype for etype, _ in visible],
-        [(name, actees is None, None if mask is None else mask[1][1:]) for name, _, actees, mask in masks],
+        [(name, kind, None if b is None else b[1][1:]) for name, kind, _, _, b in masks],
     )
 
 
@@ -120,13 +143,9 @@ def unpack_many(packs: Sequence[Tuple[Any, ...]]) -> VecObs:
         return merge_vec_obs([unpack(p) for p in packs])  # entity types or masks differ: filled in
     features, visible, masks, dense, metrics, finals = zip(*packs)  # each: one entry per message
     action_masks: Dict[ActionName, VecActionMask] = {}
-    for i, (name, _, actees, _) in enumerate(packs[0][2]):
+    for i, (name, kind, *_) in enumerate(packs[0][2]):
         parts = [m[i] for m in masks]
-        actors, mask = _join_ragged(RaggedArrayI64, [p[1] for p in parts]), _join_ragged(RaggedArrayBool, [p[3] for p in parts])
-        action_masks[name] = (
-            VecCategoricalActionMask(actors, mask) if actees is None
-            else VecSelectEntityActionMask(actors, _join_ragged(RaggedArrayI64, [p[2] for p in parts]), mask)
-        )
+        action_masks[name] = _unpack_mask(kind, *([p[j] for p in parts] for j in (2, 3, 4)), get=_join_ragged)
     merged: Dict[str, Metric] = {}
     for stats in metrics:
         for name, *values in stats:
@@ -155,12 +174,8 @@ def unpack(packed: Tuple[Any, ...]) -> VecObs:
     """The ``VecObs`` that ``pack`` packed, with arrays and buffers of its own."""
     features, visible, masks, (reward, done, truncated, result), metrics, final = packed
     action_masks: Dict[ActionName, VecActionMask] = {}
-    for name, actors, actees, mask in masks:
-        actors, mask = _get_ragged(RaggedArrayI64, actors), _get_ragged(RaggedArrayBool, mask)
-        action_masks[name] = (
-            VecCategoricalActionMask(actors, mask) if actees is None
-            else VecSelectEntityActionMask(actors, _get_ragged(RaggedArrayI64, actees), mask)
-        )
+    for name, kind, actors, a, b in masks:
+        action_masks[name] = _unpack_mask(kind, actors, a, b, get=_get_ragged)
     vec = VecObs(
         features={etype: _get_ragged(RaggedArrayF32, wire) for etype, wire in features},
         visible={etype: _get_ragged(RaggedArrayBool, wire) for etype, wire in visible},

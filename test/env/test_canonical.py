@@ -54,7 +54,7 @@ def test_model_actions_round_trip_in_every_form(batch):
 
 
 def test_bad_model_actions_raise():
-    with pytest.raises(TypeError, match=r"action\['move'\]: expected a RaggedArrayI64, a RaggedTensor or \(flat, lengths\), got list"):
+    with pytest.raises(TypeError, match=r"action\['move'\]: expected a RaggedArrayI64 \(or, continuous, a RaggedArrayF32\), a RaggedTensor or \(flat, lengths\), got list"):
         to_vec_actions({"move": [1, 2]})
     two = ragged_from_arrays(np.zeros((2, 2), np.int64), [2])
     with pytest.raises(ValueError, match=r"action\['move'\] has 2 values per actor; expected 1"):
