@@ -38,7 +38,9 @@ from entmachin.frame.store_checks import check_steps, trusted_inputs
 from entmachin.frame.rollout import Steps, tree_rows, value_targets
 from entmachin.frame.summary import QUpdateStats
 from entmachin.model.input_norm import collecting_stats_of
+from entmachin.model.continuous import refuse_continuous
 from entmachin.model.inputs import DeferredChecks
+from entmachin.model.wrappers import unwrap
 from entmachin.ragged import trees
 from entmachin.ragged.tensor import to_ragged_tensor
 
@@ -78,6 +80,8 @@ class DQN(Frame):
               lr_scheduler: Any, lr_scheduler_args: Any, lr_scheduler_kwargs: Any, replay_buffer: Any, writer: Any
               ) -> None:
         name = type(self).__name__
+        refuse_continuous(getattr(unwrap(qnet), "action_space", None), name,
+                          "DQN learns one value per choice and a continuous action has none: use PPO or A2C")
         if qnet_target is qnet:
             raise ValueError(f"{name}: qnet_target must be a second network (e.g. copy.deepcopy(qnet)), not qnet")
         self._setup(config, criterion, optimizer, replay_buffer, writer, qnet=qnet, qnet_target=qnet_target)

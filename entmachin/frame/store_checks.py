@@ -39,7 +39,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from entmachin.env.action import ActionSpace, GlobalCategoricalActionSpace, SelectEntityActionSpace
+from entmachin.env.action import CONTINUOUS_SPACES, GLOBAL_SPACES, ActionSpace, SelectEntityActionSpace
 from entmachin.env.common import GLOBAL_ENTITY
 from entmachin.env.environment import ObsSpace
 from entmachin.frame.rollout import Steps
@@ -294,8 +294,16 @@ def _check_entity_rows(state: Mapping, action: Optional[Mapping], obs_space: Obs
         if not isinstance(entry, Mapping) or "actors" not in entry:
             raise ValueError(f"{where}[{aname!r}] lacks 'actors'; {_TO_STATE}")
         # An actor is a real entity of its row, or the __global__ one after them for a global action.
-        glob = isinstance(space, GlobalCategoricalActionSpace)
+        glob = isinstance(space, GLOBAL_SPACES)
         actors = _check_indices(entry["actors"], n_entities, glob, at, key, f"{path}['actors']")  # [N]
+        if isinstance(space, CONTINUOUS_SPACES):
+            bounds = _check_bounds(entry, actors, space, at, key, path)
+            if chosen is not None:
+                if aname not in chosen:
+                    raise ValueError(f"{at.where('action', sub)} lacks {aname!r}; store one value per actor of every "
+                                     f"action ({list(action_space)})")
+                _check_values(chosen[aname], actors, bounds, space, at, f"{sub}[{aname!r}]")
+            continue
         select = isinstance(space, SelectEntityActionSpace)
         actees = None
         if select:
@@ -388,6 +396,66 @@ def _check_choices(value: Any, actors: np.ndarray, actees: Optional[np.ndarray],
     if (k := _first(~ok)) is not None:
         raise ValueError(f"{at(row_of[k], 'action', path)} holds {choice[k]}, which the state's mask forbids for "
                          "that actor")
+
+
+def _actor_at(actors: np.ndarray, k: int) -> Tuple[int, int]:
+    """``(row, actor within the row)`` of item ``k`` of a flat per-actor array."""
+    ends = np.cumsum(actors)
+    row = int(np.searchsorted(ends, k, side="right"))
+    return row, k - int(ends[row] - actors[row])
+
+
+def _check_bounds(entry: Mapping, actors: np.ndarray, space: Any, at: _Rows, key: str,
+                  path: str) -> Tuple[np.ndarray, np.ndarray]:
+    """A continuous action's ``low`` / ``high`` (both or neither): one row per actor, the space's
+    width, finite, ordered, within the space's bounds; returns each actor's ``(low, high)``
+    (``[n_actors, n_values]`` each, the space's where the entry has none)."""
+    n = int(actors.sum())
+    if (entry.get("low") is None) != (entry.get("high") is None):
+        raise ValueError(f"{at.where(key, path)} has only one of 'low' and 'high'; give both or neither")
+    if entry.get("low") is None:
+        return np.broadcast_to(space.low, (n, len(space))), np.broadcast_to(space.high, (n, len(space)))
+    out = []
+    for side in ("low", "high"):
+        value = _ragged(entry[side], at.where(key, f"{path}[{side!r}]"))
+        if _width(value) != len(space):
+            raise ValueError(f"{at.where(key, f'{path}[{side!r}]')} has {_width(value)} values per item; expected "
+                             f"{len(space)} ({space.names})")
+        got = _lengths(value)
+        if (r := _first(got != actors)) is not None:
+            raise ValueError(f"{at(r, key, f'{path}[{side!r}]')} has {got[r]} items; expected one per actor "
+                             f"({actors[r]})")
+        out.append(_flat(value))
+    low, high = out
+    bad = ~np.isfinite(low) | ~np.isfinite(high) | (low > high) | (low < space.low) | (high > space.high)
+    if bad.any():
+        k, j = (int(i[0]) for i in np.nonzero(bad))
+        row, actor = _actor_at(actors, k)
+        raise ValueError(f"{at(row, key, path)} gives actor {actor} bounds [{low[k, j]}, {high[k, j]}] for value "
+                         f"'{space.names[j]}' (dimension {j}); expected finite bounds, low <= high, within the "
+                         f"space's [{space.low[j]}, {space.high[j]}]")
+    return low, high
+
+
+def _check_values(value: Any, actors: np.ndarray, bounds: Tuple[np.ndarray, np.ndarray], space: Any, at: _Rows,
+                  path: str) -> None:
+    """Float values, ``[n_actors, n_values]`` per row, finite and within each actor's bounds."""
+    where = at.where("action", path)
+    got = _lengths(_ragged(value, where))  # [N]
+    if (r := _first(got != actors)) is not None:
+        raise ValueError(f"{at(r, 'action', path)} has {got[r]} values, but the state's action_masks has {actors[r]} "
+                         "actors in that row; one value per actor")
+    flat = _flat(value)  # [n_actors, n_values]
+    if flat.ndim != 2 or flat.shape[1] != len(space) or not np.issubdtype(flat.dtype, np.floating):
+        raise TypeError(f"{where} holds {flat.dtype} items of shape {flat.shape[1:]}; expected float32 "
+                        f"[n_actors, {len(space)}] (a continuous action's values)")
+    low, high = bounds
+    bad = ~np.isfinite(flat) | (flat < low) | (flat > high)
+    if bad.any():
+        k, j = (int(i[0]) for i in np.nonzero(bad))
+        row, actor = _actor_at(actors, k)
+        raise ValueError(f"{at(row, 'action', path)} holds {flat[k, j]} for actor {actor}, value '{space.names[j]}' "
+                         f"(dimension {j}); expected a finite value in [{low[k, j]}, {high[k, j]}]")
 
 
 def _check_finite_tree(tree: Mapping, at: _Rows, key: str, obs_space: Optional[ObsSpace]) -> None:

@@ -13,6 +13,8 @@ from entmachin.settings import documented, setting
 
 Pooling = Literal["mean", "max", "meanmax"]
 POOLINGS: Tuple[str, ...] = ("mean", "max", "meanmax")
+Continuous = Literal["beta", "squashed_gaussian"]
+CONTINUOUS: Tuple[str, ...] = ("beta", "squashed_gaussian")
 
 
 def _names(value: Sequence[str], where: str) -> Tuple[str, ...]:
@@ -139,8 +141,12 @@ class RogueNetConfig:
         None, "move positions so a reference entity sits at the origin, e.g. {reference_entity: Player, "
               "position_features: [x, y]}")
     input_clip: float = setting(5.0, "normalised inputs are clipped to [-input_clip, input_clip]")
+    continuous: Continuous = setting(
+        "beta", "distribution of continuous actions within their bounds: beta or squashed_gaussian")
 
     def __post_init__(self) -> None:
+        if self.continuous not in CONTINUOUS:
+            raise ValueError(f"RogueNetConfig.continuous: expected one of {list(CONTINUOUS)}, got {self.continuous!r}")
         for name in ("d_model", "n_head", "d_qk"):
             _positive_int(getattr(self, name), f"RogueNetConfig.{name}")
         if isinstance(self.n_layer, bool) or not isinstance(self.n_layer, int) or self.n_layer < 0:

@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tup
 
 import torch
 
-from entmachin.env.action import ActionSpace, SelectEntityActionSpace
+from entmachin.env.action import CONTINUOUS_SPACES, ActionSpace, SelectEntityActionSpace
 from entmachin.env.common import GLOBAL_ENTITY
 from entmachin.env.environment import ObsSpace
 from entmachin.ragged.tensor import RaggedTensor, to_ragged_tensor
@@ -239,12 +239,16 @@ class ParsedMask(NamedTuple):
         mask: bool ``[n_actors, n_choices]`` (categorical) or ``None`` (all allowed).
         actees: int64 ``[n_actees, 1]`` per row (select-entity) or ``None``.
         actee_mask: bool ``[n_pairs]`` row-major actor x actee (select-entity) or ``None``.
+        low, high: float32 ``[n_actors, n_values]`` each actor's bounds (continuous; the space's
+            where the state gave none) or ``None``.
     """
 
     actors: RaggedTensor
     mask: Optional[torch.Tensor]
     actees: Optional[RaggedTensor]
     actee_mask: Optional[torch.Tensor]
+    low: Optional[torch.Tensor] = None
+    high: Optional[torch.Tensor] = None
 
 
 def _int_ragged(value: Any, device: torch.device, where: str) -> RaggedTensor:
@@ -273,7 +277,9 @@ def parse_action_masks(
             raise ValueError(f"{where}: expected a mapping with an 'actors' entry, got {entry!r:.80}")
         space = action_space[name]
         select = isinstance(space, SelectEntityActionSpace)
-        allowed = {"actors", "actees", "actee_mask"} if select else {"actors", "mask"}
+        continuous = isinstance(space, CONTINUOUS_SPACES)
+        allowed = {"actors", "actees", "actee_mask"} if select else {"actors", "low", "high"} if continuous \
+            else {"actors", "mask"}
         unknown = sorted(set(entry) - allowed)
         if unknown:
             raise ValueError(
@@ -281,6 +287,9 @@ def parse_action_masks(
             )
         actors = _int_ragged(entry["actors"], device, f"{where}['actors']")
         mask = actees = actee_mask = None
+        if continuous:
+            parsed[name] = ParsedMask(actors, None, None, None, *_bounds(space, entry, actors, device, checks, where))
+            continue
         if not select and entry.get("mask") is not None:
             rt = to_ragged_tensor(entry["mask"], device, f"{where}['mask']")
             n_choices = len(space.index_to_label)
@@ -315,13 +324,39 @@ def parse_action_masks(
     return parsed
 
 
+def _bounds(space: Any, entry: Mapping[str, Any], actors: RaggedTensor, device: torch.device,
+            checks: DeferredChecks, where: str) -> Tuple[torch.Tensor, torch.Tensor]:
+    """A continuous action's per-actor ``(low, high)``, float32 ``[n_actors, n_values]`` each: the
+    entry's, or the space's repeated for every actor."""
+    n_values = len(space)
+    out = []
+    for side, default in (("low", space.low), ("high", space.high)):
+        if entry.get(side) is None:
+            out.append(torch.as_tensor(default, device=device).expand(actors.n_items, n_values))
+            continue
+        rt = to_ragged_tensor(entry[side], device, f"{where}['{side}']")
+        _check_width(rt, n_values, f"{where}['{side}']", f"the action space ({n_values} values)")
+        _check_rows(rt, len(actors), f"{where}['{side}']", f"{where}['actors']")
+
+        def message(rt: RaggedTensor = rt, a: RaggedTensor = actors, w: str = f"{where}['{side}']") -> str:
+            return f"{w} has row lengths {rt.lengths.tolist()}, but ['actors'] has {a.lengths.tolist()}; one row per actor"
+
+        if rt.n_items != actors.n_items:
+            raise ValueError(message())
+        if checks.enabled:
+            checks.add((rt.lengths != actors.lengths).any(), message)
+        out.append(rt.data.float())
+    return out[0], out[1]
+
+
 def parse_actions(
     action: Mapping[str, Any],
     masks: Mapping[str, ParsedMask],
     device: torch.device,
     checks: DeferredChecks,
 ) -> Dict[str, torch.Tensor]:
-    """Validates given actions against the actors; returns ``{name: int64 [n_actors]}``."""
+    """Validates given actions against the actors; returns ``{name: int64 [n_actors]}`` (continuous:
+    float32 ``[n_actors, n_values]``)."""
     if not isinstance(action, Mapping):
         raise TypeError(f"{WHERE}: action must map action name -> ragged int64, got {type(action).__name__}")
     if set(action) == {"action"} and "action" not in masks and isinstance(action["action"], Mapping):
@@ -334,7 +369,14 @@ def parse_actions(
     out: Dict[str, torch.Tensor] = {}
     for name, value in action.items():
         where = f"{WHERE}: action['{name}']"
-        rt = _int_ragged(value, device, where)
+        continuous = masks[name].low is not None
+        if continuous:
+            rt = to_ragged_tensor(value, device, where)
+            if not rt.dtype.is_floating_point:
+                raise TypeError(f"{where} holds {rt.dtype}; a continuous action's values are float32")
+            _check_width(rt, masks[name].low.shape[1], where, "the action space")
+        else:
+            rt = _int_ragged(value, device, where)
         actors = masks[name].actors
         _check_rows(rt, len(actors), where, f"action_masks['{name}']['actors']")
         def message(rt: RaggedTensor = rt, a: RaggedTensor = actors, w: str = where) -> str:
@@ -345,5 +387,5 @@ def parse_actions(
             raise ValueError(message())
         if checks.enabled:
             checks.add((rt.lengths != actors.lengths).any(), message)
-        out[name] = rt.data[:, 0]  # [n_actors]
+        out[name] = rt.data.float() if continuous else rt.data[:, 0]  # [n_actors, n_values] or [n_actors]
     return out

@@ -9,15 +9,20 @@ import torch
 from torch import nn
 
 from entmachin.env.action import (
+    CONTINUOUS_SPACES,
+    GLOBAL_SPACES,
     ActionSpace,
     CategoricalActionSpace,
+    ContinuousActionSpace,
     GlobalCategoricalActionSpace,
+    GlobalContinuousActionSpace,
     SelectEntityActionSpace,
 )
 from entmachin.env.common import GLOBAL_ENTITY
 from entmachin.env.environment import ObsSpace
 from entmachin.model.attention import RaggedTransformer, segment_pool
 from entmachin.model.config import RogueNetConfig
+from entmachin.model.continuous import ContinuousActionsUnsupported, ContinuousHead, refuse_continuous
 from entmachin.model.embedding import EntityEmbedding, TokenBatch
 from entmachin.model.heads import CategoricalHead, CategoricalQHead, HeadOutput, SelectEntityHead, SelectEntityQHead
 from entmachin.model.input_norm import NormalisedModule
@@ -49,7 +54,8 @@ class RogueNetOutput(NamedTuple):
 
     Attributes:
         action: action name -> int64 ragged ``[n_actors, 1]``: the chosen (or given) choice of
-            each actor; for select-entity actions, the position in the row's actee list.
+            each actor; for select-entity actions, the position in the row's actee list; for
+            continuous actions, float32 ragged ``[n_actors, n_values]``, each within its bounds.
         log_prob: action name -> float32 ragged ``[n_actors, 1]``.
         entropy: action name -> float32 ragged ``[n_actors, 1]``.
         log_prob_sum: ``[B, 1]`` sum of every actor's log-probability in each row.
@@ -121,14 +127,18 @@ class RogueNet(NormalisedModule):
             )
         if not isinstance(config, RogueNetConfig):
             raise TypeError(f"RogueNet: config must be a RogueNetConfig, got {type(config).__name__}")
-        kinds = (CategoricalActionSpace, GlobalCategoricalActionSpace, SelectEntityActionSpace)
+        kinds = (CategoricalActionSpace, GlobalCategoricalActionSpace, SelectEntityActionSpace, ContinuousActionSpace,
+                 GlobalContinuousActionSpace)
         for name, space in action_space.items():
             if not isinstance(space, kinds):
                 raise TypeError(
                     f"RogueNet: action_space['{name}'] is a {type(space).__name__}; expected one of "
                     f"{[k.__name__ for k in kinds]}"
                 )
-        global_token = any(isinstance(s, GlobalCategoricalActionSpace) for s in action_space.values())
+        if q_head is not None:
+            refuse_continuous(action_space, "RogueNet", "Q-heads give one value per choice and a continuous action "
+                              "has no choices to take a max over: train it with PPO or A2C")
+        global_token = any(isinstance(s, GLOBAL_SPACES) for s in action_space.values())
         if not obs_space.entities and not global_token:
             raise ValueError(
                 "RogueNet: the observation space has no entity types and there is no global action; "
@@ -147,14 +157,7 @@ class RogueNet(NormalisedModule):
         self.trunk = RaggedTransformer(config, relpos)
         self.action_names = list(action_space)
         # A list, not a ModuleDict: action names may contain dots.
-        self.heads = nn.ModuleList(
-            [
-                SelectEntityHead(config.d_model, config.d_qk)
-                if isinstance(space, SelectEntityActionSpace)
-                else CategoricalHead(config.d_model, len(space.index_to_label))
-                for space in action_space.values()
-            ]
-        )
+        self.heads = nn.ModuleList([self._head(space) for space in action_space.values()])
         self.value_head = nn.Linear(config.d_model, 1)
         nn.init.zeros_(self.value_head.weight)
         nn.init.zeros_(self.value_head.bias)
@@ -166,6 +169,13 @@ class RogueNet(NormalisedModule):
                 else CategoricalQHead(config.d_model, len(space.index_to_label), duel)
                 for space in action_space.values()
             ])
+
+    def _head(self, space: ActionSpace) -> nn.Module:
+        if isinstance(space, SelectEntityActionSpace):
+            return SelectEntityHead(self.config.d_model, self.config.d_qk)
+        if isinstance(space, CONTINUOUS_SPACES):
+            return ContinuousHead(self.config.d_model, len(space), self.config.continuous)
+        return CategoricalHead(self.config.d_model, len(space.index_to_label))
 
     def _device(self) -> torch.device:
         return self.value_head.weight.device
@@ -352,6 +362,8 @@ class RogueNet(NormalisedModule):
             actee_tokens = starts[actees.batch_index] + actees.data[:, 0]  # [n_actees]
             return head(x, actors.with_data(actor_tokens[:, None]), actees.with_data(actee_tokens[:, None]),
                         mask.actee_mask, action, deterministic, keepdim=True)
+        if isinstance(head, ContinuousHead):
+            return head(x, actor_tokens, mask.low, mask.high, action, deterministic)  # action [n_actors, n_values]
         return head(x, actor_tokens, mask.mask, action, deterministic, keepdim=True)
 
     def q_values(self, entities: Mapping[str, Any], action_masks: Mapping[str, Any],
@@ -436,6 +448,10 @@ class RogueNet(NormalisedModule):
         out: Dict[str, RaggedTensor] = {}
         for name, mask in masks.items():
             head = heads[self.action_names.index(name)]
+            if isinstance(head, ContinuousHead):
+                raise ContinuousActionsUnsupported(
+                    f"RogueNet: action {name!r} is continuous; a table of each choice's probability exists only "
+                    "for discrete actions")
             actors = mask.actors
             actor_tokens = starts[actors.batch_index] + actors.data[:, 0]  # [n_actors]
             if isinstance(head, SelectEntityHead):

@@ -5,11 +5,11 @@ are built only for the check that failed, and name the action, the row and the o
 """
 from __future__ import annotations
 
-from typing import Dict, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 import torch
 
-from entmachin.env.action import ActionSpace, GlobalCategoricalActionSpace, SelectEntityActionSpace
+from entmachin.env.action import CONTINUOUS_SPACES, GLOBAL_SPACES, ActionSpace, SelectEntityActionSpace
 from entmachin.env.common import GLOBAL_ENTITY
 from entmachin.model.inputs import WHERE, DeferredChecks, ParsedEntities, ParsedMask
 from entmachin.ragged.tensor import RaggedTensor
@@ -63,7 +63,7 @@ def check_masks(
                 "every value needs one row per environment step"
             )
         space = action_space[name]
-        if isinstance(space, GlobalCategoricalActionSpace):
+        if isinstance(space, GLOBAL_SPACES):
             a, expected = actors.data[:, 0], n_entities[actors.batch_index]  # [n_actors] each
             bad = a != expected
             checks.add(bad.any(), lambda a=a, e=expected, bad=bad, w=where: (
@@ -72,6 +72,8 @@ def check_masks(
                 "(after the row's entities)"))
         else:
             _range_check(checks, actors, n_tokens, f"{where}['actors']", "an entity index")
+        if mask.low is not None:
+            _check_bounds(checks, mask, space, where)
         if mask.mask is not None:
             empty = ~mask.mask.any(dim=1)  # [n_actors]
             checks.add(empty.any(), lambda empty=empty, w=where, a=actors: (
@@ -96,6 +98,25 @@ def check_masks(
                 f"{int(a.batch_index[_first(none)])} has no allowed actee; every actor needs one"))
 
 
+def _actor_value(bad: torch.Tensor, actors: RaggedTensor, names: List[str]) -> str:
+    """``row r actor a value 'name' (dimension j)`` of the first True of ``bad`` ``[n_actors, n_values]``."""
+    i, j = (int(k) for k in torch.nonzero(bad)[0])
+    row = int(actors.batch_index[i])
+    return f"row {row} actor {i - int(actors.offsets[row])} value '{names[j]}' (dimension {j})"
+
+
+def _check_bounds(checks: DeferredChecks, mask: ParsedMask, space: Any, where: str) -> None:
+    """Each actor's bounds are finite, ordered and within the space's."""
+    low, high = mask.low, mask.high  # [n_actors, n_values] each
+    space_low = torch.as_tensor(space.low, device=low.device)
+    space_high = torch.as_tensor(space.high, device=low.device)
+    bad = ~torch.isfinite(low) | ~torch.isfinite(high) | (low > high) | (low < space_low) | (high > space_high)
+    checks.add(bad.any(), lambda: (
+        f"{where}: bounds [{float(low[bad][0])}, {float(high[bad][0])}] of "
+        f"{_actor_value(bad, mask.actors, space.names)} are not finite, crossed or outside the space's "
+        f"[{space.low.tolist()}, {space.high.tolist()}]"))
+
+
 def check_actions(
     action_space: Mapping[str, ActionSpace],
     masks: Mapping[str, ParsedMask],
@@ -107,6 +128,11 @@ def check_actions(
         where = f"{WHERE}: action['{name}']"
         mask = masks[name]
         actors = mask.actors
+        if isinstance(action_space[name], CONTINUOUS_SPACES):
+            bad = ~torch.isfinite(action)  # [n_actors, n_values]
+            checks.add(bad.any(), lambda bad=bad, a=actors, v=action, w=where, s=action_space[name]: (
+                f"{w} {_actor_value(bad, a, s.names)} is {float(v[bad][0])}; values must be finite"))
+            continue
         values = actors.with_data(action[:, None])  # [n_actors, 1]
         if isinstance(action_space[name], SelectEntityActionSpace):
             limit = mask.actees.lengths  # [B]
