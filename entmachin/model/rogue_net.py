@@ -35,7 +35,7 @@ from entmachin.model.inputs import (
 )
 from entmachin.model.relpos import RelativePositionEncoding
 from entmachin.model.validation import check_actions, check_masks
-from entmachin.ragged.tensor import RaggedTensor
+from entmachin.ragged.tensor import RaggedTensor, to_ragged_tensor
 
 # Per thread, id(net) -> depth of the net's open trusted_inputs() blocks (a net is in the dict
 # only while a block holds it, so its id cannot be reused meanwhile).
@@ -408,16 +408,22 @@ class RogueNet(NormalisedModule):
         return {name: table.with_data(table.data.exp()) for name, table in tables.items()}
 
     def log_probabilities(self, entities: Mapping[str, Any], action_masks: Mapping[str, Any],
-                          visible: Optional[Mapping[str, Any]] = None, *, value: bool = False
+                          visible: Optional[Mapping[str, Any]] = None, *, value: bool = False,
+                          continuous: Optional[Mapping[str, Any]] = None,
                           ) -> Tuple[Dict[str, RaggedTensor], Optional[torch.Tensor]]:
         """Every actor's log-probability of each choice (``-inf`` where forbidden or padding),
         differentiable, as :meth:`probabilities` lays them out; with ``value``, the rows' values
         too, from the same pass of the trunk where ``visible`` allows it (behaviour cloning trains
-        on whole tables).
+        on whole tables). A continuous action has no table: its entry is the log-probability
+        ``[n_actors, 1]`` of the values ``continuous[name]`` gives.
+
+        Args:
+            continuous: continuous action name -> float ragged ``[n_actors, n_values]``, values
+                to score (required for every continuous action of ``action_masks``).
 
         Returns:
-            ``(tables, value)``: action name -> float32 ragged ``[n_actors, width]``, and float
-            ``[B, 1]`` (None without ``value``).
+            ``(tables, value)``: action name -> float32 ragged ``[n_actors, width]`` (continuous:
+            ``[n_actors, 1]``), and float ``[B, 1]`` (None without ``value``).
         """
 
         def log_probs(head: nn.Module, x: torch.Tensor, actors: Any, actees: Any, mask: ParsedMask) -> torch.Tensor:
@@ -431,7 +437,7 @@ class RogueNet(NormalisedModule):
             return logits.log_softmax(-1)  # as masked_categorical computes them
 
         tables, tokens, x = self._per_actor(self.heads, log_probs, entities, action_masks,
-                                            visible if not value else None)
+                                            visible if not value else None, continuous)
         if not value:
             return tables, None
         if visible is not None:  # the value sees every entity, the policy only visible ones
@@ -439,21 +445,31 @@ class RogueNet(NormalisedModule):
         return tables, self._value_head(tokens, x)
 
     def _per_actor(self, heads: nn.ModuleList, fn: Any, entities: Mapping[str, Any], action_masks: Mapping[str, Any],
-                   visible: Optional[Mapping[str, Any]]) -> Tuple[Dict[str, RaggedTensor], TokenBatch, torch.Tensor]:
+                   visible: Optional[Mapping[str, Any]], continuous: Optional[Mapping[str, Any]] = None,
+                   ) -> Tuple[Dict[str, RaggedTensor], TokenBatch, torch.Tensor]:
         """``fn(head, x, actors, actees, mask)`` per action, on the actors' (and actees') stream
         indices: int64 ``[n_actors]`` for categorical heads, ragged ``[n, 1]`` for select-entity ones;
-        also the tokens and the trunk's output they came from."""
+        a continuous action's ``[n_actors, 1]`` log-probability of ``continuous[name]``; also the
+        tokens and the trunk's output they came from."""
         tokens, x, masks, _ = self._encode_for_policy(entities, action_masks, visible, None)
         starts = tokens.layout.starts
         out: Dict[str, RaggedTensor] = {}
         for name, mask in masks.items():
             head = heads[self.action_names.index(name)]
-            if isinstance(head, ContinuousHead):
-                raise ContinuousActionsUnsupported(
-                    f"RogueNet: action {name!r} is continuous; a table of each choice's probability exists only "
-                    "for discrete actions")
             actors = mask.actors
             actor_tokens = starts[actors.batch_index] + actors.data[:, 0]  # [n_actors]
+            if isinstance(head, ContinuousHead):
+                if continuous is None or name not in continuous:
+                    raise ContinuousActionsUnsupported(
+                        f"RogueNet: action {name!r} is continuous; a table of each choice's probability exists only "
+                        "for discrete actions (log_probabilities scores given values: pass continuous={name: values})")
+                given = to_ragged_tensor(continuous[name], x.device, f"continuous[{name!r}]")
+                if given.data.dim() != 2 or given.data.shape[0] != actors.n_items or given.data.shape[1] != head.n_values:
+                    raise ValueError(f"RogueNet.log_probabilities: continuous[{name!r}] has items of shape "
+                                     f"{tuple(given.data.shape)}; expected [{actors.n_items}, {head.n_values}] (one "
+                                     "row of values per actor)")
+                out[name] = actors.with_data(head(x, actor_tokens, mask.low, mask.high, given.data.float()).log_prob)
+                continue
             if isinstance(head, SelectEntityHead):
                 actees = mask.actees
                 actee_tokens = starts[actees.batch_index] + actees.data[:, 0]  # [n_actees]

@@ -233,3 +233,18 @@ def test_ppo_collects_and_trains_continuous_rows_and_refuses_bad_ones():
     collector.collect()
     ppo.update()
     assert any(not torch.equal(a, b) for a, b in zip(before, net.parameters()))
+
+
+def test_log_probabilities_score_given_continuous_values_as_forward_does():
+    torch.manual_seed(0)
+    envs = EnvList(Fleet, 3, seed=1)
+    net = RogueNet(envs.obs_space(), envs.action_space(), RogueNetConfig(d_model=16, n_layer=1))
+    state = to_state(envs.reset(), envs.action_space())
+    out = net(state["entities"], state["action_masks"])
+    continuous = {name: out.action[name] for name in ("steer", "wind")}
+    tables, value = net.log_probabilities(state["entities"], state["action_masks"], continuous=continuous, value=True)
+    for name in ("steer", "wind"):
+        assert torch.allclose(tables[name].data, out.log_prob[name].data, atol=1e-6)
+    assert tables["flag"].data.shape[1] == 2 and value.shape == (3, 1)
+    with pytest.raises(ContinuousActionsUnsupported, match="pass continuous="):
+        net.log_probabilities(state["entities"], state["action_masks"])
