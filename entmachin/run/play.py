@@ -14,10 +14,14 @@ is asked for its choice:
 * select entity: the actee's id as the environment reports it (``('Cherry', 3)``, also
   ``Cherry 3`` without the punctuation), or ``#N``, its position in the list shown (a plain
   number too, where no id reads so);
-* ``a`` or Enter: the agent's most likely choice (with ``--checkpoint``);
+* continuous: one number per value, in the order shown, separated by blanks or commas
+  (``0.5 -1``), each within the actor's bounds shown;
+* ``a`` or Enter: the agent's most likely choice (with ``--checkpoint``; continuous: the
+  distribution's deterministic point, shown beside the bounds);
 * ``q``: quit, at any prompt; so does the end of the input (exit status 0).
 
-A masked choice is refused and the question repeats. With ``--checkpoint`` (a run directory or
+A masked choice (or a number outside its bounds, or the wrong count of numbers) is refused and
+the question repeats. With ``--checkpoint`` (a run directory or
 its ``checkpoints/``) the agent's probability of each choice is shown beside it (masked choices:
 0) and the run's own environment is played, as it was trained (its ``env`` section: kwargs and
 ``max_episode_steps`` too); an ENV naming another environment is refused. ``--seed S`` plays the
@@ -42,6 +46,8 @@ import torch
 
 from entmachin.data.dataset import plain_ids
 from entmachin.env import GLOBAL_ENTITY, EnvList, ObsSpace, Observation, VecObs, VecSelectEntityActionMask, batch_obs
+from entmachin.env.action import CONTINUOUS_SPACES
+from entmachin.env.vec_env import VecContinuousActionMask
 from entmachin.env import checked_choices, to_state
 from entmachin.ragged.arrays import ragged_from_arrays
 from entmachin.run.build import EnvFactory, env_class
@@ -51,8 +57,8 @@ from entmachin.run.matches import PolicyPlayer, load_opponent
 
 __all__ = ["PlayError", "Turn", "play"]
 
-HELP = ("Type a choice's name or number; for a select-entity action the entity's id or #position. "
-        "'a' or Enter: the agent's choice (with --checkpoint); q quits.")
+HELP = ("Type a choice's name or number; for a select-entity action the entity's id or #position; for a "
+        "continuous action one number per value. 'a' or Enter: the agent's choice (with --checkpoint); q quits.")
 
 
 class PlayError(ValueError):
@@ -73,6 +79,9 @@ class Turn:
         labels: choice names (categorical) or actee ids as text (select entity), in order.
         allowed: bool ``[n_choices]``: what the mask allows.
         probs: float ``[n_choices]``: the agent's probabilities (None: no agent).
+        low, high: float32 ``[n_values]``: a continuous action's bounds for this actor (``labels``
+            are then the values' names; None for discrete actions).
+        point: float32 ``[n_values]``: the agent's deterministic values (continuous, with an agent).
     """
 
     action: str
@@ -80,6 +89,13 @@ class Turn:
     labels: List[str]
     allowed: np.ndarray
     probs: Optional[np.ndarray] = None
+    low: Optional[np.ndarray] = None
+    high: Optional[np.ndarray] = None
+    point: Optional[np.ndarray] = None
+
+    @property
+    def continuous(self) -> bool:
+        return self.low is not None
 
 
 def play(env: Optional[str], checkpoint: Optional[str], seed: Optional[int], seat: Optional[str] = None,
@@ -187,9 +203,7 @@ def _episodes(envs: EnvList, frame: Any, me: int = 0, others: Any = None, record
         rows = [{name: [_ask(turn) for turn in group] for name, group in turns.items()}]
         if others is not None:
             rows = [rows[0] if r == me else _opponent_row(envs, r, others) for r in range(len(envs))]
-        actions = {name: ragged_from_arrays(np.array([c for row in rows for c in row[name]], np.int64)
-                                            .reshape(-1, 1), [len(row[name]) for row in rows])
-                   for name in action_space}
+        actions = {name: _ragged_choices(rows, name, action_space[name]) for name in action_space}
         before, ids = vec, [o.ids for o in envs.last_obs]
         vec = envs.act(actions)
         if recorder is not None:
@@ -211,6 +225,16 @@ def _episodes(envs: EnvList, frame: Any, me: int = 0, others: Any = None, record
 _RESULT_WORDS = {1.0: "win", 0.5: "draw", 0.0: "lose"}
 
 
+def _ragged_choices(rows: Sequence[Mapping[str, list]], name: str, space: Any) -> Any:
+    """Every row's choices of one action as ``VecEnv.act`` takes them: int64 ``[n_actors, 1]``, or
+    float32 ``[n_actors, n_values]`` for a continuous action."""
+    lengths = [len(row[name]) for row in rows]
+    chosen = [c for row in rows for c in row[name]]
+    if isinstance(space, CONTINUOUS_SPACES):
+        return ragged_from_arrays(np.array(chosen, np.float32).reshape(-1, len(space)), lengths, np.float32)
+    return ragged_from_arrays(np.array(chosen, np.int64).reshape(-1, 1), lengths)
+
+
 
 def _opponent_row(envs: EnvList, row: int, others: Any) -> Dict[str, List[int]]:
     """The opponent's choices for ``row`` (printed), as indices per action."""
@@ -221,16 +245,26 @@ def _opponent_row(envs: EnvList, row: int, others: Any) -> Dict[str, List[int]]:
     for name, action in actions.items():
         if len(choices[name]):
             print(f"seat {seat} ({others.name}): {name} {_describe(action)}")
-    return {name: c.tolist() for name, c in choices.items()}
+    return {name: list(c) for name, c in choices.items()}
 
 
 def _describe(action: Any) -> str:
     """``label`` (one actor) or ``actor -> label, ...``: what an opponent chose."""
     if hasattr(action, "label"):
         return str(action.label)
-    chosen = action.actees if hasattr(action, "actees") else [action.index_to_label[int(i)] for i in action.indices]
+    if hasattr(action, "values"):  # continuous
+        values = np.asarray(action.values, np.float32).reshape(-1, len(action.names))
+        if not hasattr(action, "actors"):
+            return _values_text(action.names, values[0])
+        chosen = [_values_text(action.names, v) for v in values]
+    else:
+        chosen = action.actees if hasattr(action, "actees") else [action.index_to_label[int(i)] for i in action.indices]
     pairs = list(zip(action.actors, chosen))
     return str(pairs[0][1]) if len(pairs) == 1 else ", ".join(f"{a} -> {c}" for a, c in pairs)
+
+
+def _values_text(names: Sequence[str], values: np.ndarray) -> str:
+    return " ".join(f"{n}={_number(float(v))}" for n, v in zip(names, values))
 
 
 def _entity_names(obs: Observation, vec: VecObs, obs_space: ObsSpace) -> List[str]:
@@ -276,6 +310,11 @@ def _turns(vec: VecObs, action_space: Mapping[str, Any], names: List[str]) -> Di
     for name, space in action_space.items():
         amask = vec.action_masks[name]
         actors = amask.actors.as_array()[:, 0]  # [n_actors] entity indices
+        if isinstance(amask, VecContinuousActionMask):
+            low, high = amask.bounds(space)  # [n_actors, n_values] each
+            turns[name] = [Turn(name, names[a], list(space.names), np.ones(len(space), np.bool_), low=low[i],
+                                high=high[i]) for i, a in enumerate(actors)]
+            continue
         if isinstance(amask, VecSelectEntityActionMask):
             actees = amask.actees.as_array()[:, 0]  # [n_actees] entity indices
             labels = [names[i] for i in actees]
@@ -293,31 +332,89 @@ def _turns(vec: VecObs, action_space: Mapping[str, Any], names: List[str]) -> Di
 
 def _with_probs(frame: Any, obs: Observation, obs_space: ObsSpace, action_space: Mapping[str, Any],
                 turns: Dict[str, List[Turn]]) -> Dict[str, List[Turn]]:
-    """The turns with the agent's full distribution of every actor.
+    """The turns with the agent's full distribution of every actor (discrete actions) and its
+    deterministic values (continuous ones).
 
-    The step is repeated once per choice position k; in row k every actor takes choice k where
-    its mask allows it (else its first allowed choice), and the actor's log-probabilities score
-    them. An actor's choices are independent of the other actors' given the step, so row k's
-    log-probability of actor i is the probability that i takes choice k.
+    The continuous values come from one deterministic pass. Then the step is repeated once per
+    choice position k; in row k every actor takes choice k where its mask allows it (else its
+    first allowed choice; continuous actions their deterministic values), and the actor's
+    log-probabilities score them. An actor's choices are independent of the other actors' given
+    the step, so row k's log-probability of actor i is the probability that i takes choice k.
     """
-    n_rows = max(len(t.labels) for group in turns.values() for t in group)
+    result = dict(turns)
+    continuous = [name for name, group in turns.items() if group and group[0].continuous]
+    points: Dict[str, np.ndarray] = {}
+    if continuous:
+        one = to_state(batch_obs([obs], obs_space, action_space), action_space)
+        with torch.no_grad():
+            out = frame.act(one, deterministic=True, collect_stats=False)
+        for name in continuous:
+            points[name] = out.action[name].data.float().cpu().numpy()  # [n_actors, n_values]
+            result[name] = [replace(t, point=points[name][i]) for i, t in enumerate(turns[name])]
+    discrete = {name: group for name, group in turns.items() if name not in points and group}
+    if not discrete:
+        return result
+    n_rows = max(len(t.labels) for group in discrete.values() for t in group)
     state = to_state(batch_obs([obs] * n_rows, obs_space, action_space), action_space)
-    taken: Dict[str, np.ndarray] = {}
+    action: Dict[str, Any] = {}
     for name, group in turns.items():
+        if name in points:
+            values = np.tile(points[name], (n_rows, 1))  # [n_rows * n_actors, n_values]
+            action[name] = ragged_from_arrays(values, np.full(n_rows, len(group)), np.float32)
+            continue
         fallback = np.array([int(np.argmax(t.allowed)) for t in group], np.int64)  # [n_actors]
         k = np.arange(n_rows)[:, None]  # [n_rows, 1]
         ok = np.array([np.pad(t.allowed, (0, n_rows - len(t.allowed))) for t in group], np.bool_)  # [n_actors, n_rows]
         ok = ok.T.reshape(n_rows, len(group))  # [n_rows, n_actors]
-        taken[name] = np.where(ok, k, fallback[None, :])  # [n_rows, n_actors]
-    action = {name: ragged_from_arrays(c.reshape(-1, 1), np.full(n_rows, c.shape[1])) for name, c in taken.items()}
+        taken = np.where(ok, k, fallback[None, :])  # [n_rows, n_actors]
+        action[name] = ragged_from_arrays(taken.reshape(-1, 1), np.full(n_rows, taken.shape[1]))
     with torch.no_grad():
         out = frame.eval_act(state, {"action": action})
-    result = {}
-    for name, group in turns.items():
+    for name, group in discrete.items():
         log_prob = out.log_prob[name].data.float().cpu().numpy().reshape(n_rows, len(group))  # [n_rows, n_actors]
         result[name] = [replace(t, probs=np.where(t.allowed, np.exp(log_prob[: len(t.labels), i]), 0.0))
                         for i, t in enumerate(group)]
     return result
+
+
+def _values(turn: Turn, text: str) -> Union[np.ndarray, str]:
+    """The continuous values ``text`` gives (float32 ``[n_values]``), or a message saying why not."""
+    parts = text.replace(",", " ").split()
+    try:
+        values = np.array([float(p) for p in parts], np.float64)
+    except ValueError:
+        return f"{text!r} is not {len(turn.labels)} number(s) for {turn.actor} ({', '.join(turn.labels)}); q quits"
+    if len(values) != len(turn.labels):
+        return f"{turn.actor} takes {len(turn.labels)} number(s) ({', '.join(turn.labels)}); got {len(values)}"
+    for j, v in enumerate(values):
+        if not np.isfinite(v) or not turn.low[j] <= np.float32(v) <= turn.high[j]:
+            return (f"{turn.labels[j]} = {text.replace(',', ' ').split()[j]} is outside its bounds "
+                    f"[{_number(turn.low[j])}, {_number(turn.high[j])}] for {turn.actor}")
+    return values.astype(np.float32)
+
+
+def _ask_values(turn: Turn) -> np.ndarray:
+    """Prints a continuous action's values with their bounds (and the agent's), reads numbers until
+    they fit."""
+    print(f"{turn.action} for {turn.actor}:")
+    agent = turn.point is not None
+    header = ["value", "low", "high", *(["agent"] if agent else [])]
+    rows = [[label, _number(turn.low[j]), _number(turn.high[j]), *([_number(turn.point[j])] if agent else [])]
+            for j, label in enumerate(turn.labels)]
+    for line in _table(header, rows):
+        print(line)
+    while True:
+        text = _read(f"{turn.action} for {turn.actor}> ")
+        if text in ("", "a"):
+            if turn.point is None:
+                print("no agent to ask (give --checkpoint RUN_DIR); type the numbers")
+                continue
+            print(f"agent: {_values_text(turn.labels, turn.point)}")
+            return np.asarray(turn.point, np.float32)
+        values = _values(turn, text)
+        if isinstance(values, np.ndarray):
+            return values
+        print(values)
 
 
 def _plain(text: str) -> str:
@@ -343,8 +440,11 @@ def _resolve(turn: Turn, text: str) -> Union[int, str]:
     return found[0]
 
 
-def _ask(turn: Turn) -> int:
-    """Prints the actor's choices (with the agent's probabilities) and reads one until it is allowed."""
+def _ask(turn: Turn) -> Union[int, np.ndarray]:
+    """Prints the actor's choices (with the agent's probabilities) and reads one until it is allowed
+    (continuous: the values, :func:`_ask_values`)."""
+    if turn.continuous:
+        return _ask_values(turn)
     print(f"{turn.action} for {turn.actor}:")
     agent = turn.probs is not None
     header = ["  #", "choice", *(["agent"] if agent else []), ""]

@@ -299,3 +299,26 @@ def test_a_persons_games_are_recorded(monkeypatch, capsys, tmp_path):
     assert chosen == [3, 3, 3]  # the person's three drops in column 3
     finals = {rows.seat[i]: rows.result[i] for i in np.flatnonzero(rows.final)}
     assert finals == {"0": "win", "1": "loss"}
+
+
+def test_continuous_values_are_typed_checked_against_their_bounds_and_advised(monkeypatch, capsys, tmp_path):
+    """A person types a continuous action's numbers (refused: the wrong count, text, outside the
+    actor's narrowed bounds); with a checkpoint, Enter takes the agent's deterministic values."""
+    env = "test.model.test_continuous:Fleet"
+    obs, _ = first_obs(env, 0)
+    boats = len(obs.features["Boat"])
+    answers = ["0.1", "x y", "2 1", "0.5 1"] + ["0.2 0.5"] * (boats - 1) + ["0.3"] + ["red"] * boats
+    status, out, err = play(monkeypatch, capsys, [env, "--seed", "0"], answers + ["q"])
+    assert status == 0, err
+    assert "takes 2 number(s) (turn, speed); got 1" in out
+    assert "is not 2 number(s)" in out
+    assert "turn = 2 is outside its bounds [-0.5, 1] for boat0" in out
+    assert "step 1" in out
+    directory = str(tmp_path / "fleet")
+    assert main(["train", env, "--run-dir", directory, "--set", "train.total_steps=64", "--set", "rollout.num_envs=4",
+                 "--set", "rollout.n_steps=8", "--set", "frame.batch_size=16", "--set", "model.d_model=16",
+                 "--set", "log.eval_interval=64", "--set", "log.eval_episodes=2", "--no-progress"]) == 0
+    status, out, err = play(monkeypatch, capsys, ["--checkpoint", directory, "--seed", "0"], [""] * (2 * boats + 1) + ["q"])
+    assert status == 0, err
+    assert out.count("agent: turn=") == boats and "agent: 0=" in out
+    assert re.search(r"turn\s+-0\.5\s+1\s+-?\d", out)  # the bounds, then the agent's value
