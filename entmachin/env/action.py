@@ -79,16 +79,15 @@ class _Bounds:
         self.names = names if names is not None else [str(i) for i in range(n)]
         if len(set(self.names)) != n:
             raise ValueError(f"{owner}: value names {self.names} repeat a name")
+        with np.errstate(over="ignore"):  # a bound beyond float32's range becomes inf, refused below
+            low32, high32 = low.astype(np.float32), high.astype(np.float32)
         for i in range(n):
-            if not (np.isfinite(low[i]) and np.isfinite(high[i])):
+            if not (np.isfinite(low32[i]) and np.isfinite(high32[i])):
                 raise ValueError(f"{owner}: value '{self.names[i]}' (dimension {i}) has bounds [{low[i]}, {high[i]}]; "
-                                 "both must be finite")
+                                 "both must be finite (and within float32's range, +-3.4e38)")
             if low[i] > high[i]:
                 raise ValueError(f"{owner}: value '{self.names[i]}' (dimension {i}) has low {low[i]} > high {high[i]}")
-        self.low, self.high = low.astype(np.float32), high.astype(np.float32)
-        if (self.low > self.high).any():  # distinct in float64, equal or crossed in float32
-            i = int(np.flatnonzero(self.low > self.high)[0])
-            raise ValueError(f"{owner}: value '{self.names[i]}' (dimension {i}) has bounds that cross in float32")
+        self.low, self.high = low32, high32
 
     def __len__(self) -> int:
         return len(self.names)

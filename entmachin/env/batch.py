@@ -175,9 +175,9 @@ def _batch_mask(
 def _batch_bounds(
     obs: List[Observation], obs_space: ObsSpace, name: str, space: ActionSpace, counts: np.ndarray, first_row: int
 ) -> VecContinuousActionMask:
-    """A continuous action's actors, and their bounds where any observation narrows them (the
-    space's bounds filled in elsewhere); whether a mask widens the space is ``ValidatingEnv``'s
-    check and the model's."""
+    """A continuous action's actors and every actor's bounds (the space's where an observation
+    does not narrow them: batches of several workers then join without knowing the space);
+    whether a mask widens the space is ``ValidatingEnv``'s check and the model's."""
     width = len(space)
     actors: List[np.ndarray] = []
     bounds: Dict[str, List[Optional[np.ndarray]]] = {"low": [], "high": []}
@@ -203,9 +203,6 @@ def _batch_bounds(
     lengths = [len(a) for a in actors]
     merged = {}
     for side, default in (("low", space.low), ("high", space.high)):
-        if all(b is None for b in bounds[side]) and all(b is None for b in bounds["high" if side == "low" else "low"]):
-            merged[side] = None
-            continue
         parts = [b if b is not None else np.broadcast_to(default, (k, width)) for b, k in zip(bounds[side], lengths)]
         merged[side] = _ragged(parts, lengths, width, np.float32, RaggedArrayF32, f"actions['{name}'].{side}")
     return VecContinuousActionMask(

@@ -124,7 +124,9 @@ def random_actions(
         space = action_space[name]
         if isinstance(space, CONTINUOUS_SPACES):
             low, high = amask.bounds(space)  # [n_actors, n_values] each
-            values = low + rng.random(low.shape, dtype=np.float32) * (high - low)
+            # float64 arithmetic: high - low of float32 bounds may overflow float32 (near +-3.4e38)
+            width = high.astype(np.float64) - low  # [n_actors, n_values]
+            values = (low + rng.random(low.shape, dtype=np.float32) * width).astype(np.float32)
             out[name] = ragged_from_arrays(np.clip(values, low, high), lengths, dtype=np.float32)
             continue
         if isinstance(space, SelectEntityActionSpace):
@@ -145,4 +147,3 @@ def random_actions(
             choice = scores.argmax(axis=1).astype(np.int64)
         out[name] = ragged_from_arrays(choice.reshape(-1, 1), lengths)
     return out
-

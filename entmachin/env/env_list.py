@@ -348,8 +348,9 @@ def check_values(name: ActionName, act: RaggedArrayF32, mask: Any, space: Any) -
     k, j = (int(i[0]) for i in np.nonzero(bad))
     starts = np.concatenate([[0], np.cumsum(act.size1())])
     row = int(np.searchsorted(starts, k, side="right") - 1)
-    what = f"{values[k, j]} is not finite" if not finite[k, j] else \
-        f"{values[k, j]} is outside its bounds [{low[k, j]}, {high[k, j]}]"
+    # str(): float32's shortest form (an f-string of a float32 prints its float64 digits)
+    what = f"{values[k, j]!s} is not finite" if not finite[k, j] else \
+        f"{values[k, j]!s} is outside its bounds [{low[k, j]!s}, {high[k, j]!s}]"
     raise ValueError(f"actions['{name}'] row {row}, actor {k - starts[row]}, value '{space.names[j]}' "
                      f"(dimension {j}): {what}")
 
@@ -396,8 +397,8 @@ def to_env_actions(
         if isinstance(space, CategoricalActionSpace):
             out[name] = CategoricalAction(actors=actors, indices=chosen, index_to_label=space.index_to_label, probs=p)
         elif isinstance(space, CONTINUOUS_SPACES):
-            out[name] = ContinuousAction(actors=actors, values=np.array(chosen, dtype=np.float32).reshape(len(actors), -1),
-                                         names=list(space.names))
+            values = np.array(chosen, dtype=np.float32).reshape(len(actors), len(space))  # [n_actors, n_values]
+            out[name] = ContinuousAction(actors=actors, values=values, names=list(space.names))
         elif isinstance(space, SelectEntityActionSpace):
             if len(actors) == 0:
                 actees: List[Any] = []

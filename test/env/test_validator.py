@@ -9,15 +9,22 @@ from entmachin.env.action import (
     CategoricalAction,
     CategoricalActionMask,
     CategoricalActionSpace,
+    ContinuousAction,
+    ContinuousActionMask,
+    ContinuousActionSpace,
     GlobalCategoricalAction,
     GlobalCategoricalActionMask,
     GlobalCategoricalActionSpace,
+    GlobalContinuousAction,
+    GlobalContinuousActionMask,
+    GlobalContinuousActionSpace,
     SelectEntityAction,
     SelectEntityActionMask,
     SelectEntityActionSpace,
 )
 from entmachin.env.environment import Entity, Environment, Observation, ObsSpace
-from entmachin.env.validator import ValidatingEnv, validate_observation
+from entmachin.env.multi_agent import MultiAgentEnvironment
+from entmachin.env.validator import ValidatingEnv, ValidatingMultiAgentEnv, checked_choices, validate_observation
 
 OBS_SPACE = ObsSpace(
     global_features=["g"],
@@ -383,3 +390,342 @@ def test_validating_env_passes_select_entity_actions():
     env.reset()
     env.act({"fire": SelectEntityAction(actors=[1], actees=[11]), "mode": GlobalCategoricalAction(1, "b")})
     assert len(inner.received) == 1
+
+
+# ------------------------------------------------------------------ continuous actions
+
+CONT_SPACE = {
+    "drive": ContinuousActionSpace(low=[-1, 0], high=[1, 2], names=["steer", "gas"]),
+    "boost": GlobalContinuousActionSpace(low=0, high=1),
+}
+
+
+def cont_obs(drive=None, boost=None, ids=(1, 2)):
+    """A valid observation of OBS_SPACE / CONT_SPACE: robots ``ids`` drive, one mine (id 10)."""
+    ids = list(ids)
+    return Observation(
+        features={"Robot": np.zeros((len(ids), 2), np.float32), "Mine": np.ones((1, 1), np.float32)},
+        ids={"Robot": ids, "Mine": [10]},
+        global_features=[0.5],
+        actions={"drive": drive if drive is not None else ContinuousActionMask(actor_ids=ids),
+                 "boost": boost if boost is not None else GlobalContinuousActionMask()},
+        done=False,
+        reward=0.0,
+    )
+
+
+def check_cont(obs):
+    validate_observation(obs, OBS_SPACE, CONT_SPACE)
+
+
+@pytest.mark.parametrize(
+    "obs",
+    [
+        cont_obs(),
+        cont_obs(ContinuousActionMask(actor_ids=[1, 2], low=np.array([[-0.5, 0.0], [0.0, 1.0]]))),
+        cont_obs(ContinuousActionMask(actor_ids=[2, 1], high=np.array([[0.5, 2.0], [1.0, 0.0]], np.float32))),
+        cont_obs(ContinuousActionMask(actor_types=["Robot"], low=[[0, 1], [1, 2]], high=[[0, 1], [1, 2]])),  # fixed
+        cont_obs(ContinuousActionMask(actor_ids=[1, 2], low=[[-1, 0], [-1, 0]], high=[[1, 2], [1, 2]])),  # the space's
+        cont_obs(ContinuousActionMask(actor_ids=[1, 2], high=[[0.1, 0.1], [0.1, 0.1]])),  # rounds up in float32
+        cont_obs(ContinuousActionMask(actor_ids=[], low=[], high=np.zeros((0, 2)))),
+        cont_obs(ContinuousActionMask(actor_types=["Robot"], low=[]), ids=()),
+        cont_obs(boost=GlobalContinuousActionMask(low=[0.25])),
+        cont_obs(boost=GlobalContinuousActionMask(low=np.array([[0.25]]), high=np.array([0.5], np.float32))),
+        cont_obs(boost=GlobalContinuousActionMask(low=[1], high=[1])),
+    ],
+)
+def test_valid_continuous_masks_pass(obs):
+    check_cont(obs)
+
+
+@pytest.mark.parametrize(
+    "name, mask, space",
+    [
+        ("drive", CategoricalActionMask(actor_ids=[1]), "ContinuousActionSpace needs a ContinuousActionMask"),
+        ("drive", GlobalContinuousActionMask(), "ContinuousActionSpace needs a ContinuousActionMask"),
+        ("boost", ContinuousActionMask(actor_ids=[1]), "GlobalContinuousActionSpace needs a GlobalContinuousActionMask"),
+        ("boost", GlobalCategoricalActionMask(), "GlobalContinuousActionSpace needs a GlobalContinuousActionMask"),
+    ],
+)
+def test_continuous_mask_of_the_wrong_class(name, mask, space):
+    obs = cont_obs()
+    obs.actions[name] = mask
+    with pytest.raises(TypeError, match=re.escape(f"actions['{name}'] is a {type(mask).__name__}; its {space}")):
+        check_cont(obs)
+
+
+def test_categorical_space_refuses_a_continuous_mask():
+    with pytest.raises(TypeError, match=re.escape("actions['move'] is a ContinuousActionMask; its CategoricalActionSpace "
+                                                  "needs a CategoricalActionMask")):
+        check(with_action("move", ContinuousActionMask(actor_ids=[1])))
+
+
+ROBOT_1, ROBOT_2 = "actor 0 (id 1, entity type 'Robot')", "actor 1 (id 2, entity type 'Robot')"
+CONT_MASK_CASES = [
+    ("low rows", ContinuousActionMask(actor_ids=[1, 2], low=np.zeros((1, 2))),
+     "actions['drive'].low has shape (1, 2); expected (n_actors, n_values) = (2, 2)"),
+    ("high width", ContinuousActionMask(actor_ids=[1, 2], high=np.ones((2, 3))),
+     "actions['drive'].high has shape (2, 3); expected (n_actors, n_values) = (2, 2)"),
+    ("1-d for one actor", ContinuousActionMask(actor_ids=[1], low=[0.0, 0.0]),
+     "actions['drive'].low has shape (2,); expected (n_actors, n_values) = (1, 2)"),
+    ("bounds without actors", ContinuousActionMask(actor_ids=[], low=[[0.0, 0.0]]),
+     "actions['drive'].low has shape (1, 2); expected (n_actors, n_values) = (0, 2)"),
+    ("ragged", ContinuousActionMask(actor_ids=[1, 2], low=[[0.0, 0.0], [0.0]]),
+     "actions['drive'].low could not be read as a float array"),
+    ("nan", ContinuousActionMask(actor_ids=[1, 2], low=[[0, 0], [0, np.nan]]),
+     f"actions['drive'].low[1, 1] ({ROBOT_2}, value 'gas' (dimension 1)) is nan; bounds must be finite"),
+    ("inf", ContinuousActionMask(actor_ids=[1, 2], high=[[np.inf, 1], [1, 1]]),
+     f"actions['drive'].high[0, 0] ({ROBOT_1}, value 'steer' (dimension 0)) is inf; bounds must be finite"),
+    ("widens low", ContinuousActionMask(actor_ids=[1, 2], low=[[-1.5, 0], [0, 0]]),
+     f"actions['drive'].low[0, 0] ({ROBOT_1}, value 'steer' (dimension 0)) is -1.5, below the space's low -1.0; "
+     "a mask narrows the space's bounds, never widens them"),
+    ("widens high", ContinuousActionMask(actor_ids=[1, 2], high=[[1, 2], [1, 2.5]]),
+     f"actions['drive'].high[1, 1] ({ROBOT_2}, value 'gas' (dimension 1)) is 2.5, above the space's high 2.0"),
+    ("beyond float32", ContinuousActionMask(actor_ids=[1, 2], high=[[1, 1e39], [1, 1]]),
+     f"actions['drive'].high[0, 1] ({ROBOT_1}, value 'gas' (dimension 1)) is 1e+39, above the space's high 2.0"),
+    ("crossed", ContinuousActionMask(actor_ids=[1, 2], low=[[0, 0], [0.5, 0]], high=[[1, 1], [0.25, 1]]),
+     f"actions['drive']: {ROBOT_2}, value 'steer' (dimension 0) has low 0.5 > high 0.25; expected low <= high"),
+    ("low above the space's high", ContinuousActionMask(actor_ids=[1, 2], low=[[0, 3], [0, 0]]),
+     f"actions['drive']: {ROBOT_1}, value 'gas' (dimension 1) has low 3.0 > high 2.0; expected low <= high "
+     "(a bound not given is the space's)"),
+    ("unknown actor", ContinuousActionMask(actor_ids=[1, 99]), "actions['drive'].actor_ids has unknown ids [99]"),
+    ("unknown actor type", ContinuousActionMask(actor_types=["Tank"]),
+     "actions['drive'].actor_types has 'Tank', which is not an entity type of ObsSpace.entities"),
+]
+
+
+@pytest.mark.parametrize("label, mask, message", CONT_MASK_CASES, ids=[c[0] for c in CONT_MASK_CASES])
+def test_continuous_mask_value_errors(label, mask, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        check_cont(cont_obs(mask))
+
+
+GLOBAL_CONT_MASK_CASES = [
+    ("too long", GlobalContinuousActionMask(low=[0.0, 0.0]),
+     "actions['boost'].low has shape (2,); expected (n_values,) = (1,) or (1, 1)"),
+    ("column", GlobalContinuousActionMask(high=np.ones((2, 1))),
+     "actions['boost'].high has shape (2, 1); expected (n_values,) = (1,) or (1, 1)"),
+    ("nan", GlobalContinuousActionMask(high=[np.nan]),
+     "actions['boost'].high[0] (the global actor, value '0' (dimension 0)) is nan; bounds must be finite"),
+    ("widens", GlobalContinuousActionMask(low=[[-0.25]]),
+     "actions['boost'].low[0] (the global actor, value '0' (dimension 0)) is -0.25, below the space's low 0.0"),
+    ("crossed", GlobalContinuousActionMask(low=[0.75], high=[0.5]),
+     "actions['boost']: the global actor, value '0' (dimension 0) has low 0.75 > high 0.5; expected low <= high"),
+]
+
+
+@pytest.mark.parametrize("label, mask, message", GLOBAL_CONT_MASK_CASES, ids=[c[0] for c in GLOBAL_CONT_MASK_CASES])
+def test_global_continuous_mask_value_errors(label, mask, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        check_cont(cont_obs(boost=mask))
+
+
+@pytest.mark.parametrize(
+    "mask, dtype",
+    [
+        (ContinuousActionMask(actor_ids=[1, 2], low=np.zeros((2, 2), np.bool_)), "bool"),
+        (ContinuousActionMask(actor_ids=[1, 2], high=[["a", "b"], ["c", "d"]]), "<U1"),
+    ],
+)
+def test_continuous_mask_of_non_float_dtype(mask, dtype):
+    side = "low" if mask.low is not None else "high"
+    with pytest.raises(TypeError, match=re.escape(f"actions['drive'].{side} has dtype {dtype}; expected float bounds")):
+        check_cont(cont_obs(mask))
+
+
+def test_continuous_mask_errors_name_the_entity_index_without_ids():
+    obs = cont_obs(ContinuousActionMask(actor_types=["Mine"], low=[[-2.0, 0.0]]))
+    obs.ids.pop("Mine")
+    with pytest.raises(ValueError, match=re.escape("actions['drive'].low[0, 0] (actor 0 (entity index 2, entity type "
+                                                   "'Mine', no id), value 'steer' (dimension 0)) is -2.0")):
+        check_cont(obs)
+
+
+class ContScripted(Scripted):
+    """``Scripted`` with the continuous spaces (``mutate`` changes them after they are built)."""
+
+    def __init__(self, observations, mutate=None):
+        super().__init__(observations)
+        self.spaces = {"drive": ContinuousActionSpace(low=[-1, 0], high=[1, 2], names=["steer", "gas"]),
+                       "boost": GlobalContinuousActionSpace(low=0, high=1)}
+        if mutate is not None:
+            mutate(self.spaces)
+
+    def action_space(self):
+        return self.spaces
+
+
+def _set(name, attr, value):
+    def mutate(spaces):
+        setattr(spaces[name], attr, value)
+    return mutate
+
+
+def _set_item(name, attr, index, value):
+    def mutate(spaces):
+        getattr(spaces[name], attr)[index] = value
+    return mutate
+
+
+@pytest.mark.parametrize(
+    "mutate, error, message",
+    [
+        (_set_item("drive", "low", 0, np.nan), ValueError,
+         "['drive'] (ContinuousActionSpace): value 'steer' (dimension 0) has bounds [nan, 1.0]; expected finite"),
+        (_set("boost", "high", np.array([np.inf])), ValueError,
+         "['boost'] (GlobalContinuousActionSpace): value '0' (dimension 0) has bounds [0.0, inf]; expected finite"),
+        (_set("boost", "high", [1e39]), ValueError,
+         "['boost'] (GlobalContinuousActionSpace): value '0' (dimension 0) has bounds [0.0, 1e+39]; expected finite"),
+        (_set_item("drive", "low", 1, 5.0), ValueError,
+         "['drive'] (ContinuousActionSpace): value 'gas' (dimension 1) has low 5.0 > high 2.0; expected low <= high"),
+        (_set("drive", "high", np.zeros(3, np.float32)), ValueError,
+         "['drive'] (ContinuousActionSpace): low has shape (2,) and high (3,); expected (2,), one bound per value "
+         "['steer', 'gas']"),
+        (_set("drive", "low", ["a", "b"]), TypeError,
+         "['drive'] (ContinuousActionSpace): low and high could not be read as numbers"),
+    ],
+    ids=["nan", "inf", "beyond float32", "crossed", "count", "not numbers"],
+)
+def test_validating_env_refuses_continuous_spaces_changed_after_construction(mutate, error, message):
+    with pytest.raises(error, match=re.escape(f"ContScripted.action_space(){message}")):
+        ValidatingEnv(ContScripted([], mutate))
+
+
+NARROW = ContinuousActionMask(actor_ids=[1, 2], low=[[-0.5, 0.0], [0.5, 0.0]], high=[[0.5, 2.0], [1.0, 2.0]])
+
+
+def drive(values, actors=(1, 2), names=("steer", "gas")):
+    return ContinuousAction(actors=list(actors), values=values, names=list(names))
+
+
+def boost(value, dtype=np.float32):
+    return GlobalContinuousAction(values=np.array([value], dtype), names=["0"])
+
+
+def test_validating_env_passes_continuous_actions_within_bounds():
+    inner = ContScripted([cont_obs(NARROW), cont_obs(ids=()), cont_obs()])
+    env = ValidatingEnv(inner)
+    env.reset()
+    permuted = drive(np.array([[0.75, 2.0], [-0.5, 0.0]], np.float32), actors=[2, 1])  # each in its own bounds
+    env.act({"drive": permuted, "boost": boost(1.0)})
+    env.act({"drive": drive(np.zeros((0, 2), np.float32), actors=[])})  # an empty action for no actors is fine
+    assert inner.received[0]["drive"] is permuted and len(inner.received) == 2
+    with pytest.raises(ValueError, match=re.escape("actions['drive'] is taken by actors []; the observation's actors "
+                                                   "are [1, 2]")):
+        env.act({"drive": drive(np.zeros((0, 2), np.float32), actors=[])})  # but not for actors 1 and 2
+
+
+CONT_ACTION_CASES = [
+    ("float64", {"drive": drive(np.zeros((2, 2)))}, TypeError,
+     "actions['drive'].values has dtype float64; expected float32 (use .astype(np.float32))"),
+    ("int", {"drive": drive(np.zeros((2, 2), np.int64))}, TypeError, "actions['drive'].values has dtype int64"),
+    ("list", {"drive": drive([[0.0, 0.0], [0.0, 0.0]])}, TypeError,
+     "actions['drive'].values is a list; expected a float32 numpy array (n_actors, n_values) = (2, 2)"),
+    ("global float64", {"boost": boost(0.5, np.float64)}, TypeError, "actions['boost'].values has dtype float64"),
+    ("wrong class", {"drive": CategoricalAction([1, 2], np.array([0, 1]), ["a", "b"])}, TypeError,
+     "actions['drive'] is a CategoricalAction; expected a ContinuousAction"),
+    ("global wrong class", {"boost": drive(np.zeros((1, 1), np.float32), actors=[1], names=["0"])}, TypeError,
+     "actions['boost'] is a ContinuousAction; expected a GlobalContinuousAction"),
+    ("width", {"drive": drive(np.zeros((2, 3), np.float32))}, ValueError,
+     "actions['drive'].values has shape (2, 3); expected (n_actors, n_values) = (2, 2): a row per actor, a column "
+     "per value ['steer', 'gas']"),
+    ("rows", {"drive": drive(np.zeros((1, 2), np.float32))}, ValueError,
+     "actions['drive'].values has shape (1, 2); expected (n_actors, n_values) = (2, 2)"),
+    ("global 2-d", {"boost": GlobalContinuousAction(np.zeros((1, 1), np.float32), ["0"])}, ValueError,
+     "actions['boost'].values has shape (1, 1); expected (n_values,) = (1,): one per value ['0']"),
+    ("names", {"drive": drive(np.zeros((2, 2), np.float32), names=["gas", "steer"])}, ValueError,
+     "actions['drive'].names is ['gas', 'steer']; expected the space's value names ['steer', 'gas']"),
+    ("nan", {"drive": drive(np.array([[0, 0], [0, np.nan]], np.float32))}, ValueError,
+     "actions['drive']: actor 1 (id 2), value 'gas' (dimension 1) is nan; expected a finite value in [0.0, 2.0]"),
+    ("outside the space", {"drive": drive(np.array([[0, 0], [0, 2.5]], np.float32))}, ValueError,
+     "actions['drive']: actor 1 (id 2), value 'gas' (dimension 1) is 2.5, outside its bounds [0.0, 2.0] "
+     "(the action space's)"),
+    ("outside the mask", {"drive": drive(np.array([[0.75, 0], [0.75, 0]], np.float32))}, ValueError,
+     "actions['drive']: actor 0 (id 1, entity type 'Robot'), value 'steer' (dimension 0) is 0.75, outside its bounds "
+     "[-0.5, 0.5] (the observation's mask)"),
+    ("outside the mask, permuted", {"drive": drive(np.array([[0.0, 0], [0.0, 0]], np.float32), actors=[2, 1])},
+     ValueError, "actions['drive']: actor 0 (id 2, entity type 'Robot'), value 'steer' (dimension 0) is 0.0, "
+     "outside its bounds [0.5, 1.0] (the observation's mask)"),
+    ("other actors", {"drive": drive(np.zeros((2, 2), np.float32), actors=[1, 10])}, ValueError,
+     "actions['drive'] is taken by actors [1, 10]; the observation's actors are [1, 2]"),
+    ("global outside the mask", {"boost": boost(0.75)}, ValueError,
+     "actions['boost']: the global actor, value '0' (dimension 0) is 0.75, outside its bounds [0.25, 0.5] "
+     "(the observation's mask)"),
+    ("global outside the space", {"boost": boost(-0.5)}, ValueError,
+     "actions['boost']: the global actor, value '0' (dimension 0) is -0.5, outside its bounds [0.0, 1.0] "
+     "(the action space's)"),
+]
+
+
+@pytest.mark.parametrize("label, actions, error, message", CONT_ACTION_CASES, ids=[c[0] for c in CONT_ACTION_CASES])
+def test_validating_env_checks_continuous_actions(label, actions, error, message):
+    obs = cont_obs(NARROW, boost=GlobalContinuousActionMask(low=[0.25], high=[0.5]))
+    inner = ContScripted([obs, cont_obs()])
+    env = ValidatingEnv(inner)
+    env.reset()
+    with pytest.raises(error, match=re.escape(f"ContScripted.act(): {message}")):
+        env.act(actions)
+    assert inner.received == []
+
+
+def test_validating_env_refuses_continuous_actions_for_no_actors():
+    env = ValidatingEnv(ContScripted([cont_obs(ContinuousActionMask(actor_ids=[])), cont_obs()]))
+    env.reset()
+    with pytest.raises(ValueError, match=re.escape("ContScripted.act(): actions['drive'] acts, but the observation "
+                                                   "has no actors for 'drive'")):
+        env.act({"drive": drive(np.zeros((1, 2), np.float32), actors=[1])})
+
+
+def test_checked_choices_of_continuous_actions_are_float32_in_the_mask_order():
+    obs = cont_obs(NARROW)
+    values = np.array([[0.75, 2.0], [-0.5, 0.0]], np.float32)  # actors 2, 1
+    choices = checked_choices(obs, OBS_SPACE, CONT_SPACE, {"drive": drive(values, actors=[2, 1]), "boost": boost(0.5)})
+    assert choices["drive"].dtype == np.float32 and choices["boost"].dtype == np.float32
+    np.testing.assert_array_equal(choices["drive"], values[[1, 0]])  # [n_actors, n_values], actors 1, 2
+    np.testing.assert_array_equal(choices["boost"], [[0.5]])  # [1, n_values]
+    none = checked_choices(cont_obs(ContinuousActionMask(actor_ids=[]), boost=None), OBS_SPACE,
+                           {"drive": CONT_SPACE["drive"]}, {})
+    assert none["drive"].shape == (0, 2) and none["drive"].dtype == np.float32
+    with pytest.raises(ValueError, match=re.escape("seat 'b': actions['drive'] is missing; the observation has 2 actor(s)")):
+        checked_choices(obs, OBS_SPACE, CONT_SPACE, {"boost": boost(0.5)}, "seat 'b'")
+
+
+class Duel(MultiAgentEnvironment):
+    """Two seats, each steering its robots with ``CONT_SPACE``; ``mutate`` changes the spaces."""
+
+    def __init__(self, mutate=None):
+        self.spaces = ContScripted([], mutate).spaces
+        self.received = []
+
+    def seats(self):
+        return ["a", "b"]
+
+    def obs_space(self):
+        return OBS_SPACE
+
+    def action_space(self):
+        return self.spaces
+
+    def reset(self):
+        return {"a": cont_obs(NARROW), "b": cont_obs(ids=[3])}
+
+    def act(self, actions):
+        self.received.append(actions)
+        return self.reset()
+
+
+def test_validating_game_checks_each_seats_continuous_actions():
+    env = ValidatingEnv(Duel())
+    assert isinstance(env, ValidatingMultiAgentEnv)
+    env.reset()
+    good = {"a": {"drive": drive(np.array([[0.0, 1.0], [0.75, 1.0]], np.float32)), "boost": boost(0.5)},
+            "b": {"drive": drive(np.array([[1.0, 2.0]], np.float32), actors=[3]), "boost": boost(0.0)}}
+    env.act(good)
+    bad = {"a": good["a"], "b": {"drive": drive(np.array([[1.0, 2.5]], np.float32), actors=[3]), "boost": boost(0.0)}}
+    with pytest.raises(ValueError, match=re.escape("Duel.act(): seat 'b': actions['drive']: actor 0 (id 3), value 'gas' "
+                                                   "(dimension 1) is 2.5, outside its bounds [0.0, 2.0]")):
+        env.act(bad)
+    assert len(env.env.received) == 1
+    with pytest.raises(ValueError, match=re.escape("Duel.action_space()['drive'] (ContinuousActionSpace): value 'gas' "
+                                                   "(dimension 1) has low 5.0 > high 2.0")):
+        ValidatingEnv(Duel(_set_item("drive", "low", 1, 5.0)))
