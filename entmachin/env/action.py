@@ -62,9 +62,22 @@ class _Bounds:
     high: npt.NDArray[np.float32]
 
     def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Checks (and normalises to float32 arrays) the names and bounds; ``ValidatingEnv`` calls it
+        again, for bounds changed after the space was built.
+
+        Raises:
+            ValueError: bounds not one per value, not finite in float32, or ``low > high``, naming
+                the value and its dimension.
+        """
         owner = type(self).__name__
-        low = np.asarray(self.low, dtype=np.float64)
-        high = np.asarray(self.high, dtype=np.float64)
+        try:
+            low = np.asarray(self.low, dtype=np.float64)
+            high = np.asarray(self.high, dtype=np.float64)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{owner}: low and high must be numbers ({e})") from None
         if low.ndim > 1 or high.ndim > 1:
             raise ValueError(f"{owner}: low and high must be numbers or 1-d sequences, got shapes "
                              f"{low.shape} and {high.shape}")

@@ -571,18 +571,19 @@ def _set_item(name, attr, index, value):
     "mutate, error, message",
     [
         (_set_item("drive", "low", 0, np.nan), ValueError,
-         "['drive'] (ContinuousActionSpace): value 'steer' (dimension 0) has bounds [nan, 1.0]; expected finite"),
+         "['drive']: ContinuousActionSpace: value 'steer' (dimension 0) has bounds [nan, 1.0]; both must be finite"),
         (_set("boost", "high", np.array([np.inf])), ValueError,
-         "['boost'] (GlobalContinuousActionSpace): value '0' (dimension 0) has bounds [0.0, inf]; expected finite"),
+         "['boost']: GlobalContinuousActionSpace: value '0' (dimension 0) has bounds [0.0, inf]; both must be finite"),
         (_set("boost", "high", [1e39]), ValueError,
-         "['boost'] (GlobalContinuousActionSpace): value '0' (dimension 0) has bounds [0.0, 1e+39]; expected finite"),
+         "['boost']: GlobalContinuousActionSpace: value '0' (dimension 0) has bounds [0.0, 1e+39]; both must be "
+         "finite (and within float32's range"),
         (_set_item("drive", "low", 1, 5.0), ValueError,
-         "['drive'] (ContinuousActionSpace): value 'gas' (dimension 1) has low 5.0 > high 2.0; expected low <= high"),
+         "['drive']: ContinuousActionSpace: value 'gas' (dimension 1) has low 5.0 > high 2.0 (were the bounds changed "
+         "after the space was built?)"),
         (_set("drive", "high", np.zeros(3, np.float32)), ValueError,
-         "['drive'] (ContinuousActionSpace): low has shape (2,) and high (3,); expected (2,), one bound per value "
-         "['steer', 'gas']"),
-        (_set("drive", "low", ["a", "b"]), TypeError,
-         "['drive'] (ContinuousActionSpace): low and high could not be read as numbers"),
+         "['drive']: ContinuousActionSpace: low has 2 values and high 3; expected one per value (2, the names)"),
+        (_set("drive", "low", ["a", "b"]), ValueError,
+         "['drive']: ContinuousActionSpace: low and high must be numbers"),
     ],
     ids=["nan", "inf", "beyond float32", "crossed", "count", "not numbers"],
 )
@@ -726,6 +727,6 @@ def test_validating_game_checks_each_seats_continuous_actions():
                                                    "(dimension 1) is 2.5, outside its bounds [0.0, 2.0]")):
         env.act(bad)
     assert len(env.env.received) == 1
-    with pytest.raises(ValueError, match=re.escape("Duel.action_space()['drive'] (ContinuousActionSpace): value 'gas' "
+    with pytest.raises(ValueError, match=re.escape("Duel.action_space()['drive']: ContinuousActionSpace: value 'gas' "
                                                    "(dimension 1) has low 5.0 > high 2.0")):
         ValidatingEnv(Duel(_set_item("drive", "low", 1, 5.0)))
