@@ -10,15 +10,19 @@ Example:
     >>> while not obs.done:
     ...     obs = env.act(policy.act(obs))           # the most likely action of every actor
     >>> policy.act(obs, deterministic=False, rng=np.random.default_rng(0))   # sampled
+
+Continuous actions: the graph gives each actor's distribution parameters and deterministic
+value (``point/<a>``); sampling draws from those parameters here, in numpy, within each actor's
+bounds (``entmachin.model.continuous`` is the same rule in torch).
 """
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
-from entmachin.env.action import Action, GlobalCategoricalActionSpace, SelectEntityActionSpace
+from entmachin.env.action import CONTINUOUS_SPACES, GLOBAL_SPACES, Action, SelectEntityActionSpace
 from entmachin.env.batch import batch_obs
 from entmachin.env.canonical import to_state
 from entmachin.env.common import GLOBAL_ENTITY
@@ -27,14 +31,17 @@ from entmachin.env.episodes import EvalResult, run_episodes
 from entmachin.env.environment import Observation
 from entmachin.env.spaces import spaces_from_record
 from entmachin.env.validator import validate_observation
-from entmachin.env.vec_env import VecCategoricalActionMask, VecObs, VecSelectEntityActionMask
-from entmachin.ragged.array import RaggedArrayI64
+from entmachin.env.vec_env import VecCategoricalActionMask, VecContinuousActionMask, VecObs, VecSelectEntityActionMask
+from entmachin.ragged.array import RaggedArray
 from entmachin.ragged.arrays import ragged_from_arrays
 
 __all__ = ["FORMAT", "OnnxPolicy", "PolicyFileError"]
 
 #: ``entmachin.format`` in an exported file's metadata.
 FORMAT = "entmachin-policy/1"
+#: A continuous action's distributions (``entmachin.continuous`` in the metadata) and the graph
+#: outputs holding their parameters (``RogueNetConfig.continuous`` names the same two).
+DISTRIBUTIONS = {"beta": ("alpha", "beta"), "squashed_gaussian": ("mean", "log_std")}
 
 
 class PolicyFileError(ValueError):
@@ -53,6 +60,7 @@ class OnnxPolicy:
     Attributes:
         obs_space / action_space: the spaces the policy was trained on (None for dense models).
         kind: ``"rogue-net policy"``, ``"rogue-net q"``, ``"mlp policy"`` or ``"mlp q"``.
+        continuous: continuous action name -> its distribution, ``"beta"`` or ``"squashed_gaussian"``.
         metadata: every ``entmachin.*`` entry of the file's metadata, JSON decoded.
 
     Raises:
@@ -93,6 +101,13 @@ class OnnxPolicy:
         self.obs_space, self.action_space = None, None
         if "spaces" in self.metadata:
             self.obs_space, self.action_space = spaces_from_record(self.metadata["spaces"], f"{self.path} metadata")
+        self.continuous: Dict[str, str] = dict(self.metadata.get("continuous") or {})
+        for name, space in (self.action_space or {}).items():
+            if isinstance(space, CONTINUOUS_SPACES) and self.continuous.get(name) not in DISTRIBUTIONS:
+                raise PolicyFileError(
+                    f"{self.path}: continuous action {name!r} has distribution {self.continuous.get(name)!r} in "
+                    f"the metadata's entmachin.continuous; expected one of {list(DISTRIBUTIONS)} (export it again "
+                    "with this version)")
         self._values = "q" if self.kind.endswith(" q") else "probs"
         self._outputs = [o.name for o in self.session.get_outputs()]
         self._rng = np.random.default_rng()
@@ -108,8 +123,13 @@ class OnnxPolicy:
 
         Args:
             observation: one environment's (or one seat's) observation.
-            deterministic: each actor's most likely choice; False samples, with uniform noise
-                from ``rng`` (default: this policy's own generator).
+            deterministic: each actor's most likely choice (continuous: ``point/<a>``, the
+                distribution's mean within the bounds); False samples, drawing from ``rng``
+                (default: this policy's own generator).
+
+        Returns:
+            action name -> ``CategoricalAction``, ``SelectEntityAction``, ``GlobalCategoricalAction``,
+            ``ContinuousAction`` or ``GlobalContinuousAction`` (float32 values within each actor's bounds).
 
         Raises:
             TypeError / ValueError: an observation that does not fit the stored spaces (an
@@ -125,10 +145,11 @@ class OnnxPolicy:
         return to_env_actions(self.obs_space, self.action_space, choices, observation, probs)
 
     def act_batch(self, vec_obs: VecObs, deterministic: bool = True,
-                  rng: Optional[np.random.Generator] = None) -> Dict[str, RaggedArrayI64]:
+                  rng: Optional[np.random.Generator] = None) -> Dict[str, RaggedArray]:
         """The actions of a batch of observations, as ``VecEnv.act`` takes them:
         action name -> int64 ragged ``[n_actors, 1]`` (select-entity: positions in the row's
-        actee list).
+        actee list; continuous: float32 ragged ``[n_actors, n_values]``, within each actor's
+        bounds).
 
         Raises:
             TypeError / ValueError: a batch that does not fit the stored spaces, named.
@@ -136,19 +157,28 @@ class OnnxPolicy:
         self._entity_policy("act_batch")
         self._check_vec(vec_obs)
         lengths = {name: vec_obs.action_masks[name].actors.size1() for name in self.action_space}
-        return {name: ragged_from_arrays(chosen.reshape(-1, 1), lengths[name])
-                for name, (chosen, _) in self._run_vec(vec_obs, deterministic, rng).items()}
+        out = {}
+        for name, (chosen, _) in self._run_vec(vec_obs, deterministic, rng).items():
+            if isinstance(self.action_space[name], CONTINUOUS_SPACES):
+                out[name] = ragged_from_arrays(chosen, lengths[name], np.float32)  # [n_actors, n_values]
+            else:
+                out[name] = ragged_from_arrays(chosen.reshape(-1, 1), lengths[name])  # [n_actors, 1]
+        return out
 
     def outputs(self, vec_obs: VecObs, noise: Optional[Mapping[str, np.ndarray]] = None) -> Dict[str, np.ndarray]:
         """Every output of the graph for a batch (``probs/<a>`` or ``q/<a>``, ``argmax/<a>``,
-        ``sample/<a>``, ``counts/<a>``), with the given uniform noise per action (default 0)."""
+        ``sample/<a>``, ``counts/<a>``; continuous: ``point/<a>`` and the parameters, ``alpha/<a>``
+        and ``beta/<a>`` or ``mean/<a>`` and ``log_std/<a>``), with the given uniform noise per
+        discrete action (default 0)."""
         self._entity_policy("outputs")
         self._check_vec(vec_obs)
         feeds = self.feeds(vec_obs, noise)
         return dict(zip(self._outputs, self.session.run(self._outputs, feeds)))
 
     def feeds(self, vec_obs: VecObs, noise: Optional[Mapping[str, np.ndarray]] = None) -> Dict[str, np.ndarray]:
-        """The graph's inputs for a batch, named as README "Export" lists them."""
+        """The graph's inputs for a batch, named as README "Shipping a policy (ONNX)" lists them
+        (a continuous action's ``low/<a>`` and ``high/<a>``: each actor's bounds, the space's where
+        the batch does not narrow them)."""
         state = to_state(vec_obs, self.action_space)
         entities, visible = state["entities"], state.get("visible", {})
         feeds: Dict[str, np.ndarray] = {}
@@ -165,8 +195,12 @@ class OnnxPolicy:
             actors = mask["actors"]
             feeds[f"actor_lengths/{name}"] = actors.size1().astype(np.int64)
             n_actors = actors.items()
-            if not isinstance(space, GlobalCategoricalActionSpace):
+            if not isinstance(space, GLOBAL_SPACES):
                 feeds[f"actors/{name}"] = actors.as_array().reshape(-1)
+            if isinstance(space, CONTINUOUS_SPACES):
+                for side in ("low", "high"):  # to_state fills in the space's bounds
+                    feeds[f"{side}/{name}"] = mask[side].as_array().reshape(n_actors, len(space))
+                continue
             if isinstance(space, SelectEntityActionSpace):
                 feeds[f"actees/{name}"] = mask["actees"].as_array().reshape(-1)
                 feeds[f"actee_lengths/{name}"] = mask["actees"].size1().astype(np.int64)
@@ -179,22 +213,65 @@ class OnnxPolicy:
         return feeds
 
     def _run_vec(self, vec: VecObs, deterministic: bool, rng: Optional[np.random.Generator]) -> Dict[str, Any]:
-        """action name -> (int64 choices ``[n_actors]``, the probabilities or Q-values per actor)."""
+        """action name -> (int64 choices ``[n_actors]``, the probabilities or Q-values per actor), or
+        for a continuous action (float32 values ``[n_actors, n_values]``, None)."""
         noise = None
+        rng = rng if rng is not None else self._rng
         if not deterministic:
-            rng = rng if rng is not None else self._rng
             noise = {name: rng.random(vec.action_masks[name].actors.items(), dtype=np.float32)
-                     for name in self.action_space}
-        out = dict(zip(self._outputs, self.session.run(self._outputs, self.feeds(vec, noise))))
+                     for name, space in self.action_space.items() if not isinstance(space, CONTINUOUS_SPACES)}
+        feeds = self.feeds(vec, noise)
+        out = dict(zip(self._outputs, self.session.run(self._outputs, feeds)))
         pick = "argmax" if deterministic else "sample"
-        result = {}
+        result: Dict[str, Tuple[np.ndarray, Optional[np.ndarray]]] = {}
         for name, space in self.action_space.items():
+            if isinstance(space, CONTINUOUS_SPACES):
+                values = out[f"point/{name}"] if deterministic else \
+                    self._sample(name, out, feeds[f"low/{name}"], feeds[f"high/{name}"], rng)
+                result[name] = (values, None)
+                continue
             values = out[f"{self._values}/{name}"]
             if isinstance(space, SelectEntityActionSpace):
                 counts = out[f"counts/{name}"]
                 values = values.reshape(len(counts), -1) if len(counts) and len(set(counts.tolist())) == 1 else values
             result[name] = (out[f"{pick}/{name}"], values)
         return result
+
+    def _sample(self, name: str, out: Mapping[str, np.ndarray], low: np.ndarray, high: np.ndarray,
+                rng: np.random.Generator) -> np.ndarray:
+        """Values drawn from action ``name``'s distribution, within ``[low, high]``, as
+        ``entmachin.model.continuous.bounded`` samples them.
+
+        Shape:
+            low, high and the graph's parameters: float32 ``[n_actors, n_values]``; returns float32
+            ``[n_actors, n_values]``.
+        """
+        first, second = (out[f"{p}/{name}"].astype(np.float64) for p in DISTRIBUTIONS[self.continuous[name]])
+        if self.continuous[name] == "beta":
+            unit = rng.beta(first, second)  # [n_actors, n_values] in [0, 1]
+        else:  # mean and log std of the Gaussian before tanh
+            unit = (np.tanh(first + np.exp(second) * rng.standard_normal(first.shape)) + 1.0) * 0.5
+        values = (low + unit * (high.astype(np.float64) - low)).astype(np.float32)
+        return np.minimum(np.maximum(values, low), high)  # rounding never leaves the bounds
+
+    def _check_bounds(self, vec: VecObs, where: str) -> None:
+        """Each continuous mask's bounds: ordered and within the space's (a mask narrows, never widens).
+
+        Raises:
+            ValueError: naming the action, the value and the bounds.
+        """
+        for name, space in self.action_space.items():
+            mask = vec.action_masks.get(name)
+            if not isinstance(space, CONTINUOUS_SPACES) or not isinstance(mask, VecContinuousActionMask) \
+                    or mask.low is None:
+                continue
+            low, high = mask.bounds(space)  # [n_actors, n_values] each
+            bad = ~((space.low <= low) & (low <= high) & (high <= space.high))  # NaN too
+            if bad.any():
+                k, j = (int(i[0]) for i in np.nonzero(bad))
+                raise ValueError(f"{where}: action {name!r}, actor {k}, value {space.names[j]!r}: bounds "
+                                 f"[{low[k, j]}, {high[k, j]}] are not ordered within the space's "
+                                 f"[{space.low[j]}, {space.high[j]}]")
 
     def _entity_policy(self, method: str) -> None:
         if self.obs_space is None:
@@ -221,16 +298,25 @@ class OnnxPolicy:
             space = self.action_space.get(name)
             if space is None:
                 raise ValueError(f"{where}: unknown action {name!r}; the policy has {list(self.action_space)}")
-            if isinstance(space, SelectEntityActionSpace) != isinstance(mask, VecSelectEntityActionMask):
+            expected = VecSelectEntityActionMask if isinstance(space, SelectEntityActionSpace) else \
+                VecContinuousActionMask if isinstance(space, CONTINUOUS_SPACES) else VecCategoricalActionMask
+            if not isinstance(mask, expected):
                 raise ValueError(f"{where}: action {name!r} has a {type(mask).__name__}; the policy's action is "
-                                 f"a {type(space).__name__}")
+                                 f"a {type(space).__name__}, whose mask is a {expected.__name__}")
             if isinstance(mask, VecCategoricalActionMask) and mask.mask is not None \
                     and mask.mask.size2() != len(space.index_to_label):
                 raise ValueError(f"{where}: the mask of action {name!r} has {mask.mask.size2()} choices per actor; "
                                  f"the policy's action has {len(space.index_to_label)}")
+            if isinstance(mask, VecContinuousActionMask):
+                for side in ("low", "high"):
+                    bounds = getattr(mask, side)
+                    if bounds is not None and bounds.size2() != len(space):
+                        raise ValueError(f"{where}: the {side} bounds of action {name!r} have {bounds.size2()} values "
+                                         f"per actor; the policy's action has {len(space)} ({space.names})")
         missing = [name for name in self.action_space if name not in vec.action_masks]
         if missing:
             raise ValueError(f"{where}: no mask for action {missing[0]!r}")
+        self._check_bounds(vec, where)
 
     def evaluate(self, make_env: Any, episodes: int, deterministic: bool = True, seed: Optional[int] = None, *,
                  num_envs: int = 16, max_steps: int = 10_000, check_finite: bool = True,

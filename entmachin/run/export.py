@@ -17,11 +17,18 @@ actors of an action, ``E`` actees, ``P`` actor x actee pairs):
   of the first type, then the second, ...; not for global actions, whose actor is the observation
   itself), ``mask/<a>`` bool ``[A, C]`` (categorical and global), ``actees/<a>`` int64 ``[E]``,
   ``actee_lengths/<a>`` int64 ``[B]`` and ``actee_mask/<a>`` bool ``[P]`` (select-entity, row-major
-  actor x actee per observation), and ``noise/<a>`` float32 ``[A]`` uniform in ``[0, 1)``.
+  actor x actee per observation), and ``noise/<a>`` float32 ``[A]`` uniform in ``[0, 1)``; a
+  continuous action (``V`` values) has ``low/<a>`` and ``high/<a>`` float32 ``[A, V]``, each
+  actor's bounds, instead of a mask and noise.
 * outputs per action: ``probs/<a>`` (a policy) or ``q/<a>`` (a Q-network) float32 ``[A, C]``, or
   flat ``[P]`` with ``counts/<a>`` int64 ``[A]`` for select-entity actions; ``argmax/<a>`` int64
   ``[A]``, the most likely (greatest-valued) allowed choice; ``sample/<a>`` int64 ``[A]``, the
   choice the noise draws by inverse CDF (``inverse_cdf_sample``; a Q-network's is its argmax).
+  A continuous action gives its distribution's parameters, ``alpha/<a>`` and ``beta/<a>`` (Beta)
+  or ``mean/<a>`` and ``log_std/<a>`` (squashed Gaussian, ``log_std`` clamped as the head clamps
+  it), and ``point/<a>``, the deterministic value (``continuous.deterministic_point``), each
+  float32 ``[A, V]``; the metadata's ``entmachin.continuous`` names each one's distribution, and
+  ``entmachin.deploy`` samples from the parameters in numpy.
 """
 from __future__ import annotations
 
@@ -39,9 +46,11 @@ from torch import nn
 
 import entmachin
 from entmachin.deploy import FORMAT
-from entmachin.env import GlobalCategoricalActionSpace, ObsSpace, SelectEntityActionSpace
+from entmachin.env import ObsSpace, SelectEntityActionSpace
+from entmachin.env.action import CONTINUOUS_SPACES, GLOBAL_SPACES
 from entmachin.env.spaces import spaces_record
 from entmachin.model.attention import RaggedPool
+from entmachin.model.continuous import LOG_STD_MAX, LOG_STD_MIN, ContinuousHead
 from entmachin.model.embedding import FeaturelessEmbedding
 from entmachin.model.heads import CategoricalQHead
 from entmachin.model.input_norm import InputNorm
@@ -207,8 +216,13 @@ class _RogueNetGraph:
         for name, space in self.net.action_space.items():
             n = f"n_actors/{name}"
             entry = {"actor_lengths": g.input(f"actor_lengths/{name}", _I64, ["n_obs"])}
-            if not isinstance(space, GlobalCategoricalActionSpace):
+            if not isinstance(space, GLOBAL_SPACES):
                 entry["actors"] = g.input(f"actors/{name}", _I64, [n])
+            if isinstance(space, CONTINUOUS_SPACES):  # each actor's bounds; sampling happens outside
+                entry["low"] = g.input(f"low/{name}", _F32, [n, len(space)])
+                entry["high"] = g.input(f"high/{name}", _F32, [n, len(space)])
+                out[name] = entry
+                continue
             if isinstance(space, SelectEntityActionSpace):
                 entry["actees"] = g.input(f"actees/{name}", _I64, [f"n_actees/{name}"])
                 entry["actee_lengths"] = g.input(f"actee_lengths/{name}", _I64, ["n_obs"])
@@ -411,13 +425,16 @@ class _RogueNetGraph:
         head = net.q_heads[k] if self.q else net.heads[k]
         space = net.action_space[name]
         actor_lengths = inputs["actor_lengths"]
-        n_actors = g.dim(inputs["noise"], 0)
+        n_actors = g.dim(inputs["low" if isinstance(head, ContinuousHead) else "noise"], 0)
         actor_rows = _Rows(g, actor_lengths, n_actors).row  # [A]
-        if isinstance(space, GlobalCategoricalActionSpace):
+        if isinstance(space, GLOBAL_SPACES):
             within = g.op("Sub", g.op("Gather", self.total, actor_rows), g.const(1, np.int64))  # the __global__ token
         else:
             within = inputs["actors"]
         actor_x = g.op("Gather", self.flat, g.op("Add", g.op("Mul", actor_rows, self.width), within))  # [A, d]
+        if isinstance(head, ContinuousHead):
+            _continuous(g, name, head, actor_x, inputs["low"], inputs["high"])
+            return
         if isinstance(space, SelectEntityActionSpace):
             values, allowed, in_range = self._select_scores(head, name, inputs, actor_rows, actor_x)
             if self.q and head.value is not None:
@@ -480,6 +497,41 @@ def _dueling(g: Any, advantage: str, value: str, allowed: str) -> str:
     kept = g.op("Where", allowed, advantage, g.const(np.float32(0.0)))
     mean = g.op("Div", g.op("ReduceSum", kept, g.const([1], np.int64), keepdims=1), n_allowed)
     return g.op("Sub", g.op("Add", value, advantage), mean)
+
+
+def _softplus(g: Any, x: str) -> str:
+    """``F.softplus``, as ``max(x, 0) + log(1 + exp(-|x|))``: finite for any ``x`` in every runtime."""
+    tail = g.op("Log", g.op("Add", g.op("Exp", g.op("Neg", g.op("Abs", x))), g.const(np.float32(1.0))))
+    return g.op("Add", g.op("Relu", x), tail)
+
+
+def _continuous(g: Any, name: str, head: ContinuousHead, actor_x: str, low: str, high: str) -> None:
+    """``ContinuousHead``: the distribution's parameters and ``deterministic_point`` (``V`` values).
+
+    Shape:
+        actor_x: ``[A, d]``; low, high: ``[A, V]``; outputs ``alpha/<a>``, ``beta/<a>`` (Beta) or
+        ``mean/<a>``, ``log_std/<a>`` (squashed Gaussian) and ``point/<a>``, ``[A, V]`` each.
+    """
+    n = head.n_values
+    params = _linear(g, actor_x, head.proj, f"{name}.proj")  # [A, 2V]
+    halves = [g.op("Slice", params, g.const([start], np.int64), g.const([start + n], np.int64),
+                   g.const([1], np.int64)) for start in (0, n)]  # [A, V] each
+    one = g.const(np.float32(1.0))
+    if head.distribution == "beta":
+        alpha, beta = (g.op("Add", one, _softplus(g, half)) for half in halves)  # [A, V] each, > 1
+        unit = g.op("Div", alpha, g.op("Add", alpha, beta))  # the Beta's mean, in (0, 1)
+        parameters = {"alpha": alpha, "beta": beta}
+    else:
+        mean = halves[0]
+        log_std = g.op("Clip", halves[1], g.const(np.float32(LOG_STD_MIN)), g.const(np.float32(LOG_STD_MAX)))
+        unit = g.op("Mul", g.op("Add", g.op("Tanh", mean), one), g.const(np.float32(0.5)))  # the squashed mean
+        parameters = {"mean": mean, "log_std": log_std}
+    point = g.op("Add", low, g.op("Mul", unit, g.op("Sub", high, low)))  # [A, V]
+    point = g.op("Min", g.op("Max", point, low), high)
+    shape = [f"n_actors/{name}", n]
+    for label, value in parameters.items():
+        g.output(value, f"{label}/{name}", _F32, shape)
+    g.output(point, f"point/{name}", _F32, shape)
 
 
 def _inverse_cdf(g: Any, probs: str, allowed: str, noise: str) -> str:
@@ -580,6 +632,10 @@ def export_policy(model: Any, path: str, *, q_values: Optional[bool] = None,
     if kind.startswith("rogue-net"):
         _RogueNetGraph(g, net, q=kind.endswith("q")).build()
         props: Dict[str, Any] = {"spaces": spaces_record(net.obs_space, net.action_space)}
+        continuous = {name: head.distribution for name, head in zip(net.action_names, net.heads)
+                      if isinstance(head, ContinuousHead)}
+        if continuous:  # how deploy samples each continuous action from its parameters
+            props["continuous"] = continuous
     else:
         props = {"dense": _dense_graph(g, net)}
     props.update({"format": FORMAT, "version": entmachin.__version__, "kind": kind})

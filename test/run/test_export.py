@@ -16,13 +16,15 @@ pytest.importorskip("onnxruntime")
 import entmachin  # noqa: E402
 from entmachin.deploy import OnnxPolicy, PolicyFileError  # noqa: E402
 from entmachin.env import (  # noqa: E402
-    CategoricalAction, CategoricalActionMask, EnvList, Observation, SelectEntityAction, batch_obs, to_state,
+    CategoricalAction, CategoricalActionMask, ContinuousAction, EnvList, GlobalContinuousAction, Observation,
+    SelectEntityAction, VecCategoricalActionMask, batch_obs, to_state,
 )
 from entmachin.ragged.arrays import ragged_from_arrays  # noqa: E402
 from entmachin.env.examples import MineSweeper  # noqa: E402
 from entmachin.env.spaces import spaces_from_record, spaces_record  # noqa: E402
 from entmachin.frame.checkpoint_files import manifest_versions  # noqa: E402
-from entmachin.model import MLPActor  # noqa: E402
+from entmachin.model import MLPActor, RogueNet  # noqa: E402
+from entmachin.model.config import RogueNetConfig  # noqa: E402
 from entmachin.model.q_mlp import MLPQNet  # noqa: E402
 from entmachin.run.build import EnvFactory, seeds  # noqa: E402
 from entmachin.run.cli import main  # noqa: E402
@@ -30,12 +32,15 @@ from entmachin.run.config import load_config  # noqa: E402
 from entmachin.run.evaluation import eval_options, evaluate_checkpoint, load_trained  # noqa: E402
 from entmachin.run.export import ExportError, export_policy, inverse_cdf_sample  # noqa: E402
 from entmachin.run.paths import bundled_config_path  # noqa: E402
-from test.run.parity import MATRIX, TOLERANCE, check  # noqa: E402
+from test.model.test_continuous import Fleet  # noqa: E402
+from test.run.parity import MATRIX, TOLERANCE, Swing, check  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# The three representatives CI exports: categorical with relative positions and select-entity
-# (MineSweeper), a DQN run's Q-heads, and CherryPick (select-entity among featureless entities).
-CI = [("MineSweeper", "PPO", (), None), ("MineSweeper", "DQN", (), None), ("CherryPick", "PPO", (), None)]
+# The four representatives CI exports: categorical with relative positions and select-entity
+# (MineSweeper), a DQN run's Q-heads, CherryPick (select-entity among featureless entities) and
+# Fleet (Beta heads: continuous within narrowed bounds, global continuous, and categorical).
+CI = [("MineSweeper", "PPO", (), None), ("MineSweeper", "DQN", (), None), ("CherryPick", "PPO", (), None),
+      next(m for m in MATRIX if m[0] == "test.model.test_continuous:Fleet" and "model.continuous=beta" in m[2])]
 TINY = ["--set", "train.total_steps=256", "--set", "log.checkpoint_interval=128", "--set", "log.eval_interval=128",
         "--set", "log.eval_episodes=4", "--set", "rollout.num_envs=8", "--set", "rollout.n_steps=16",
         "--set", "frame.batch_size=64", "--no-progress"]
@@ -43,10 +48,11 @@ TINY = ["--set", "train.total_steps=256", "--set", "log.checkpoint_interval=128"
 
 def _assert_parity(result):
     assert result.observations >= 1000
-    assert result.max_abs_diff <= TOLERANCE, result.row()
-    assert result.mismatches == 0, result.row()
+    assert result.max_abs_diff <= TOLERANCE and result.continuous_diff <= TOLERANCE, result.row()
+    assert result.mismatches == 0 and result.out_of_bounds == 0, result.row()
     # Ties (two choices within the tolerance: CherryPick's featureless entities tie exactly) are reported.
-    assert result.argmax_equal + result.argmax_ties == result.actors > 0, result.row()
+    assert result.argmax_equal + result.argmax_ties == result.actors, result.row()
+    assert result.actors + result.values > 0, result.row()
 
 
 @pytest.mark.parametrize("env,frame,overrides,label", CI, ids=[f"{e}-{f}" for e, f, _, _ in CI])
@@ -137,6 +143,133 @@ def test_act_gives_the_actions_the_environment_takes(run_dir, tmp_path):
     sampled = policy.act(obs, deterministic=False, rng=np.random.default_rng(0))
     again = policy.act(obs, deterministic=False, rng=np.random.default_rng(0))
     assert {k: str(v) for k, v in sampled.items()} == {k: str(v) for k, v in again.items()}
+
+
+def _continuous_policy(env, kind, path):
+    """A small RogueNet for ``env`` with ``kind`` heads (random weights, statistics of a few
+    observations), and its export."""
+    torch.manual_seed(0)
+    net = RogueNet(env.obs_space(), env.action_space(), RogueNetConfig(d_model=16, n_layer=1, continuous=kind))
+    with torch.no_grad():
+        for p in net.parameters():
+            p.copy_(torch.randn(p.shape) * 0.3)
+    envs = EnvList(type(env), 8, seed=1)
+    with torch.no_grad(), net.collecting_stats():
+        state = to_state(envs.reset(), envs.action_space())
+        net(state["entities"], state["action_masks"])
+    envs.close()
+    net.eval()
+    export_policy(net, path)
+    return net, OnnxPolicy(path)
+
+
+@pytest.mark.parametrize("env_class,kind", [(Fleet, "beta"), (Fleet, "squashed_gaussian"), (Swing, "beta")],
+                         ids=["Fleet-beta", "Fleet-squashed_gaussian", "Swing-beta"])
+def test_act_on_continuous_actions_stays_within_each_actors_bounds(env_class, kind, tmp_path):
+    """Fleet narrows each boat's bounds and has a global continuous and a categorical action; Swing's
+    network has no entity types (its one token is __global__). Deterministic values are the
+    network's ``deterministic=True`` ones; sampled ones are float32 within the narrowed bounds."""
+    env = env_class()
+    space = env.action_space()
+    net, policy = _continuous_policy(env, kind, str(tmp_path / "policy.onnx"))
+    assert policy.continuous == {name: kind for name in space if name != "flag"}
+    env.seed(0)
+    obs, rng, values, moved = env.reset(), np.random.default_rng(0), 0, 0
+    for _ in range(12):
+        vec = batch_obs([obs], env.obs_space(), space)
+        state = to_state(vec, space)
+        with torch.no_grad():
+            ours = net(state["entities"], state["action_masks"], deterministic=True).action
+        chosen = policy.act(obs)
+        sampled = policy.act(obs, deterministic=False, rng=rng)
+        for name, action in chosen.items():
+            theirs = ours[name].data.numpy()
+            if isinstance(action, CategoricalAction):
+                assert np.array_equal(action.indices, theirs[:, 0])
+                continue
+            low, high = vec.action_masks[name].bounds(space[name])  # [n_actors, n_values] each
+            if isinstance(action, GlobalContinuousAction):
+                assert action.values.shape == (len(space[name]),)
+                det, drawn = action.values[None, :], sampled[name].values[None, :]
+            else:
+                assert isinstance(action, ContinuousAction) and list(action.actors) == list(obs.ids["Boat"])
+                det, drawn = action.values, sampled[name].values
+            assert det.dtype == drawn.dtype == np.float32 and det.shape == drawn.shape == theirs.shape
+            assert np.abs(det - theirs).max() <= TOLERANCE
+            assert ((low <= drawn) & (drawn <= high) & (low <= det) & (det <= high)).all()
+            values += drawn.size
+            moved += int((drawn != det).sum())
+        obs = env.act(sampled)
+        obs = env.reset() if obs.done else obs
+    assert values >= 12 and moved > values // 2
+
+
+def _std_error(x):
+    """Standard error of each column's standard deviation, from its fourth moment (a value squashed
+    against a bound has heavy tails, where the normal rule understates it)."""
+    x = x.astype(np.float64)
+    var, m4 = x.var(0), ((x - x.mean(0)) ** 4).mean(0)
+    return np.sqrt(np.maximum(m4 - var * var, 0.0) / len(x)) / (2 * np.sqrt(var) + 1e-12)
+
+
+@pytest.mark.parametrize("kind", ["beta", "squashed_gaussian"])
+def test_sampled_continuous_values_follow_the_networks_distribution(kind, tmp_path):
+    """numpy's draws from the graph's parameters against torch's from the network, on 2,000 copies
+    of one observation: the same mean and spread of every value, within 5 standard errors."""
+    env = Fleet()
+    net, policy = _continuous_policy(env, kind, str(tmp_path / "policy.onnx"))
+    env.seed(0)
+    vec = batch_obs([env.reset()] * 2000, env.obs_space(), env.action_space())
+    state = to_state(vec, env.action_space())
+    torch.manual_seed(1)
+    with torch.no_grad():
+        theirs = net(state["entities"], state["action_masks"]).action
+    ours = policy.act_batch(vec, deterministic=False, rng=np.random.default_rng(1))
+    for name in ("steer", "wind"):
+        a, b = ours[name].as_array(), theirs[name].data.numpy()
+        assert a.dtype == np.float32 and a.shape == b.shape
+        mean_error = np.sqrt((a.var(0) + b.var(0)) / len(a))  # of the difference of the means
+        std_error = np.sqrt(_std_error(a) ** 2 + _std_error(b) ** 2)
+        assert (np.abs(a.mean(0) - b.mean(0)) <= 5 * mean_error).all(), (name, a.mean(0), b.mean(0))
+        assert (np.abs(a.std(0) - b.std(0)) <= 5 * std_error).all(), (name, a.std(0), b.std(0))
+
+
+def test_bad_continuous_masks_and_files_are_named(tmp_path):
+    import onnx
+
+    env = Fleet()
+    path = str(tmp_path / "policy.onnx")
+    _, policy = _continuous_policy(env, "beta", path)
+    envs = EnvList(Fleet, 2, seed=0)
+    vec = envs.reset()
+    envs.close()
+    steer = vec.action_masks["steer"]
+    policy.act_batch(vec)
+    vec.action_masks["steer"] = VecCategoricalActionMask(steer.actors)
+    with pytest.raises(ValueError, match="action 'steer' has a VecCategoricalActionMask.*VecContinuousActionMask"):
+        policy.act_batch(vec)
+    wide = ragged_from_arrays(np.zeros((steer.actors.items(), 3), np.float32), steer.actors.size1(), np.float32)
+    vec.action_masks["steer"] = type(steer)(steer.actors, wide, wide)
+    with pytest.raises(ValueError, match="low bounds of action 'steer' have 3 values"):
+        policy.act_batch(vec)
+    high = steer.high.as_array().copy()
+    high[0, 1] = 5.0  # the space's speed stops at 2
+    vec.action_masks["steer"] = type(steer)(steer.actors, steer.low, ragged_from_arrays(high, steer.actors.size1(),
+                                                                                       np.float32))
+    with pytest.raises(ValueError, match=r"action 'steer', actor 0, value 'speed'.*\[0\.0, 2\.0\]"):
+        policy.act_batch(vec)
+    env.seed(0)
+    obs = env.reset()
+    obs.actions["wind"] = CategoricalActionMask()
+    with pytest.raises(TypeError, match=r"actions\['wind'\] is a CategoricalActionMask.*GlobalContinuousActionMask"):
+        policy.act(obs)
+    model = onnx.load(path)
+    kept = [p for p in model.metadata_props if p.key != "entmachin.continuous"]
+    del model.metadata_props[:]
+    model.metadata_props.extend(kept)
+    onnx.save(model, str(tmp_path / "old.onnx"))
+    with pytest.raises(PolicyFileError, match="continuous action 'steer' has distribution None"):
+        OnnxPolicy(str(tmp_path / "old.onnx"))
 
 
 NO_TORCH = textwrap.dedent("""
