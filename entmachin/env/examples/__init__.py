@@ -18,6 +18,8 @@ from entmachin.env.examples.pick_matching_balls import PickMatchingBalls
 from entmachin.env.examples.rock_paper_scissors import RockPaperScissors
 from entmachin.env.examples.rock_paper_scissors_duel import RockPaperScissorsDuel
 from entmachin.env.examples.skirmish import Skirmish
+from entmachin.env.examples.turrets import Turrets
+from entmachin.env.examples.vehicles import Vehicles
 from entmachin.env.examples.xor import Xor
 
 ENV_REGISTRY: Dict[str, Type[Union[Environment, MultiAgentEnvironment]]] = {
@@ -25,7 +27,7 @@ ENV_REGISTRY: Dict[str, Type[Union[Environment, MultiAgentEnvironment]]] = {
     for cls in (
         MineSweeper, MoveToOrigin, CherryPick, Count, FloorIsLava, MultiArmedBandit, NotHotdog,
         PickMatchingBalls, RockPaperScissors, Xor, MultiSnake, Minefield,
-        ConnectFour, Skirmish, RockPaperScissorsDuel,
+        ConnectFour, Skirmish, RockPaperScissorsDuel, Vehicles, Turrets,
     )
 }
 #: The names of the registry's games of several players, sorted.

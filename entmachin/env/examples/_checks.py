@@ -8,6 +8,9 @@ their messages read ``<env_name>.act: actions['<seat>']['<name>']``.
 Example:
     >>> move = expect_action_type("Minefield", "move", actions.get("move"), CategoricalAction)
     >>> choice = check_choice("Minefield", "move", move.indices[0], len(MOVES))
+    >>> drive = expect_action_type("Vehicles", "drive", actions.get("drive"), ContinuousAction)
+    >>> rows = actor_positions("Vehicles", "drive", drive.actors, vehicle_ids)
+    >>> values = check_values("Vehicles", "drive", drive, low[rows], high[rows])[np.argsort(rows)]
 """
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from typing import Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 import numpy as np
 
-from entmachin.env.action import CategoricalAction, SelectEntityAction
+from entmachin.env.action import CategoricalAction, ContinuousAction, SelectEntityAction
 from entmachin.env.common import EntityID
 
 A = TypeVar("A")
@@ -111,6 +114,58 @@ def check_label(env_name: str, name: str, label: str, labels: Sequence[str]) -> 
     if label not in labels:
         raise ValueError(f"{env_name}.act: actions['{name}'] chose '{label}'; expected one of {list(labels)}")
     return label
+
+
+def actor_positions(
+    env_name: str, name: str, actors: Sequence[EntityID], expected: Sequence[EntityID]
+) -> np.ndarray:
+    """Each actor's position in ``expected``: int64 ``[n_actors]``, once ``actors`` lists every
+    id of ``expected`` exactly once (in any order).
+
+    Raises:
+        ValueError: an actor missing, repeated or not one of ``expected``.
+    """
+    position = {eid: k for k, eid in enumerate(expected)}
+    rows = [position.get(eid, -1) for eid in actors]
+    if len(rows) != len(expected) or -1 in rows or len(set(rows)) != len(rows):
+        raise ValueError(
+            f"{env_name}.act: actions['{name}'] has actors {list(actors)[:8]}; expected each of "
+            f"{list(expected)[:8]} once"
+        )
+    return np.array(rows, dtype=np.int64)
+
+
+def check_values(
+    env_name: str, name: str, action: ContinuousAction, low: np.ndarray, high: np.ndarray
+) -> np.ndarray:
+    """Return a continuous action's values as float64 once each lies within its actor's bounds.
+
+    Args:
+        low, high: float ``[n_values]`` (every actor's) or ``[n_actors, n_values]``.
+
+    Shape:
+        Returns ``[n_actors, n_values]``, in the order of ``action.actors``.
+
+    Raises:
+        ValueError: values of another shape than ``[n_actors, n_values]``, or a value not
+            finite or outside its bounds (naming the actor and the value).
+    """
+    values = np.asarray(action.values, dtype=np.float64)
+    n_values = np.shape(low)[-1]
+    if values.shape != (len(action.actors), n_values):
+        raise ValueError(
+            f"{env_name}.act: actions['{name}'] has values of shape {values.shape}; expected "
+            f"({len(action.actors)}, {n_values}), one row per actor"
+        )
+    bad = ~np.isfinite(values) | (values < low) | (values > high)
+    if bad.any():
+        low, high = np.broadcast_to(low, values.shape), np.broadcast_to(high, values.shape)
+        i, j = (int(k[0]) for k in np.nonzero(bad))
+        raise ValueError(
+            f"{env_name}.act: actions['{name}'] actor {action.actors[i]!r} value '{action.names[j]}' is "
+            f"{values[i, j]}; expected a finite value in [{low[i, j]}, {high[i, j]}]"
+        )
+    return values
 
 
 def resolve_id(env_name: str, name: str, eid: EntityID, sizes: Mapping[str, int]) -> Tuple[str, int]:

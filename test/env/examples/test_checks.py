@@ -115,6 +115,7 @@ WRONG_CLASS = {
     "CategoricalActionSpace": ("CategoricalAction", GlobalCategoricalAction(0, "a")),
     "GlobalCategoricalActionSpace": ("GlobalCategoricalAction", _categorical([0], [0])),
     "SelectEntityActionSpace": ("SelectEntityAction", _categorical([0], [0])),
+    "ContinuousActionSpace": ("ContinuousAction", _categorical([0], [0])),
 }
 # (example, action) pairs in which the example reads the action (NotHotdog's "unused_action" is never read).
 READ_ACTIONS = [

@@ -30,3 +30,10 @@ def test_games_of_several_players_step_one_row_per_seat_here_and_in_workers(caps
         out = capsys.readouterr().out
         assert "ConnectFour: 2 environments x 60 steps, seats ['0', '1'] (one row each), random policy, seed 1" in out
         assert "seat 0: win" in out and "entities           Column: mean   7.00" in out
+
+
+def test_continuous_and_hybrid_actions_step_here_and_in_workers(capsys):
+    for name, extra in (("Vehicles", []), ("Turrets", ["--processes", "2"])):
+        assert main([name, "--num-envs", "3", "--steps", "60", "--seed", "2", *extra]) == 0
+        out = capsys.readouterr().out
+        assert f"{name}: 3 environments x 60 steps, random policy, seed 2" in out and "return mean" in out
