@@ -36,6 +36,8 @@ setup(
         # Optional: ragged-buffer's RaggedBuffer* values are then accepted and converted. Its
         # wheels stop at Python 3.11 (and numpy 1); entmachin's own arrays need neither.
         "ragged-buffer": ['ragged-buffer>=0.4.8,<0.5; python_version < "3.12"'],
+        # from_gymnasium / GymnasiumVecEnv, and `env.name: gymnasium:ID` in run configs (gymnasium.make).
+        "gymnasium": ["gymnasium>=0.29"],
         "ray": ["ray==2.60.0"],  # RayEnvList: environment workers as Ray actors (rollout.workers)
         # entmachin export (onnx writes the graph) and entmachin.deploy (onnxruntime runs it, no torch).
         # onnxruntime 1.15.0, the oldest with wheels for Python 3.11, runs the exported graphs (opset 17).

@@ -8,7 +8,8 @@ from it; the result is the same, field by field, as ``EnvList``'s.
 
 Shape:
     features: ``VecObs.features["__global__"]`` float32 ``[1, n_features]`` per row.
-    actions: ``{action_name: RaggedArrayI64 [1, 1] per row}``, one actor per environment.
+    actions: ``{action_name: RaggedArrayI64 [1, 1] per row}``, one actor per environment; a ``Box``
+    action: ``{"action": RaggedArrayF32 [1, n_values] per row}``.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import numbers
 from types import MappingProxyType
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional
 
+import dill
 import numpy as np
 import numpy.typing as npt
 
@@ -26,8 +28,17 @@ from entmachin.env.common import GLOBAL_ENTITY, ActionName
 from entmachin.env.env_list import check_actions
 from entmachin.env.environment import FeatureFilter, ObsSpace, compile_feature_filter
 from entmachin.env.finite import refuse_non_finite
-from entmachin.env.vec_env import Metric, VecCategoricalActionMask, VecEnv, VecObs, env_seeds, ragged_actions
-from entmachin.ragged.array import RaggedArrayF32, RaggedArrayI64
+from entmachin.env.vec_env import (
+    Metric,
+    VecActionMask,
+    VecCategoricalActionMask,
+    VecContinuousActionMask,
+    VecEnv,
+    VecObs,
+    env_seeds,
+    ragged_actions,
+)
+from entmachin.ragged.array import RaggedArray, RaggedArrayF32, RaggedArrayI64
 
 _NO_METRICS: Mapping[str, float] = MappingProxyType({})  # an empty info's metrics, shared and read-only
 
@@ -60,6 +71,7 @@ class GymnasiumVecEnv(VecEnv):
         >>> envs = GymnasiumVecEnv(lambda: gym.make("CartPole-v1"), 8, seed=0)
         >>> obs = envs.reset()
         >>> obs = envs.act({"action": actions})  # RaggedArrayI64, one [1, 1] row per env
+        >>> # a Box action (Pendulum-v1): RaggedArrayF32, one [1, n_values] row per env
     """
 
     def __init__(
@@ -93,15 +105,22 @@ class GymnasiumVecEnv(VecEnv):
         self._names = list(self._action_space)
         gym_space = first.env.action_space
         self._discrete = isinstance(gym_space, spaces.Discrete)
+        self._box = first.spaces.box  # the Box action's GlobalContinuousActionSpace, or None
         if self._discrete:
             self._start = int(gym_space.start)
+        elif self._box is not None:
+            self._act_shape = (n,) + tuple(gym_space.shape)  # [num_envs, *box.shape]
+            # Every row's bounds, the space's (as EnvList's batches carry them): [num_envs, n_values] each.
+            self._bounds = tuple(np.tile(b, (n, 1)) for b in (self._box.low, self._box.high))
         else:
             self._act_dtype = gym_space.dtype
             self._act_shape = (n,) + tuple(np.shape(gym_space.nvec))  # [num_envs, *nvec.shape]
             self._act_start = np.asarray(getattr(gym_space, "start", 0), dtype=gym_space.dtype)
         self._obs_shape = tuple(first.env.observation_space.shape)
         self._n_features = first.n_features
-        self._limits = [(name, len(space.index_to_label)) for name, space in self._action_space.items()]
+        # (name, n_choices) of each categorical action (a Box action has none).
+        self._limits = [] if self._box is not None else \
+            [(name, len(space.index_to_label)) for name, space in self._action_space.items()]
         self._ones = np.ones(n, dtype=np.int64)  # [num_envs], one item per row
         self._rows = np.arange(n, dtype=np.int64)  # [num_envs], the environment of each row
         self._ones_list = [1] * n  # [num_envs], what size1() of a valid action lists
@@ -114,7 +133,7 @@ class GymnasiumVecEnv(VecEnv):
         # Constant masks for check_actions: never handed out, so no caller can extend them.
         actors = RaggedArrayI64.from_flattened(self._actors, self._ones)  # [num_envs, 1]
         self._check_vec = VecObs(
-            features={}, visible={}, action_masks={name: VecCategoricalActionMask(actors) for name in self._names},
+            features={}, visible={}, action_masks={name: self._mask(actors, self._ones) for name in self._names},
             reward=np.zeros(n, dtype=np.float32), done=np.zeros(n, dtype=np.bool_), metrics={},
         )
 
@@ -155,15 +174,17 @@ class GymnasiumVecEnv(VecEnv):
             refuse_non_finite(vec, self._obs_filter, self._rows, "GymnasiumVecEnv")
         return vec
 
-    def act(self, actions: Mapping[ActionName, RaggedArrayI64], obs_filter: Optional[ObsSpace] = None) -> VecObs:
-        """Step every environment with one choice per row of each action; see ``VecEnv.act``.
+    def act(self, actions: Mapping[ActionName, RaggedArray], obs_filter: Optional[ObsSpace] = None) -> VecObs:
+        """Step every environment with one choice per row of each action (a ``Box`` action: one
+        float32 vector per row); see ``VecEnv.act``.
 
         Raises:
             RuntimeError: called before ``reset``.
             ValueError: an action is missing or unknown, has the wrong number of rows or actors,
-                or a choice is out of range; ``obs_filter`` names what the environments lack.
-            TypeError: an action is not a ``RaggedArrayI64``, or an environment breaks the
-                gymnasium API.
+                or a choice is out of range (a ``Box`` value of the wrong width, not finite or
+                outside its bounds); ``obs_filter`` names what the environments lack.
+            TypeError: an action is not a ``RaggedArrayI64`` (``RaggedArrayF32`` for a ``Box``
+                action), or an environment breaks the gymnasium API.
             NonFiniteObservationError: with ``check_finite``, an observation, final observation
                 or reward holds NaN or infinity (a ``ValueError``).
         """
@@ -234,6 +255,31 @@ class GymnasiumVecEnv(VecEnv):
         for adapter in self.adapters:
             adapter.close()
 
+    def get_state(self) -> bytes:
+        """The environments and their last observations, pickled with ``dill``: with
+        :meth:`set_state` this continues the episodes in progress (a run's checkpoint holds it).
+        Loading it runs code from the data: restore only your own."""
+        return dill.dumps((self.adapters, self._buf, self._obs_filter, self._started))
+
+    def set_state(self, state: bytes) -> None:
+        """Restores :meth:`get_state`'s environments (the same number of them, of the same spaces).
+
+        Raises:
+            ValueError: the state holds another number of environments or other spaces.
+        """
+        adapters, buf, obs_filter, started = dill.loads(state)
+        if len(adapters) != len(self.adapters) or buf.shape != self._buf.shape:
+            raise ValueError(f"GymnasiumVecEnv.set_state: the state holds {len(adapters)} environments with "
+                             f"observations of shape {buf.shape[1:]}; this GymnasiumVecEnv has {len(self.adapters)} "
+                             f"of shape {self._buf.shape[1:]}")
+        if adapters[0].obs_space() != self._obs_space or adapters[0].action_space() != self._action_space:
+            raise ValueError("GymnasiumVecEnv.set_state: the state's environments have other spaces than these")
+        self.close()
+        self.adapters, self.envs = adapters, [a.env for a in adapters]
+        self._buf[...] = buf  # _flat stays a view of _buf
+        self._set_filter(obs_filter)
+        self._started = started
+
     # ------------------------------------------------------------------ helpers
 
     def _set_filter(self, obs_filter: ObsSpace) -> None:
@@ -243,9 +289,11 @@ class GymnasiumVecEnv(VecEnv):
         self._selector = None if compiled is None else compiled.global_features
         self._obs_filter = obs_filter
 
-    def _gym_actions(self, actions: Mapping[ActionName, RaggedArrayI64]) -> List[Any]:
+    def _gym_actions(self, actions: Mapping[ActionName, RaggedArray]) -> List[Any]:
         """What each environment's ``step`` receives, after checking ``actions``."""
         actions = ragged_actions(actions)
+        if self._box is not None:
+            return self._box_actions(actions)
         chosen: List[List[int]] = []  # per action name: [num_envs] choices
         for name, limit in self._limits:
             act = actions.get(name)
@@ -264,10 +312,23 @@ class GymnasiumVecEnv(VecEnv):
         choice = np.array(chosen, dtype=self._act_dtype).T.reshape(self._act_shape)  # [num_envs, *nvec.shape]
         return list(choice + self._act_start)
 
-    def _reject(self, actions: Mapping[ActionName, RaggedArrayI64]) -> List[Any]:
+    def _box_actions(self, actions: Mapping[ActionName, RaggedArray]) -> List[Any]:
+        """A ``Box`` action's float32 values of each environment, in the Box's shape."""
+        box = self._box
+        act = actions.get("action")
+        # One actor (one vector of the Box's width) in each environment's row.
+        if len(actions) != 1 or type(act) is not RaggedArrayF32 or act.size2() != len(box) \
+                or act.size1().tolist() != self._ones_list:
+            return self._reject(actions)
+        values = act.as_array()  # [num_envs, n_values]
+        if not ((values >= box.low) & (values <= box.high)).all():  # NaN fails too
+            return self._reject(actions)
+        return list(np.array(values, dtype=np.float32).reshape(self._act_shape))  # [num_envs, *box.shape], copied
+
+    def _reject(self, actions: Mapping[ActionName, RaggedArray]) -> List[Any]:
         """Raise ``EnvList``'s error for ``actions`` (the fast checks in ``_gym_actions`` failed)."""
         check_actions(actions, self._check_vec, self._action_space)
-        missing = [name for name, _ in self._limits if name not in actions]
+        missing = [name for name in self._names if name not in actions]
         if missing:
             raise ValueError(f"GymnasiumVecEnv.act: actions {missing} are missing; got {list(actions)}")
         wide = {name: actions[name].size2() for name, _ in self._limits}
@@ -282,14 +343,22 @@ class GymnasiumVecEnv(VecEnv):
         return VecObs(
             features={GLOBAL_ENTITY: RaggedArrayF32.from_flattened(feats, lengths)},
             visible={},
-            action_masks={
-                name: VecCategoricalActionMask(RaggedArrayI64.from_flattened(actors, lengths)) for name in self._names
-            },
+            action_masks={name: self._mask(RaggedArrayI64.from_flattened(actors, lengths), lengths)
+                          for name in self._names},
             reward=reward,
             done=done,
             metrics=metrics,
             truncated=truncated,
         )
+
+    def _mask(self, actors: RaggedArrayI64, lengths: npt.NDArray[np.int64]) -> VecActionMask:
+        """An action's mask of the global actors ``actors`` (one per row of ``lengths``): no choice
+        masked, or every actor's bounds, the space's."""
+        if self._box is None:
+            return VecCategoricalActionMask(actors)
+        n = lengths.shape[0]
+        low, high = (RaggedArrayF32.from_flattened(b[:n], lengths) for b in self._bounds)  # [n, n_values] each, copied
+        return VecContinuousActionMask(actors, low, high)
 
     def _final_obs(self, finals: "_Finals") -> VecObs:
         metrics: Dict[str, Metric] = {}

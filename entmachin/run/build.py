@@ -4,32 +4,43 @@ from __future__ import annotations
 import difflib
 import logging
 import math
-from typing import Any, Callable, Dict, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
 from torch import nn
 
-from entmachin.env import EnvList, Environment, ParallelEnvList, TimeLimit, VecEnv
+from entmachin.env import EnvList, Environment, GymnasiumVecEnv, ParallelEnvList, TimeLimit, VecEnv
+from entmachin.env.adapters import GymnasiumEnvironment
 from entmachin.env.multi_agent import is_multi_agent
 from entmachin.env.examples import ENV_REGISTRY
 from entmachin.frame import A2C, BC, DQN, PPO, DQNPer
 from entmachin.frame.config import resolve
-from entmachin.model import RogueNet
+from entmachin.model import DenseNet, RogueNet
 from entmachin.run.config import Q_FRAMES, ConfigError, EnvSection, RunConfig, update_times
 
-__all__ = ["EnvFactory", "check_device", "env_class", "make_envs", "make_frame", "seeds"]
+__all__ = ["EnvFactory", "GymnasiumMaker", "GYMNASIUM", "check_device", "env_class", "make_envs", "make_frame",
+           "seeds"]
 
 logger = logging.getLogger(__name__)
 
 
+#: ``env.name: gymnasium:ID`` is the registered gymnasium environment ``ID`` (``gymnasium.make(ID, **env.kwargs)``).
+GYMNASIUM = "gymnasium:"
+
+
 def env_class(name: str) -> Callable[..., Environment]:
-    """The environment class a config names: a registry name or ``package.module:Class``.
+    """The environment class a config names: a registry name, ``gymnasium:ID`` (or a bare ``ID``
+    that gymnasium registers and entmachin's registry lacks, such as ``Pendulum-v1``), or
+    ``package.module:Class``.
 
     Raises:
-        ConfigError: the name is neither (the message lists close registry names).
+        ConfigError: the name is none of these (the message lists close registry names, and close
+            gymnasium ids where gymnasium is installed), or gymnasium is needed and missing.
     """
     if name in ENV_REGISTRY:
         return ENV_REGISTRY[name]
+    if name.startswith(GYMNASIUM):
+        return _gymnasium_maker(name[len(GYMNASIUM):], name)
     if ":" in name:
         try:
             cls = resolve(name, None, "env.name")
@@ -38,25 +49,112 @@ def env_class(name: str) -> Callable[..., Environment]:
         if not callable(cls):
             raise ConfigError(f"env.name: {name!r} is not a class or callable")
         return cls
+    gym = _gymnasium()
+    if gym is not None and name in gym.registry:
+        return _gymnasium_maker(name, name)
     close = difflib.get_close_matches(name, list(ENV_REGISTRY), n=3, cutoff=0.5)
+    if gym is not None:
+        close += [GYMNASIUM + c for c in difflib.get_close_matches(name, list(gym.registry), n=3, cutoff=0.6)]
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     raise ConfigError(f"env.name: unknown environment {name!r}{hint} (registered: {sorted(ENV_REGISTRY)}; "
-                      "or give 'package.module:Class')")
+                      "or give 'gymnasium:ID' for a registered gymnasium environment, or 'package.module:Class')")
+
+
+class GymnasiumMaker:
+    """A registered gymnasium environment as an entmachin environment class:
+    ``GymnasiumMaker(env_id)(**kwargs)`` is ``from_gymnasium(gymnasium.make(env_id, **kwargs))``.
+
+    Its ``max_episode_steps`` attribute, where the registration declares a step limit, is that limit
+    (``entmachin init`` writes it as ``env.max_episode_steps``); gymnasium's own ``TimeLimit`` cuts
+    the episodes there, reported as truncated (bootstrapped), not terminal.
+    """
+
+    def __init__(self, env_id: str, max_episode_steps: Optional[int]) -> None:
+        self.env_id = env_id
+        if max_episode_steps is not None:
+            self.max_episode_steps = int(max_episode_steps)
+
+    def make(self, **kwargs: Any) -> Any:
+        """``gymnasium.make(env_id, **kwargs)``: the gymnasium environment itself."""
+        import gymnasium
+
+        return gymnasium.make(self.env_id, **kwargs)
+
+    def __call__(self, **kwargs: Any) -> GymnasiumEnvironment:
+        return GymnasiumEnvironment(self.make(**kwargs))
+
+    def __repr__(self) -> str:
+        return f"GymnasiumMaker({self.env_id!r})"
+
+
+def _gymnasium() -> Any:
+    """The gymnasium module, or None where it is not installed."""
+    try:
+        import gymnasium
+    except ImportError:
+        return None
+    return gymnasium
+
+
+def _gymnasium_maker(env_id: str, name: str) -> GymnasiumMaker:
+    """The maker of gymnasium's ``env_id`` (``name``: as the config gives it, for messages); one per
+    id, as callers compare environment classes by identity."""
+    if env_id in _MAKERS:
+        return _MAKERS[env_id]
+    gym = _gymnasium()
+    if gym is None:
+        raise ConfigError(f"env.name: {name!r} is a gymnasium environment, and gymnasium is not installed: "
+                          "pip install entmachin[gymnasium]")
+    try:
+        spec = gym.spec(env_id)
+    except gym.error.Error as e:
+        close = difflib.get_close_matches(env_id, list(gym.registry), n=5, cutoff=0.5)
+        hint = f"; close registered ids: {', '.join(close)}" if close else ""
+        raise ConfigError(f"env.name: {env_id!r} is not a registered gymnasium environment ({e}){hint}") from None
+    return _MAKERS.setdefault(env_id, GymnasiumMaker(env_id, spec.max_episode_steps))
+
+
+_MAKERS: Dict[str, GymnasiumMaker] = {}
 
 
 class EnvFactory:
-    """Builds one environment of an ``env`` section; picklable, so worker processes can use it."""
+    """Builds one environment of an ``env`` section; picklable, so worker processes can use it.
+
+    A gymnasium environment (``env.name: gymnasium:ID``) is made with ``env.kwargs`` and, where
+    set, ``max_episode_steps=env.max_episode_steps`` (gymnasium's ``TimeLimit`` then cuts there
+    instead of at the registered limit); others are wrapped in entmachin's ``TimeLimit``.
+    """
 
     def __init__(self, section: EnvSection) -> None:
         self.name, self.kwargs, self.max_episode_steps = section.name, dict(section.kwargs), section.max_episode_steps
         env_class(self.name)  # fail here, not in a worker
+        if self.gymnasium is not None and self.max_episode_steps is not None and "max_episode_steps" in self.kwargs:
+            raise ConfigError("env.kwargs.max_episode_steps: give the step limit once, as env.max_episode_steps")
+
+    @property
+    def gymnasium(self) -> Optional[GymnasiumMaker]:
+        """The maker of a gymnasium environment, or None for entmachin's own."""
+        cls = env_class(self.name)
+        return cls if isinstance(cls, GymnasiumMaker) else None
 
     def __call__(self) -> Environment:
+        if self.gymnasium is not None:
+            return GymnasiumEnvironment(self.gymnasium_env())
         try:
             env = env_class(self.name)(**self.kwargs)
         except TypeError as e:
             raise ConfigError(f"env.kwargs: {self.name} does not accept {self.kwargs!r} ({e})") from None
         return TimeLimit(env, self.max_episode_steps) if self.max_episode_steps is not None else env
+
+    def gymnasium_env(self) -> Any:
+        """The ``gymnasium.Env`` of a gymnasium environment (``GymnasiumVecEnv`` steps it directly)."""
+        kwargs = dict(self.kwargs)
+        if self.max_episode_steps is not None:
+            kwargs["max_episode_steps"] = self.max_episode_steps
+        try:
+            return self.gymnasium.make(**kwargs)
+        except TypeError as e:
+            raise ConfigError(f"env.kwargs: {self.name} does not accept {self.kwargs!r} ({e})") from None
 
     def spaces(self) -> Tuple[Any, Any]:
         """``(obs_space, action_space)`` of the environment, read from one built and closed here."""
@@ -93,7 +191,8 @@ def seeds(config: RunConfig) -> Dict[str, int]:
 
 
 def make_envs(config: RunConfig, seed: int) -> VecEnv:
-    """The environments of a rollout section: ``EnvList``, ``ParallelEnvList``, or with ``workers``
+    """The environments of a rollout section: ``EnvList`` (``GymnasiumVecEnv`` for a gymnasium
+    environment, the same ``VecObs`` from flat arrays), ``ParallelEnvList``, or with ``workers``
     set, a ``RayEnvList`` of ``max(1, processes)`` Ray actors (``auto``: the Ray this process is
     connected to, or a new local one; ``ray://ADDRESS``: that cluster)."""
     factory = EnvFactory(config.env)
@@ -104,6 +203,9 @@ def make_envs(config: RunConfig, seed: int) -> VecEnv:
         return RayEnvList(factory, config.rollout.num_envs, max(1, config.rollout.processes), seed=seed,
                           address=None if workers == "auto" else workers, check_finite=config.env.check_finite)
     if config.rollout.processes == 0:
+        if factory.gymnasium is not None:
+            return GymnasiumVecEnv(factory.gymnasium_env, config.rollout.num_envs, seed=seed,
+                                   check_finite=config.env.check_finite)
         return EnvList(factory, config.rollout.num_envs, seed=seed, check_finite=config.env.check_finite)
     return ParallelEnvList(factory, config.rollout.num_envs, config.rollout.processes, seed=seed,
                            check_finite=config.env.check_finite)
@@ -111,19 +213,16 @@ def make_envs(config: RunConfig, seed: int) -> VecEnv:
 
 def make_frame(config: RunConfig, obs_space: Any, action_space: Any, writer: Any = None, *,
                rank: int = 0, rows_per_env: int = 1) -> Tuple[Any, str]:
-    """Builds RogueNet, its critic and the frame; returns ``(frame, what n_epochs became)``.
+    """Builds the network (RogueNet, or DenseNet for ``model.kind: mlp``), its critic and the frame;
+    returns ``(frame, what n_epochs became)``.
 
     ``rank``: a data-parallel rank other than 0 shuffles its minibatches with a seed of its own.
     ``rows_per_env``: rows each environment stores per step (its seats, for a game of several
     players): a rollout stores ``rollout.num_envs x rollout.n_steps x rows_per_env`` rows.
     """
-    net_config = config.model.net_config()
     if config.frame.name in Q_FRAMES:
         return _make_q_frame(config, obs_space, action_space, writer), ""
-    net = RogueNet(obs_space, action_space, net_config)
-    # A separate critic is a RogueNet of its own (its action heads stay unused), so that spaces
-    # with only global features, which need the global token of a global action, work too.
-    critic = net.critic() if config.model.critic == "shared" else RogueNet(obs_space, action_space, net_config).critic()
+    net, critic = _networks(config, obs_space, action_space)
     device = torch.device(config.train.device)
     net.to(device)
     critic.to(device)
@@ -143,6 +242,26 @@ def make_frame(config: RunConfig, obs_space: Any, action_space: Any, writer: Any
                 f"{config.frame.n_epochs} x ceil({rows} rows / batch_size "
                 f"{config.frame.settings.batch_size}) = {config.frame.n_epochs * per_epoch} minibatch steps per update")
     return frame, note
+
+
+def _networks(config: RunConfig, obs_space: Any, action_space: Any) -> Tuple[nn.Module, nn.Module]:
+    """The actor and its critic (a view of the actor's network, or of a network of its own)."""
+    shared = config.model.critic == "shared"
+    if config.model.kind == "mlp":
+        if obs_space.entities:
+            raise ConfigError(f"model.kind: mlp reads global features only, and {config.env.name} has entity types "
+                              f"{list(obs_space.entities)}: use model.kind: rogue_net")
+        try:
+            net = DenseNet(obs_space, action_space, **config.model.mlp_options())
+        except (TypeError, ValueError) as e:
+            raise ConfigError(f"model.kind: mlp does not fit {config.env.name}: {e}") from None
+        # A separate critic needs no action heads.
+        return net, net.critic() if shared else DenseNet(obs_space, {}, **config.model.mlp_options()).critic()
+    net_config = config.model.net_config()
+    net = RogueNet(obs_space, action_space, net_config)
+    # A separate critic is a RogueNet of its own (its action heads stay unused), so that spaces
+    # with only global features, which need the global token of a global action, work too.
+    return net, net.critic() if shared else RogueNet(obs_space, action_space, net_config).critic()
 
 
 def _make_q_frame(config: RunConfig, obs_space: Any, action_space: Any, writer: Any) -> Any:

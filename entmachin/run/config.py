@@ -2,8 +2,10 @@
 
 A run config has eight sections (see :func:`describe` for every field and its meaning)::
 
-    env:      which environment (registry name or ``package.module:Class``), its kwargs, a time limit
-    model:    RogueNet's config, and whether the critic shares the actor's network
+    env:      which environment (registry name, ``gymnasium:ID`` or ``package.module:Class``), its kwargs, a time
+              limit
+    model:    the network: RogueNet (``kind: rogue_net``, its config) or a dense MLP over global features
+              (``kind: mlp``), and whether the critic shares the actor's network
     frame:    the frame (PPO / A2C) with its own config's fields, Machin's names, plus n_epochs
     rollout:  num_envs, n_steps, processes (0: EnvList, N: ParallelEnvList with N workers), workers
               (null: this machine; ``auto`` or ``ray://ADDRESS``: environment workers on Ray)
@@ -58,8 +60,11 @@ class ConfigError(ValueError):
 @documented
 @dataclass(frozen=True, kw_only=True)
 class EnvSection:
-    name: str = setting("MineSweeper", "a name from `entmachin envs`, or 'package.module:Class' for your own")
-    kwargs: Dict[str, Any] = setting(default_factory=dict, doc="keyword arguments of the environment's constructor")
+    name: str = setting("MineSweeper", "a name from `entmachin envs`, 'gymnasium:ID' for a registered gymnasium "
+                                       "environment, or 'package.module:Class' for your own")
+    kwargs: Dict[str, Any] = setting(
+        default_factory=dict,
+        doc="keyword arguments of the environment's constructor (for gymnasium:ID, of gymnasium.make)")
     max_episode_steps: Optional[int] = setting(
         None, "episodes are cut (truncated, bootstrapped) after this many steps; null: never")
     check_finite: bool = setting(
@@ -67,26 +72,57 @@ class EnvSection:
 
     def __post_init__(self) -> None:
         if not self.name:
-            raise ValueError("name: expected a registry name or 'package.module:Class', got ''")
+            raise ValueError("name: expected a registry name, 'gymnasium:ID' or 'package.module:Class', got ''")
         if self.max_episode_steps is not None and self.max_episode_steps < 1:
             raise ValueError(f"max_episode_steps: expected an int >= 1 or null, got {self.max_episode_steps}")
+
+
+#: The model section's fields that only one kind of network reads; the other kind refuses them.
+ROGUE_NET_ONLY = ("d_model", "n_layer", "n_head", "d_qk", "embd_pdrop", "resid_pdrop", "attn_pdrop", "pooling",
+                  "relpos_encoding", "translation", "q_head")
+MLP_ONLY = ("d_hidden", "activation", "normalize_inputs")
 
 
 @documented
 @dataclass(frozen=True, kw_only=True)
 class ModelSection(RogueNetConfig):
-    """RogueNet's config plus where the critic lives (one layer and a separate critic unless told:
-    see entmachin.run.defaults)."""
+    """The network: RogueNet's config (``kind: rogue_net``) or a dense MLP's (``kind: mlp``, for
+    environments with global features and global actions only), plus where the critic lives (one
+    layer and a separate critic unless told: see entmachin.run.defaults). A field of the other kind
+    of network is refused unless it keeps its default."""
 
     n_layer: int = 1  # described by RogueNetConfig; only the default differs
     critic: Literal["separate", "shared"] = setting(
-        "separate", "separate: the critic is its own RogueNet; shared: it shares the actor's network")
+        "separate", "separate: the critic is a network of its own; shared: it shares the actor's network")
     q_head: Literal["plain", "dueling"] = setting(
         "plain", "DQN frames: plain Q-heads, or dueling (value + advantage streams)")
+    kind: Literal["rogue_net", "mlp"] = setting(
+        "rogue_net", "rogue_net: the entity transformer; mlp: an MLP over the global features (no entity types, "
+                     "global actions only), as for gymnasium environments")
+    d_hidden: Tuple[int, ...] = setting((64, 64), "mlp: widths of the hidden layers")
+    activation: Literal["tanh", "relu", "gelu"] = setting("tanh", "mlp: activation of the hidden layers")
+    normalize_inputs: bool = setting(
+        True, "mlp: normalise the features with running statistics (RogueNet always does; input_clip clips both)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.d_hidden or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in self.d_hidden):
+            raise ValueError(f"d_hidden: expected a list of positive ints, got {list(self.d_hidden)}")
+        unused = MLP_ONLY if self.kind == "rogue_net" else ROGUE_NET_ONLY
+        defaults = {f.name: f.default for f in dataclasses.fields(ModelSection)}
+        for name in unused:
+            if getattr(self, name) != defaults[name]:
+                raise ValueError(f"{name}: a setting of kind: {'mlp' if self.kind == 'rogue_net' else 'rogue_net'}, "
+                                 f"which kind: {self.kind} does not read; remove it (or set model.kind)")
 
     def net_config(self) -> RogueNetConfig:
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(RogueNetConfig)}
         return RogueNetConfig(**values)
+
+    def mlp_options(self) -> Dict[str, Any]:
+        """``DenseNet``'s keyword arguments (``kind: mlp``)."""
+        return {"d_hidden": self.d_hidden, "activation": self.activation, "normalize_inputs": self.normalize_inputs,
+                "clip": self.input_clip, "continuous": self.continuous}
 
 
 @documented
@@ -265,7 +301,8 @@ class BCSection:
 class RunConfig:
     env: EnvSection = setting(default_factory=EnvSection, doc="the environment")
     model: ModelSection = setting(
-        default_factory=ModelSection, doc="RogueNet, the entity transformer (actor), and its critic")
+        default_factory=ModelSection, doc="the network (actor): RogueNet, the entity transformer, or an MLP; and its "
+                                          "critic")
     frame: FrameSection = setting(default_factory=FrameSection, doc="the algorithm (Machin's keyword names)")
     rollout: RolloutSection = setting(default_factory=RolloutSection, doc="how experience is collected")
     train: TrainSection = setting(default_factory=TrainSection, doc="the training run")
@@ -496,6 +533,10 @@ def _check_rules(config: RunConfig) -> None:
             f"critic_learning_rate ({frame.settings.critic_learning_rate}) would be ignored: set it equal, or use "
             "model.critic: separate for separate optimizers"
         )
+    if config.model.kind == "mlp" and frame.name not in ("PPO", "A2C"):
+        why = "learns Q-values with RogueNet Q-heads" if frame.name in Q_FRAMES else "clones into a RogueNet"
+        raise ConfigError(f"model.kind: mlp trains with frame.name PPO or A2C; {frame.name} {why}: use model.kind: "
+                          "rogue_net")
     if config.selfplay.enabled and frame.name in Q_FRAMES:
         raise ConfigError(f"selfplay.seats: {frame.name} does not support self-play (its replay would mix "
                           "opponents of every age); use frame.name: PPO or A2C, or selfplay.seats: all")

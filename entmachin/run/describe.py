@@ -1,7 +1,9 @@
 """One line of documentation per run-config field, and the commented YAML ``entmachin init`` writes.
 
 The descriptions are those the fields declare (``entmachin.settings.setting``): the run config's
-sections, RogueNet's config and the frames' settings records; nothing here restates them.
+sections, RogueNet's config and the frames' settings records; nothing here restates them. The
+model section's fields that only the other kind of network reads (``model.kind``) are written
+commented out, so that the file shows them without setting them.
 """
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from typing import Any, Dict, Mapping
 
 import yaml
 
-from entmachin.run.config import FRAMES, RunConfig
+from entmachin.run.config import FRAMES, MLP_ONLY, ROGUE_NET_ONLY, RunConfig
 from entmachin.settings import docs_of
 
 __all__ = ["FIELD_DOCS", "field_docs", "commented_yaml"]
@@ -43,11 +45,13 @@ def _scalar(value: Any) -> str:
 def commented_yaml(data: Mapping[str, Any], header: str = "") -> str:
     """YAML text of plain config data with each field's one-line description as its comment."""
     docs = field_docs(data.get("frame", {}).get("name", "PPO"))
+    other = MLP_ONLY if data.get("model", {}).get("kind", "rogue_net") == "rogue_net" else ROGUE_NET_ONLY
     lines = [header.rstrip()] if header else []
     for section, values in data.items():
         lines.append(f"{section}:  # {docs.get(section, '')}".rstrip(" #"))
         for key, value in values.items():
             doc = docs.get(f"{section}.{key}", "")
-            lines.append(f"  {key}: {_scalar(value)}" + (f"  # {doc}" if doc else ""))
+            unread = section == "model" and key in other  # the other kind of network's field
+            lines.append(f"  {'# ' if unread else ''}{key}: {_scalar(value)}" + (f"  # {doc}" if doc else ""))
         lines.append("")
     return "\n".join(lines)

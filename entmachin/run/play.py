@@ -57,8 +57,10 @@ from entmachin.run.matches import PolicyPlayer, load_opponent
 
 __all__ = ["PlayError", "Turn", "play"]
 
-HELP = ("Type a choice's name or number; for a select-entity action the entity's id or #position; for a "
-        "continuous action one number per value. 'a' or Enter: the agent's choice (with --checkpoint); q quits.")
+HELP = ("Type a choice's name or number; for a select-entity action the entity's id or #position. "
+        "'a' or Enter: the agent's choice (with --checkpoint); q quits.")
+HELP_CONTINUOUS = ("For a continuous action type one number per value, in the order shown, within the bounds shown; "
+                   "'a' or Enter: the agent's values (with --checkpoint).")
 
 
 class PlayError(ValueError):
@@ -135,6 +137,8 @@ def play(env: Optional[str], checkpoint: Optional[str], seed: Optional[int], sea
               f"{'' if checkpoint is None else f' with the agent of {checkpoint}'}"
               f"{f' as seat {envs.row_index().seat[me]} against {others.name}' if others else ''}")
         print(HELP)
+        if any(isinstance(space, CONTINUOUS_SPACES) for space in envs.action_space().values()):
+            print(HELP_CONTINUOUS)
         _episodes(envs, frame, me, others, recorder)
     except _Quit:  # q or the end of the input
         print("quit")

@@ -21,7 +21,7 @@ from entmachin.env.common import GLOBAL_ENTITY
 from entmachin.env.env_list import EnvList
 from entmachin.env.time_limit import TimeLimit
 from entmachin.env.environment import Observation as EmObservation
-from entmachin.ragged.array import RaggedArrayI64
+from entmachin.ragged.array import RaggedArrayF32, RaggedArrayI64
 
 
 def ragged(rows: List[List[int]]) -> RaggedArrayI64:
@@ -204,9 +204,97 @@ def test_render_without_render_mode_raises():
         env.render()
 
 
-def test_box_action_space_is_rejected():
-    with pytest.raises(TypeError, match=r"from_gymnasium: Box action spaces are not supported yet.*Box\("):
-        from_gymnasium(ToyEnv(spaces.Box(-1.0, 1.0, shape=(2,))))
+def box_action(*values: float) -> em.GlobalContinuousAction:
+    names = [str(i) for i in range(len(values))]
+    return em.GlobalContinuousAction(values=np.array(values, dtype=np.float32), names=names)
+
+
+def ragged_f32(rows: List[List[float]]) -> RaggedArrayF32:
+    flat = np.array(rows, dtype=np.float32)  # [n_rows, n_values]: one actor per row
+    return RaggedArrayF32.from_flattened(flat, np.ones(len(rows), dtype=np.int64))
+
+
+@pytest.mark.parametrize("env_id, low, high", [("Pendulum-v1", -2.0, 2.0), ("MountainCarContinuous-v0", -1.0, 1.0)])
+def test_a_box_action_becomes_one_global_continuous_action(env_id, low, high):
+    env = from_gymnasium(gym.make(env_id))
+    assert env.action_space() == {"action": em.GlobalContinuousActionSpace(low=[low], high=[high], names=["0"])}
+    assert env.obs_space().entities == {}
+    env.seed(0)
+    obs = env.reset()
+    assert obs.actions == {"action": em.GlobalContinuousActionMask()}
+    obs = env.act({"action": box_action(high)})
+    assert isinstance(obs.reward, float) and obs.global_features.dtype == np.float32
+
+
+def test_a_box_of_several_dimensions_is_flattened_and_reshaped():
+    box = spaces.Box(low=np.array([[-1.0, 0.0, -3.0], [0.0, -2.0, 1.0]], np.float32),
+                     high=np.array([[1.0, 5.0, 3.0], [0.5, 2.0, 4.0]], np.float32), dtype=np.float32)
+    toy = ToyEnv(box)
+    env = from_gymnasium(toy)
+    (space,) = env.action_space().values()
+    assert space.names == ["0", "1", "2", "3", "4", "5"]
+    assert space.low.tolist() == [-1.0, 0.0, -3.0, 0.0, -2.0, 1.0] and space.high.tolist() == [1, 5, 3, 0.5, 2, 4]
+    env.reset()
+    values = np.array([0.5, 4.0, -3.0, 0.25, 2.0, 1.5], dtype=np.float32)
+    sent = box_action(*values)
+    env.act({"action": sent})
+    (received,) = toy.received
+    assert received.dtype == np.float32 and received.shape == (2, 3) and box.contains(received)
+    np.testing.assert_array_equal(received, values.reshape(2, 3))
+    assert not np.shares_memory(received, sent.values)  # the environment may keep what it receives
+
+
+def test_pendulum_random_actions_through_env_list_truncate_at_its_time_limit():
+    envs = EnvList(lambda: from_gymnasium(gym.make("Pendulum-v1")), 2, seed=0)
+    vec = envs.reset()
+    rng = np.random.default_rng(0)
+    for t in range(200):
+        values = rng.uniform(-2.0, 2.0, size=(2, 1))
+        vec = envs.act({"action": ragged_f32(values.tolist())})
+        assert vec.done.all() == (t == 199)
+    assert vec.truncated.tolist() == [True, True]  # gymnasium's TimeLimit: bootstrapped, not terminal
+    assert vec.final_index.tolist() == [0, 1] and np.isfinite(vec.reward).all()
+
+
+@pytest.mark.parametrize("low, high, dimension", [
+    (-np.inf, 1.0, 0),
+    (np.array([-1.0, 0.0], np.float32), np.array([1.0, np.inf], np.float32), 1),
+])
+def test_a_box_action_with_an_infinite_bound_is_refused(low, high, dimension):
+    toy = ToyEnv(spaces.Box(low, high, shape=(2,), dtype=np.float32))
+    with pytest.raises(ValueError, match=rf"from_gymnasium: ToyEnv's Box action space has bounds .* in dimension "
+                                         rf"{dimension} .*need finite bounds"):
+        from_gymnasium(toy)
+
+
+def test_bad_box_actions_are_refused():
+    toy = ToyEnv(spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32))
+    env = from_gymnasium(toy)
+    env.reset()
+    with pytest.raises(ValueError, match=r"value '1' \(dimension 1\) is 1.5; expected a finite value in \[-1.0, 1.0\]"):
+        env.act({"action": box_action(0.0, 1.5)})
+    with pytest.raises(ValueError, match=r"value '0' \(dimension 0\) is nan"):
+        env.act({"action": box_action(np.nan, 0.0)})
+    with pytest.raises(ValueError, match=r"values has shape \(3,\); the Box action .* takes \(2,\)"):
+        env.act({"action": box_action(0.0, 0.0, 0.0)})
+    with pytest.raises(TypeError, match=r"actions\['action'\] must be a GlobalContinuousAction, got GlobalCategorical"):
+        env.act({"action": global_action(0)})
+    with pytest.raises(ValueError, match=r"actions \['action'\] are missing"):
+        env.act({})
+    assert toy.received == []
+    envs = EnvList(lambda: from_gymnasium(ToyEnv(spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32))), 2)
+    envs.reset()
+    with pytest.raises(ValueError, match=r"actions\['action'\] row 1, actor 0, value '0' \(dimension 0\): 2.0 is "
+                                         r"outside"):
+        envs.act({"action": ragged_f32([[0.0, 0.0], [2.0, 0.0]])})
+    with pytest.raises(TypeError, match=r"actions\['action'\]: expected a RaggedArrayF32 \(a continuous action\)"):
+        envs.act({"action": ragged([[0], [1]])})
+
+
+def test_other_action_spaces_are_rejected():
+    with pytest.raises(TypeError, match=r"from_gymnasium: MultiBinary action spaces are not supported yet.*"
+                                        r"Discrete, MultiDiscrete and Box"):
+        from_gymnasium(ToyEnv(spaces.MultiBinary(3)))
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from entmachin.env import EnvList, GymnasiumVecEnv, ObsSpace, VecObs, from_gymnasium
+from entmachin.env import EnvList, GlobalContinuousActionSpace, GymnasiumVecEnv, ObsSpace, VecObs, from_gymnasium
 from entmachin.env.common import GLOBAL_ENTITY
 from entmachin.frame import PPO, RolloutCollector, global_actions, global_state
 from entmachin.model import MLPActor, MLPCritic
@@ -50,9 +50,19 @@ def ragged(values, lengths=None) -> RaggedArrayI64:
     return RaggedArrayI64.from_flattened(flat, lengths)
 
 
-def random_actions(rng: np.random.Generator, envs) -> Dict[str, RaggedArrayI64]:
-    return {name: ragged(rng.integers(0, len(space.index_to_label), len(envs)))
-            for name, space in envs.action_space().items()}
+def box_values(values) -> RaggedArrayF32:
+    flat = np.asarray(values, dtype=np.float32)  # [num_envs, n_values]: one actor per row
+    return RaggedArrayF32.from_flattened(flat, np.ones(len(flat), np.int64))
+
+
+def random_actions(rng: np.random.Generator, envs) -> Dict[str, Any]:
+    out: Dict[str, Any] = {}
+    for name, space in envs.action_space().items():
+        if isinstance(space, GlobalContinuousActionSpace):
+            out[name] = box_values(rng.uniform(space.low, space.high, size=(len(envs), len(space))))
+        else:
+            out[name] = ragged(rng.integers(0, len(space.index_to_label), len(envs)))
+    return out
 
 
 def assert_same_ragged(a, b, where: str) -> None:
@@ -75,6 +85,11 @@ def assert_same_vec(a: VecObs, b: VecObs, where: str = "vec") -> None:
         assert (mask.mask is None) == (other.mask is None), where
         if mask.mask is not None:
             assert_same_ragged(mask.mask, other.mask, f"{where}.action_masks[{name}].mask")
+        for side in ("low", "high"):  # continuous bounds
+            x, y = getattr(mask, side, None), getattr(other, side, None)
+            assert (x is None) == (y is None), f"{where}.action_masks[{name}].{side}"
+            if x is not None:
+                assert_same_ragged(x, y, f"{where}.action_masks[{name}].{side}")
     for field in ("reward", "done", "truncated", "final_index"):
         x, y = getattr(a, field), getattr(b, field)
         assert x.dtype == y.dtype, f"{where}.{field}: {x.dtype} != {y.dtype}"
@@ -132,6 +147,92 @@ def test_multidiscrete_2d_nvec_matches_env_list():
 def test_discrete_with_start_matches_env_list():
     vecs = run_both(make_dice(spaces.Discrete(3, start=-1)), 3, 100)
     assert all(ended(vecs))
+
+
+@pytest.mark.parametrize("env_id", ["Pendulum-v1", "MountainCarContinuous-v0"])
+def test_box_actions_match_env_list(env_id):
+    vecs = run_both(lambda: gym.make(env_id, max_episode_steps=25), 3, 60)
+    assert ended(vecs) == (0, 6)  # both cut by gymnasium's TimeLimit at step 25 and 50: truncated, bootstrapped
+    space = GlobalContinuousActionSpace(low=-2.0, high=2.0) if env_id == "Pendulum-v1" else \
+        GlobalContinuousActionSpace(low=-1.0, high=1.0)
+    for vec in vecs[:3] + [vecs[25].final_obs]:  # every actor's bounds: the space's, as EnvList's batches carry them
+        mask = vec.action_masks["action"]
+        np.testing.assert_array_equal(mask.low.as_array(), np.tile(space.low, (len(vec), 1)))
+        np.testing.assert_array_equal(mask.high.as_array(), np.tile(space.high, (len(vec), 1)))
+
+
+def test_pendulum_is_truncated_at_its_own_time_limit():
+    envs = GymnasiumVecEnv(lambda: gym.make("Pendulum-v1"), 2, seed=0)
+    assert envs.action_space() == {"action": GlobalContinuousActionSpace(low=[-2.0], high=[2.0], names=["0"])}
+    envs.reset()
+    rng = np.random.default_rng(0)
+    for t in range(200):
+        vec = envs.act(random_actions(rng, envs))
+        assert vec.done.all() == (t == 199)
+    assert vec.truncated.tolist() == [True, True] and vec.final_index.tolist() == [0, 1]
+
+
+def test_a_multidimensional_box_matches_env_list_and_reaches_the_environments():
+    box = spaces.Box(np.array([[-1, 0], [2, -3]], np.float32), np.array([[1, 1], [4, 3]], np.float32))
+    run_both(make_dice(box), 2, 40)
+    envs = GymnasiumVecEnv(lambda: Dice(box), 2)
+    envs.reset()
+    sent = box_values([[0.5, 0.25, 3.0, -3.0], [-1.0, 1.0, 2.0, 3.0]])
+    envs.act({"action": sent})
+    received = [env.received[0] for env in envs.envs]
+    assert all(r.dtype == np.float32 and r.shape == (2, 2) and box.contains(r) for r in received)
+    assert [r.tolist() for r in received] == [[[0.5, 0.25], [3.0, -3.0]], [[-1.0, 1.0], [2.0, 3.0]]]
+    assert not any(np.shares_memory(r, sent.as_array()) for r in received)
+
+
+@pytest.fixture
+def pendulums():
+    envs = GymnasiumVecEnv(lambda: gym.make("Pendulum-v1"), 2, seed=0)
+    envs.reset()
+    return envs
+
+
+@pytest.mark.parametrize(
+    "actions, error, match",
+    [
+        ({"action": ragged([0, 1])}, TypeError, r"actions\['action'\]: expected a RaggedArrayF32 \(a continuous "
+                                                r"action\), got RaggedArrayI64"),
+        ({"action": box_values([[0.0], [2.5]])}, ValueError,
+         r"actions\['action'\] row 1, actor 0, value '0' \(dimension 0\): 2.5 is outside its bounds \[-2.0, 2.0\]"),
+        ({"action": box_values([[np.nan], [0.0]])}, ValueError,
+         r"row 0, actor 0, value '0' \(dimension 0\): nan is not finite"),
+        ({"action": box_values([[0.0, 0.0], [0.0, 0.0]])}, ValueError,
+         r"actions\['action'\] has 2 values per actor; the space has 1"),
+        ({"action": box_values([[0.0], [0.0], [0.0]])}, ValueError,
+         r"actions\['action'\] has 3 rows; expected one per environment \(2\)"),
+        ({}, ValueError, r"GymnasiumVecEnv.act: actions \['action'\] are missing; got \[\]"),
+        ({"action": box_values([[0.0], [0.0]]), "jump": ragged([0, 1])}, ValueError,
+         r"actions\['jump'\]: unknown action; the environment has \['action'\]"),
+    ],
+)
+def test_bad_box_actions_are_rejected(pendulums, actions, error, match):
+    before = [env.unwrapped.state.copy() for env in pendulums.envs]
+    with pytest.raises(error, match=match):
+        pendulums.act(actions)
+    for env, state in zip(pendulums.envs, before):  # refused before any environment stepped
+        np.testing.assert_array_equal(env.unwrapped.state, state)
+    slow = EnvList(lambda: from_gymnasium(gym.make("Pendulum-v1")), 2, seed=0)
+    slow.reset()
+    with pytest.raises(error, match=match.replace("GymnasiumVecEnv.act: ", "")):  # EnvList's own words
+        slow.act(actions)
+
+
+def test_get_state_continues_the_episodes(pendulums):
+    rng = np.random.default_rng(1)
+    for _ in range(5):
+        pendulums.act(random_actions(rng, pendulums))
+    state = pendulums.get_state()
+    again = GymnasiumVecEnv(lambda: gym.make("Pendulum-v1"), 2, seed=7)
+    again.set_state(state)
+    actions = random_actions(rng, pendulums)
+    assert_same_vec(pendulums.act(actions), again.act(actions))
+    with pytest.raises(ValueError, match=r"set_state: the state holds 2 environments .*; this GymnasiumVecEnv has 3"):
+        GymnasiumVecEnv(lambda: gym.make("Pendulum-v1"), 3).set_state(state)
 
 
 class ListObs(Dice):
@@ -254,8 +355,11 @@ def test_act_before_reset():
 def test_construction_errors():
     with pytest.raises(TypeError, match=r"expected a gymnasium.Env, got object without \['observation_space'"):
         GymnasiumVecEnv(object, 2)
-    with pytest.raises(TypeError, match=r"from_gymnasium: Box action spaces are not supported yet.*Box\("):
-        GymnasiumVecEnv(lambda: Dice(spaces.Box(-1.0, 1.0, shape=(2,))), 2)
+    with pytest.raises(TypeError, match=r"from_gymnasium: MultiBinary action spaces are not supported yet"):
+        GymnasiumVecEnv(lambda: Dice(spaces.MultiBinary(2)), 2)
+    with pytest.raises(ValueError, match=r"from_gymnasium: Dice's Box action space has bounds \[-inf, 1.0\] in "
+                                         r"dimension 0 .*need finite bounds"):
+        GymnasiumVecEnv(lambda: Dice(spaces.Box(-np.inf, 1.0, shape=(2,), dtype=np.float32)), 2)
     with pytest.raises(ValueError, match=r"GymnasiumVecEnv: num_envs must be >= 1, got 0"):
         GymnasiumVecEnv(lambda: gym.make("CartPole-v1"), 0)
     with pytest.raises(TypeError, match=r"GymnasiumVecEnv: num_envs must be an int, got str"):

@@ -104,12 +104,56 @@ def test_every_field_has_a_comment_and_init_output_loads():
     assert config_from_dict(yaml.safe_load(text)) == config_from_dict(data)
 
 
+def test_model_kind_mlp_and_its_fields():
+    config = config_from_dict({"model": {"kind": "mlp", "d_hidden": [32, 16], "activation": "relu",
+                                         "normalize_inputs": False, "continuous": "squashed_gaussian"}})
+    assert config.model.kind == "mlp" and config.model.d_hidden == (32, 16)
+    assert config.model.mlp_options() == {"d_hidden": (32, 16), "activation": "relu", "normalize_inputs": False,
+                                          "clip": 5.0, "continuous": "squashed_gaussian"}
+    assert config_from_dict(yaml.safe_load(yaml.safe_dump(config_to_dict(config)))) == config
+    default = config_from_dict({}).model
+    assert (default.kind, default.d_hidden, default.activation, default.normalize_inputs) == \
+        ("rogue_net", (64, 64), "tanh", True)
+    assert config_from_dict({"model": {"kind": "mlp"}, "frame": {"name": "A2C"}}).frame.name == "A2C"
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"model": {"kind": "cnn"}}, r"^model.kind: expected one of 'rogue_net', 'mlp', got 'cnn'"),
+    ({"model": {"kind": "mlp", "d_hidden": []}}, r"^model.d_hidden: expected a list of positive ints, got \[\]"),
+    ({"model": {"kind": "mlp", "d_hidden": [64, 0]}}, r"^model.d_hidden: expected a list of positive ints"),
+    ({"model": {"kind": "mlp", "activation": "elu"}}, r"^model.activation: expected one of 'tanh', 'relu', 'gelu'"),
+    ({"model": {"kind": "mlp", "d_model": 64}}, r"^model.d_model: a setting of kind: rogue_net, which kind: mlp does "
+                                                 r"not read"),
+    ({"model": {"kind": "mlp", "relpos_encoding": {"extent": [5], "position_features": ["x"]}}},
+     r"^model.relpos_encoding: a setting of kind: rogue_net"),
+    ({"model": {"d_hidden": [32]}}, r"^model.d_hidden: a setting of kind: mlp, which kind: rogue_net does not read"),
+    ({"model": {"activation": "relu"}}, r"^model.activation: a setting of kind: mlp"),
+    ({"model": {"kind": "mlp"}, "frame": {"name": "DQN"}}, r"^model.kind: mlp trains with frame.name PPO or A2C; DQN "
+                                                          r".*use model.kind: rogue_net"),
+    ({"model": {"kind": "mlp"}, "frame": {"name": "BC"}}, r"^model.kind: mlp trains with frame.name PPO or A2C; BC"),
+])
+def test_bad_model_kinds_name_the_field(data, message):
+    with pytest.raises(ConfigError, match=message):
+        config_from_dict(data)
+
+
+def test_init_shows_the_other_kinds_fields_commented_out():
+    for kind, shown, hidden in (("mlp", "d_hidden", "d_model"), ("rogue_net", "d_model", "d_hidden")):
+        data = config_to_dict(config_from_dict({"model": {"kind": kind}}))
+        text = commented_yaml(data)
+        assert f"\n  {shown}: " in text and f"\n  # {hidden}: " in text
+        assert f"\n  kind: {kind}  # rogue_net: the entity transformer; mlp: " in text
+        assert config_from_dict(yaml.safe_load(text)) == config_from_dict(data)
+    for key in ("kind", "d_hidden", "activation", "normalize_inputs"):
+        assert FIELD_DOCS[f"model.{key}"]
+
+
 @pytest.mark.parametrize("path", CONFIGS, ids=[os.path.basename(p) for p in CONFIGS])
 def test_bundled_configs_load_and_state_what_they_reach(path):
     config = load_config(path)
     text = open(path, encoding="utf-8").read()
     assert "# Reaches" in text, f"{path} does not say what return it reaches within how many steps"
-    assert config.env.name.lower() in os.path.basename(path).replace("-a2c", "")
+    assert config.env.name.lower().removeprefix("gymnasium:") in os.path.basename(path).replace("-a2c", "")
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[os.path.basename(p) for p in CONFIGS])
