@@ -17,7 +17,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence
 import numpy as np
 
 from entmachin.data.rows import Rows, concat_rows, from_record_batch, schema, to_record_batch
-from entmachin.env.action import ActionSpace
+from entmachin.env.action import CONTINUOUS_SPACES, ActionSpace
 from entmachin.env.environment import ObsSpace
 from entmachin.env.spaces import space_differences, spaces_from_record, spaces_record
 
@@ -73,7 +73,8 @@ class DatasetWriter:
         seats: the seats of a game of several players (None: one player).
         recorded: how the data came to be (environment, policy, seeds, ...): JSON-ready values,
             kept in the description.
-        probs: whether rows carry the acting policy's probabilities.
+        probs: whether rows carry the acting policy's probabilities (of the discrete actions: a
+            continuous action has none, so a dataset of continuous actions only never has them).
         id_kinds: entity type -> ``"int"`` or ``"str"``: the types whose ids are recorded and
             their kind. By default the first part decides: the types whose rows carry ids, of
             the kind their ids are (``"int"`` where it has none to look at).
@@ -92,7 +93,8 @@ class DatasetWriter:
         os.makedirs(directory, exist_ok=True)
         self.directory = directory
         self.obs_space, self.action_space = obs_space, dict(action_space)
-        self.probs, self.rows_per_part = probs, rows_per_part
+        self.probs = probs and any(not isinstance(space, CONTINUOUS_SPACES) for space in self.action_space.values())
+        self.rows_per_part = rows_per_part
         self._pending: List[Rows] = []
         self._n_pending = 0
         self._schema: Any = None
@@ -105,7 +107,7 @@ class DatasetWriter:
         self.parts = 0
         self.rows = 0
         description = {"format": FORMAT, "spaces": spaces_record(obs_space, action_space),
-                       "seats": list(seats) if seats is not None else None, "probs": probs,
+                       "seats": list(seats) if seats is not None else None, "probs": self.probs,
                        "recorded": dict(recorded or {})}
         _write_atomically(os.path.join(directory, DESCRIPTION), json.dumps(description, indent=1).encode())
 
@@ -177,7 +179,8 @@ class Dataset:
 
     Attributes:
         obs_space / action_space: the spaces the data was recorded in.
-        seats: the seats (None: one player); probs: whether rows carry probabilities;
+        seats: the seats (None: one player); probs: whether rows carry probabilities (the discrete
+        actions' ``probs/<a>`` columns);
         recorded: how it was recorded; paths: the parts, in order.
 
     Raises:

@@ -12,8 +12,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 import numpy as np
 
 from entmachin.data.dataset import DatasetWriter
-from entmachin.data.rows import Rows, concat_rows
-from entmachin.env.action import ActionSpace
+from entmachin.data.rows import Rows, action_dtype, action_width, concat_rows
+from entmachin.env.action import CONTINUOUS_SPACES, ActionSpace
 from entmachin.env.canonical import to_state
 from entmachin.env.multi_agent import RESULTS
 from entmachin.env.vec_env import VecObs
@@ -76,15 +76,25 @@ class Recorder:
              probs: Optional[Mapping[str, RaggedArray]] = None, ids: Optional[Sequence[Mapping[str, list]]] = None,
              final_ids: Optional[Sequence[Mapping[str, list]]] = None) -> None:
         """Records one step of every row: ``obs`` (what each row saw), the ``actions`` taken
-        (ragged ``[n_actors, 1]``), and ``next_obs`` (what followed; its ``final_obs`` holds the
-        last observation of the episodes that ended).
+        (int64 ragged ``[n_actors, 1]``; float32 ragged ``[n_actors, n_values]`` for a continuous
+        action), and ``next_obs`` (what followed; its ``final_obs`` holds the last observation of
+        the episodes that ended).
 
         Args:
-            probs: action name -> float32 ragged ``[n_values, 1]``, one sequence per actor.
+            probs: discrete action name -> float32 ragged ``[n_choices, 1]``, one sequence per
+                actor (a continuous action has none).
             ids / final_ids: per row of ``obs`` (and of ``next_obs.final_obs``), entity type ->
                 the ids the environment gave.
+
+        Raises:
+            ValueError: ``probs`` of a continuous action, or ended rows without their final
+                observations.
         """
         n = len(obs)
+        continuous = [a for a in (probs or {}) if isinstance(self.action_space.get(a), CONTINUOUS_SPACES)]
+        if continuous:
+            raise ValueError(f"Recorder.step: probs[{continuous[0]!r}] given, but the action is continuous; "
+                             "probabilities are recorded for discrete actions only")
         state = to_state(obs, self.action_space)
         ended = next_obs.done
         result = [None] * n
@@ -104,7 +114,8 @@ class Recorder:
             last = Rows(self._episode[index], self._step[index] + 1, np.ones(k, np.bool_),
                         dict(fstate["entities"]), _visible(fstate, self._types),
                         {a: dict(m) for a, m in fstate["action_masks"].items()},
-                        {a: empty_ragged(np.int64, 1, k) for a in self.action_space},
+                        {a: empty_ragged(action_dtype(space), action_width(space), k)
+                         for a, space in self.action_space.items()},
                         np.zeros(k, np.float32), ended[index] & ~next_obs.truncated[index],
                         next_obs.truncated[index].copy(), [self.seats[r] for r in index],
                         [None if np.isnan(s) else _RESULT_NAMES[float(s)] for s in next_obs.result[index]],

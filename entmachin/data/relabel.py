@@ -3,7 +3,8 @@
 The function takes one part's rows as an ``arrdict``:
 
 * ``state``: the canonical state each row saw (``entities``, ``visible``, ``action_masks``);
-* ``action``: action name -> int64 ragged ``[n_actors, 1]`` (final rows: none);
+* ``action``: action name -> int64 ragged ``[n_actors, 1]`` (a choice), or float32 ragged
+  ``[n_actors, n_values]`` for a continuous action (final rows: none);
 * ``next_state``: the state of the same seat's next row in its episode (a final row: its own);
 * ``reward`` (the recorded one), ``terminal``, ``truncated``, ``final``, ``episode``, ``step``:
   arrays ``[n]``; ``seat``: a list of ``n`` seats (``None`` with one player);

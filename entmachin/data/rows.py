@@ -18,25 +18,50 @@ The Arrow columns (one Parquet column each; pandas, DuckDB or polars read them a
   list of int64 and ``actee_mask/<a>`` list of bool (select-entity: actor x actee, row-major),
   ``action/<a>`` list of int64 (a choice, or a position in the actee list), ``probs/<a>`` list
   of lists of float32 (each actor's probabilities; null where unknown);
+* per continuous action (``ContinuousActionSpace``, ``GlobalContinuousActionSpace``, ``n_values``
+  wide): ``actors/<a>`` list of int64, ``low/<a>`` and ``high/<a>`` lists of fixed-size lists
+  of float32 (each actor's bounds, ``n_values`` wide), ``action/<a>`` list of fixed-size lists of
+  float32 (each actor's values); no ``probs/<a>``: probabilities exist only for discrete actions
+  (a continuous action has densities, not a table of choices);
 * ``reward`` float32, ``terminal`` bool, ``truncated`` bool, ``result`` string (``"win"``,
   ``"draw"``, ``"loss"`` on a seat's final row of a game of several players, else null).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from entmachin.env.action import ActionSpace, SelectEntityActionSpace
+from entmachin.env.action import CONTINUOUS_SPACES, ActionSpace, SelectEntityActionSpace
 from entmachin.env.common import GLOBAL_ENTITY
 from entmachin.env.environment import ObsSpace
 from entmachin.ragged.array import RaggedArray
 from entmachin.ragged.arrays import concat, ragged_from_arrays, take
 
-__all__ = ["Rows", "schema", "to_record_batch", "from_record_batch", "ID_KINDS"]
+__all__ = ["Rows", "schema", "to_record_batch", "from_record_batch", "ID_KINDS", "mask_keys", "action_width",
+           "action_dtype"]
 
 ID_KINDS = ("int", "str")
+
+
+def mask_keys(space: ActionSpace) -> Tuple[str, ...]:
+    """The canonical mask entries (and ``<key>/<a>`` columns) a dataset keeps for an action of ``space``."""
+    if isinstance(space, SelectEntityActionSpace):
+        return ("actors", "actees", "actee_mask")
+    if isinstance(space, CONTINUOUS_SPACES):
+        return ("actors", "low", "high")
+    return ("actors", "mask")
+
+
+def action_width(space: ActionSpace) -> int:
+    """Values per actor of an action: ``len(space)`` for a continuous one, else 1 (the choice)."""
+    return len(space) if isinstance(space, CONTINUOUS_SPACES) else 1
+
+
+def action_dtype(space: ActionSpace) -> Any:
+    """An action's values: float32 for a continuous one, int64 (the choice) for the others."""
+    return np.float32 if isinstance(space, CONTINUOUS_SPACES) else np.int64
 
 
 @dataclass
@@ -50,11 +75,13 @@ class Rows:
         entities: entity type -> float32 ragged ``[n_entities, n_features]`` (``__global__``: the
             global features, one item per row, when the space has any).
         visible: entity type -> bool ragged ``[n_entities, 1]`` (every type).
-        masks: action name -> ``{"actors", "mask"}`` or ``{"actors", "actees", "actee_mask"}``,
-            ragged as in the canonical state.
-        action: action name -> int64 ragged ``[n_actors, 1]`` (final rows: no actors' actions).
-        probs: action name -> (float32 ragged ``[n_values, 1]``, one sequence per actor of
-            ``action``; bool ``[n]``: the rows that have them), or absent.
+        masks: action name -> ``{"actors", "mask"}``, ``{"actors", "actees", "actee_mask"}`` or
+            (continuous) ``{"actors", "low", "high"}``, ragged as in the canonical state.
+        action: action name -> int64 ragged ``[n_actors, 1]`` (a choice), or float32 ragged
+            ``[n_actors, n_values]`` for a continuous action (final rows: no actors' actions).
+        probs: discrete action name -> (float32 ragged ``[n_choices, 1]``, one sequence per actor
+            of ``action``; bool ``[n]``: the rows that have them), or absent (always absent for
+            a continuous action).
         ids: entity type -> one list of ids per row, or ``None`` where not given.
         reward: float32 ``[n]``; terminal / truncated: bool ``[n]``.
         result: ``"win"`` / ``"draw"`` / ``"loss"`` or ``None`` per row.
@@ -136,6 +163,13 @@ def _pa() -> Any:
     return pa
 
 
+def _rows_of(value_type: Any, width: int) -> Any:
+    """The Arrow type of one item of ``width`` values: a fixed-size list (a plain, empty list where
+    ``width`` is 0, as entity types without features have always been written)."""
+    pa = _pa()
+    return pa.list_(value_type, width) if width else pa.list_(value_type)
+
+
 def schema(obs_space: ObsSpace, action_space: Mapping[str, ActionSpace], id_kinds: Mapping[str, str],
            probs: bool) -> Any:
     """The Arrow schema of a dataset of these spaces (``id_kinds``: entity type -> ``"int"`` or
@@ -144,8 +178,7 @@ def schema(obs_space: ObsSpace, action_space: Mapping[str, ActionSpace], id_kind
     fields = [pa.field("episode", pa.int64(), False), pa.field("step", pa.int64(), False),
               pa.field("seat", pa.string()), pa.field("final", pa.bool_(), False)]
     for t, entity in obs_space.entities.items():
-        n = len(entity.features)
-        row = pa.list_(pa.float32(), n) if n else pa.list_(pa.float32())
+        row = _rows_of(pa.float32(), len(entity.features))
         fields += [pa.field(f"features/{t}", pa.list_(row), False), pa.field(f"visible/{t}", pa.list_(pa.bool_()),
                                                                                  False)]
         if t in id_kinds:
@@ -154,6 +187,11 @@ def schema(obs_space: ObsSpace, action_space: Mapping[str, ActionSpace], id_kind
         fields.append(pa.field("global_features", pa.list_(pa.float32(), len(obs_space.global_features)), False))
     for a, space in action_space.items():
         fields.append(pa.field(f"actors/{a}", pa.list_(pa.int64()), False))
+        if isinstance(space, CONTINUOUS_SPACES):
+            values = _rows_of(pa.float32(), len(space))
+            fields += [pa.field(f"low/{a}", pa.list_(values), False), pa.field(f"high/{a}", pa.list_(values), False),
+                       pa.field(f"action/{a}", pa.list_(values), False)]
+            continue  # no probabilities: a continuous action has no table of choices
         if isinstance(space, SelectEntityActionSpace):
             fields += [pa.field(f"actees/{a}", pa.list_(pa.int64()), False),
                        pa.field(f"actee_mask/{a}", pa.list_(pa.bool_()), False)]
@@ -220,7 +258,7 @@ def to_record_batch(rows: Rows, arrow_schema: Any) -> Any:
         elif name == "global_features":
             columns[name] = pa.FixedSizeListArray.from_arrays(
                 pa.array(rows.entities[GLOBAL_ENTITY].as_array().reshape(-1), pa.float32()), f.type.list_size)
-        elif kind in ("actors", "mask", "actees", "actee_mask"):
+        elif kind in ("actors", "mask", "actees", "actee_mask", "low", "high"):
             columns[name] = _ragged_column(rows.masks[key][kind], f.type)
         elif kind == "action":
             columns[name] = _ragged_column(rows.action[key], f.type)
@@ -252,6 +290,10 @@ def _ragged_from(column: Any, width: Optional[int], dtype: Any) -> RaggedArray:
     return ragged_from_arrays(flat, lengths, dtype)
 
 
+_MASK_DTYPES = {"actors": np.int64, "actees": np.int64, "mask": np.bool_, "actee_mask": np.bool_,
+                "low": np.float32, "high": np.float32}
+
+
 def from_record_batch(batch: Any, obs_space: ObsSpace, action_space: Mapping[str, ActionSpace]) -> Rows:
     """The rows of an Arrow table or record batch of :func:`schema`."""
     names = set(batch.schema.names)
@@ -271,10 +313,9 @@ def from_record_batch(batch: Any, obs_space: ObsSpace, action_space: Mapping[str
     masks: Dict[str, Dict[str, RaggedArray]] = {}
     action, probs = {}, {}
     for a, space in action_space.items():
-        keys = ("actors", "actees", "actee_mask") if isinstance(space, SelectEntityActionSpace) else ("actors", "mask")
-        masks[a] = {k: _ragged_from(col(f"{k}/{a}"), None, np.bool_ if "mask" in k else np.int64) for k in keys}
-        action[a] = _ragged_from(col(f"action/{a}"), 1, np.int64)
-        if f"probs/{a}" in names:
+        masks[a] = {k: _ragged_from(col(f"{k}/{a}"), None, _MASK_DTYPES[k]) for k in mask_keys(space)}
+        action[a] = _ragged_from(col(f"action/{a}"), None, action_dtype(space))
+        if f"probs/{a}" in names and not isinstance(space, CONTINUOUS_SPACES):
             column = col(f"probs/{a}")
             column = column.combine_chunks() if hasattr(column, "combine_chunks") else column
             has = ~np.asarray(column.is_null().to_numpy(zero_copy_only=False), dtype=bool)

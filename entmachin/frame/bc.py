@@ -2,11 +2,15 @@
 
 ``store_rows(state, action, returns, probs=None)`` holds rows; ``update()`` walks them in
 minibatches like A2C's update (``actor_update_times`` / ``critic_update_times`` minibatches of
-``batch_size`` rows, shuffled epochs), then clears them. Each minibatch's policy loss is, per
-actor (the units of PPO and A2C), the negative log-probability of the recorded choice under its
+``batch_size`` rows, shuffled epochs), then clears them. Each minibatch's policy loss is the mean,
+over every actor of every action (the units of PPO and A2C), of the negative log-likelihood of
+what it did: for a discrete action the negative log-probability of the recorded choice under its
 mask, plus ``distill_weight`` times the cross-entropy from the recorded probabilities where the
-rows carry them; the value loss fits the critic to the recorded discounted returns. The class is
-an ``A2C`` for everything else (checkpoints, ``act``, evaluation, the optimizers and their steps).
+rows carry them; for a continuous action the negative log-density of the recorded values within
+the actor's bounds (no distillation: it has no table). One pass of the trunk scores both kinds
+(``RogueNet.log_probabilities(..., continuous=...)``). The value loss fits the critic to the
+recorded discounted returns. The class is an ``A2C`` for everything else (checkpoints, ``act``,
+evaluation, the optimizers and their steps).
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 import numpy as np
 import torch
 
+from entmachin.env.action import CONTINUOUS_SPACES
 from entmachin.frame.a2c import A2C, explained_variance, mean_of
 from entmachin.frame.config import BCConfig
 from entmachin.frame.rollout import minibatch_schedule
@@ -30,8 +35,10 @@ __all__ = ["BC", "Held"]
 
 
 class Held:
-    """Rows held for training: a canonical state, the recorded choices, the value targets and,
-    where recorded, each actor's probabilities (numpy and entmachin's ragged arrays)."""
+    """Rows held for training: a canonical state, the recorded actions (int64 ragged
+    ``[n_actors, 1]`` choices, float32 ragged ``[n_actors, n_values]`` continuous values), the
+    value targets and, where recorded, each actor's probabilities of a discrete action (numpy and
+    entmachin's ragged arrays)."""
 
     def __init__(self, state: Mapping[str, Any], action: Mapping[str, Any], returns: np.ndarray,
                  probs: Optional[Mapping[str, Any]]) -> None:
@@ -80,10 +87,11 @@ class BC(A2C):
 
         Args:
             state: the canonical state of ``n`` rows (ragged arrays).
-            action: action name -> int64 ragged ``[n_actors, 1]``: each actor's recorded choice.
+            action: action name -> int64 ragged ``[n_actors, 1]``: each actor's recorded choice;
+                float ragged ``[n_actors, n_values]`` for a continuous action: its recorded values.
             returns: float ``[n]``: the discounted return that followed each row.
-            probs: action name -> float32 ragged ``[n_values, 1]``, one sequence per actor: the
-                recorded policy's probabilities (optional).
+            probs: discrete action name -> float32 ragged ``[n_choices, 1]``, one sequence per
+                actor: the recorded policy's probabilities (optional).
         """
         returns = np.asarray(returns, dtype=np.float32).reshape(-1)
         self._held = Held(state, action, returns, probs)
@@ -97,9 +105,17 @@ class BC(A2C):
         with torch.no_grad(), collecting_stats_of(norms):
             for start in range(0, held.n_rows, rows_per_pass):
                 part = held.take(np.arange(start, min(start + rows_per_pass, held.n_rows)))
-                net.log_probabilities(part.state["entities"], part.state["action_masks"], part.state.get("visible"))
+                net.log_probabilities(part.state["entities"], part.state["action_masks"], part.state.get("visible"),
+                                      continuous=self._continuous(part))
                 if self._critic_only_norms:
                     self.criticize(part.state)
+
+    def _continuous(self, held: Held) -> Dict[str, Any]:
+        """The recorded values of the continuous actions of ``held``'s masks, as
+        ``log_probabilities`` scores them (action name -> float ragged ``[n_actors, n_values]``)."""
+        space = unwrap(self.actor).action_space
+        return {name: held.action[name] for name in held.state["action_masks"]
+                if isinstance(space[name], CONTINUOUS_SPACES)}
 
     # -------------------------------------------------------------------------- update
 
@@ -154,7 +170,8 @@ class BC(A2C):
         state = batch.state
         joint = value and self._joint
         tables, predicted = net.log_probabilities(state["entities"], state["action_masks"], state.get("visible"),
-                                                  value=joint) if policy else ({}, None)
+                                                  value=joint, continuous=self._continuous(batch)) \
+            if policy else ({}, None)
         if value and predicted is None:
             predicted = self.criticize(state)
         policy_loss = entropy = None
@@ -166,13 +183,20 @@ class BC(A2C):
             value_loss = self.criterion(goal, predicted.reshape(goal.shape)) * self.config.value_weight
         return policy_loss, value_loss, predicted, entropy
 
-    def _cloning_loss(self, tables: Mapping[str, RaggedTensor], batch: Held) -> Tuple[torch.Tensor, torch.Tensor]:
-        """Per actor: ``-log p(recorded choice) + distill_weight * H(recorded probs, p)``; the mean
-        over every actor of every action, and the mean entropy."""
+    def _cloning_loss(self, tables: Mapping[str, RaggedTensor], batch: Held,
+                      ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """Per actor: ``-log p(recorded choice) + distill_weight * H(recorded probs, p)`` (discrete),
+        ``-log p(recorded values)`` (continuous); the mean over every actor of every action, and
+        the mean entropy of the discrete actors' tables (None without any: a continuous head's
+        entropy is not part of the loss and is not estimated here)."""
+        space = unwrap(self.actor).action_space
         nll, cross, entropies = [], [], []
         for name, table in tables.items():
-            log_p = table.data  # [n_actors, width]
+            log_p = table.data  # [n_actors, width]; continuous: [n_actors, 1], the recorded values' log-density
             if log_p.shape[0] == 0:
+                continue
+            if isinstance(space[name], CONTINUOUS_SPACES):
+                nll.append(-log_p[:, 0])  # [n_actors]
                 continue
             chosen = torch.from_numpy(batch.action[name].as_array()[:, 0].copy()).to(log_p.device)  # [n_actors]
             nll.append(-log_p.gather(1, chosen[:, None])[:, 0])
@@ -188,25 +212,32 @@ class BC(A2C):
         loss = torch.cat(nll).mean()
         if cross:
             loss = loss + self.config.distill_weight * torch.cat(cross).mean()
-        return loss, torch.cat(entropies).mean()
+        return loss, torch.cat(entropies).mean() if entropies else None
 
     def accuracy(self, held: Held) -> Tuple[float, float]:
-        """``(mean negative log-likelihood, share of actors whose most likely choice is the
-        recorded one)`` of rows, without gradients (the validation figures)."""
+        """``(mean negative log-likelihood, share of discrete actors whose most likely choice is
+        the recorded one)`` of rows, without gradients (the validation figures). The mean covers
+        every actor of every action (a continuous actor's term is the negative log-density of its
+        recorded values); the share counts discrete actors only (NaN without any: continuous
+        values have no most likely choice to hit)."""
         net = unwrap(self.actor)
         with torch.no_grad():
             tables, _ = net.log_probabilities(held.state["entities"], held.state["action_masks"],
-                                              held.state.get("visible"))
-        nll, hits, n = 0.0, 0, 0
+                                              held.state.get("visible"), continuous=self._continuous(held))
+        nll, hits, n, n_discrete = 0.0, 0, 0, 0
         for name, table in tables.items():
-            log_p = table.data
+            log_p = table.data  # [n_actors, width]; continuous: [n_actors, 1]
             if log_p.shape[0] == 0:
+                continue
+            n += log_p.shape[0]
+            if isinstance(net.action_space[name], CONTINUOUS_SPACES):
+                nll += float(-log_p.sum())
                 continue
             chosen = torch.from_numpy(held.action[name].as_array()[:, 0].copy()).to(log_p.device)
             nll += float(-log_p.gather(1, chosen[:, None]).sum())
             hits += int((log_p.argmax(dim=1) == chosen).sum())
-            n += log_p.shape[0]
-        return (nll / n, hits / n) if n else (float("nan"), float("nan"))
+            n_discrete += log_p.shape[0]
+        return (nll / n if n else float("nan")), (hits / n_discrete if n_discrete else float("nan"))
 
 
 def _padded(per_actor: Any, width: int) -> torch.Tensor:

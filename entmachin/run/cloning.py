@@ -4,7 +4,9 @@
 hands the frame the next ``bc.rows_per_update`` rows (shuffled epochs over the training episodes)
 and reports them as that many steps, so the runner's loop, its evaluations on the environment,
 checkpoints, ``--resume`` and logs work unchanged; a held-out share of the episodes gives the
-validation loss and action accuracy (``bc/*`` in tensorboard).
+validation loss and action accuracy (``bc/*`` in tensorboard). The loss is the mean negative
+log-likelihood of every actor's recorded action (continuous values' log-densities included); the
+accuracy counts discrete actors only, and is not written where the held-out rows have none.
 """
 from __future__ import annotations
 
@@ -113,13 +115,17 @@ class Cloning:
         return CloningStats(self.rows_per_update)
 
     def write(self, writer: Any, step: int) -> Dict[str, float]:
-        """``bc/validation_loss`` and ``bc/validation_accuracy`` on the held-out rows."""
+        """``bc/validation_loss`` and ``bc/validation_accuracy`` on the held-out rows (the accuracy
+        counts discrete actors; without any, as with continuous actions only, it is left out)."""
         if self.validation is None:
             return {}
         loss, accuracy = self.frame.accuracy(self.validation)
         writer.add_scalar("bc/validation_loss", loss, step)
-        writer.add_scalar("bc/validation_accuracy", accuracy, step)
-        return {"validation_loss": loss, "validation_accuracy": accuracy}
+        figures = {"validation_loss": loss}
+        if not np.isnan(accuracy):
+            writer.add_scalar("bc/validation_accuracy", accuracy, step)
+            figures["validation_accuracy"] = accuracy
+        return figures
 
     def snapshot(self) -> Dict[str, Any]:
         return {"order": self._order, "cursor": self._cursor, "rng": self._rng.bit_generator.state,

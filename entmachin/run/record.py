@@ -1,12 +1,22 @@
 """``entmachin record``: episodes of a policy written to a dataset directory (``entmachin.data``).
 
-Policies: ``random`` (a uniformly random allowed choice; its probabilities are recorded),
-``scripted`` (the environment's own ``scripted_opponent`` or ``scripted_policy``), a run
-directory (its checkpoint's actor: one batched forward pass a step; its probabilities are
-recorded), or ``pkg.mod:function`` (``(observation, action_space, rng) -> actions``, checked
-against the observation's masks). Functions see ``Observation`` objects, so they need the
-environments in this process (``--processes 0``); so do entity ids, which are recorded where the
-environment gives ints or strings.
+Policies: ``random`` (a uniformly random allowed choice, continuous values uniform within each
+actor's bounds; the discrete actions' probabilities are recorded), ``scripted`` (the
+environment's own ``scripted_opponent`` or ``scripted_policy``), a run directory (its
+checkpoint's actor, see below), or ``pkg.mod:function`` (``(observation, action_space, rng) ->
+actions``, checked against the observation's masks; continuous values recorded as float32).
+Functions see ``Observation`` objects, so they need the environments in this process
+(``--processes 0``); so do entity ids, which are recorded where the environment gives ints or
+strings.
+
+A run's actor acts on a batch of every row a step. Its discrete actions are drawn from
+``RogueNet.probabilities`` by inverse CDF with the recorder's generator, as exported policies
+draw them (``--deterministic``: the most likely choice), and those probabilities are recorded.
+A continuous action has no table: its values come from the network's forward pass (sampled
+within each actor's bounds, or the deterministic point), seeded from the same generator, and
+nothing but the values is recorded. An action space of one kind costs one pass of the network
+a step; one that mixes both kinds costs two (the tables of the discrete actions, then the
+continuous values), so that the discrete choices keep their recorded probabilities.
 """
 from __future__ import annotations
 
@@ -19,8 +29,9 @@ import numpy as np
 from entmachin.data import DatasetWriter
 from entmachin.data.dataset import plain_ids
 from entmachin.data.recorder import Recorder
+from entmachin.data.rows import action_dtype, action_width
 from entmachin.env import EnvList, ParallelEnvList, random_actions, to_state
-from entmachin.env.action import SelectEntityActionSpace
+from entmachin.env.action import CONTINUOUS_SPACES, SelectEntityActionSpace
 from entmachin.env.vec_env import VecObs
 from entmachin.ragged.arrays import ragged_from_arrays
 from entmachin.run.build import EnvFactory, env_class
@@ -74,16 +85,20 @@ class _Policy:
         raise NotImplementedError
 
 
-class _Random(_Policy):
-    probs = True
+def _discrete(action_space: Mapping[str, Any]) -> List[str]:
+    """The actions that have a table of choices (every one but the continuous ones)."""
+    return [name for name, space in action_space.items() if not isinstance(space, CONTINUOUS_SPACES)]
 
+
+class _Random(_Policy):
     def __init__(self, action_space: Mapping[str, Any], rng: np.random.Generator) -> None:
         self.action_space, self.rng = action_space, rng
+        self.probs = bool(_discrete(action_space))
 
     def choose(self, vec, observations):
         actions = random_actions(vec, self.action_space, self.rng)
         probs = {}
-        for name in self.action_space:
+        for name in _discrete(self.action_space):
             widths = _widths(vec, self.action_space, name)
             width = int(widths.max(initial=0))
             allowed = _allowed(vec, self.action_space, name, width)
@@ -94,7 +109,7 @@ class _Random(_Policy):
 
 
 class _Checkpoint(_Policy):
-    probs = True
+    """A run's RogueNet (see the module docstring for how it draws and what it records)."""
 
     def __init__(self, frame: Any, action_space: Mapping[str, Any], rng: np.random.Generator,
                  deterministic: bool) -> None:
@@ -106,11 +121,26 @@ class _Checkpoint(_Policy):
         if not hasattr(self.net, "probabilities"):
             raise RunError(f"record: the run's actor is a {type(self.net).__name__}; recording needs a RogueNet policy")
         self.action_space, self.rng, self.deterministic = action_space, rng, deterministic
+        self.discrete = _discrete(action_space)
+        self.probs = bool(self.discrete)
+        # fork_rng restores these devices' generators (the CPU's always) after each seeded pass.
+        self._cuda = sorted({p.device.index or 0 for p in self.net.parameters() if p.device.type == "cuda"})
 
     def choose(self, vec, observations):
         state = to_state(vec, self.action_space)
+        discrete = {name: m for name, m in state["action_masks"].items() if name in self.discrete}
+        continuous = {name: m for name, m in state["action_masks"].items() if name not in self.discrete}
+        tables: Dict[str, Any] = {}
+        values: Dict[str, Any] = {}
         with self.torch.no_grad():
-            tables = self.net.probabilities(state["entities"], state["action_masks"], state.get("visible"))
+            if discrete:
+                tables = self.net.probabilities(state["entities"], discrete, state.get("visible"))
+            if continuous:
+                with self.torch.random.fork_rng(devices=self._cuda):  # seeded by --seed, the global generator kept
+                    self.torch.manual_seed(int(self.rng.integers(2 ** 63 - 1)))
+                    out = self.net(state["entities"], continuous, state.get("visible"),
+                                   deterministic=self.deterministic)
+                values = {name: out.action[name] for name in continuous}
         actions, probs = {}, {}
         for name, table in tables.items():
             p = table.data.cpu().numpy()  # [n_actors, width]
@@ -124,6 +154,10 @@ class _Checkpoint(_Policy):
             actions[name] = ragged_from_arrays(chosen.reshape(-1, 1).astype(np.int64), lengths, np.int64)
             inside = np.arange(p.shape[1])[None, :] < widths[:, None] if p.ndim == 2 else np.zeros((0, 0), bool)
             probs[name] = ragged_from_arrays(p[inside].reshape(-1, 1), widths, np.float32)
+        for name, chosen in values.items():
+            lengths = vec.action_masks[name].actors.size1()
+            flat = chosen.data.cpu().numpy().astype(np.float32, copy=False)  # [n_actors, n_values]
+            actions[name] = ragged_from_arrays(flat.reshape(-1, len(self.action_space[name])), lengths, np.float32)
         return actions, probs
 
 
@@ -138,11 +172,13 @@ class _Function(_Policy):
         per_row = [call_policy(self.fn, obs, self.obs_space, self.action_space, self.rng,
                                f"policy {self.name!r} (row {r})", RunError)[1] for r, obs in enumerate(observations)]
         out = {}
-        for name in self.action_space:
-            chosen = [row.get(name, np.zeros(0, np.int64)) for row in per_row]
+        for name, space in self.action_space.items():
+            # checked_choices: int64 [n_actors] choices, or float32 [n_actors, n_values] continuous values
+            width, dtype = action_width(space), action_dtype(space)
+            chosen = [np.asarray(row.get(name, np.zeros(0, dtype)), dtype).reshape(-1, width) for row in per_row]
             lengths = vec.action_masks[name].actors.size1()
-            flat = np.concatenate(chosen).astype(np.int64) if chosen else np.zeros(0, np.int64)
-            out[name] = ragged_from_arrays(flat.reshape(-1, 1), lengths, np.int64)
+            flat = np.concatenate(chosen) if chosen else np.zeros((0, width), dtype)  # [n_actors, width]
+            out[name] = ragged_from_arrays(flat, lengths, dtype)
         return out, None
 
 

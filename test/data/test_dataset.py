@@ -16,8 +16,10 @@ pytest.importorskip("pyarrow")
 
 from entmachin.data import Dataset, DatasetError, DatasetWriter, Rows  # noqa: E402
 from entmachin.env import (  # noqa: E402
-    CategoricalActionSpace, Entity, GlobalCategoricalActionSpace, ObsSpace, SelectEntityActionSpace,
+    CategoricalActionSpace, ContinuousActionSpace, Entity, GlobalCategoricalActionSpace, GlobalContinuousActionSpace,
+    ObsSpace, SelectEntityActionSpace,
 )
+from entmachin.env.action import CONTINUOUS_SPACES  # noqa: E402
 from entmachin.env.common import GLOBAL_ENTITY  # noqa: E402
 from entmachin.ragged.arrays import ragged_equal, ragged_from_arrays  # noqa: E402
 
@@ -262,3 +264,208 @@ def test_ids_of_other_kinds_are_refused(tmp_path):
     with pytest.raises(DatasetError, match="ids of 'Unit'.*ints or all strings"):
         with DatasetWriter(str(tmp_path), OBS_SPACE, ACTION_SPACE) as writer:
             writer.write(rows)
+
+
+# ---------------------------------------------------------------------------- continuous actions
+
+CONT_OBS = ObsSpace(global_features=["t"], entities={"Boat": Entity(["x", "y"]), "Buoy": Entity([])})
+MIXED = {"steer": ContinuousActionSpace(low=[-1.0, 0.0], high=[1.0, 3.0e38], names=["turn", "speed"]),
+         "wind": GlobalContinuousActionSpace(0.0, 1.0),
+         "flag": CategoricalActionSpace(["red", "blue", "green"])}
+CONTINUOUS_ONLY = {"steer": MIXED["steer"]}
+# Values whose bits a float64 detour or a text round trip would change: -0.0, the smallest subnormal,
+# the float32 neighbours of 1, the largest finite float32.
+EDGES = np.array([0.0, -0.0, 1e-45, -1e-45, np.nextafter(np.float32(1), np.float32(0)),
+                  np.nextafter(np.float32(1), np.float32(2)), np.finfo(np.float32).max, -1.0], np.float32)
+
+
+def continuous_rows(rng, n_episodes, action_space, probs=False, first_episode=0):
+    """Whole episodes of random rows of ``CONT_OBS`` and ``action_space`` (continuous actions' values:
+    random bits among ``EDGES`` and uniform draws; final rows: no actions)."""
+    ep, step, final, counts, glob_rows = [], [], [], {t: [] for t in CONT_OBS.entities}, []
+    cols = {a: {"actors": [], "n": [], "low": [], "high": [], "mask": [], "action": [], "n_action": [], "probs": [],
+                "widths": []} for a in action_space}
+    for e in range(first_episode, first_episode + n_episodes):
+        length = int(rng.integers(1, 5))
+        for s in range(length + 1):
+            ep.append(e), step.append(s), final.append(s == length)
+            n = {t: int(rng.integers(0, 4)) for t in CONT_OBS.entities}
+            for t in CONT_OBS.entities:
+                counts[t].append(n[t])
+            glob_rows.append(rng.normal(size=(1, 1)).astype(np.float32))
+            n_total = sum(n.values())
+            for a, space in action_space.items():
+                c = cols[a]
+                if isinstance(space, GlobalContinuousActionSpace):
+                    actors = np.array([n_total] if rng.random() < 0.8 else [], np.int64)
+                else:
+                    actors = np.flatnonzero(rng.random(n["Boat"]) < 0.7)  # boats come first in the step's entities
+                k = len(actors)
+                c["actors"].append(actors), c["n"].append(k)
+                acting = k if s < length else 0
+                if isinstance(space, CONTINUOUS_SPACES):
+                    width = len(space)
+                    low = rng.uniform(-2, 0, (k, width)).astype(np.float32)
+                    c["low"].append(low), c["high"].append(low + rng.uniform(0, 3, (k, width)).astype(np.float32))
+                    values = np.where(rng.random((acting, width)) < 0.5, rng.choice(EDGES, (acting, width)),
+                                      rng.normal(size=(acting, width))).astype(np.float32)
+                    c["action"].append(values)
+                else:
+                    c["mask"].append(rng.random((k, len(space))) < 0.7)
+                    c["action"].append(rng.integers(0, len(space), (acting, 1)))
+                    for _ in range(acting):
+                        c["probs"].append(rng.random((len(space), 1)).astype(np.float32))
+                        c["widths"].append(len(space))
+                c["n_action"].append(acting)
+    n_rows = len(ep)
+    entities = {t: ragged_from_arrays(rng.normal(size=(sum(counts[t]), len(e.features))).astype(np.float32),
+                                      counts[t], np.float32) for t, e in CONT_OBS.entities.items()}
+    entities[GLOBAL_ENTITY] = ragged_from_arrays(np.concatenate(glob_rows), np.ones(n_rows, np.int64), np.float32)
+    visible = {t: ragged_from_arrays(rng.random((sum(counts[t]), 1)) < 0.8, counts[t], np.bool_)
+               for t in CONT_OBS.entities}
+    masks, action, prob = {}, {}, {}
+    for a, space in action_space.items():
+        c = cols[a]
+        actors = ragged_from_arrays(np.concatenate(c["actors"]).reshape(-1, 1), c["n"], np.int64)
+        if isinstance(space, CONTINUOUS_SPACES):
+            width = len(space)
+            masks[a] = {"actors": actors,
+                        "low": ragged_from_arrays(np.concatenate(c["low"]).reshape(-1, width), c["n"], np.float32),
+                        "high": ragged_from_arrays(np.concatenate(c["high"]).reshape(-1, width), c["n"], np.float32)}
+            action[a] = ragged_from_arrays(np.concatenate(c["action"]).reshape(-1, width), c["n_action"], np.float32)
+            continue
+        masks[a] = {"actors": actors, "mask": ragged_from_arrays(np.concatenate(c["mask"]).reshape(-1, len(space)),
+                                                                 c["n"], np.bool_)}
+        action[a] = ragged_from_arrays(np.concatenate(c["action"]).reshape(-1, 1), c["n_action"], np.int64)
+        if probs:
+            flat = np.concatenate(c["probs"]) if c["probs"] else np.zeros((0, 1), np.float32)
+            prob[a] = (ragged_from_arrays(flat, c["widths"], np.float32), ~np.array(final))
+    terminal = np.array(final) & (rng.random(n_rows) < 0.5)
+    return Rows(np.array(ep, np.int64), np.array(step, np.int64), np.array(final), entities, visible, masks, action,
+                rng.normal(size=n_rows).astype(np.float32), terminal, np.array(final) & ~terminal, probs=prob)
+
+
+def assert_bits_equal(a, b):
+    """Every float of the continuous actions' values and bounds has the same bits."""
+    for name in a.action:
+        arrays = [(a.action[name], b.action[name])] + [(a.masks[name][k], b.masks[name][k])
+                                                       for k in ("low", "high") if k in a.masks[name]]
+        for x, y in arrays:
+            x, y = x.as_array(), y.as_array()
+            assert x.dtype == y.dtype and x.shape == y.shape, name
+            if x.dtype == np.float32:
+                assert np.array_equal(x.view(np.uint32), y.view(np.uint32)), name
+
+
+@pytest.mark.parametrize("space", ["mixed", "continuous only"])
+@pytest.mark.parametrize("probs", [False, True])
+def test_continuous_actions_written_read_back_bit_exact(tmp_path, space, probs):
+    action_space = MIXED if space == "mixed" else CONTINUOUS_ONLY
+    rng = np.random.default_rng(7)
+    written = [continuous_rows(rng, 1, action_space, probs and space == "mixed", first_episode=k) for k in range(6)]
+    with DatasetWriter(str(tmp_path), CONT_OBS, action_space, probs=probs, rows_per_part=7) as writer:
+        for rows in written:
+            writer.write(rows)
+    dataset = Dataset(str(tmp_path))
+    assert len(dataset.paths) > 1 and dataset.probs == (probs and space == "mixed")  # no table: no probs
+    from entmachin.data import concat_rows
+
+    expected = concat_rows(written)
+    read = dataset.read()
+    assert_rows_equal(read, expected)
+    assert_bits_equal(read, expected)
+    assert read.action["steer"].as_array().dtype == np.float32 and read.action["steer"].size2() == 2
+    assert (read.action["steer"].size1()[read.final] == 0).all()
+    assert set(read.probs) == ({"flag"} if dataset.probs else set())
+    # take / concat keep continuous values (and the probabilities of the discrete actors beside them)
+    index = np.random.default_rng(0).permutation(len(expected))
+    again = concat_rows([expected.take(index[:10]), expected.take(index[10:])])
+    assert_rows_equal(again, expected.take(index))
+    assert_bits_equal(again, expected.take(index))
+
+
+def test_continuous_columns_are_fixed_size_float_lists_without_probs(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with DatasetWriter(str(tmp_path), CONT_OBS, MIXED, probs=True) as writer:
+        writer.write(continuous_rows(np.random.default_rng(1), 3, MIXED, probs=True))
+    found = pq.read_schema(Dataset(str(tmp_path)).paths[0])
+    values = {"steer": pa.list_(pa.list_(pa.float32(), 2)), "wind": pa.list_(pa.list_(pa.float32(), 1))}
+    for name, typ in values.items():
+        for kind in ("low", "high", "action"):
+            assert found.field(f"{kind}/{name}").type.equals(typ), (kind, name)
+        assert found.field(f"actors/{name}").type.equals(pa.list_(pa.int64()))
+        assert f"probs/{name}" not in found.names and f"mask/{name}" not in found.names
+    assert found.field("action/flag").type.equals(pa.list_(pa.int64())) and "probs/flag" in found.names
+    table = pq.read_table(Dataset(str(tmp_path)).paths[0])  # what pandas / DuckDB see: rows of floats per actor
+    steer = table.column("action/steer").to_pylist()
+    assert all(len(per_actor) == 2 for row in steer for per_actor in row)
+
+
+def test_a_part_whose_continuous_columns_differ_is_refused(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(2)
+    directory = str(tmp_path / "d")
+    with DatasetWriter(directory, CONT_OBS, MIXED, probs=True) as writer:
+        writer.write(continuous_rows(rng, 2, MIXED, probs=True))
+    part = Dataset(directory).paths[0]
+    original = pq.read_table(part)
+    wider = {**MIXED, "steer": ContinuousActionSpace(low=-1.0, high=1.0, names=["a", "b", "c"])}
+    other = str(tmp_path / "wider")
+    with DatasetWriter(other, CONT_OBS, wider, probs=True) as writer:
+        writer.write(continuous_rows(rng, 2, wider, probs=True))
+    pq.write_table(pq.read_table(Dataset(other).paths[0]), part)  # 3 values a row where the dataset has 2
+    with pytest.raises(DatasetError, match=r"part-00000.parquet: column 'low/steer' is .*the dataset's spaces"):
+        Dataset(directory).read_part(part)
+    categorical = {**MIXED, "steer": CategoricalActionSpace(["left", "right"])}
+    other = str(tmp_path / "categorical")
+    with DatasetWriter(other, CONT_OBS, categorical) as writer:
+        writer.write(continuous_rows(rng, 2, categorical))
+    table = pq.read_table(Dataset(other).paths[0])
+    pq.write_table(table, part)  # the action recorded as choices
+    with pytest.raises(DatasetError, match="no column 'low/steer'"):
+        Dataset(directory).read_part(part)
+    n_actors = [len(row) for row in original.column("actors/steer").to_pylist()]
+    extra = pa.array([[[0.5]] * n for n in n_actors], pa.list_(pa.list_(pa.float32())))
+    pq.write_table(original.append_column("probs/steer", extra), part)  # a continuous action has no probabilities
+    with pytest.raises(DatasetError, match="unexpected column 'probs/steer'"):
+        Dataset(directory).read_part(part)
+
+
+def test_a_recorder_ends_episodes_with_empty_float_actions_and_refuses_continuous_probs(tmp_path):
+    from entmachin.data.recorder import Recorder
+    from entmachin.env import EnvList, random_actions
+
+    from test.model.test_continuous import Fleet
+
+    envs = EnvList(Fleet, 3, seed=0)
+    obs_space, action_space = envs.obs_space(), envs.action_space()
+    writer = DatasetWriter(str(tmp_path), obs_space, action_space, probs=True)
+    recorder = Recorder(writer, 3, episodes=4)
+    rng = np.random.default_rng(0)
+    obs = envs.reset()
+    n_flags = obs.action_masks["flag"].actors.items()
+    flag = {"flag": ragged_from_arrays(np.full((2 * n_flags, 1), 0.5, np.float32), np.full(n_flags, 2), np.float32)}
+    actions = random_actions(obs, action_space, rng)
+    with pytest.raises(ValueError, match=r"probs\['steer'\].*continuous"):
+        recorder.step(obs, actions, envs.act(actions), {**flag, "steer": flag["flag"]})
+    recorder = Recorder(DatasetWriter(str(tmp_path / "again"), obs_space, action_space), 3, episodes=4)
+    obs = envs.reset()
+    while not recorder.done:
+        actions = random_actions(obs, action_space, rng)
+        nxt = envs.act(actions)
+        recorder.step(obs, actions, nxt)
+        obs = nxt
+    recorder.close()
+    rows = Dataset(str(tmp_path / "again")).read()
+    assert len(np.unique(rows.episode)) == 4 and rows.final.sum() == 4
+    for name, width in (("steer", 2), ("wind", 1)):
+        values = rows.action[name]
+        assert values.as_array().dtype == np.float32 and values.size2() == width
+        assert (values.size1()[rows.final] == 0).all() and (values.size1()[~rows.final] > 0).all()
+        acting = rows.take(np.flatnonzero(~rows.final))
+        low, high = acting.masks[name]["low"].as_array(), acting.masks[name]["high"].as_array()
+        assert ((acting.action[name].as_array() >= low) & (acting.action[name].as_array() <= high)).all()

@@ -60,6 +60,7 @@ def test_a_game_of_two_players_is_recorded_per_seat_with_results_and_ids(tmp_pat
     assert rows.ids and all(ids is not None for ids in next(iter(rows.ids.values())))
 
 
+@pytest.mark.usefixtures("one_thread")
 def test_a_runs_policy_is_recorded_with_worker_processes_and_its_probabilities(tmp_path):
     run = str(tmp_path / "run")
     assert main(["train", "MineSweeper", "--run-dir", run, *TINY]) == 0
@@ -132,3 +133,106 @@ def test_relabel_recomputes_rewards_into_a_new_dataset(tmp_path, capsys):
     with pytest.raises(DatasetError, match="another directory than the source"):
         relabel(source, source, mines_left)
     assert _digest(source) == before
+
+
+# ---------------------------------------------------------------------------- continuous actions
+
+def acting_rows(rows):
+    return rows.take(np.flatnonzero(~rows.final))
+
+
+def assert_within_bounds(rows, name, width):
+    """Every recorded value is float32, ``width`` a row, inside its actor's bounds; final rows have none."""
+    values = rows.action[name]
+    assert values.as_array().dtype == np.float32 and values.size2() == width
+    assert (values.size1()[rows.final] == 0).all()
+    acting = acting_rows(rows)
+    assert np.array_equal(acting.action[name].size1(), acting.masks[name]["actors"].size1())  # every actor acted
+    v = acting.action[name].as_array()
+    assert ((v >= acting.masks[name]["low"].as_array()) & (v <= acting.masks[name]["high"].as_array())).all()
+
+
+def test_random_and_scripted_steering_is_recorded_as_float_values(tmp_path, capsys):
+    returns = {}
+    for policy in ("random", "scripted"):
+        out = str(tmp_path / policy)
+        assert main(["record", "Vehicles", "--policy", policy, "--episodes", "6", "-o", out, "--seed", "1",
+                     "--no-progress"]) == 0
+        returns[policy] = float(capsys.readouterr().out.rsplit("mean return ", 1)[1].split()[0])
+        dataset = Dataset(out)
+        rows = dataset.read()
+        assert not dataset.probs and rows.probs == {}  # a continuous action has no table of choices
+        assert len(np.unique(rows.episode)) == 6
+        assert_within_bounds(rows, "drive", 2)
+    assert returns["scripted"] > returns["random"] + 0.5
+    again = str(tmp_path / "again")
+    assert main(["record", "Vehicles", "--policy", "random", "--episodes", "6", "-o", again, "--seed", "1",
+                 "--no-progress"]) == 0
+    first, second = Dataset(str(tmp_path / "random")).read(), Dataset(again).read()
+    assert np.array_equal(first.action["drive"].as_array().view(np.uint32),
+                          second.action["drive"].as_array().view(np.uint32))  # seeded: the same values
+
+
+def test_random_play_of_a_mixed_space_records_the_discrete_actions_probabilities_only(tmp_path):
+    out = str(tmp_path / "turrets")
+    assert main(["record", "Turrets", "--policy", "random", "--episodes", "5", "-o", out, "--no-progress"]) == 0
+    dataset = Dataset(out)
+    rows = dataset.read()
+    assert dataset.probs and set(rows.probs) == {"trigger"}
+    assert_within_bounds(rows, "aim", 1)
+    probs, has = rows.probs["trigger"]
+    assert np.array_equal(has, ~rows.final)
+    per_actor = np.split(probs.as_array()[:, 0], np.cumsum(probs.size1())[:-1])
+    assert np.allclose([p.sum() for p in per_actor], 1.0)
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_a_runs_policy_records_continuous_values_from_its_forward_pass(tmp_path):
+    import torch
+
+    from entmachin.model.wrappers import unwrap
+    from entmachin.run.evaluation import load_trained
+
+    run = str(tmp_path / "run")
+    assert main(["train", "Turrets", "--run-dir", run, *TINY]) == 0
+    recorded = {}
+    for name, extra in (("det", ["--deterministic"]), ("s0", ["--seed", "0"]), ("s0_again", ["--seed", "0"]),
+                        ("s1", ["--seed", "1"])):
+        out = str(tmp_path / name)
+        assert main(["record", "--policy", run, "--episodes", "4", "-o", out, "--num-envs", "4", *extra,
+                     "--no-progress"]) == 0
+        recorded[name] = Dataset(out)
+    assert all(d.probs for d in recorded.values())  # the discrete action's table is recorded
+    rows = recorded["det"].read()
+    assert set(rows.probs) == {"trigger"}
+    assert_within_bounds(rows, "aim", 1)
+    acting = acting_rows(rows)
+    probs = acting.probs["trigger"][0]
+    per_actor = np.split(probs.as_array()[:, 0], np.cumsum(probs.size1())[:-1])
+    assert [int(np.argmax(p)) for p in per_actor] == acting.action["trigger"].as_array()[:, 0].tolist()
+    net = unwrap(load_trained(run)[0].actor)
+    state = acting.state()
+    with torch.no_grad():  # deterministic: the head's deterministic point in each actor's bounds
+        point = net(state["entities"], {"aim": state["action_masks"]["aim"]}, deterministic=True).action["aim"]
+    assert np.allclose(acting.action["aim"].as_array(), point.data.numpy(), atol=1e-5)
+    values = {name: recorded[name].read().action["aim"].as_array() for name in ("s0", "s0_again", "s1")}
+    assert np.array_equal(values["s0"], values["s0_again"])  # sampled, seeded by --seed
+    assert not np.array_equal(values["s0"][:10], values["s1"][:10])
+
+
+def throttle_reward(rows):
+    """A reward function of continuous values: the mean throttle of the step's vehicles."""
+    values = rows.action["drive"]
+    per_row = np.split(values.as_array()[:, 1], np.cumsum(values.size1())[:-1])
+    return np.array([v.mean() if len(v) else 0.0 for v in per_row], np.float32)
+
+
+def test_relabel_reads_and_keeps_continuous_values(tmp_path):
+    source, out = str(tmp_path / "source"), str(tmp_path / "relabelled")
+    assert main(["record", "Vehicles", "--policy", "random", "--episodes", "3", "-o", source, "--no-progress"]) == 0
+    assert main(["relabel", source, "--reward", "test.data.test_record:throttle_reward", "-o", out]) == 0
+    original, new = Dataset(source).read(), Dataset(out).read()
+    assert np.array_equal(new.action["drive"].as_array().view(np.uint32),
+                          original.action["drive"].as_array().view(np.uint32))
+    acting = ~new.final
+    assert np.allclose(new.reward[acting], throttle_reward(new.take(np.flatnonzero(acting)))) and not Dataset(out).probs
