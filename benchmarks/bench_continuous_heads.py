@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 from bench_learning import fingerprint, train_and_evaluate  # noqa: E402
+from entmachin.run.config import apply_overrides  # noqa: E402
 
 DISTRIBUTIONS = ("beta", "squashed_gaussian")
 DEFAULT_ENVS = {"Vehicles": 100_000, "Turrets": 100_000}
@@ -84,6 +85,9 @@ def main(argv: Optional[List[str]] = None) -> None:
                     for dist in args.distributions:
                         data = config_data(env, dist)
                         key = (env, dist, seed, budget, fingerprint(data))
+                        if budget < 2048:  # a tiny budget (the smoke test): a rollout that fits it
+                            data = apply_overrides(data, ["rollout.num_envs=8", "rollout.n_steps=16",
+                                                          "frame.batch_size=64", "log.eval_episodes=4"])
                         if key in done:
                             continue
                         result = train_and_evaluate(data, seed, budget, os.path.join(runs, f"{env}-{dist}-{seed}"))

@@ -65,6 +65,10 @@ TARGETS: Dict[Tuple[str, str], Tuple[int, Optional[float], str]] = {
     ("Skirmish", "PPO"): (200_000, 0.95, "win rate vs random >= 0.95 within 1M (self-play, a pool of past selves)"),
     ("RockPaperScissorsDuel", "PPO"): (65_536, 0.1, "exploitability <= 0.1 from a policy throwing rock >= 0.8 "
                                                   "(self-play; lower is better)"),
+    ("Vehicles", "PPO"): (100_000, 0.86, ">= 90% of the scripted driver's 0.958 within 100k (continuous steering)"),
+    ("Turrets", "PPO"): (100_000, 0.5, ">= 0.5 within 100k: random 0.04; scripted aim or trigger alone, the other "
+                                       "random, 0.27 / 0.36 (continuous aim + discrete trigger)"),
+    ("Pendulum-v1", "PPO"): (300_000, -250.0, ">= -250 within 300k (gymnasium, model.kind: mlp)"),
     ("Count", "A2C"): (4_096, 1.0, "PPO's target within twice its budget"),
     ("NotHotdog", "A2C"): (64_000, 1.0, "PPO's target within twice its budget"),
     ("MultiArmedBandit", "A2C"): (64_000, 1.0, "PPO's target within twice its budget"),

@@ -20,6 +20,9 @@ sys.path.insert(0, str(BENCHMARKS))  # the benchmarks' helper modules (_competit
 TINY = {
     "bench_buffer.py": (["--n-transitions", "2000", "--ragged-rows", "2000", "--seconds", "0.02", "--repeats", "1"],
                         "machin"),
+    "bench_continuous_heads.py": (["--env", "Vehicles", "--seeds", "0", "--budget", "1024", "--distributions", "beta",
+                                   "--results", os.path.join(tempfile.mkdtemp(prefix="entmachin-bench-"),
+                                                             "heads.jsonl")], "| Vehicles | 1,024 | beta | 1 |"),
     "bench_data.py": (["--rounds", "1", "--steps", "8", "--updates", "1", "--episodes", "4"], "(BC store + update)"),
     "bench_data_parallel.py": (["--steps", "2048", "--repeats", "1", "--work-ms", "5"], "of bare"),
     "bench_data_parallel_returns.py": (["--envs", "Count", "--seeds", "0", "--num-envs", "8", "--steps", "64"],

@@ -11,16 +11,17 @@ vehicles that come too close are wrecked. What you learn:
    a step's ``ContinuousActionMask`` may narrow the bounds per vehicle: one that has arrived
    (or is wrecked) gets ``[0, 0]`` for both values, so it keeps still whatever the policy wants,
    and its values then add nothing to the log-probability the update trains.
-2. **``entmachin train Vehicles``**: the bundled config, PPO and RogueNet with a Beta head per
-   continuous action (``model.continuous: beta``; ``squashed_gaussian`` is the other choice,
+2. **``entmachin train Vehicles``**: the bundled config, PPO and RogueNet with a squashed-Gaussian
+   head per continuous action (``model.continuous: squashed_gaussian``: a Gaussian through tanh,
+   scaled to each vehicle's bounds; ``beta`` is the other choice, and
    ``benchmarks/bench_continuous_heads.py`` compares them).
 3. **What the network outputs for one step**: every vehicle's sampled values (always inside its
-   bounds), their log-probability, and the deterministic values evaluation takes (the Beta's
+   bounds), their log-probability, and the deterministic values evaluation takes (the squashed
    mean).
 4. **Against a scripted driver and random play**: the trained policy (most likely values) and
    ``Vehicles.scripted_policy`` on the same 100 seeded episodes, and uniform random values.
-5. **Shipped**: ``entmachin export`` writes the Beta parameters and the deterministic point per
-   vehicle; ``OnnxPolicy.act`` returns a ``ContinuousAction`` of float32 values, equal to
+5. **Shipped**: ``entmachin export`` writes the distribution's parameters (mean and log standard
+   deviation) and the deterministic point per vehicle; ``OnnxPolicy.act`` returns a ``ContinuousAction`` of float32 values, equal to
    PyTorch's deterministic values within 1e-5.
 
 Result of the full run (seed 0, 100,000 steps, 195 s on a shared two-core machine): the
@@ -121,7 +122,7 @@ def one_step(frame: Any) -> None:
     with torch.no_grad():
         sampled = frame.act(state, collect_stats=False)
         point = frame.act(state, deterministic=True, collect_stats=False)
-    for name, values in (("sampled", sampled), ("deterministic (the Beta's mean)", point)):
+    for name, values in (("sampled", sampled), ("deterministic (the squashed mean)", point)):
         print(f"{name}: per vehicle [steer, throttle], rows {values.action['drive'].lengths.tolist()} vehicles")
         print(values.action["drive"].data.numpy())
     print(f"log-probability of each vehicle's sampled values (summed over steer and throttle):\n"

@@ -142,7 +142,7 @@ class RogueNetConfig:
               "position_features: [x, y]}")
     input_clip: float = setting(5.0, "normalised inputs are clipped to [-input_clip, input_clip]")
     continuous: Continuous = setting(
-        "beta", "distribution of continuous actions within their bounds: beta or squashed_gaussian")
+        "squashed_gaussian", "distribution of continuous actions within their bounds: squashed_gaussian or beta")
 
     def __post_init__(self) -> None:
         if self.continuous not in CONTINUOUS:

@@ -2,7 +2,9 @@
 
 Each actor outputs ``n_values`` real numbers, value ``j`` within its bounds ``[low_j, high_j]``
 (the space's, or narrower where the step's mask says so). Two distributions respect the bounds
-exactly; ``RogueNetConfig.continuous`` picks one:
+exactly; ``RogueNetConfig.continuous`` picks one (``squashed_gaussian`` unless told: it learnt as
+well as the Beta on ``Vehicles`` and reached ``Turrets``' 0.85 in 41k steps against the Beta's 71k,
+medians of three seeds, ``benchmarks/bench_continuous_heads.py``):
 
 * ``"beta"``: ``x_j ~ Beta(alpha_j, beta_j)`` with ``alpha, beta = 1 + softplus(.)`` (unimodal,
   never infinite at the bounds), the value ``low + x (high - low)``. Entropy in closed form
@@ -158,7 +160,7 @@ class ContinuousHead(nn.Module):
         log-probability and entropy ``[n_actors, 1]``).
     """
 
-    def __init__(self, d_model: int, n_values: int, distribution: str = "beta") -> None:
+    def __init__(self, d_model: int, n_values: int, distribution: str = "squashed_gaussian") -> None:
         super().__init__()
         if distribution not in DISTRIBUTIONS:
             raise ValueError(f"ContinuousHead: distribution must be one of {DISTRIBUTIONS}, got {distribution!r}")
