@@ -107,17 +107,21 @@ def bounded(
                 action = deterministic_point(kind, params, low, high)
             elif kind == "beta":
                 alpha, beta = beta_parameters(params)
-                unit = torch.distributions.Beta(alpha, beta).sample()
+                unit = torch.distributions.Beta(alpha, beta, validate_args=False).sample()
                 action = torch.minimum(torch.maximum(low + unit * (high - low), low), high)
             else:
                 mean, log_std = gaussian_parameters(params)
                 unit = (torch.tanh(mean + log_std.exp() * torch.randn_like(mean)) + 1.0) * 0.5
                 action = torch.minimum(torch.maximum(low + unit * (high - low), low), high)
+            # Non-finite parameters give NaN values, which VecEnv.act refuses by name (a Beta sampler
+            # would return a plausible number for them).
+            first, second = params.chunk(2, dim=-1)
+            action = action.masked_fill(~(torch.isfinite(first) & torch.isfinite(second)), float("nan"))
     action = action.float()
     unit = ((action - low) / width).clamp(EPS, 1.0 - EPS)  # [n, n_values] in (0, 1)
     if kind == "beta":
         alpha, beta = beta_parameters(params)
-        dist = torch.distributions.Beta(alpha, beta)
+        dist = torch.distributions.Beta(alpha, beta, validate_args=False)
         log_prob = dist.log_prob(unit) - width.log()  # [n, n_values]
         entropy = dist.entropy() + width.log()
     else:

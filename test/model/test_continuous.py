@@ -248,3 +248,17 @@ def test_log_probabilities_score_given_continuous_values_as_forward_does():
     assert tables["flag"].data.shape[1] == 2 and value.shape == (3, 1)
     with pytest.raises(ContinuousActionsUnsupported, match="pass continuous="):
         net.log_probabilities(state["entities"], state["action_masks"])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_non_finite_value_from_the_policy_is_refused_naming_action_actor_and_value(kind):
+    envs = EnvList(Fleet, 2, seed=0)
+    net = RogueNet(envs.obs_space(), envs.action_space(), RogueNetConfig(d_model=16, n_layer=1, continuous=kind))
+    with torch.no_grad():
+        net.heads[net.action_names.index("steer")].proj.bias[0] = float("nan")  # a parameter of the first value
+    state = to_state(envs.reset(), envs.action_space())
+    with torch.no_grad():
+        out = net(state["entities"], state["action_masks"])
+    with pytest.raises(ValueError, match=r"actions\['steer'\] row 0, actor 0, value 'turn' \(dimension 0\): nan is not "
+                                         r"finite"):
+        envs.act(to_vec_actions(out.action))
