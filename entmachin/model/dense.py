@@ -14,8 +14,7 @@ Shape:
 """
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Dict, Iterator, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -29,7 +28,8 @@ from entmachin.model.heads import CategoricalHead, HeadOutput
 from entmachin.model.input_norm import NormalisedModule
 from entmachin.model.inputs import DeferredChecks
 from entmachin.model.mlp import Activation, _DenseTrunk, _layer
-from entmachin.model.rogue_net import RogueNetOutput, _trusted_depths
+from entmachin.model.rogue_net import RogueNetOutput
+from entmachin.model.trust import CriticView, TrustedInputs
 from entmachin.ragged.tensor import RaggedTensor, to_ragged_tensor
 
 __all__ = ["DenseNet", "DenseNetCritic"]
@@ -54,7 +54,7 @@ class _Mask(NamedTuple):
     high: Optional[torch.Tensor]
 
 
-class DenseNet(NormalisedModule):
+class DenseNet(TrustedInputs, NormalisedModule):
     """Policy and value MLP over the global features of a dense environment.
 
     Args:
@@ -85,8 +85,6 @@ class DenseNet(NormalisedModule):
         As ``RogueNet``: every call checks its inputs, the value checks in one device sync;
         :meth:`trusted_inputs` skips the value checks for rows a frame checked when it stored them.
     """
-
-    _trusted_replica = False
 
     def __init__(self, obs_space: ObsSpace, action_space: Mapping[str, ActionSpace], *,
                  d_hidden: Sequence[int] = (64, 64), activation: Activation = "tanh", normalize_inputs: bool = True,
@@ -120,33 +118,6 @@ class DenseNet(NormalisedModule):
         ])
         self.value_head = _layer(self.trunk.d_out, 1, 1.0)
 
-    # ------------------------------------------------------------------ trust (as RogueNet's)
-
-    @contextlib.contextmanager
-    def trusted_inputs(self) -> Iterator["DenseNet"]:
-        """Within this block, this thread's calls skip the value checks of their inputs (one item
-        of finite features per row, actors, masks and given actions against them); see
-        ``RogueNet.trusted_inputs``, whose rules (per thread, nesting, ``nn.DataParallel``
-        replicas) this follows."""
-        depths = _trusted_depths()
-        key = id(self)
-        depths[key] = depths.get(key, 0) + 1
-        try:
-            yield self
-        finally:
-            if depths[key] == 1:
-                del depths[key]
-            else:
-                depths[key] -= 1
-
-    def inputs_trusted(self) -> bool:
-        """Whether calls in this thread now skip the value checks (see :meth:`trusted_inputs`)."""
-        return self._trusted_replica or id(self) in _trusted_depths()
-
-    def _replicate_for_data_parallel(self) -> "DenseNet":
-        replica = super()._replicate_for_data_parallel()
-        replica._trusted_replica = self.inputs_trusted()
-        return replica
 
     # ------------------------------------------------------------------ forward passes
 
@@ -267,7 +238,6 @@ class DenseNet(NormalisedModule):
     def _masks(self, action_masks: Mapping[str, Any], n_rows: int, checks: DeferredChecks) -> Dict[str, _Mask]:
         if not isinstance(action_masks, Mapping):
             raise TypeError(f"{WHERE}: action_masks must map action name -> masks, got {type(action_masks).__name__}")
-        device = self.value_head.weight.device
         parsed: Dict[str, _Mask] = {}
         for name, entry in action_masks.items():
             where = f"{WHERE}: action_masks['{name}']"
@@ -393,32 +363,11 @@ class DenseNet(NormalisedModule):
             checks.add((rt.lengths != actors.lengths).any(), message)
 
 
-class DenseNetCritic(NormalisedModule):
+class DenseNetCritic(CriticView):
     """The value path of a ``DenseNet`` as a module of its own (it shares the network's weights).
 
     Shape:
         returns ``[B, 1]``.
     """
 
-    def __init__(self, net: DenseNet) -> None:
-        super().__init__()
-        if not isinstance(net, DenseNet):
-            raise TypeError(f"DenseNetCritic: expected a DenseNet, got {type(net).__name__}")
-        self.net = net
-
-    @property
-    def shared_actor(self) -> DenseNet:
-        """The network this critic is a view of; frames evaluate both in one pass through
-        :meth:`DenseNet.forward_with_value`."""
-        return self.net
-
-    def trusted_inputs(self) -> "contextlib.AbstractContextManager[DenseNet]":
-        """The network's :meth:`DenseNet.trusted_inputs`."""
-        return self.net.trusted_inputs()
-
-    def inputs_trusted(self) -> bool:
-        """The network's :meth:`DenseNet.inputs_trusted`."""
-        return self.net.inputs_trusted()
-
-    def forward(self, entities: Mapping[str, Any], visible: Optional[Mapping[str, Any]] = None) -> torch.Tensor:
-        return self.net.value(entities, visible)
+    network = DenseNet

@@ -1,9 +1,7 @@
 """RogueNet: a ragged-batch transformer policy and value function over entities, in pure PyTorch."""
 from __future__ import annotations
 
-import contextlib
-import threading
-from typing import Any, Dict, Iterator, Literal, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, Dict, Literal, Mapping, NamedTuple, Optional, Tuple
 
 import torch
 from torch import nn
@@ -34,20 +32,9 @@ from entmachin.model.inputs import (
     parse_entities,
 )
 from entmachin.model.relpos import RelativePositionEncoding
+from entmachin.model.trust import CriticView, TrustedInputs
 from entmachin.model.validation import check_actions, check_masks
 from entmachin.ragged.tensor import RaggedTensor, to_ragged_tensor
-
-# Per thread, id(net) -> depth of the net's open trusted_inputs() blocks (a net is in the dict
-# only while a block holds it, so its id cannot be reused meanwhile).
-_TRUSTED = threading.local()
-
-
-def _trusted_depths() -> Dict[int, int]:
-    depths = getattr(_TRUSTED, "depths", None)
-    if depths is None:
-        depths = _TRUSTED.depths = {}
-    return depths
-
 
 class RogueNetOutput(NamedTuple):
     """What ``RogueNet.forward`` returns.
@@ -69,7 +56,7 @@ class RogueNetOutput(NamedTuple):
     entropy_sum: torch.Tensor
 
 
-class RogueNet(NormalisedModule):
+class RogueNet(TrustedInputs, NormalisedModule):
     """Policy and value network over ragged batches of entities.
 
     Every entity is embedded by its type (running input normalisation -> Linear -> ReLU ->
@@ -103,10 +90,6 @@ class RogueNet(NormalisedModule):
         checked the rows it passes (a frame, which checks rows once when they are stored) can
         skip that second pass with :meth:`trusted_inputs`.
     """
-
-    #: Set on ``nn.DataParallel`` replicas only: whether the thread that made the replica was
-    #: inside :meth:`trusted_inputs` (replicas run in worker threads of their own).
-    _trusted_replica = False
 
     def __init__(
         self,
@@ -179,59 +162,6 @@ class RogueNet(NormalisedModule):
 
     def _device(self) -> torch.device:
         return self.value_head.weight.device
-
-    @contextlib.contextmanager
-    def trusted_inputs(self) -> Iterator["RogueNet"]:
-        """Within this block, this thread's calls of the network skip the value checks of inputs.
-
-        For rows the caller has already checked (a frame's ``store_*`` checked every stored row;
-        see ``entmachin.frame.store_checks``): ``forward``, ``forward_with_value``, ``q_values``,
-        ``value`` and the critic view's ``forward`` then make no validation device sync.
-
-        Skipped: the checks that read tensor values: features finite; ``__global__`` one item
-        per row; per-row lengths of ``visible``, masks, ``actee_mask`` and given actions against
-        the entities and actors; actor and actee indices within their row; every actor has an
-        allowed choice; given actions in range and allowed by their masks.
-
-        Still checked (what the shapes alone tell, needed to compute anything): the kinds of
-        values, entity types and action names, feature and mask widths, dtypes, numbers of rows,
-        and total numbers of mask rows and actions against the actors.
-
-        Results on valid inputs are bit for bit those of the checked path. Passing inputs that
-        the skipped checks would refuse is undefined: wrong results, an indexing error, or a
-        device-side assertion on an accelerator.
-
-        The block nests (re-entrant) and ends on exceptions. It is per thread: other threads'
-        calls of the same network are checked as usual; ``nn.DataParallel`` replicas made inside
-        the block (in this thread) are trusted in their worker threads. The critic view
-        (:meth:`critic`) shares the network's state: its ``trusted_inputs()`` is this one.
-
-        Example:
-            >>> with net.trusted_inputs():
-            ...     out, value = net.forward_with_value(stored["entities"], stored["action_masks"],
-            ...                                         action=stored_action)
-        """
-        depths = _trusted_depths()
-        key = id(self)
-        depths[key] = depths.get(key, 0) + 1
-        try:
-            yield self
-        finally:
-            if depths[key] == 1:
-                del depths[key]
-            else:
-                depths[key] -= 1
-
-    def inputs_trusted(self) -> bool:
-        """Whether calls in this thread now skip the value checks (see :meth:`trusted_inputs`)."""
-        return self._trusted_replica or id(self) in _trusted_depths()
-
-    def _replicate_for_data_parallel(self) -> "RogueNet":
-        # nn.DataParallel replicates in the caller's thread and runs replicas in worker threads:
-        # the replica carries the caller's trust with it.
-        replica = super()._replicate_for_data_parallel()
-        replica._trusted_replica = self.inputs_trusted()
-        return replica
 
     def _checks(self) -> DeferredChecks:
         """The value checks of one call: disabled inside :meth:`trusted_inputs`."""
@@ -501,32 +431,11 @@ class RogueNet(NormalisedModule):
         return RogueNetCritic(self)
 
 
-class RogueNetCritic(NormalisedModule):
+class RogueNetCritic(CriticView):
     """The value path of a ``RogueNet`` as a module of its own (it shares the network's weights).
 
     Shape:
         returns ``[B, 1]``.
     """
 
-    def __init__(self, net: RogueNet) -> None:
-        super().__init__()
-        if not isinstance(net, RogueNet):
-            raise TypeError(f"RogueNetCritic: expected a RogueNet, got {type(net).__name__}")
-        self.net = net
-
-    @property
-    def shared_actor(self) -> RogueNet:
-        """The network this critic is a view of; frames evaluate both in one pass through
-        :meth:`RogueNet.forward_with_value`."""
-        return self.net
-
-    def trusted_inputs(self) -> "contextlib.AbstractContextManager[RogueNet]":
-        """The network's :meth:`RogueNet.trusted_inputs`: the view shares its network's state."""
-        return self.net.trusted_inputs()
-
-    def inputs_trusted(self) -> bool:
-        """The network's :meth:`RogueNet.inputs_trusted`."""
-        return self.net.inputs_trusted()
-
-    def forward(self, entities: Mapping[str, Any], visible: Optional[Mapping[str, Any]] = None) -> torch.Tensor:
-        return self.net.value(entities, visible)
+    network = RogueNet
