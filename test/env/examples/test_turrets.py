@@ -9,6 +9,7 @@ from entmachin.env import (
     EnvList,
     random_actions,
 )
+from test.env.examples._rollouts import policy_returns, random_returns
 from entmachin.env.examples import ENV_REGISTRY
 from entmachin.env.examples.turrets import (
     AIM_COEF,
@@ -223,35 +224,6 @@ def test_envlist_keeps_random_turns_within_the_recoil_and_refuses_others():
         envs.act({**actions, "aim": ragged_from_arrays(turns, actions["aim"].size1(), np.float32)})
 
 
-def _returns(policy, n_episodes, seed):
-    env = Turrets()
-    env.seed(seed)
-    rng = np.random.default_rng(seed)
-    space = env.action_space()
-    returns = []
-    for _ in range(n_episodes):
-        obs, total = env.reset(), 0.0
-        while not obs.done:
-            obs = env.act(policy(obs, space, rng))
-            total += obs.reward
-        returns.append(total)
-    return np.array(returns)
-
-
-def _random_returns(n_episodes, seed):
-    """Returns of uniformly random turns and triggers (``random_actions``, masks honoured) through
-    ``EnvList``, which refuses anything the masks do not allow."""
-    envs = EnvList(Turrets, 8, seed=seed)
-    rng = np.random.default_rng(seed)
-    obs, running, returns = envs.reset(), np.zeros(8), []
-    while len(returns) < n_episodes:
-        obs = envs.act(random_actions(obs, envs.action_space(), rng))
-        running += obs.reward
-        returns.extend(running[obs.done].tolist())
-        running[obs.done] = 0.0
-    return np.array(returns[:n_episodes])
-
-
 def _aim_only(observation, space, rng):
     """The scripted turns, firing whenever a round is left."""
     actions = turrets_scripted(observation, space, rng)
@@ -270,7 +242,7 @@ def _trigger_only(observation, space, rng):
 
 
 def test_the_scripted_crew_beats_random_play_and_needs_both_aim_and_trigger():
-    scripted, random = _returns(turrets_scripted, 100, seed=0), _random_returns(100, seed=0)
+    scripted, random = policy_returns(Turrets, turrets_scripted, 100, seed=0), random_returns(Turrets, 100, seed=0)
     # Measured: scripted 1.07 (sd 0.05), random 0.04 (sd 0.22); the margins are over 7 standard errors.
     assert scripted.mean() > 0.95 and random.mean() < 0.2
     assert scripted.mean() - random.mean() > 0.8
@@ -278,6 +250,6 @@ def test_the_scripted_crew_beats_random_play_and_needs_both_aim_and_trigger():
     assert random.min() >= -(AMMO * MISS_PENALTY + AIM_COEF) - 1e-6
     # Firing at every step wastes rounds; scripted triggers with random turns seldom fire on target.
     # Measured: 0.36 (sd 0.31) and 0.27 (sd 0.28), over 5 standard errors below the margin.
-    aim_only, trigger_only = _returns(_aim_only, 60, seed=0), _returns(_trigger_only, 30, seed=0)
+    aim_only, trigger_only = policy_returns(Turrets, _aim_only, 60, seed=0), policy_returns(Turrets, _trigger_only, 30, seed=0)
     assert aim_only.mean() < scripted.mean() - 0.5
     assert trigger_only.mean() < scripted.mean() - 0.5
