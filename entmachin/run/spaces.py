@@ -15,6 +15,10 @@ def describe_spaces(obs_space: ObsSpace, action_space: Mapping[str, Any]) -> Lis
     if record["global_features"]:
         lines.append(f"global features {record['global_features']}")
     for name, action in record["actions"].items():
-        choices = f": {action['choices']}" if "choices" in action else ""
-        lines.append(f"action {name!r} ({action['kind']}){choices}")
+        if "values" in action:  # continuous: each value with its bounds
+            detail = ": " + ", ".join(f"{v} in [{lo:g}, {hi:g}]" for v, lo, hi in
+                                      zip(action["values"], action["low"], action["high"]))
+        else:
+            detail = f": {action['choices']}" if "choices" in action else ""
+        lines.append(f"action {name!r} ({action['kind']}){detail}")
     return lines
