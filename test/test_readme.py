@@ -45,6 +45,15 @@ def namespace(tmp_path_factory):
     return namespace
 
 
+def test_the_continuous_example_steps_within_its_narrowed_bounds(namespace):
+    envs = EnvList(lambda: ValidatingEnv(namespace["Parking"]()), 4, seed=0)
+    obs, rng = envs.reset(), np.random.default_rng(0)
+    for _ in range(50):
+        obs = envs.act(random_actions(obs, envs.action_space(), rng))
+        low, high = obs.action_masks["drive"].bounds(envs.action_space()["drive"])
+        assert (low <= high).all() and obs.action_masks["drive"].low.size2() == 2
+
+
 def test_the_example_environment_ends_episodes_under_validation(namespace):
     envs = EnvList(lambda: ValidatingEnv(namespace["Collect"]()), 4, seed=0)
     obs, rng, ended = envs.reset(), np.random.default_rng(0), 0
