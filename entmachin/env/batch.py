@@ -1,7 +1,7 @@
 """``batch_obs``: many ``Observation``s -> one ``VecObs`` built from flat arrays."""
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 import numpy as np
 
@@ -126,19 +126,11 @@ def _batch_mask(
                 actors.append(_EMPTY_I64)
                 masks.append(None)
                 continue
-            if isinstance(amask, GLOBAL_MASKS):
-                idx = counts[i : i + 1]  # the global entity comes after every real entity
-            else:
-                idx = o._actor_indices(name, obs_space)
+            idx = _actor_index(o, amask, name, obs_space, counts[i])
             actors.append(idx)
             m = amask.mask
             if m is not None:
-                m = _as_2d(m, width, np.bool_, f"row {first_row + i}: actions['{name}'].mask")
-                if m.shape[0] != len(idx):
-                    raise ValueError(
-                        f"row {first_row + i}: actions['{name}'].mask has shape {m.shape}; expected "
-                        f"(n_actors, n_choices) = ({len(idx)}, {width})"
-                    )
+                m = _per_actor(m, len(idx), width, np.bool_, f"row {first_row + i}: actions['{name}'].mask", "n_choices")
             masks.append(m)
         return VecCategoricalActionMask(
             _ragged([a.reshape(-1, 1) for a in actors], [len(a) for a in actors], 1, np.int64, RaggedArrayI64, name),
@@ -172,6 +164,22 @@ def _batch_mask(
     raise TypeError(f"action '{name}': unsupported action space {type(space).__name__}")
 
 
+def _actor_index(o: Observation, amask: Any, name: str, obs_space: ObsSpace, n_entities: int) -> np.ndarray:
+    """Entity indices of the actors of one observation's action: the ``__global__`` entity (after
+    every real one) for a global mask."""
+    if isinstance(amask, GLOBAL_MASKS):
+        return np.array([n_entities], dtype=np.int64)
+    return o._actor_indices(name, obs_space)
+
+
+def _per_actor(value: Any, n_actors: int, width: int, dtype: type, field: str, columns: str) -> np.ndarray:
+    """A mask's per-actor rows as ``(n_actors, width)``; the wrong number of rows is refused."""
+    arr = _as_2d(value, width, dtype, field)
+    if arr.shape[0] != n_actors:
+        raise ValueError(f"{field} has shape {arr.shape}; expected (n_actors, {columns}) = ({n_actors}, {width})")
+    return arr
+
+
 def _batch_bounds(
     obs: List[Observation], obs_space: ObsSpace, name: str, space: ActionSpace, counts: np.ndarray, first_row: int
 ) -> VecContinuousActionMask:
@@ -183,22 +191,13 @@ def _batch_bounds(
     bounds: Dict[str, List[Optional[np.ndarray]]] = {"low": [], "high": []}
     for i, o in enumerate(obs):
         amask = o.actions.get(name)
-        if amask is None:
-            idx = _EMPTY_I64
-        elif isinstance(amask, GLOBAL_MASKS):
-            idx = counts[i : i + 1]
-        else:
-            idx = o._actor_indices(name, obs_space)
+        idx = _EMPTY_I64 if amask is None else _actor_index(o, amask, name, obs_space, counts[i])
         actors.append(idx)
         for side in ("low", "high"):
             b = None if amask is None else getattr(amask, side, None)
             if b is not None:
-                b = _as_2d(b, width, np.float32, f"row {first_row + i}: actions['{name}'].{side}")
-                if b.shape[0] != len(idx):
-                    raise ValueError(
-                        f"row {first_row + i}: actions['{name}'].{side} has shape {b.shape}; expected "
-                        f"(n_actors, n_values) = ({len(idx)}, {width})"
-                    )
+                b = _per_actor(b, len(idx), width, np.float32, f"row {first_row + i}: actions['{name}'].{side}",
+                               "n_values")
             bounds[side].append(b)
     lengths = [len(a) for a in actors]
     merged = {}
