@@ -57,8 +57,22 @@ def _rank_main(rank, world_size, port, argv, out_dir, fail_rank):
         f.write(outcome)
 
 
-def spawn_ranks(argv, out_dir, world_size=2, fail_rank=-1, timeout=90):
+def spawn_ranks(argv, out_dir, world_size=2, fail_rank=-1, timeout=90, attempts=3):
+    """Each rank's outcome. A free port can be taken by another process between choosing it and rank
+    0 listening on it (other test runs share the machine); the group then fails before any rank
+    touches its run directory, so the ranks start again on another port."""
+    for _ in range(attempts):
+        outcomes = _spawn_once(argv, out_dir, world_size, fail_rank, timeout)
+        if not any("EADDRINUSE" in outcome for outcome in outcomes):
+            break
+    return outcomes
+
+
+def _spawn_once(argv, out_dir, world_size, fail_rank, timeout):
     os.makedirs(out_dir, exist_ok=True)
+    for rank in range(world_size):  # an earlier attempt's outcome must not pass for this one's
+        if os.path.exists(os.path.join(out_dir, f"outcome{rank}.txt")):
+            os.remove(os.path.join(out_dir, f"outcome{rank}.txt"))
     context = multiprocessing.get_context("spawn")
     port = _free_port()
     processes = [context.Process(target=_rank_main, args=(rank, world_size, port, argv, out_dir, fail_rank))
