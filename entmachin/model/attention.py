@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from entmachin.model import compiled
 from entmachin.model.config import RogueNetConfig
 from entmachin.model.layout import Bucket, RowLayout
 from entmachin.model.relpos import RelativePositionEncoding, TokenPositions
@@ -130,9 +131,13 @@ class RaggedSelfAttention(nn.Module):
         self._relpos: Tuple[Optional[RelativePositionEncoding]] = (relpos,)
 
     def forward(self, x: torch.Tensor, plans: List[BucketPlan]) -> torch.Tensor:
-        qkv = self.qkv(x)  # [n_tokens, 3 * d_model]
+        return _dropout(self.resid_drop, self.proj(self.attend(self.qkv(x), plans)))
+
+    def attend(self, qkv: torch.Tensor, plans: List[BucketPlan]) -> torch.Tensor:
+        """Each token's attention over its row, from the projected ``qkv`` ``[n_tokens, 3 * d_model]``;
+        returns ``[n_tokens, d_model]``, before the output projection."""
         if not plans:
-            return self.resid_drop(self.proj(qkv.new_zeros(0, self.d_model)))
+            return qkv.new_zeros(0, self.d_model)
         d_head = self.d_model // self.n_head
         # One split (whose backward is one cat) instead of per-bucket slices or gathers, whose
         # backward would materialise a full-size gradient per bucket.
@@ -155,8 +160,7 @@ class RaggedSelfAttention(nn.Module):
             y = self._attend(q, k, v, plan)  # [n_seq, h, L, d_head]
             y = y.transpose(1, 2).reshape(n_seq * length, self.d_model)  # [n_seq * L, d_model]
             outs.append(y if valid is None else y.index_select(0, valid))  # [n_bucket_tokens, d_model]
-        y = outs[0] if len(outs) == 1 else torch.cat(outs)  # [n_tokens, d_model]
-        return _dropout(self.resid_drop, self.proj(y))
+        return outs[0] if len(outs) == 1 else torch.cat(outs)  # [n_tokens, d_model]
 
     def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: BucketPlan) -> torch.Tensor:
         relpos = self._relpos[0]
@@ -227,10 +231,15 @@ class RaggedPool(nn.Module):
 
 
 class Block(nn.Module):
-    """Pre-norm transformer block: ``x + attn(ln(x))`` then ``x + mlp(ln(x))``."""
+    """Pre-norm transformer block: ``x + attn(ln(x))`` then ``x + mlp(ln(x))``.
+
+    With ``compiled`` (``entmachin.model.compiled``), the arithmetic before and after attention runs
+    compiled (attention blocks without active dropout; the rest stays eager).
+    """
 
     def __init__(self, config: RogueNetConfig, relpos: Optional[RelativePositionEncoding]) -> None:
         super().__init__()
+        self.compiled = False
         self.ln1 = nn.LayerNorm(config.d_model)
         self.ln2 = nn.LayerNorm(config.d_model)
         self.pooling = config.pooling is not None
@@ -244,9 +253,19 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor, layout: RowLayout, visible: Optional[torch.Tensor],
                 plans: Optional[List[BucketPlan]]) -> torch.Tensor:
+        if self.compiled and not self.pooling and not (self.training and self.mlp[3].p > 0):
+            return self._compiled_forward(x, plans)
         h = self.ln1(x)
         x = x + (self.mix(h, layout, visible) if self.pooling else self.mix(h, plans))
         return x + self.mlp(self.ln2(x))
+
+    def _compiled_forward(self, x: torch.Tensor, plans: Optional[List[BucketPlan]]) -> torch.Tensor:
+        """``forward`` of an attention block, the arithmetic around attention compiled (dropout inactive)."""
+        mix, ln1, ln2, fc1, fc2 = self.mix, self.ln1, self.ln2, self.mlp[0], self.mlp[2]
+        qkv = compiled.BLOCK_IN(True, x, ln1.weight, ln1.bias, ln1.eps, mix.qkv.weight, mix.qkv.bias)
+        y = mix.attend(qkv, plans or [])  # [n_tokens, d_model]
+        return compiled.BLOCK_OUT(True, x, y, mix.proj.weight, mix.proj.bias, ln2.weight, ln2.bias, ln2.eps,
+                                  fc1.weight, fc1.bias, fc2.weight, fc2.bias)
 
 
 class RaggedTransformer(nn.Module):

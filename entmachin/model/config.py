@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping, Optional, Sequence, Tuple
+from typing import Any, ClassVar, Literal, Mapping, Optional, Sequence, Tuple
 
 from entmachin.settings import documented, setting
 
@@ -143,8 +143,16 @@ class RogueNetConfig:
     input_clip: float = setting(5.0, "normalised inputs are clipped to [-input_clip, input_clip]")
     continuous: Continuous = setting(
         "squashed_gaussian", "distribution of continuous actions within their bounds: squashed_gaussian or beta")
+    compile: bool = setting(
+        False, "run the per-token arithmetic compiled with torch.compile (entmachin.model.compiled); the weights, "
+               "and so checkpoints, are the same either way")
+
+    COMPILE_VALUES: ClassVar[Tuple[Any, ...]] = (True, False)  # a run config's model section adds "auto"
 
     def __post_init__(self) -> None:
+        if not any(self.compile is v or (isinstance(v, str) and self.compile == v) for v in self.COMPILE_VALUES):
+            raise TypeError(f"{type(self).__name__}.compile: expected one of {list(self.COMPILE_VALUES)}, "
+                            f"got {self.compile!r}")
         if self.continuous not in CONTINUOUS:
             raise ValueError(f"RogueNetConfig.continuous: expected one of {list(CONTINUOUS)}, got {self.continuous!r}")
         for name in ("d_model", "n_head", "d_qk"):

@@ -1,7 +1,6 @@
 """Per-type entity embedding and the assembly of the flat token stream."""
 from __future__ import annotations
 
-from itertools import islice
 from typing import Dict, List, NamedTuple, Optional
 
 import numpy as np
@@ -10,6 +9,7 @@ from torch import nn
 
 from entmachin.env.common import GLOBAL_ENTITY
 from entmachin.env.environment import ObsSpace
+from entmachin.model import compiled
 from entmachin.model.config import TranslationConfig
 from entmachin.model.input_norm import InputNorm
 from entmachin.model.inputs import ParsedEntities
@@ -107,6 +107,7 @@ class EntityEmbedding(nn.Module):
             for name in self.token_types
         ])
         self._norm_pack = NormPack([])
+        self.compiled = False  # the embeddings' Linear -> ReLU -> LayerNorm compiled (entmachin.model.compiled)
 
     def _pack(self) -> NormPack:
         """The ``NormPack`` of the embeddings' ``InputNorm``s (again when an embedding was replaced)."""
@@ -157,10 +158,9 @@ class EntityEmbedding(nn.Module):
         for k, name in enumerate(self.token_types):
             module = self.embeddings[k]
             if k in normalised:
-                h = normalised[k]  # [n, n_features]
-                for layer in islice(module, 1, None):
-                    h = layer(h)
-                embedded.append(h)  # [n, d_model]
+                linear, norm = module[1], module[3]  # feature_embedding's Linear -> ReLU -> LayerNorm
+                embedded.append(compiled.EMBED(self.compiled, linear(normalised[k]), norm.weight, norm.bias,
+                                               norm.eps))  # [n, d_model]
             else:
                 embedded.append(module(inputs[k]))  # [n, d_model]
         pack.update(normed_inputs)

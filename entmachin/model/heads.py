@@ -16,6 +16,7 @@ from typing import NamedTuple, Optional
 import torch
 from torch import nn
 
+from entmachin.model import compiled
 from entmachin.ragged.tensor import RaggedTensor
 
 
@@ -43,6 +44,7 @@ def masked_categorical(
     action: Optional[torch.Tensor] = None,
     deterministic: bool = False,
     keepdim: bool = False,
+    compile: bool = False,
 ) -> HeadOutput:
     """Samples (or scores given) choices from rows of logits restricted to ``allowed``.
 
@@ -54,20 +56,20 @@ def masked_categorical(
         action: int64 ``[n]`` choices to score; ``None`` chooses.
         deterministic: choose the most likely allowed choice instead of sampling.
         keepdim: return ``[n, 1]`` action, log-probability and entropy instead of ``[n]``.
+        compile: the log-softmax and entropy run compiled (``entmachin.model.compiled``); sampling
+            stays eager.
     """
     if logits.dtype != torch.float32:
         logits = logits.float()  # [n, n_choices]
     forbidden = None if allowed is None else ~allowed  # [n, n_choices]
-    if forbidden is not None:
-        logits = logits.masked_fill(forbidden, float("-inf"))
     n, n_choices = logits.shape
-    log_p = logits.log_softmax(-1)  # [n, n_choices]
-    p = log_p.exp()  # [n, n_choices]
+    # [n, n_choices] twice and [n, 1]; forbidden choices: log_p -inf, p 0
+    log_p, p, entropy = compiled.MASKED_LOG_SOFTMAX(compile, logits, forbidden)
     if action is None:
         if n == 0 or n_choices == 0:
             action = torch.zeros(n, 1, dtype=torch.int64, device=logits.device)  # [n, 1]
         elif deterministic:
-            action = logits.argmax(dim=-1, keepdim=True)  # [n, 1]
+            action = log_p.argmax(dim=-1, keepdim=True)  # [n, 1] (forbidden: -inf)
         else:
             with torch.no_grad():
                 # Exponential race: argmax p_i / E_i with E_i ~ Exp(1) i.i.d. is choice i with
@@ -77,14 +79,7 @@ def masked_categorical(
                 action = (p / race).argmax(dim=-1, keepdim=True)  # [n, 1]
     else:
         action = action[:, None]  # [n, 1]
-    if n_choices == 0:
-        zeros = logits.new_zeros(n, 1)  # [n, 1]
-        log_prob = entropy = zeros
-    else:
-        log_prob = log_p.gather(1, action)  # [n, 1]
-        # Zero out forbidden entries before the product: 0 * -inf would poison values and gradients.
-        finite = log_p if forbidden is None else log_p.masked_fill(forbidden, 0.0)  # [n, n_choices]
-        entropy = -(p * finite).sum(dim=-1, keepdim=True)  # [n, 1]
+    log_prob = log_p.gather(1, action) if n_choices else entropy  # [n, 1] (no choices: 0)
     if keepdim:
         return HeadOutput(action, log_prob, entropy)
     return HeadOutput(action[:, 0], log_prob[:, 0], entropy[:, 0])
@@ -104,6 +99,7 @@ class CategoricalHead(nn.Module):
         self.proj = nn.Linear(d_model, n_choices)
         nn.init.orthogonal_(self.proj.weight, gain=0.01)
         nn.init.zeros_(self.proj.bias)
+        self.compiled = False  # masked_categorical's log-softmax compiled (entmachin.model.compiled)
 
     def forward(
         self,
@@ -115,7 +111,7 @@ class CategoricalHead(nn.Module):
         keepdim: bool = False,
     ) -> HeadOutput:
         logits = self.proj(x.index_select(0, actors))  # [n_actors, n_choices]
-        return masked_categorical(logits, mask, action, deterministic, keepdim)
+        return masked_categorical(logits, mask, action, deterministic, keepdim, self.compiled)
 
 
 class SelectEntityHead(nn.Module):
@@ -139,6 +135,7 @@ class SelectEntityHead(nn.Module):
         self.d_qk = d_qk
         self.query = nn.Linear(d_model, d_qk)
         self.key = nn.Linear(d_model, d_qk)
+        self.compiled = False  # masked_categorical's log-softmax compiled (entmachin.model.compiled)
 
     def forward(
         self,
@@ -151,7 +148,7 @@ class SelectEntityHead(nn.Module):
         keepdim: bool = False,
     ) -> HeadOutput:
         logits, allowed = self.scores(x, actors, actees, actee_mask)  # [n_actors, width] each
-        return masked_categorical(logits, allowed, action, deterministic, keepdim)
+        return masked_categorical(logits, allowed, action, deterministic, keepdim, self.compiled)
 
     def scores(self, x: torch.Tensor, actors: RaggedTensor, actees: RaggedTensor,
                actee_mask: Optional[torch.Tensor]) -> "tuple[torch.Tensor, torch.Tensor]":

@@ -1,6 +1,7 @@
 """RogueNet: a ragged-batch transformer policy and value function over entities, in pure PyTorch."""
 from __future__ import annotations
 
+import warnings
 from typing import Any, Dict, Literal, Mapping, NamedTuple, Optional, Tuple
 
 import torch
@@ -19,6 +20,7 @@ from entmachin.env.action import (
 from entmachin.env.common import GLOBAL_ENTITY
 from entmachin.env.environment import ObsSpace
 from entmachin.model.attention import RaggedTransformer, segment_pool
+from entmachin.model.compiled import CompileWarning, compile_problem, is_compiled, set_compiled
 from entmachin.model.config import RogueNetConfig
 from entmachin.model.continuous import ContinuousActionsUnsupported, ContinuousHead, refuse_continuous
 from entmachin.model.embedding import EntityEmbedding, TokenBatch
@@ -152,6 +154,8 @@ class RogueNet(TrustedInputs, NormalisedModule):
                 else CategoricalQHead(config.d_model, len(space.index_to_label), duel)
                 for space in action_space.values()
             ])
+        self._compiler_checked: Optional[str] = None  # the device type compile_problem was asked about
+        set_compiled(self, config.compile)
 
     def _head(self, space: ActionSpace) -> nn.Module:
         if isinstance(space, SelectEntityActionSpace):
@@ -182,6 +186,8 @@ class RogueNet(TrustedInputs, NormalisedModule):
         checks = checks if checks is not None else self._checks()
         hint = len(next(iter(masks.values())).actors) if masks else None
         weight = self.value_head.weight
+        if self._compiler_checked != weight.device.type:
+            self._check_compiler(weight.device)
         parsed = parse_entities(self.obs_space, entities, visible, weight.device, checks, hint, weight.dtype)
         if checks.enabled:
             if masks:
@@ -195,6 +201,16 @@ class RogueNet(TrustedInputs, NormalisedModule):
             positions = self.trunk.relpos.token_positions(tokens.features, tokens.dest, tokens.token_type)
         x = self.trunk(tokens.x, tokens.layout, tokens.visible, positions)  # [n_tokens, d_model]
         return tokens, x
+
+    def _check_compiler(self, device: torch.device) -> None:
+        """Before the first forward on a device type: a network set to run compiled where the compiler
+        cannot work there warns once, naming why, and runs eagerly."""
+        problem = compile_problem(device) if is_compiled(self) else None
+        if problem is not None:
+            warnings.warn(f"RogueNet: cannot compile on {device.type} ({problem}); running eagerly", CompileWarning,
+                          stacklevel=4)
+            set_compiled(self, False)
+        self._compiler_checked = device.type
 
     def forward(
         self,

@@ -4,6 +4,7 @@ from __future__ import annotations
 import difflib
 import logging
 import math
+import warnings
 from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
@@ -211,6 +212,39 @@ def make_envs(config: RunConfig, seed: int) -> VecEnv:
                            check_finite=config.env.check_finite)
 
 
+# model.compile: auto compiles only where compiling was measured to pay: not on CPUs, where the
+# compiled network ran at 0.93-1.00x eager (benchmarks/bench_rogue_net_bound.py --compile both),
+# and on GPUs only for runs long enough to repay a compile of about a minute.
+AUTO_COMPILE_MIN_STEPS = {"cuda": 1_000_000}
+
+
+def decide_compile(config: RunConfig) -> Tuple[bool, str]:
+    """What ``model.compile`` resolves to for this run, and a line saying why.
+
+    ``true`` where the compiler cannot work (``entmachin.model.compiled.compile_problem``) runs
+    eagerly with a ``CompileWarning`` naming the cause.
+    """
+    from entmachin.model.compiled import CompileWarning, compile_problem
+
+    choice, device = config.model.compile, torch.device(config.train.device)
+    if config.model.kind != "rogue_net" or choice is False:
+        return False, "model.compile: the network runs eagerly"
+    if choice == "auto":
+        least = AUTO_COMPILE_MIN_STEPS.get(device.type)
+        if least is None:
+            return False, (f"model.compile: auto chose eager: on {device.type}, the compiled network was not measured "
+                           "faster (set model.compile: true to compile anyway)")
+        if config.train.total_steps < least:
+            return False, (f"model.compile: auto chose eager: {config.train.total_steps} steps are too few to repay "
+                           f"the compile time (auto compiles runs of at least {least} steps on {device.type})")
+    problem = compile_problem(device)
+    if problem is not None:
+        warnings.warn(f"model.compile: cannot compile on {device.type} ({problem}); the network runs eagerly",
+                      CompileWarning, stacklevel=2)
+        return False, f"model.compile: {choice} but cannot compile on {device.type} ({problem}); running eagerly"
+    return True, f"model.compile: {'auto chose' if choice == 'auto' else 'true:'} compiled on {device.type}"
+
+
 def make_frame(config: RunConfig, obs_space: Any, action_space: Any, writer: Any = None, *,
                rank: int = 0, rows_per_env: int = 1) -> Tuple[Any, str]:
     """Builds the network (RogueNet, or DenseNet for ``model.kind: mlp``), its critic and the frame;
@@ -220,9 +254,10 @@ def make_frame(config: RunConfig, obs_space: Any, action_space: Any, writer: Any
     ``rows_per_env``: rows each environment stores per step (its seats, for a game of several
     players): a rollout stores ``rollout.num_envs x rollout.n_steps x rows_per_env`` rows.
     """
+    compiled, compile_note = decide_compile(config)
     if config.frame.name in Q_FRAMES:
-        return _make_q_frame(config, obs_space, action_space, writer), ""
-    net, critic = _networks(config, obs_space, action_space)
+        return _make_q_frame(config, obs_space, action_space, writer, compiled), compile_note
+    net, critic = _networks(config, obs_space, action_space, compiled)
     device = torch.device(config.train.device)
     net.to(device)
     critic.to(device)
@@ -235,16 +270,17 @@ def make_frame(config: RunConfig, obs_space: Any, action_space: Any, writer: Any
     cls = {"PPO": PPO, "A2C": A2C, "BC": BC}[config.frame.name]
     optimizer = resolve(config.frame.optimizer, "torch.optim", "frame.optimizer")
     frame = cls(net, critic, optimizer, nn.MSELoss(), writer=writer, **settings)
-    note = ""
+    note = compile_note
     if config.frame.n_epochs is not None:
         per_epoch = math.ceil(rows / config.frame.settings.batch_size)
-        note = (f"frame.n_epochs={config.frame.n_epochs}: actor_update_times = critic_update_times = "
+        note += (f"; frame.n_epochs={config.frame.n_epochs}: actor_update_times = critic_update_times = "
                 f"{config.frame.n_epochs} x ceil({rows} rows / batch_size "
                 f"{config.frame.settings.batch_size}) = {config.frame.n_epochs * per_epoch} minibatch steps per update")
     return frame, note
 
 
-def _networks(config: RunConfig, obs_space: Any, action_space: Any) -> Tuple[nn.Module, nn.Module]:
+def _networks(config: RunConfig, obs_space: Any, action_space: Any, compiled: bool = False
+              ) -> Tuple[nn.Module, nn.Module]:
     """The actor and its critic (a view of the actor's network, or of a network of its own)."""
     shared = config.model.critic == "shared"
     if config.model.kind == "mlp":
@@ -257,17 +293,17 @@ def _networks(config: RunConfig, obs_space: Any, action_space: Any) -> Tuple[nn.
             raise ConfigError(f"model.kind: mlp does not fit {config.env.name}: {e}") from None
         # A separate critic needs no action heads.
         return net, net.critic() if shared else DenseNet(obs_space, {}, **config.model.mlp_options()).critic()
-    net_config = config.model.net_config()
+    net_config = config.model.net_config(compiled)
     net = RogueNet(obs_space, action_space, net_config)
     # A separate critic is a RogueNet of its own (its action heads stay unused), so that spaces
     # with only global features, which need the global token of a global action, work too.
     return net, net.critic() if shared else RogueNet(obs_space, action_space, net_config).critic()
 
 
-def _make_q_frame(config: RunConfig, obs_space: Any, action_space: Any, writer: Any) -> Any:
+def _make_q_frame(config: RunConfig, obs_space: Any, action_space: Any, writer: Any, compiled: bool) -> Any:
     """RogueNet with Q-heads, its target copy and a DQN / DQNPer frame."""
-    net = RogueNet(obs_space, action_space, config.model.net_config(), q_head=config.model.q_head)
-    target = RogueNet(obs_space, action_space, config.model.net_config(), q_head=config.model.q_head)
+    net = RogueNet(obs_space, action_space, config.model.net_config(compiled), q_head=config.model.q_head)
+    target = RogueNet(obs_space, action_space, config.model.net_config(compiled), q_head=config.model.q_head)
     device = torch.device(config.train.device)
     net.to(device)
     target.to(device)

@@ -34,7 +34,7 @@ import math
 import re
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, ClassVar, Dict, List, Literal, Mapping, Optional, Sequence, Tuple, Union
 
 import yaml
 
@@ -79,7 +79,7 @@ class EnvSection:
 
 #: The model section's fields that only one kind of network reads; the other kind refuses them.
 ROGUE_NET_ONLY = ("d_model", "n_layer", "n_head", "d_qk", "embd_pdrop", "resid_pdrop", "attn_pdrop", "pooling",
-                  "relpos_encoding", "translation", "q_head")
+                  "relpos_encoding", "translation", "q_head", "compile")
 MLP_ONLY = ("d_hidden", "activation", "normalize_inputs")
 
 
@@ -103,6 +103,12 @@ class ModelSection(RogueNetConfig):
     activation: Literal["tanh", "relu", "gelu"] = setting("tanh", "mlp: activation of the hidden layers")
     normalize_inputs: bool = setting(
         True, "mlp: normalise the features with running statistics (RogueNet always does; input_clip clips both)")
+    compile: Union[bool, Literal["auto"]] = setting(  # type: ignore[assignment]
+        "auto", "run RogueNet's per-token arithmetic compiled (torch.compile): auto compiles where it was measured to "
+                "pay and a working compiler is found (the log says which it chose and why); true; false. Checkpoints "
+                "are the same either way, and --resume may change it")
+
+    COMPILE_VALUES: ClassVar[Tuple[Any, ...]] = (True, False, "auto")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -115,9 +121,10 @@ class ModelSection(RogueNetConfig):
                 raise ValueError(f"{name}: a setting of kind: {'mlp' if self.kind == 'rogue_net' else 'rogue_net'}, "
                                  f"which kind: {self.kind} does not read; remove it (or set model.kind)")
 
-    def net_config(self) -> RogueNetConfig:
+    def net_config(self, compile: bool = False) -> RogueNetConfig:
+        """RogueNet's config; ``compile`` is what ``model.compile`` resolved to (eager unless told)."""
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(RogueNetConfig)}
-        return RogueNetConfig(**values)
+        return RogueNetConfig(**{**values, "compile": compile})
 
     def mlp_options(self) -> Dict[str, Any]:
         """``DenseNet``'s keyword arguments (``kind: mlp``)."""
