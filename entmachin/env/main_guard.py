@@ -7,12 +7,16 @@ is still starting, and Python stops it with a ``RuntimeError`` about the "bootst
 and ``freeze_support()``: the parent only sees its worker exit with code 1. Both sides are
 handled here: :func:`refuse_while_bootstrapping` raises a clear error in the worker, and
 :func:`unguarded_main_line` lets the parent say which line of which script needs the guard.
+:func:`start_forkserver` starts the ``forkserver`` start method's server so that a SIGTERM to
+the process group does not kill it.
 """
 from __future__ import annotations
 
 import ast
 import multiprocessing as mp
+import signal
 import sys
+import threading
 from types import FrameType
 from typing import Optional, Tuple
 
@@ -66,3 +70,29 @@ def unguarded_main_line(frame: Optional[FrameType]) -> Optional[Tuple[str, int]]
         ):
             return None
     return script, line
+
+
+def start_forkserver() -> None:
+    """Starts multiprocessing's fork server (once per process) so that it ignores SIGTERM.
+
+    The server is a process of the caller's group: a SIGTERM sent to the whole group (a job
+    scheduler, a container stop) would kill it, and the parent would then read every worker
+    it forked as dead (exit code 255) while they are alive and ignore the signal themselves.
+    An ignored signal stays ignored across ``exec``; the server still exits with its parent.
+    Called from another thread it cannot change signal handlers: call it first from the main
+    thread where a ``ParallelEnvList`` is built elsewhere. Does nothing on a platform without
+    the ``forkserver`` start method.
+    """
+    from multiprocessing import forkserver
+
+    if "forkserver" not in mp.get_all_start_methods():
+        return
+
+    if threading.current_thread() is not threading.main_thread():
+        forkserver.ensure_running()
+        return
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGTERM, previous)

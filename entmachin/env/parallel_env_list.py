@@ -14,6 +14,12 @@ few copies, not a few microseconds per array. The parent joins the replies field
 ``create_env`` goes through ``dill``, once per worker, so lambdas and classes defined inside
 functions work under every start method.
 
+Overlap: ``act_async`` sends the actions of one part of the rows (whole workers, one of
+``parts(n)``) and returns at once; ``receive`` waits for that part's observations. Meanwhile the
+caller may choose the actions of another part (``RolloutCollector(overlap=True)`` does: the
+learner acts on one half while the workers step the other). ``entmachin.env.parts`` keeps the
+record of the parts in flight and of each row's last observation.
+
 Failures: an exception in a worker comes back as an ``EnvWorkerError`` carrying the worker's
 traceback; a worker that dies is noticed through its process sentinel. Either way the list
 closes itself (the environments are left half-stepped) and reaps every worker.
@@ -24,14 +30,12 @@ import logging
 import math
 import multiprocessing as mp
 import pickle
-import signal
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import dill
 import numpy as np
@@ -40,12 +44,13 @@ import numpy.typing as npt
 from entmachin.env.action import ActionSpace
 from entmachin.env.common import ActionName
 from entmachin.env.env_list import check_actions
-from entmachin.env.env_worker import CLOSE, PROTOCOL, Failure, worker_main
+from entmachin.env.env_worker import CLOSE, PROTOCOL, worker_main
 from entmachin.env.environment import Environment, ObsSpace
-from entmachin.env.main_guard import guard_advice, refuse_while_bootstrapping, unguarded_main_line
+from entmachin.env.main_guard import guard_advice, refuse_while_bootstrapping, start_forkserver, unguarded_main_line
+from entmachin.env.parts import PartLedger
 from entmachin.env.vec_env import RowIndex, VecEnv, VecObs, env_seeds, ragged_actions, split_envs
 from entmachin.env.wire import pack_actions, unpack_many
-from entmachin.env.worker_error import EnvWorkerError
+from entmachin.env.worker_error import EnvWorkerError, Problem, died, during, raised
 from entmachin.ragged.array import RaggedArray
 
 logger = logging.getLogger(__name__)
@@ -69,60 +74,10 @@ class _Worker:
         return f"worker {self.number} ({envs}, pid {self.process.pid})"
 
 
-@dataclass(frozen=True)
-class _Problem:
-    """A worker's failure during one request: a one-line summary and the error to raise."""
-
-    summary: str  # e.g. "worker 1 raised ValueError in environment 3"
-    error: EnvWorkerError
-
-
-def start_forkserver() -> None:
-    """Starts multiprocessing's fork server (once per process) so that it ignores SIGTERM.
-
-    The server is a process of the caller's group: a SIGTERM sent to the whole group (a job
-    scheduler, a container stop) would kill it, and the parent would then read every worker
-    it forked as dead (exit code 255) while they are alive and ignore the signal themselves.
-    An ignored signal stays ignored across ``exec``; the server still exits with its parent.
-    Called from another thread it cannot change signal handlers: call it first from the main
-    thread where a ``ParallelEnvList`` is built elsewhere. Does nothing on a platform without
-    the ``forkserver`` start method.
-    """
-    from multiprocessing import forkserver
-
-    if "forkserver" not in mp.get_all_start_methods():
-        return
-
-    if threading.current_thread() is not threading.main_thread():
-        forkserver.ensure_running()
-        return
-    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    try:
-        forkserver.ensure_running()
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def _check_count(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"ParallelEnvList: {name} must be an int >= 1, got {value!r}")
     return int(value)
-
-
-def _describe_exit(code: Optional[int]) -> str:
-    if code is None:
-        return "stopped answering and is still running"
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        return f"was killed by {name} (exit code {code})"
-    return f"exited with code {code}"
-
-
-def _during(cmd: str) -> str:
-    return "while building its environments" if cmd == "start" else f"during {cmd}()"
 
 
 class ParallelEnvList(VecEnv):
@@ -157,8 +112,13 @@ class ParallelEnvList(VecEnv):
     never outlive the parent), so an environment cannot start ``multiprocessing`` children of
     its own; ``subprocess`` works.
 
-    ``reset``, ``act`` and ``render`` raise ``EnvWorkerError`` when a worker raised, died or
-    (with ``timeout``) did not answer in time;
+    ``parts(n)``, ``act_async`` and ``receive`` step parts of the rows (whole workers) on their
+    own, so that the caller can work on one part while another steps; while a part is in flight
+    the calls that concern every row (``reset``, ``act``, ``get_state``, ``set_state``,
+    ``render``) raise ``RuntimeError`` until it is received.
+
+    ``reset``, ``act``, ``receive`` and ``render`` raise ``EnvWorkerError`` when a worker raised,
+    died or (with ``timeout``) did not answer in time;
     the list is then closed (its environments were left half-stepped) and every later call
     raises ``RuntimeError``. Actions that do not fit the last observation raise ``ValueError``
     before anything is sent, and the list stays usable.
@@ -193,7 +153,7 @@ class ParallelEnvList(VecEnv):
         refuse_while_bootstrapping()  # a worker importing a main script that lacks the guard
         self._workers: List[_Worker] = []
         self._closed_reason: Optional[str] = None
-        self._last_vec: Optional[VecObs] = None
+        self._ledger = PartLedger("ParallelEnvList", [])  # parts in flight, each row's last observation
         num_envs = _check_count("num_envs", num_envs)
         self.num_processes = min(_check_count("num_processes", num_processes), num_envs)
         available = mp.get_all_start_methods()
@@ -251,6 +211,7 @@ class ParallelEnvList(VecEnv):
         self._obs_space, self._action_space = spaces[0][:2]
         self._rows = RowIndex.of([seats for reply in spaces for seats in reply[2]])
         self._row_bounds = [self._rows.rows_of(w.start, w.stop) for w in self._workers]
+        self._ledger = PartLedger("ParallelEnvList", self._row_bounds)
 
     @property
     def worker_pids(self) -> List[int]:
@@ -277,20 +238,69 @@ class ParallelEnvList(VecEnv):
         )
 
     def reset(self, obs_config: Optional[ObsSpace] = None) -> VecObs:
-        self._check_open("reset")
-        self._last_vec = unpack_many(self._request("reset", [obs_config] * len(self._workers)))
-        return self._last_vec
+        self._check_open("reset", every_row=True)
+        self._ledger.observed_all(unpack_many(self._request("reset", [obs_config] * len(self._workers))))
+        return self._ledger.last
 
     def act(self, actions: Mapping[ActionName, RaggedArray], obs_filter: Optional[ObsSpace] = None) -> VecObs:
-        self._check_open("act")
-        if self._last_vec is None:
-            raise RuntimeError("ParallelEnvList.act called before reset()")
+        self._check_open("act", every_row=True)
         # Checked here so that a bad batch raises ValueError and leaves the workers running.
         actions = ragged_actions(actions)
-        check_actions(actions, self._last_vec, self._action_space)
+        check_actions(actions, self._ledger.last_of((0, len(self)), "act"), self._action_space)
         messages = pack_actions(actions, self._row_bounds)
-        self._last_vec = unpack_many(self._request("act", [(m, obs_filter) for m in messages]))
-        return self._last_vec
+        self._ledger.observed_all(unpack_many(self._request("act", [(m, obs_filter) for m in messages])))
+        return self._ledger.last
+
+    @property
+    def _last_vec(self) -> Optional[VecObs]:
+        """The last observation of every row (None before ``reset``)."""
+        return None if self._ledger.last is None else self._ledger.last_of((0, len(self)), "_last_vec")
+
+    # --- parts stepped on their own (VecEnv.parts) ------------------------------------------
+
+    def parts(self, n_parts: int) -> List[Tuple[int, int]]:
+        """Up to ``n_parts`` groups of whole workers, as even as the workers allow (one worker:
+        one part); e.g. 3 environments in 2 workers: ``[(0, 2), (2, 3)]``."""
+        return self._ledger.parts(_check_count("n_parts", n_parts))
+
+    def act_async(self, actions: Mapping[ActionName, RaggedArray], rows: Tuple[int, int],
+                  obs_filter: Optional[ObsSpace] = None) -> None:
+        """Sends the actions of the part ``rows`` (one of :meth:`parts`) and returns at once; the
+        actions are checked as ``act`` checks them, rows counted within the part.
+
+        Raises:
+            ValueError: ``rows`` is not a range of whole workers, or the actions do not fit
+                (nothing was sent).
+            RuntimeError: before ``reset()``, or while some of these rows are in flight.
+        """
+        self._check_open("act_async")
+        start, stop = rows = self._ledger.check(rows, "act_async")
+        self._ledger.refuse_in_flight("act_async", rows)
+        actions = ragged_actions(actions)
+        check_actions(actions, self._ledger.last_of(rows, "act_async"), self._action_space)
+        mine = self._ledger.workers(rows)
+        messages = pack_actions(actions, [(self._row_bounds[k][0] - start, self._row_bounds[k][1] - start) for k in mine])
+        workers = [self._workers[k] for k in mine]
+        self._send("act", [(m, obs_filter) for m in messages], workers)
+        self._ledger.sent(rows, workers)
+
+    def receive(self, rows: Tuple[int, int]) -> VecObs:
+        """The observations of the part ``rows`` that :meth:`act_async` sent (waits for its workers).
+
+        Raises:
+            RuntimeError: these rows are not in flight.
+            EnvWorkerError: as from ``act`` (the list is then closed).
+        """
+        self._check_open("receive")
+        rows = self._ledger.check(rows, "receive")
+        workers = self._ledger.receiving(rows)
+        try:
+            vec = unpack_many(self._gather("act", workers))
+        except BaseException as e:
+            self._abandon(f"closed because {type(e).__name__} interrupted act()")
+            raise
+        self._ledger.received(rows, vec)
+        return vec
 
     def get_state(self) -> bytes:
         """Every worker's environments and the last observations, pickled with ``dill``.
@@ -299,10 +309,10 @@ class ParallelEnvList(VecEnv):
         ``num_processes``) this continues the episodes in progress exactly. Loading it runs
         code from the data: restore only your own.
         """
-        self._check_open("get_state")
+        self._check_open("get_state", every_row=True)
         states = self._request("get_state", [None] * len(self._workers))
-        return dill.dumps({"split": [(w.start, w.stop) for w in self._workers], "workers": states,
-                           "last_vec": self._last_vec})
+        last = self._last_vec
+        return dill.dumps({"split": [(w.start, w.stop) for w in self._workers], "workers": states, "last_vec": last})
 
     def set_state(self, state: bytes) -> None:
         """Restores :meth:`get_state`'s environments into the workers.
@@ -310,7 +320,7 @@ class ParallelEnvList(VecEnv):
         Raises:
             ValueError: the state was taken with another split of environments over workers.
         """
-        self._check_open("set_state")
+        self._check_open("set_state", every_row=True)
         data = dill.loads(state)
         split = [(w.start, w.stop) for w in self._workers]
         if [tuple(s) for s in data["split"]] != split:
@@ -318,11 +328,11 @@ class ParallelEnvList(VecEnv):
                              f"{data['split']}; this ParallelEnvList splits them as {split} (same num_envs and "
                              "num_processes needed)")
         self._request("set_state", data["workers"])
-        self._last_vec = data["last_vec"]
+        self._ledger.observed_all(data["last_vec"])
 
     def render(self, **kwargs: Any) -> npt.NDArray[np.uint8]:
         """Every environment's frame, in environment order: ``[num_envs, ...]``."""
-        self._check_open("render")
+        self._check_open("render", every_row=True)
         frames = self._request("render", [kwargs] * len(self._workers))
         return np.concatenate(frames, axis=0)  # [num_envs, height, width, channels]
 
@@ -335,6 +345,7 @@ class ParallelEnvList(VecEnv):
         if self._closed_reason is None:
             self._closed_reason = "closed by close()"
         workers, self._workers = self._workers, []
+        self._ledger.in_flight.clear()
         for w in workers:
             try:
                 w.conn.send_bytes(CLOSE)
@@ -361,36 +372,49 @@ class ParallelEnvList(VecEnv):
 
     # --- protocol -------------------------------------------------------------------------
 
-    def _check_open(self, method: str) -> None:
+    def _check_open(self, method: str, every_row: bool = False) -> None:
         if self._closed_reason is not None:
             raise RuntimeError(
                 f"ParallelEnvList.{method}: the list is unusable, it was {self._closed_reason}; create a new one"
             )
+        if every_row:
+            self._ledger.refuse_in_flight(method)
 
     def _request(self, cmd: str, args: Sequence[Any]) -> List[Any]:
         """Sends ``(cmd, args[k])`` to worker ``k`` and returns the replies in worker order."""
+        self._send(cmd, args, self._workers)
         try:
-            for w, a in zip(self._workers, args):
-                try:
-                    w.conn.send_bytes(pickle.dumps((cmd, a), protocol=PROTOCOL))
-                except OSError:
-                    pass  # the worker is gone; _gather finds its process exited and says so
             return self._gather(cmd)
         except BaseException as e:
             # Replies may be left in the pipes; no later request could be matched to its reply.
             self._abandon(f"closed because {type(e).__name__} interrupted {cmd}()")
             raise
 
-    def _gather(self, cmd: str) -> List[Any]:
-        """Waits for one reply from every worker, watching each one's pipe and process together.
+    def _send(self, cmd: str, args: Sequence[Any], workers: Sequence[_Worker]) -> None:
+        """Sends ``(cmd, args[i])`` to ``workers[i]``."""
+        try:
+            for w, a in zip(workers, args):
+                try:
+                    w.conn.send_bytes(pickle.dumps((cmd, a), protocol=PROTOCOL))
+                except OSError:
+                    pass  # the worker is gone; _gather finds its process exited and says so
+        except BaseException as e:
+            self._abandon(f"closed because {type(e).__name__} interrupted {cmd}()")
+            raise
+
+    def _gather(self, cmd: str, workers: Optional[Sequence[_Worker]] = None) -> List[Any]:
+        """Waits for one reply from each of ``workers`` (default: every worker), watching each
+        one's pipe and process together; returns the replies in their order.
 
         After a failure the other workers get ``_CLOSE_TIMEOUT_S`` to answer, so that the
         failure reported is the lowest-numbered worker's whatever the timing. With a
         ``timeout``, workers that have not answered by then are reported as late.
         """
-        results: List[Any] = [None] * len(self._workers)
-        problems: Dict[int, _Problem] = {}
-        pending = {w.number: w for w in self._workers}
+        workers = self._workers if workers is None else workers
+        place = {w.number: i for i, w in enumerate(workers)}
+        results: List[Any] = [None] * len(workers)
+        problems: Dict[int, Problem] = {}
+        pending = {w.number: w for w in workers}
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
         failed_at: Optional[float] = None
         while pending:
@@ -412,16 +436,16 @@ class ParallelEnvList(VecEnv):
                 if ok is None:  # nothing to read and the process exited
                     problems[k] = self._death(w, cmd)
                 elif not ok:
-                    problems[k] = self._raised(w, cmd, payload)
+                    problems[k] = raised(w.describe(), w.number, cmd, payload)
                 else:
-                    results[k] = payload
+                    results[place[k]] = payload
             if problems and failed_at is None:
                 failed_at = time.monotonic()
                 deadline = min(math.inf if deadline is None else deadline, failed_at + _CLOSE_TIMEOUT_S)
         if not problems and pending:  # the timeout passed
             for k, w in sorted(pending.items()):
-                error = EnvWorkerError(f"{w.describe()} did not answer within {self.timeout:g} s {_during(cmd)}", k)
-                problems[k] = _Problem(f"worker {k} did not answer within {self.timeout:g} s", error)
+                error = EnvWorkerError(f"{w.describe()} did not answer within {self.timeout:g} s {during(cmd)}", k)
+                problems[k] = Problem(f"worker {k} did not answer within {self.timeout:g} s", error)
         if problems:
             first = problems[min(problems)]
             self._abandon(f"closed after {first.summary}")
@@ -431,21 +455,9 @@ class ParallelEnvList(VecEnv):
             raise first.error
         return results
 
-    def _raised(self, w: _Worker, cmd: str, failure: Failure) -> _Problem:
-        where = "" if failure.env_index is None else f" in environment {failure.env_index}"
-        message = (
-            f"{w.describe()} raised {failure.type_name}{where} {_during(cmd)}: {failure.message}\n"
-            f"--- traceback in worker {w.number} ---\n{failure.traceback.rstrip()}"
-        )
-        error = EnvWorkerError(message, w.number, failure.env_index, None, failure.traceback)
-        return _Problem(f"worker {w.number} raised {failure.type_name}{where}", error)
-
-    def _death(self, w: _Worker, cmd: str) -> _Problem:
+    def _death(self, w: _Worker, cmd: str) -> Problem:
         w.process.join(_KILL_TIMEOUT_S)
-        code = w.process.exitcode
-        how = _describe_exit(code)
-        error = EnvWorkerError(f"{w.describe()} {how} {_during(cmd)}; its stderr may say why", w.number, None, code)
-        return _Problem(f"worker {w.number} {how}", error)
+        return died(w.describe(), w.number, cmd, w.process.exitcode)
 
     def _abandon(self, reason: str) -> None:
         if self._closed_reason is None:

@@ -384,6 +384,23 @@ class VecEnv(ABC):
         """Step every environment with one ragged array per action: int64 ``[n_actors, 1]`` (a
         choice or an actee position) or, for continuous actions, float32 ``[n_actors, n_values]``."""
 
+    def parts(self, n_parts: int) -> List[Tuple[int, int]]:
+        """Row ranges ``(start, stop)``, at most ``n_parts``, in row order, that :meth:`act_async`
+        steps on their own while the caller works on another. Environments stepped in the
+        caller's process give one part, every row (they cannot step meanwhile);
+        ``ParallelEnvList`` gives groups of whole workers."""
+        return [(0, len(self))]
+
+    def act_async(self, actions: Mapping[ActionName, RaggedArray], rows: Tuple[int, int],
+                  obs_filter: Optional[ObsSpace] = None) -> None:
+        """Sends the actions of the part ``rows`` (one of :meth:`parts`) and returns at once;
+        :meth:`receive` waits for its observations (optional)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement act_async()")
+
+    def receive(self, rows: Tuple[int, int]) -> VecObs:
+        """The observations of the part that :meth:`act_async` sent (optional)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement receive()")
+
     def render(self, **kwargs: Any) -> npt.NDArray[np.uint8]:
         raise NotImplementedError(f"{type(self).__name__} does not implement render()")
 
