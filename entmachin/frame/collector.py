@@ -11,9 +11,14 @@ Example (RogueNet on an entity environment)::
 
 Dense models on adapted gymnasium environments use ``global_state`` / ``global_actions``, which read the
 ``__global__`` features as ``{"state": [B, d]}`` and turn an MLP's ``[B, 1]`` choices into one global action per row.
+
+With ``overlap=True`` and environments in worker processes (``ParallelEnvList`` of two or more workers) the
+rows are stepped in two halves, double-buffered: the policy acts on one half while the workers step the other
+(see :class:`RolloutCollector`).
 """
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
@@ -26,6 +31,8 @@ from entmachin.ragged import trees
 from entmachin.ragged.array import RaggedArrayI64
 from entmachin.ragged.arrays import concat
 from entmachin.ragged.tensor import tree_to_torch
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["RolloutCollector", "RolloutStats", "Opponents", "default_actions", "global_state", "global_actions",
            "merge_rows"]
@@ -156,6 +163,27 @@ class RolloutCollector:
             from the statistics of all ranks' steps).
         opponents: who plays the rows the frame does not (:class:`Opponents`); only the frame's rows are
             stored, and returns and lengths are the frame's. None: the frame plays every row.
+        overlap: step the rows in two halves, double-buffered (below). Environments that cannot step part
+            of their rows while the caller works (``envs.parts(2)`` gives one part: ``EnvList``, a
+            ``ParallelEnvList`` of one worker, ``RayEnvList``) and games with ``opponents`` fall back to the
+            sequential loop, with a warning; :attr:`overlap` says which loop runs.
+
+    **Overlapped sampling** (``overlap=True``): the rows split into halves A and B of whole workers
+    (``envs.parts(2)``). Each step receives A's observations, acts on A and sends A's actions, then does the
+    same for B, so that the policy's forward on one half runs while the workers step the other (period per
+    step about ``act_half + max(act_half, env_step)`` instead of ``2 act_half + env_step``). Every action
+    comes from the current policy; both halves' last actions are chosen and their observations received
+    before ``collect()`` returns, so nothing is in flight across ``update()``. The stored rows are the same as
+    the sequential loop's: ``T`` steps of every row, in row order, the same ``next_state`` / reward / terminal
+    / truncated rules, the same episode statistics, :meth:`snapshot` / :meth:`restore` unchanged. What
+    differs for a seed: the policy runs once per half, so a sampling network draws its random numbers in
+    another order (other actions, unless acting is deterministic), and running input statistics are updated
+    per half (B's forward is normalised with statistics that already saw A's step; after a step they are
+    those of the sequential loop up to rounding). With a deterministic policy and deterministic environments
+    the two loops store identical rows. Each step's halves are joined once more (one copy of their states
+    beyond the sequential loop's). A step that fails while a half is in flight receives it and leaves the
+    halves a step apart: the next :meth:`collect` resets the environments and the episodes in progress
+    restart (the ones that ended before the failure were counted).
 
     Raises:
         ValueError: ``n_steps`` is not a positive int.
@@ -163,11 +191,24 @@ class RolloutCollector:
 
     def __init__(self, frame: Any, envs: VecEnv, n_steps: int, *, state_fn: Optional[StateFn] = None,
                  action_fn: Optional[ActionFn] = None, before_store: Optional[Callable[[], None]] = None,
-                 opponents: Optional[Opponents] = None) -> None:
+                 opponents: Optional[Opponents] = None, overlap: bool = False) -> None:
         if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 1:
             raise ValueError(f"RolloutCollector: n_steps must be an int >= 1, got {n_steps!r}")
+        if not isinstance(overlap, bool):
+            raise TypeError(f"RolloutCollector: overlap must be a bool, got {overlap!r}")
         self.frame, self.envs, self.n_steps, self.before_store = frame, envs, n_steps, before_store
         self.opponents = opponents
+        self._halves: Optional[List[Tuple[int, int]]] = None
+        if overlap:
+            halves = envs.parts(2)
+            why = ("self-play's opponents share the rows' steps" if opponents is not None else
+                   f"{type(envs).__name__} steps its rows in one part (overlap needs environments in two or more "
+                   "worker processes: ParallelEnvList with num_processes >= 2)" if len(halves) < 2 else None)
+            if why is None:
+                self._halves = halves
+            else:
+                logger.warning("RolloutCollector: overlap=True, but %s; collecting sequentially", why)
+        self._restart = False  # a failed overlapped step left the halves a step apart
         space = envs.action_space()
         self.state_fn: StateFn = state_fn or (lambda obs: to_state(obs, space))
         self.action_fn: ActionFn = action_fn or default_actions
@@ -176,6 +217,11 @@ class RolloutCollector:
         self._returns = np.zeros(n_rows, dtype=np.float64)  # [B]: the episodes in progress (the frame's rows)
         self._lengths = np.zeros(n_rows, dtype=np.int64)  # [B]
         self.total_env_steps = 0
+
+    @property
+    def overlap(self) -> bool:
+        """Whether :meth:`collect` steps the rows in two overlapped halves."""
+        return self._halves is not None
 
     def _next_state(self, obs: VecObs, state: Dict[str, Any]) -> Dict[str, Any]:
         """The state after each row's step: the final observation where the episode was truncated (its row
@@ -242,13 +288,67 @@ class RolloutCollector:
         return (state, stored_action, trees.take(self._next_state(obs, after), rows), obs.reward[rows], obs.done[rows],
                 np.asarray(obs.truncated)[rows])
 
+    def _overlapped_steps(self, seen: List[Tuple[Any, ...]]) -> None:
+        """``n_steps`` steps of halves A and B, double-buffered; appends each whole step to ``seen``."""
+        halves, n_steps = self._halves, self.n_steps
+        state = self._state  # the state of every row at this step
+        states = [trees.row_range(state, start, stop) for start, stop in halves]  # each half's, views
+        actions: List[Any] = [None, None]  # each half's stored action of this step
+        in_flight: List[Tuple[int, int]] = []
+        sent: List[bool] = []
+
+        def act_and_send(h: int) -> None:
+            actions[h], env_actions = self.action_fn(self.frame.act(states[h]))
+            self.envs.act_async(env_actions, halves[h])
+            in_flight.append(halves[h])
+            sent.append(True)
+
+        completed = False
+        try:
+            act_and_send(0)
+            act_and_send(1)  # the policy on B while the workers step A
+            for t in range(n_steps):
+                got = []  # per half: (stored action, observation, next state, state after the step)
+                for h, rows in enumerate(halves):
+                    obs = self.envs.receive(rows)
+                    in_flight.remove(rows)
+                    after = tree_to_torch(self.state_fn(obs))
+                    got.append((actions[h], obs, self._next_state(obs, after), after))
+                    states[h] = after
+                    if t + 1 < n_steps:
+                        act_and_send(h)  # the policy on this half while the workers step the other
+                # Both halves in flight again (but at the last step): join this step's rows meanwhile.
+                (action_a, obs_a, next_a, after_a), (action_b, obs_b, next_b, after_b) = got
+                after = trees.stack([after_a, after_b], lambda i: f"half {i}'s state")
+                next_state = after if next_a is after_a and next_b is after_b else \
+                    trees.stack([next_a, next_b], lambda i: f"half {i}'s next state")
+                seen.append((state, trees.stack([action_a, action_b], lambda i: f"half {i}'s action"), next_state,
+                             np.concatenate([obs_a.reward, obs_b.reward]), np.concatenate([obs_a.done, obs_b.done]),
+                             np.concatenate([np.asarray(obs_a.truncated), np.asarray(obs_b.truncated)])))
+                state = after
+            self._state = state
+            completed = True
+        finally:
+            if not completed and sent:  # the environments moved past self._state, the halves maybe a step apart
+                self._restart = True
+                logger.warning("RolloutCollector: an overlapped step failed (rows %s in flight); the next collect() "
+                               "resets the environments", in_flight or "none")
+                for rows in list(in_flight):  # received, so that no reply is left unread
+                    try:
+                        self.envs.receive(rows)
+                    except Exception:  # the list closed itself; its next call says why
+                        break
+
     def collect(self) -> RolloutStats:
         """Runs ``n_steps`` steps, stores them with ``frame.store_rollout`` and returns statistics."""
         if self._state is None:
             self._state = tree_to_torch(self.state_fn(self.envs.reset()))
+            self._returns[:], self._lengths[:] = 0.0, 0  # new episodes (after a failed overlapped step)
         seen: List[Tuple[Any, ...]] = []  # per step: state, stored action, next state, reward, done, truncated
         try:
-            for _ in range(self.n_steps):
+            if self._halves is not None:
+                self._overlapped_steps(seen)
+            for _ in range(self.n_steps if self._halves is None else 0):
                 if self.opponents is not None:
                     seen.append(self._step_with_opponents(self.opponents))
                     continue
@@ -264,6 +364,8 @@ class RolloutCollector:
                 reward = np.array(rewards, dtype=np.float32)  # [T, B]
                 done = np.array(dones, dtype=np.bool_)  # [T, B]
                 returns, lengths = self._episodes(reward, done)
+            if self._restart:
+                self._state, self._restart = None, False
         truncated = np.array(truncations, dtype=np.bool_) & done  # [T, B]
         terminal = done & ~truncated  # [T, B]
         steps = [{"state": s, "action": a, "next_state": n, "reward": reward[t], "terminal": terminal[t],
