@@ -10,13 +10,15 @@ clipped surrogate, the entropy bonus, the value loss x 0.5, gradient clipping. W
 out is what a framework adds: checks of the caller's data, a buffer, non-finite guards,
 interrupt safety, checkpoints and statistics.
 
-Phases are timed inline into ``spent`` with the names of the frame's table.
+Phases are timed inline into ``spent`` with the names of the frame's table, on ``clock``
+(``_device.clock``: synchronised wall time on CUDA). The network lives on ``device``; the
+rollout's tensors go there once per iteration.
 """
 from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from typing import Any, Dict, Iterator, List
+from typing import Any, Callable, Dict, Iterator, List
 
 import numpy as np
 import torch
@@ -31,12 +33,12 @@ from entmachin.ragged.tensor import RaggedTensor, to_ragged_tensor
 
 
 @contextmanager
-def _phase(spent: Dict[str, float], name: str) -> Iterator[None]:
-    start = time.perf_counter()
+def _phase(spent: Dict[str, float], name: str, clock: Callable[[], float] = time.perf_counter) -> Iterator[None]:
+    start = clock()
     try:
         yield
     finally:
-        spent[name] += time.perf_counter() - start
+        spent[name] += clock() - start
 
 
 def _cat(states: List[Dict[str, Any]]) -> Dict[str, Any]:
@@ -54,13 +56,15 @@ def _units(per_action: Dict[str, RaggedTensor]) -> torch.Tensor:
 class PlainPPO:
     """The loop's state: environments, network, optimizer, the current observation."""
 
-    def __init__(self, n_envs: int, n_steps: int, batch_size: int, epochs: int, seed: int = 0) -> None:
+    def __init__(self, n_envs: int, n_steps: int, batch_size: int, epochs: int, seed: int = 0,
+                 device: torch.device = torch.device("cpu"), clock: Callable[[], float] = time.perf_counter) -> None:
         self.envs = EnvList(MineSweeper, n_envs, seed=seed)
         self.space = self.envs.action_space()
         torch.manual_seed(seed)
-        self.net = RogueNet(self.envs.obs_space(), self.space)
+        self.net = RogueNet(self.envs.obs_space(), self.space).to(device)
         self.norms = input_norms(self.net)  # found once
-        self.critic = self.net.critic()
+        self.critic = self.net.critic().to(device)
+        self.device, self.clock = device, clock
         actor_params = list(self.net.parameters())
         ids = {id(p) for p in actor_params}
         groups = [{"params": actor_params, "lr": 1e-3}]
@@ -80,26 +84,26 @@ class PlainPPO:
         n_envs = len(self.envs)
         states, actions, rewards, dones = [], [], [], []
         for _ in range(self.n_steps):
-            with _phase(spent, "acting"), torch.no_grad(), collecting_stats_of(self.norms):
+            with _phase(spent, "acting", self.clock), torch.no_grad(), collecting_stats_of(self.norms):
                 out = self.net(self.state["entities"], self.state["action_masks"])
                 action = to_vec_actions(out.action)
-            with _phase(spent, "env step"):
+            with _phase(spent, "env step", self.clock):
                 obs = self.envs.act(action)
-            with _phase(spent, "state conversion"):
+            with _phase(spent, "state conversion", self.clock):
                 after = to_state(obs, self.space)
             states.append(self.state)
             actions.append({"action": action})
             rewards.append(np.asarray(obs.reward, dtype=np.float32))
             dones.append(np.asarray(obs.done, dtype=np.bool_))  # MineSweeper ends episodes, never truncates
             self.state = after
-        with _phase(spent, "storing"):
+        with _phase(spent, "storing", self.clock):
             state = _cat(states + [self.state])  # T * B rows, then the B bootstrap rows
             with torch.no_grad():
                 values = self.critic(state["entities"]).reshape(self.n_steps + 1, n_envs)  # [T + 1, B]
-            reward = torch.from_numpy(np.stack(rewards))  # [T, B]
-            not_done = 1.0 - torch.from_numpy(np.stack(dones)).float()  # [T, B]
+            reward = torch.from_numpy(np.stack(rewards)).to(self.device)  # [T, B]
+            not_done = 1.0 - torch.from_numpy(np.stack(dones)).to(self.device).float()  # [T, B]
             advantage = torch.zeros_like(reward)  # [T, B]
-            last = torch.zeros(n_envs)
+            last = torch.zeros(n_envs, device=self.device)
             for t in reversed(range(self.n_steps)):
                 delta = reward[t] + 0.99 * values[t + 1] * not_done[t] - values[t]
                 last = delta + 0.99 * 0.95 * not_done[t] * last
@@ -109,7 +113,7 @@ class PlainPPO:
             n_rows = self.n_steps * n_envs
             state = trees.take(state, np.arange(n_rows))
             action = _cat(actions)
-        with _phase(spent, "update"):
+        with _phase(spent, "update", self.clock):
             self._update(state, action, target, advantage, n_rows)
 
     def _update(self, state: Dict[str, Any], action: Dict[str, Any], target: torch.Tensor,
@@ -127,7 +131,7 @@ class PlainPPO:
                 old_lp = _units({k: v[rows] for k, v in old.items()})  # [n_units]
                 row = torch.cat([rt.batch_index for rt in out.log_prob.values()])  # [n_units]
                 adv = advantage[torch.from_numpy(rows)]  # [b]
-                has = torch.zeros(len(rows), dtype=torch.bool)
+                has = torch.zeros(len(rows), dtype=torch.bool, device=adv.device)
                 has[row] = True
                 adv = (adv - adv[has].mean()) / (adv[has].std(unbiased=False) + 1e-8)
                 adv = adv[row]  # [n_units]

@@ -11,6 +11,7 @@ final evaluation sampled and deterministic, and the wall time. The table gives, 
 and distribution, the median over seeds of the final return (the better of sampled and
 deterministic), of the area under the evaluation curve (mean of the ten evaluations: how fast it
 learns) and the seeds' spread. Jobs already in the file (same config fingerprint) are skipped.
+``--device`` sets ``train.device`` (not part of the fingerprint: the returns do not depend on it).
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
+from _device import add_device_argument, checked_device, describe  # noqa: E402
 from bench_learning import fingerprint, train_and_evaluate  # noqa: E402
 from entmachin.run.config import apply_overrides  # noqa: E402
 
@@ -75,8 +77,10 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--distributions", nargs="*", default=list(DISTRIBUTIONS))
     parser.add_argument("--results", default=RESULTS)
     parser.add_argument("--table-only", action="store_true")
+    add_device_argument(parser)
     args = parser.parse_args(argv)
     if not args.table_only:
+        print(f"train.device: {describe(checked_device(args.device))}")
         done = {(r["env"], r["distribution"], r["seed"], r["budget"], r["config"]) for r in read(args.results)}
         with tempfile.TemporaryDirectory() as runs:
             for env in args.env:
@@ -90,7 +94,8 @@ def main(argv: Optional[List[str]] = None) -> None:
                                                           "frame.batch_size=64", "log.eval_episodes=4"])
                         if key in done:
                             continue
-                        result = train_and_evaluate(data, seed, budget, os.path.join(runs, f"{env}-{dist}-{seed}"))
+                        result = train_and_evaluate(data, seed, budget, os.path.join(runs, f"{env}-{dist}-{seed}"),
+                                                    [f"train.device={args.device}"])
                         record = {"env": env, "distribution": dist, "seed": seed, "budget": budget,
                                   "config": key[-1], **result}
                         os.makedirs(os.path.dirname(args.results), exist_ok=True)

@@ -17,6 +17,7 @@ many steps per update), to show what forgetting that costs.
 
 ``--num-envs`` (the 1-rank run's; each of 2 ranks gets half) scales the batch sizes with it, and
 ``--steps`` replaces the budget (one evaluation, at the end): both only to check the script runs.
+``--device`` sets ``train.device`` (``cuda``: each rank takes ``cuda:LOCAL_RANK``, a card per rank).
 """
 from __future__ import annotations
 
@@ -31,6 +32,9 @@ import time
 from typing import Dict, List, Sequence, Tuple
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _device import add_device_argument, checked_device, describe  # noqa: E402
 
 # env -> (total environment steps, evaluation interval, the bundled config's batch size)
 BUDGETS: Dict[str, Tuple[int, int, int]] = {
@@ -40,12 +44,13 @@ BUDGETS: Dict[str, Tuple[int, int, int]] = {
 
 
 def train(env: str, seed: int, n_ranks: int, num_envs: int, batch_size: int, total: int, interval: int,
-          run_dir: str) -> List[Tuple[int, float]]:
+          run_dir: str, device: str = "cpu") -> List[Tuple[int, float]]:
     """``(environment steps, mean evaluation return)`` of every evaluation of one run."""
     launcher = [sys.executable, "-m", "entmachin"] if n_ranks == 1 else [
         sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n_ranks}", "-m", "entmachin"]
     overrides = [f"rollout.num_envs={num_envs}", f"frame.batch_size={batch_size}", f"train.total_steps={total}",
-                 f"train.seed={seed}", f"log.eval_interval={interval}", f"log.checkpoint_interval={10 ** 9}"]
+                 f"train.seed={seed}", f"log.eval_interval={interval}", f"log.checkpoint_interval={10 ** 9}",
+                 f"train.device={device}"]
     command = launcher + ["train", env, "--no-progress", "--force", "--run-dir", run_dir]
     for override in overrides:
         command += ["--set", override]
@@ -67,7 +72,9 @@ def main(argv: Sequence[str] = ()) -> None:
                         help="also run 2 ranks with the config's batch size per rank")
     parser.add_argument("--num-envs", type=int, default=128, help="environments of the 1-rank run")
     parser.add_argument("--steps", type=int, default=None, help="environment steps in all (default: per env)")
+    add_device_argument(parser)
     args = parser.parse_args(list(argv) or None)
+    print(f"train.device: {describe(checked_device(args.device))}")
 
     n, half = args.num_envs, args.num_envs // 2
     sides = [(f"1x{n}", 1, n, 1), (f"2x{half}", 2, half, 2)] + (
@@ -83,7 +90,8 @@ def main(argv: Sequence[str] = ()) -> None:
             for seed in args.seeds:
                 for name, n_ranks, num_envs, divisor in sides:
                     run_dir = os.path.join(tmp, f"{env}-{seed}-{name.replace(' ', '-')}")
-                    curves[name].append(train(env, seed, n_ranks, num_envs, batch // divisor, total, interval, run_dir))
+                    curves[name].append(train(env, seed, n_ranks, num_envs, batch // divisor, total, interval, run_dir,
+                                               args.device))
             print(f"\n{env}: {total} environment steps in all, evaluation every {interval} (100 episodes, rank 0); "
                   f"batch_size {batch} on 1 rank, {batch // 2} per rank on 2"
                   + (f" ({batch} per rank in 'same batch')" if args.same_batch else ""))

@@ -25,7 +25,9 @@ thread. The machine's load average is printed with the figures::
 
     python benchmarks/bench_dqn.py --machin-python /tmp/machin-venv/bin/python
 
-Without ``--machin-python`` the Machin column reads "skipped".
+Without ``--machin-python`` the Machin column reads "skipped". ``--device cuda`` puts every
+side's networks (Machin's too) and the plain floor's tensors on the card (the buffers stay where
+the frames keep them); times are then wall clock after ``torch.cuda.synchronize()``.
 """
 import argparse
 import copy
@@ -40,6 +42,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from _device import add_device_argument, checked_device, clock, describe
 from bench_frame_machin import N_ACTIONS, STATE_DIM, prerecorded_episodes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -68,13 +71,13 @@ def _cartpole_frame(side: str, args: argparse.Namespace) -> Any:
     if side == "machin":
         from machin.frame.algorithms import DQNPer
 
-        qnet = _MachinQNet()
+        qnet = _MachinQNet().to(args.device)
         frame = DQNPer(qnet, copy.deepcopy(qnet), torch.optim.Adam, nn.MSELoss(reduction="sum"))
     else:
         from entmachin.frame import DQNPer
         from entmachin.model import MLPQNet
 
-        qnet = MLPQNet(STATE_DIM, N_ACTIONS, d_hidden=(16, 16), activation="relu")
+        qnet = MLPQNet(STATE_DIM, N_ACTIONS, d_hidden=(16, 16), activation="relu").to(args.device)
         frame = DQNPer(qnet, copy.deepcopy(qnet), torch.optim.Adam, nn.MSELoss(reduction="none"), seed=0)
     for episode in _cartpole_episodes(args.cartpole_rows, args.length, seed=0):
         frame.store_episode(episode)
@@ -92,19 +95,21 @@ class _PlainUpdate:
     def __init__(self, args: argparse.Namespace) -> None:
         torch.manual_seed(0)
         rows = [t for episode in _cartpole_episodes(args.cartpole_rows, args.length, seed=0) for t in episode]
-        self.state = torch.cat([t["state"]["state"] for t in rows])  # [N, 4]
-        self.action = torch.cat([torch.as_tensor(t["action"]["action"]).reshape(1, 1) for t in rows]).long()  # [N, 1]
-        self.reward = torch.tensor([float(t["reward"]) for t in rows])  # [N]
-        self.next_state = torch.cat([t["next_state"]["state"] for t in rows])  # [N, 4]
-        self.terminal = torch.tensor([bool(t["terminal"]) for t in rows])  # [N]
-        self.qnet = _MachinQNet()
+        device = torch.device(args.device)
+        self.state = torch.cat([t["state"]["state"] for t in rows]).to(device)  # [N, 4]
+        self.action = torch.cat([torch.as_tensor(t["action"]["action"]).reshape(1, 1)
+                                 for t in rows]).long().to(device)  # [N, 1]
+        self.reward = torch.tensor([float(t["reward"]) for t in rows], device=device)  # [N]
+        self.next_state = torch.cat([t["next_state"]["state"] for t in rows]).to(device)  # [N, 4]
+        self.terminal = torch.tensor([bool(t["terminal"]) for t in rows], device=device)  # [N]
+        self.qnet = _MachinQNet().to(device)
         self.target = copy.deepcopy(self.qnet)
         self.optimizer = torch.optim.Adam(self.qnet.parameters(), lr=1e-3)
         self.pairs = (list(self.target.parameters()), list(self.qnet.parameters()))
         self.rng = np.random.default_rng(0)
 
     def update(self) -> None:
-        index = torch.from_numpy(self.rng.integers(0, self.state.shape[0], 100))  # [100]
+        index = torch.from_numpy(self.rng.integers(0, self.state.shape[0], 100)).to(self.state.device)  # [100]
         q = self.qnet(self.state[index]).gather(1, self.action[index])[:, 0]  # [100]
         with torch.no_grad():
             next_state = self.next_state[index]
@@ -118,11 +123,12 @@ class _PlainUpdate:
             torch._foreach_lerp_(self.pairs[0], self.pairs[1], 0.005)
 
 
-def _window(frame: Any, n_updates: int) -> float:
-    start = time.perf_counter()
+def _window(frame: Any, n_updates: int, device: str) -> float:
+    now = clock(torch.device(device))
+    start = now()
     for _ in range(n_updates):
         frame.update()
-    return time.perf_counter() - start
+    return now() - start
 
 
 def _machin_worker(args: argparse.Namespace) -> None:
@@ -137,7 +143,7 @@ def _machin_worker(args: argparse.Namespace) -> None:
             request = json.loads(line)
             if request["op"] == "quit":
                 return
-            print(json.dumps({"seconds": _window(frame, request["updates"])}), flush=True)
+            print(json.dumps({"seconds": _window(frame, request["updates"], args.device)}), flush=True)
     except Exception:  # the benchmark's side reads the traceback
         import traceback
 
@@ -154,7 +160,7 @@ def compare_with_machin(args: argparse.Namespace) -> Dict[str, Any]:
     if args.machin_python:
         worker = CompetitorWorker(args.machin_python, __file__,
                                   ["--machin-worker", "--cartpole-rows", str(args.cartpole_rows),
-                                   "--length", str(args.length)], "Machin")
+                                   "--length", str(args.length), "--device", args.device], "Machin")
     plain = _PlainUpdate(args)
     plain.update()
     t_ours: List[float] = []
@@ -164,8 +170,8 @@ def compare_with_machin(args: argparse.Namespace) -> Dict[str, Any]:
         for i in range(args.repeats):
             if worker is not None and i % 2:
                 t_theirs.append(worker.request(op="window", updates=args.updates)["seconds"])
-            t_ours.append(_window(ours, args.updates))
-            t_plain.append(_window(plain, args.updates))
+            t_ours.append(_window(ours, args.updates, args.device))
+            t_plain.append(_window(plain, args.updates, args.device))
             if worker is not None and not i % 2:
                 t_theirs.append(worker.request(op="window", updates=args.updates)["seconds"])
     finally:
@@ -180,17 +186,17 @@ def compare_with_machin(args: argparse.Namespace) -> Dict[str, Any]:
 # ----------------------------------------------------------------------------- MineSweeper (entmachin)
 
 class _Timed:
-    """Wraps a bound method and adds its wall time to ``total``."""
+    """Wraps a bound method and adds its wall time (on ``now``) to ``total``."""
 
-    def __init__(self, method: Callable[..., Any]) -> None:
-        self.method, self.total = method, 0.0
+    def __init__(self, method: Callable[..., Any], now: Callable[[], float]) -> None:
+        self.method, self.now, self.total = method, now, 0.0
 
     def __call__(self, *a: Any, **k: Any) -> Any:
-        start = time.perf_counter()
+        start = self.now()
         try:
             return self.method(*a, **k)
         finally:
-            self.total += time.perf_counter() - start
+            self.total += self.now() - start
 
 
 def minesweeper_replay(args: argparse.Namespace) -> Any:
@@ -204,7 +210,7 @@ def minesweeper_replay(args: argparse.Namespace) -> Any:
     envs = EnvList(lambda: MineSweeper(orbital_cannon=True), args.n_envs, seed=0)
     config = RogueNetConfig(d_model=32, n_layer=1, n_head=2, d_qk=16,
                             relpos_encoding=RelposEncodingConfig(extent=(5, 5), position_features=("x", "y")))
-    net = RogueNet(envs.obs_space(), envs.action_space(), config, q_head="dueling")
+    net = RogueNet(envs.obs_space(), envs.action_space(), config, q_head="dueling").to(args.device)
     frame = DQNPer(net, copy.deepcopy(net), torch.optim.Adam, nn.MSELoss(reduction="none"), batch_size=args.batch_size,
                    learning_rate=1e-3, n_step=16, update_rate=0.02, gradient_max=10.0, replay_size=args.rows,
                    epsilon=1.0, epsilon_decay=1.0, seed=0)
@@ -230,13 +236,14 @@ def minesweeper_replay(args: argparse.Namespace) -> Any:
 def time_minesweeper(args: argparse.Namespace, frame: Any) -> Dict[str, float]:
     """Updates/s and the buffer's share of the update time, medians over windows."""
     buffer = frame.replay_buffer
-    sample, priority = _Timed(buffer.sample_batch), _Timed(buffer.update_priority)
+    now = clock(torch.device(args.device))
+    sample, priority = _Timed(buffer.sample_batch, now), _Timed(buffer.update_priority, now)
     buffer.sample_batch, buffer.update_priority = sample, priority
     frame.update()  # warm-up
     rates, shares = [], []
     for _ in range(args.repeats):
         sample.total = priority.total = 0.0
-        seconds = _window(frame, args.ms_updates)
+        seconds = _window(frame, args.ms_updates, args.device)
         rates.append(args.ms_updates / seconds)
         shares.append((sample.total + priority.total) / seconds)
     return {"rate": statistics.median(rates), "share": statistics.median(shares),
@@ -257,7 +264,9 @@ def main() -> None:
     parser.add_argument("--ms-updates", type=int, default=20, help="update() calls per timed MineSweeper window")
     parser.add_argument("--repeats", type=int, default=5, help="timed windows per side (median)")
     parser.add_argument("--machin-worker", action="store_true", help=argparse.SUPPRESS)
+    add_device_argument(parser)
     args = parser.parse_args()
+    device = checked_device(args.device)
     torch.set_num_threads(1)
     if args.machin_worker:
         _machin_worker(args)
@@ -265,7 +274,7 @@ def main() -> None:
     sys.path.insert(0, os.path.dirname(HERE))  # this checkout's entmachin
 
     print(f"load average {', '.join(f'{x:.2f}' for x in os.getloadavg())} (1, 5, 15 min); {os.cpu_count()} cores; "
-          f"torch threads 1; medians of {args.repeats} windows ({args.ms_updates} MineSweeper / {args.updates} CartPole "
+          f"{describe(device)}, torch threads 1; medians of {args.repeats} windows ({args.ms_updates} MineSweeper / {args.updates} CartPole "
           "updates each)")
     started = time.perf_counter()
     frame = minesweeper_replay(args)

@@ -11,19 +11,22 @@ subprocess of this script::
 
     python benchmarks/bench_frame_machin.py --machin-python /tmp/machin-venv/bin/python
 
-Without ``--machin-python`` the Machin column reads "skipped".
+Without ``--machin-python`` the Machin column reads "skipped". ``--device cuda`` puts both
+sides' actor and critic on the card (episodes are stored from the CPU, as a user's loop stores
+them, and each frame moves its minibatches); times are then wall clock after
+``torch.cuda.synchronize()``.
 """
 
 import argparse
 import json
 import sys
-import time
 from typing import Any, Dict, List, Optional
 
 import numpy as np
 import torch
 from torch import nn
 from _competitor import best_alternating, run_competitor
+from _device import add_device_argument, checked_device, clock, describe
 
 STATE_DIM, N_ACTIONS = 4, 2
 
@@ -69,30 +72,33 @@ class _MachinCritic(nn.Module):
         return self.fc3(torch.relu(self.fc2(torch.relu(self.fc1(state)))))
 
 
-def _frame(side: str) -> Any:
+def _frame(side: str, device: torch.device) -> Any:
     torch.manual_seed(0)
     if side == "machin":
         from machin.frame.algorithms import PPO
 
-        return PPO(_MachinActor(), _MachinCritic(), torch.optim.Adam, nn.MSELoss(reduction="sum"))
+        return PPO(_MachinActor().to(device), _MachinCritic().to(device), torch.optim.Adam,
+                   nn.MSELoss(reduction="sum"))
     from entmachin.frame import PPO
     from entmachin.model import MLPActor, MLPCritic
 
-    actor = MLPActor(STATE_DIM, N_ACTIONS, d_hidden=(16, 16), activation="relu")
-    critic = MLPCritic(STATE_DIM, d_hidden=(32, 32), activation="relu")
+    actor = MLPActor(STATE_DIM, N_ACTIONS, d_hidden=(16, 16), activation="relu").to(device)
+    critic = MLPCritic(STATE_DIM, d_hidden=(32, 32), activation="relu").to(device)
     return PPO(actor, critic, torch.optim.Adam, nn.MSELoss(reduction="sum"), seed=0)
 
 
 def _measure(side: str, args: argparse.Namespace) -> Dict[str, float]:
     """One window on a fresh frame: transitions/s, and the seconds spent storing and updating."""
+    device = checked_device(args.device)
+    now = clock(device)
     episodes = prerecorded_episodes(args.episodes, args.length, seed=0)
-    frame = _frame(side)
-    start = time.perf_counter()
+    frame = _frame(side, device)
+    start = now()
     for episode in episodes:
         frame.store_episode(episode)
-    stored = time.perf_counter()
+    stored = now()
     frame.update()
-    end = time.perf_counter()
+    end = now()
     n = args.episodes * args.length
     return {"rate": n / (end - start), "store_s": stored - start, "update_s": end - stored}
 
@@ -100,7 +106,8 @@ def _measure(side: str, args: argparse.Namespace) -> Dict[str, float]:
 def _machin(args: argparse.Namespace) -> Optional[Dict[str, float]]:
     if not args.machin_python:
         return None
-    worker_args = ["--machin-worker", "--episodes", str(args.episodes), "--length", str(args.length)]
+    worker_args = ["--machin-worker", "--episodes", str(args.episodes), "--length", str(args.length),
+                   "--device", args.device]
     return run_competitor(args.machin_python, __file__, worker_args, "Machin")
 
 
@@ -111,7 +118,9 @@ def main() -> None:
     parser.add_argument("--length", type=int, default=200, help="steps per episode")
     parser.add_argument("--repeats", type=int, default=3, help="windows of each side, alternating; the best is kept")
     parser.add_argument("--machin-worker", action="store_true", help=argparse.SUPPRESS)
+    add_device_argument(parser)
     args = parser.parse_args()
+    device = checked_device(args.device)
     torch.set_num_threads(1)
     if args.machin_worker:
         print(json.dumps(_measure("machin", args)))
@@ -121,7 +130,8 @@ def main() -> None:
     ours, theirs = best_alternating(lambda: _measure("entmachin", args), lambda: _machin(args), args.repeats)
     n = args.episodes * args.length
     print(f"PPO, Machin's workload: {args.episodes} episodes x {args.length} steps = {n} transitions, "
-          f"actor 4-16-16-2, critic 4-32-32-1, Machin's defaults, torch threads 1, best of {args.repeats}")
+          f"actor 4-16-16-2, critic 4-32-32-1, Machin's defaults, {describe(device)}, torch threads 1, "
+          f"best of {args.repeats}")
     print(f"{'side':<12} {'transitions/s':>14} {'store s':>9} {'update s':>9}")
     for side, figures in (("entmachin", ours), ("machin", theirs)):
         if figures is None:

@@ -20,7 +20,10 @@ environment steps/s over the plain loop's, and the table shows where the differe
 
 ::
 
-    python benchmarks/bench_frame_minesweeper.py
+    python benchmarks/bench_frame_minesweeper.py [--device cpu|cuda]
+
+``--device cuda`` puts both sides' networks on the card (their batches follow them); every
+time is then wall clock after ``torch.cuda.synchronize()``.
 
 entity-gym's own trainer is compared with these figures outside the project.
 """
@@ -29,18 +32,18 @@ import argparse
 import os
 import statistics
 import sys
-import time
 from collections import defaultdict
 from typing import Dict, List
 
 import torch
+from _device import add_device_argument, checked_device, clock, describe
 from _phases import time_collection
 from torch import nn
 
 PHASES = ("env step", "acting", "state conversion", "storing", "update", "other")
 
 
-def entmachin_side(args: argparse.Namespace, spent: Dict[str, float]) -> float:
+def entmachin_side(args: argparse.Namespace, spent: Dict[str, float], device: torch.device) -> float:
     """Environment steps/s of the PPO frame's collect + update; phases into ``spent``."""
     from entmachin.env import EnvList
     from entmachin.env.examples import MineSweeper
@@ -49,43 +52,45 @@ def entmachin_side(args: argparse.Namespace, spent: Dict[str, float]) -> float:
 
     torch.manual_seed(0)
     envs = EnvList(MineSweeper, args.n_envs, seed=0)
-    net = RogueNet(envs.obs_space(), envs.action_space())
+    net = RogueNet(envs.obs_space(), envs.action_space()).to(device)
     rows = args.n_envs * args.n_steps
     n_minibatches = args.epochs * -(-rows // args.batch_size)  # epochs x ceil(rows / batch)
-    ppo = PPO(net, net.critic(), torch.optim.Adam, nn.MSELoss(), batch_size=args.batch_size,
+    ppo = PPO(net, net.critic().to(device), torch.optim.Adam, nn.MSELoss(), batch_size=args.batch_size,
               actor_update_times=n_minibatches, critic_update_times=n_minibatches, entropy_weight=-0.01,
               gae_lambda=0.95, gradient_max=0.5, seed=0)
     collector = RolloutCollector(ppo, envs, n_steps=args.n_steps)
     timing: Dict[str, float] = defaultdict(float)
-    update = time_collection(collector, timing, "state conversion")
+    now = clock(device)
+    update = time_collection(collector, timing, "state conversion", now)
     collector.collect()  # warm-up (first reset, allocations)
     update()
     timing.clear()
     collect_s = 0.0
-    start = time.perf_counter()
+    start = now()
     for _ in range(args.iterations):
-        begin = time.perf_counter()
+        begin = now()
         collector.collect()
-        collect_s += time.perf_counter() - begin
+        collect_s += now() - begin
         update()
-    total = time.perf_counter() - start
+    total = now() - start
     timing["other"] = collect_s - sum(timing[p] for p in PHASES if p not in ("update", "other"))
     for phase, seconds in timing.items():
         spent[phase] += seconds
     return args.iterations * rows / total
 
 
-def plain_side(args: argparse.Namespace, spent: Dict[str, float]) -> float:
+def plain_side(args: argparse.Namespace, spent: Dict[str, float], device: torch.device) -> float:
     """Environment steps/s of the hand-written loop (``_plain_ppo.py``); phases into ``spent``."""
     from _plain_ppo import PlainPPO
 
-    loop = PlainPPO(args.n_envs, args.n_steps, args.batch_size, args.epochs, seed=0)
+    now = clock(device)
+    loop = PlainPPO(args.n_envs, args.n_steps, args.batch_size, args.epochs, seed=0, device=device, clock=now)
     loop.iteration(defaultdict(float))  # warm-up
     timing: Dict[str, float] = defaultdict(float)
-    start = time.perf_counter()
+    start = now()
     for _ in range(args.iterations):
         loop.iteration(timing)
-    total = time.perf_counter() - start
+    total = now() - start
     timing["other"] = total - sum(timing.values())
     for phase, seconds in timing.items():
         spent[phase] += seconds
@@ -101,7 +106,9 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=4, help="timed collect + update iterations per run")
     parser.add_argument("--rounds", type=int, default=5, help="runs of each side, alternating")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    add_device_argument(parser)
     args = parser.parse_args()
+    device = checked_device(args.device)
     torch.set_num_threads(args.threads)
 
     sides = {"entmachin PPO": entmachin_side, "plain loop": plain_side}
@@ -109,12 +116,12 @@ def main() -> None:
     spent: Dict[str, Dict[str, float]] = {name: defaultdict(float) for name in sides}
     for _ in range(args.rounds):
         for name, side in sides.items():
-            rates[name].append(side(args, spent[name]))
+            rates[name].append(side(args, spent[name], device))
     rows = args.n_envs * args.n_steps
     n_minibatches = args.epochs * -(-rows // args.batch_size)
     print(f"PPO on MineSweeper: {args.n_envs} envs x {args.n_steps} steps (EnvList, processes: 0), default "
           f"RogueNet, batch {args.batch_size}, {args.epochs} epochs ({n_minibatches} minibatches); {args.rounds} "
-          f"alternating runs of {args.iterations} iterations per side; torch threads {args.threads}; "
+          f"alternating runs of {args.iterations} iterations per side; {describe(device)}, torch threads {args.threads}; "
           f"load average {os.getloadavg()[0]:.2f}")
     for name in sides:
         runs = ", ".join(f"{r:,.0f}" for r in rates[name])

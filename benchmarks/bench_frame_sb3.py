@@ -36,19 +36,21 @@ beside torch 2.13), as a subprocess of this script::
 
     python benchmarks/bench_frame_sb3.py --sb3-python /tmp/sb3-venv/bin/python
 
-Without ``--sb3-python`` the SB3 column reads "skipped".
+Without ``--sb3-python`` the SB3 column reads "skipped". ``--device cuda`` puts every side's
+networks (SB3's policy too) and the rollouts' tensors on the card; times are then wall clock
+after ``torch.cuda.synchronize()``.
 """
 
 import argparse
 import json
 import sys
-import time
 from collections import defaultdict
 from typing import Callable, Dict, List, Optional
 
 import numpy as np
 import torch
 from _competitor import best_alternating, run_competitor
+from _device import add_device_argument, checked_device, clock, describe
 from _phases import time_collection
 from torch import nn
 
@@ -66,11 +68,12 @@ def _sb3(args: argparse.Namespace) -> Dict[str, float]:
     from stable_baselines3.common.vec_env import DummyVecEnv
 
     envs = make_vec_env("CartPole-v1", n_envs=N_ENVS, seed=0, vec_env_cls=DummyVecEnv)
-    model = PPO("MlpPolicy", envs, n_steps=N_STEPS, batch_size=BATCH, n_epochs=EPOCHS, seed=0, device="cpu",
+    model = PPO("MlpPolicy", envs, n_steps=N_STEPS, batch_size=BATCH, n_epochs=EPOCHS, seed=0, device=args.device,
                 verbose=0)
-    start = time.perf_counter()
+    now = clock(torch.device(args.device))
+    start = now()
     model.learn(total_timesteps=args.total_steps)
-    seconds = time.perf_counter() - start
+    seconds = now() - start
     returns = [info["r"] for info in model.ep_info_buffer]
     del gym
     return {"rate": model.num_timesteps / seconds, "return": float(np.mean(returns)) if returns else float("nan")}
@@ -85,21 +88,23 @@ def _entmachin(args: argparse.Namespace) -> Dict[str, float]:
 
     torch.manual_seed(0)
     envs = GymnasiumVecEnv(lambda: gym.make("CartPole-v1"), N_ENVS, seed=0)
-    actor = MLPActor(4, 2, d_hidden=(64, 64), activation="tanh")
-    critic = MLPCritic(4, d_hidden=(64, 64), activation="tanh")
+    device = torch.device(args.device)
+    actor = MLPActor(4, 2, d_hidden=(64, 64), activation="tanh").to(device)
+    critic = MLPCritic(4, d_hidden=(64, 64), activation="tanh").to(device)
     n_minibatches = EPOCHS * (N_ENVS * N_STEPS // BATCH)
     ppo = PPO(actor, critic, torch.optim.Adam, nn.MSELoss(), batch_size=BATCH, actor_update_times=n_minibatches,
               critic_update_times=n_minibatches, actor_learning_rate=3e-4, critic_learning_rate=3e-4,
               gae_lambda=0.95, discount=0.99, gradient_max=0.5, seed=0)
     collector = RolloutCollector(ppo, envs, n_steps=N_STEPS, state_fn=global_state, action_fn=global_actions())
     spent: Dict[str, float] = defaultdict(float)
-    update = time_collection(collector, spent, "acting")
+    now = clock(device)
+    update = time_collection(collector, spent, "acting", now)
     returns: List[float] = []
-    start = time.perf_counter()
+    start = now()
     while collector.total_env_steps < args.total_steps:
         returns.extend(collector.collect().episode_returns)
         update()
-    seconds = time.perf_counter() - start
+    seconds = now() - start
     spent["other"] = seconds - sum(spent.values())
     return {"rate": collector.total_env_steps / seconds, "return": float(np.mean(returns[-100:])), **spent}
 
@@ -125,11 +130,13 @@ def _plain(args: argparse.Namespace, contract: bool = False, vec_env: bool = Fal
         return nn.Sequential(nn.Linear(4, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, d_out))
 
     torch.manual_seed(0)
+    device = torch.device(args.device)
+    now = clock(device)
     if vec_env:
-        return _plain_on_vec_env(args, mlp)
+        return _plain_on_vec_env(args, mlp, device)
     envs = [gym.make("CartPole-v1") for _ in range(N_ENVS)]
     obs = np.stack([env.reset(seed=i)[0] for i, env in enumerate(envs)]).astype(np.float32)  # [B, 4]
-    actor, critic = mlp(2), mlp(1)
+    actor, critic = mlp(2).to(device), mlp(1).to(device)
     params = [*actor.parameters(), *critic.parameters()]
     optimizer = torch.optim.Adam(params, lr=3e-4, fused=True)
     actor_params, critic_params = list(actor.parameters()), list(critic.parameters())
@@ -138,7 +145,7 @@ def _plain(args: argparse.Namespace, contract: bool = False, vec_env: bool = Fal
     n_rows = N_STEPS * N_ENVS
     episode_return, returns, steps = np.zeros(N_ENVS), [], 0
     spent: Dict[str, float] = defaultdict(float)
-    start = time.perf_counter()
+    start = now()
     while steps < args.total_steps:
         states = np.zeros((N_STEPS, N_ENVS, 4), np.float32)  # [T, B, 4]
         actions = np.zeros((N_STEPS, N_ENVS), np.int64)  # [T, B]
@@ -146,14 +153,14 @@ def _plain(args: argparse.Namespace, contract: bool = False, vec_env: bool = Fal
         rewards = np.zeros((N_STEPS, N_ENVS), np.float32)  # [T, B]
         dones = np.zeros((N_STEPS, N_ENVS), np.float32)  # [T, B]
         for t in range(N_STEPS):
-            acting = time.perf_counter()
+            acting = now()
             states[t] = obs
             with torch.no_grad():
-                log_p = F.log_softmax(actor(torch.from_numpy(obs)), dim=-1)  # [B, 2]
+                log_p = F.log_softmax(actor(torch.from_numpy(obs).to(device)), dim=-1)  # [B, 2]
                 action = torch.multinomial(log_p.exp(), 1)  # [B, 1]
-                log_probs[t] = log_p.gather(1, action)[:, 0].numpy()
-            actions[t] = action[:, 0].numpy()
-            stepping = time.perf_counter()
+                log_probs[t] = log_p.gather(1, action)[:, 0].cpu().numpy()
+            actions[t] = action[:, 0].cpu().numpy()
+            stepping = now()
             spent["acting"] += stepping - acting
             for i, env in enumerate(envs):
                 o, r, terminated, truncated, _ = env.step(int(actions[t, i]))
@@ -163,23 +170,24 @@ def _plain(args: argparse.Namespace, contract: bool = False, vec_env: bool = Fal
                     episode_return[i] = 0.0
                     o, _ = env.reset()
                 obs[i], rewards[t, i], dones[t, i] = o, r, terminated or truncated
-            spent["env step"] += time.perf_counter() - stepping
+            spent["env step"] += now() - stepping
         steps += n_rows
-        storing = time.perf_counter()
+        storing = now()
         with torch.no_grad():
-            values = critic(torch.from_numpy(states.reshape(n_rows, 4))).reshape(N_STEPS, N_ENVS).numpy()  # [T, B]
-            last = critic(torch.from_numpy(obs))[:, 0].numpy()  # [B]
+            values = critic(torch.from_numpy(states.reshape(n_rows, 4)).to(device))  # [N, 1]
+            values = values.reshape(N_STEPS, N_ENVS).cpu().numpy()  # [T, B]
+            last = critic(torch.from_numpy(obs).to(device))[:, 0].cpu().numpy()  # [B]
         advantages = _gae(rewards, dones, values, last)  # [T, B]
-        b_states = torch.from_numpy(states.reshape(n_rows, 4))  # [N, 4]
-        b_actions = torch.from_numpy(actions.reshape(n_rows, 1))  # [N, 1]
-        b_log_probs = torch.from_numpy(log_probs.reshape(n_rows))  # [N]
-        b_advantages = torch.from_numpy(advantages.reshape(n_rows))  # [N]
-        b_returns = torch.from_numpy((advantages + values).reshape(n_rows, 1))  # [N, 1]
-        updating = time.perf_counter()
+        b_states = torch.from_numpy(states.reshape(n_rows, 4)).to(device)  # [N, 4]
+        b_actions = torch.from_numpy(actions.reshape(n_rows, 1)).to(device)  # [N, 1]
+        b_log_probs = torch.from_numpy(log_probs.reshape(n_rows)).to(device)  # [N]
+        b_advantages = torch.from_numpy(advantages.reshape(n_rows)).to(device)  # [N]
+        b_returns = torch.from_numpy((advantages + values).reshape(n_rows, 1)).to(device)  # [N, 1]
+        updating = now()
         spent["storing"] += updating - storing
         if contract:
             _contract_update(actor, critic, actor_optim, critic_optim, b_states, b_actions, b_advantages, b_returns)
-            spent["update"] += time.perf_counter() - updating
+            spent["update"] += now() - updating
             continue
         for _ in range(EPOCHS):
             for rows in torch.randperm(n_rows).split(BATCH):
@@ -193,13 +201,14 @@ def _plain(args: argparse.Namespace, contract: bool = False, vec_env: bool = Fal
                 (policy_loss + 0.5 * value_loss).backward()
                 nn.utils.clip_grad_norm_(params, 0.5)
                 optimizer.step()
-        spent["update"] += time.perf_counter() - updating
-    seconds = time.perf_counter() - start
+        spent["update"] += now() - updating
+    seconds = now() - start
     spent["other"] = seconds - sum(spent.values())
     return {"rate": steps / seconds, "return": float(np.mean(returns[-100:])), **spent}
 
 
-def _plain_on_vec_env(args: argparse.Namespace, mlp: Callable[[int], nn.Module]) -> Dict[str, float]:
+def _plain_on_vec_env(args: argparse.Namespace, mlp: Callable[[int], nn.Module], device: torch.device
+                      ) -> Dict[str, float]:
     """``_plain(contract=True)`` stepping ``GymnasiumVecEnv`` (see ``_plain``'s ``vec_env``)."""
     import gymnasium as gym
 
@@ -210,49 +219,51 @@ def _plain_on_vec_env(args: argparse.Namespace, mlp: Callable[[int], nn.Module])
     envs = GymnasiumVecEnv(lambda: gym.make("CartPole-v1"), N_ENVS, seed=0)
     vec = envs.reset()
     ones = np.ones(N_ENVS, dtype=np.int64)  # [B]: one actor per row
-    actor, critic = mlp(2), mlp(1)
+    now = clock(device)
+    actor, critic = mlp(2).to(device), mlp(1).to(device)
     actor_optim = torch.optim.Adam(actor.parameters(), lr=3e-4, fused=True)
     critic_optim = torch.optim.Adam(critic.parameters(), lr=3e-4, fused=True)
     n_rows = N_STEPS * N_ENVS
     episode_return, returns, steps = np.zeros(N_ENVS), [], 0
     spent: Dict[str, float] = defaultdict(float)
-    start = time.perf_counter()
+    start = now()
     while steps < args.total_steps:
-        states = torch.zeros(N_STEPS, N_ENVS, 4)  # [T, B, 4]
-        actions = torch.zeros(N_STEPS, N_ENVS, 1, dtype=torch.int64)  # [T, B, 1]
+        states = torch.zeros(N_STEPS, N_ENVS, 4, device=device)  # [T, B, 4]
+        actions = torch.zeros(N_STEPS, N_ENVS, 1, dtype=torch.int64, device=device)  # [T, B, 1]
         rewards = np.zeros((N_STEPS, N_ENVS), np.float32)  # [T, B]
         dones = np.zeros((N_STEPS, N_ENVS), np.float32)  # [T, B]
         for t in range(N_STEPS):
-            acting = time.perf_counter()
-            obs = torch.from_numpy(vec.features["__global__"].as_array().copy())  # [B, 4]
+            acting = now()
+            obs = torch.from_numpy(vec.features["__global__"].as_array().copy()).to(device)  # [B, 4]
             states[t] = obs
             with torch.no_grad():
                 action = masked_categorical(actor(obs), None, keepdim=True).action  # [B, 1]
                 actions[t] = action
-            chosen = {"action": RaggedArrayI64.from_flattened(action.numpy(), ones)}
-            stepping = time.perf_counter()
+            chosen = {"action": RaggedArrayI64.from_flattened(action.cpu().numpy(), ones)}
+            stepping = now()
             spent["acting"] += stepping - acting
             vec = envs.act(chosen)
-            spent["env step"] += time.perf_counter() - stepping
+            spent["env step"] += now() - stepping
             rewards[t], dones[t] = vec.reward, vec.done
             episode_return += vec.reward
             returns.extend(episode_return[vec.done])
             episode_return[vec.done] = 0.0
         steps += n_rows
-        storing = time.perf_counter()
+        storing = now()
         with torch.no_grad():
-            values = critic(states.reshape(n_rows, 4)).reshape(N_STEPS, N_ENVS).numpy()  # [T, B]
-            last = critic(torch.from_numpy(vec.features["__global__"].as_array().copy()))[:, 0].numpy()  # [B]
+            values = critic(states.reshape(n_rows, 4)).reshape(N_STEPS, N_ENVS).cpu().numpy()  # [T, B]
+            last_obs = torch.from_numpy(vec.features["__global__"].as_array().copy()).to(device)  # [B, 4]
+            last = critic(last_obs)[:, 0].cpu().numpy()  # [B]
         advantages = _gae(rewards, dones, values, last)  # [T, B]
         b_states = states.reshape(n_rows, 4)  # [N, 4]
         b_actions = actions.reshape(n_rows, 1)  # [N, 1]
-        b_advantages = torch.from_numpy(advantages.reshape(n_rows))  # [N]
-        b_returns = torch.from_numpy((advantages + values).reshape(n_rows, 1))  # [N, 1]
-        updating = time.perf_counter()
+        b_advantages = torch.from_numpy(advantages.reshape(n_rows)).to(device)  # [N]
+        b_returns = torch.from_numpy((advantages + values).reshape(n_rows, 1)).to(device)  # [N, 1]
+        updating = now()
         spent["storing"] += updating - storing
         _contract_update(actor, critic, actor_optim, critic_optim, b_states, b_actions, b_advantages, b_returns)
-        spent["update"] += time.perf_counter() - updating
-    seconds = time.perf_counter() - start
+        spent["update"] += now() - updating
+    seconds = now() - start
     spent["other"] = seconds - sum(spent.values())
     return {"rate": steps / seconds, "return": float(np.mean(returns[-100:])), **spent}
 
@@ -279,7 +290,7 @@ def _contract_update(actor: nn.Module, critic: nn.Module, actor_optim: torch.opt
     with torch.no_grad():
         b_log_probs = torch.cat([
             F.log_softmax(actor(b_states[rows]), dim=-1).gather(1, b_actions[rows])[:, 0]
-            for rows in torch.arange(b_states.shape[0]).split(BATCH)])  # [N]
+            for rows in torch.arange(b_states.shape[0], device=b_states.device).split(BATCH)])  # [N]
     actor_params, critic_params = list(actor.parameters()), list(critic.parameters())
     for _ in range(EPOCHS):
         for rows in torch.randperm(b_states.shape[0]).split(BATCH):
@@ -310,7 +321,8 @@ def _contract_update(actor: nn.Module, critic: nn.Module, actor_optim: torch.opt
 def _run_sb3(args: argparse.Namespace) -> Optional[Dict[str, float]]:
     if not args.sb3_python:
         return None
-    return run_competitor(args.sb3_python, __file__, ["--sb3-worker", "--total-steps", str(args.total_steps)], "SB3")
+    return run_competitor(args.sb3_python, __file__, ["--sb3-worker", "--total-steps", str(args.total_steps),
+                                                      "--device", args.device], "SB3")
 
 
 def main() -> None:
@@ -319,7 +331,9 @@ def main() -> None:
     parser.add_argument("--total-steps", type=int, default=16_384, help="environment steps per run")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each side, alternating; the best is kept")
     parser.add_argument("--sb3-worker", action="store_true", help=argparse.SUPPRESS)
+    add_device_argument(parser)
     args = parser.parse_args()
+    device = checked_device(args.device)
     torch.set_num_threads(1)
     if args.sb3_worker:
         print(json.dumps(_sb3(args)))
@@ -341,7 +355,8 @@ def main() -> None:
     contract = max(contract_runs, key=lambda figures: figures["rate"])
     on_vec_env = max(vec_env_runs, key=lambda figures: figures["rate"])
     print(f"PPO on CartPole-v1: {N_ENVS} envs, n_steps {N_STEPS}, batch {BATCH}, {EPOCHS} epochs, "
-          f"{args.total_steps} steps, 64-64 tanh actor and critic, torch threads 1, best of {args.repeats}")
+          f"{args.total_steps} steps, 64-64 tanh actor and critic, {describe(device)}, torch threads 1, best of "
+          f"{args.repeats}")
     print(f"{'side':<22} {'steps/s':>10} {'of plain':>9} {'mean return (last episodes)':>29}")
     for side, figures in (("entmachin", ours), ("sb3", theirs), ("plain PyTorch", plain),
                           ("plain, same semantics", contract), ("contract floor", on_vec_env)):

@@ -10,7 +10,9 @@ Both sides train ``--steps`` environment steps from the same config (same seeds)
 (construction, tensorboard, progress bar, checkpoints and evaluations on its schedule) and
 without its final evaluation, which a run of any length pays once; its phases are printed.
 
-    python benchmarks/bench_runner.py
+    python benchmarks/bench_runner.py [--device cpu|cuda]
+
+``--device`` sets ``train.device`` on both sides (the networks; the runner moves the batches).
 """
 from __future__ import annotations
 
@@ -26,18 +28,20 @@ from typing import Dict, List
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
+from _device import add_device_argument, checked_device, describe  # noqa: E402
+
 WORKLOAD = ["env.kwargs={orbital_cannon: true}", "rollout.num_envs=128", "rollout.n_steps=16",
             "rollout.processes=2", "frame.batch_size=1024", "frame.n_epochs=3", "model.critic=shared",
             "model.d_model=32", "model.n_layer=2", "model.n_head=2", "model.d_qk=16", "model.relpos_encoding=null",
             "train.threads=1"]
 
 
-def config_for(steps: int, processes: int):
+def config_for(steps: int, processes: int, device: str = "cpu"):
     from entmachin.run.cli import bundled_config_path
     from entmachin.run.config import load_config
 
-    return load_config(bundled_config_path("MineSweeper"), WORKLOAD + [f"train.total_steps={steps}",
-                                                                       f"rollout.processes={processes}"])
+    return load_config(bundled_config_path("MineSweeper"), WORKLOAD + [
+        f"train.total_steps={steps}", f"rollout.processes={processes}", f"train.device={device}"])
 
 
 def bare(config) -> float:
@@ -98,15 +102,17 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=65_536, help="environment steps per run")
     parser.add_argument("--repeats", type=int, default=5, help="runs of each side (alternating)")
     parser.add_argument("--processes", type=int, default=2, help="environment worker processes")
+    add_device_argument(parser)
     args = parser.parse_args()
     import logging
 
     import torch
 
+    device = checked_device(args.device)
     logging.basicConfig(level=logging.WARNING)
     torch.set_num_threads(1)
-    config = config_for(args.steps, args.processes)
-    print(f"load average {os.getloadavg()[0]:.2f}; {args.steps:,} steps per run, {args.repeats} runs each, "
+    config = config_for(args.steps, args.processes, args.device)
+    print(f"load average {os.getloadavg()[0]:.2f}; {describe(device)}; {args.steps:,} steps per run, {args.repeats} runs each, "
           f"checkpoint every {config.log.checkpoint_interval:,} steps, evaluation every {config.log.eval_interval:,} "
           f"({config.log.eval_episodes} episodes)")
     bare_times: List[float] = []
