@@ -44,10 +44,10 @@ VARIANTS = ("exact", "buckets", "padpack")
 class _Batch:
     """What one batch of a workload looks like, as dense tensors."""
 
-    def __init__(self, batch: Dict[str, Any], spaces: Dict[str, Any], d_model: int) -> None:
+    def __init__(self, batch: Dict[str, Any], spaces: Dict[str, Any], d_model: int, device: torch.device) -> None:
         entities = batch["entities"]
-        self.features = {name: torch.from_numpy(entities[name].as_array().copy()) if name in entities
-                         else torch.zeros(0, len(f)) for name, f in spaces["entities"].items()}  # [n, f] each
+        self.features = {name: torch.from_numpy(entities[name].as_array().copy()).to(device) if name in entities
+                         else torch.zeros(0, len(f), device=device) for name, f in spaces["entities"].items()}  # [n, f]
         lengths = sum(np.asarray(entities[name].size1(), dtype=np.int64) for name in entities)  # [B]
         self.lengths = lengths
         self.n_rows = lengths.shape[0]
@@ -59,7 +59,7 @@ class _Batch:
             masks = batch["action_masks"][name]
             n_actors = int(masks["actors"].items())
             if space["kind"] == "categorical":
-                mask = torch.from_numpy(masks["mask"].as_array().copy()) if "mask" in masks else None
+                mask = torch.from_numpy(masks["mask"].as_array().copy()).to(device) if "mask" in masks else None
                 self.actions.append(("categorical", n_actors, mask))
             else:
                 a_len = np.asarray(masks["actors"].size1(), dtype=np.int64)  # [B]
@@ -70,24 +70,25 @@ class _Batch:
                 slot = np.concatenate([i * width + np.arange(n) for i, n in enumerate(e_len)] + [np.zeros(0, np.int64)])
                 allowed = np.zeros(n_actors * width, dtype=bool)
                 allowed[slot] = True
-                self.actions.append(("select", n_actors, (width, int(e_len.sum()), torch.from_numpy(slot),
-                                                          torch.from_numpy(allowed).view(n_actors, width))))
-        self.given = [torch.from_numpy(batch["action"][name].as_array()[:, 0].copy())
+                self.actions.append(("select", n_actors, (width, int(e_len.sum()), torch.from_numpy(slot).to(device),
+                                                          torch.from_numpy(allowed).view(n_actors, width).to(device))))
+        self.given = [torch.from_numpy(batch["action"][name].as_array()[:, 0].copy()).to(device)
                       if "action" in batch else None for name in spaces["actions"]]
         # Plans of each variant, made here (outside the timed region).
-        self.layout = build_layout(lengths, torch.device("cpu"))
+        self.layout = build_layout(lengths, device)
         self.plans = plan_attention(self.layout, None)
         counts = np.bincount(self.sorted_lengths, minlength=1)
         self.exact = [(int(t), int(counts[t])) for t in range(len(counts) - 1, 0, -1) if counts[t]]
         index, batch_of, inverse = padpack(lengths) or (None, None, None)
         if index is None:  # every row as long: one plain view
             t = int(lengths.max())
-            self.padpack = (torch.arange(self.n_tokens), None, torch.arange(self.n_tokens), self.n_rows, t)
+            self.padpack = (torch.arange(self.n_tokens, device=device), None, torch.arange(self.n_tokens, device=device),
+                            self.n_rows, t)
         else:
             tb = torch.from_numpy(batch_of)  # [n_seq, T], nan for padding
             mask = (tb[:, :, None] != tb[:, None, :])[:, None]  # [n_seq, 1, T, T] True: masked out
-            self.padpack = (torch.from_numpy(index.reshape(-1)), mask, torch.from_numpy(inverse),
-                            index.shape[0], index.shape[1])
+            self.padpack = (torch.from_numpy(index.reshape(-1)).to(device), mask.to(device),
+                            torch.from_numpy(inverse).to(device), index.shape[0], index.shape[1])
 
 
 class BareNet(nn.Module):
@@ -137,7 +138,7 @@ class BareNet(nn.Module):
                 valid = bucket.valid
                 if valid is not None or n_seq * length != bucket.n_tokens:
                     if valid is None:
-                        valid = torch.arange(bucket.n_tokens)
+                        valid = torch.arange(bucket.n_tokens, device=qkv.device)
                     part = part.new_zeros(n_seq * length, part.shape[1]).index_copy(0, valid, part)
                 else:
                     valid = None
@@ -193,15 +194,16 @@ class BareNet(nn.Module):
 
 
 def bare_step(spaces: Dict[str, Any], batches: List[Dict[str, Any]], mode: str, variant: str,
-              d_model: int, n_layer: int, n_head: int, d_qk: int) -> Callable[[], None]:
-    """A callable running one step of ``variant`` over ``batches`` (see the module docstring)."""
+              d_model: int, n_layer: int, n_head: int, d_qk: int,
+              device: torch.device = torch.device("cpu")) -> Callable[[], None]:
+    """A callable running one step of ``variant`` over ``batches`` on ``device`` (see the module docstring)."""
     torch.manual_seed(0)
-    net = BareNet(spaces, d_model, n_layer, n_head, d_qk)
+    net = BareNet(spaces, d_model, n_layer, n_head, d_qk).to(device)
     prepared = []
     for batch in batches:
-        b = _Batch(batch, spaces, d_model)
+        b = _Batch(batch, spaces, d_model, device)
         mean = {n: x.mean(0) for n, x in b.features.items()}
-        std = {n: x.std(0).clamp_min(1e-3) if x.shape[0] > 1 else torch.ones(x.shape[1])
+        std = {n: x.std(0).clamp_min(1e-3) if x.shape[0] > 1 else torch.ones(x.shape[1], device=device)
                for n, x in b.features.items()}
         prepared.append((b, [b.features[n] for n in spaces["entities"]], [mean[n] for n in spaces["entities"]],
                          [std[n] for n in spaces["entities"]]))

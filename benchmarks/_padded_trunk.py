@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import contextlib
 import statistics
-import time
 from typing import Any, Dict, List
 
 import numpy as np
 import torch
+from _device import clock, describe
 from torch import nn
 
 from entmachin.env import CategoricalActionSpace, Entity, ObsSpace, SelectEntityActionSpace
@@ -37,9 +37,9 @@ class PaddedTrunk(nn.Module):
 
     def forward(self, x: torch.Tensor, layout: RowLayout, visible=None, positions=None) -> torch.Tensor:
         rows, t_max = layout.batch_index, int(layout.lengths.max())
-        pos = torch.arange(layout.n_tokens) - layout.starts[rows]  # [n_tokens] position in the row
+        pos = torch.arange(layout.n_tokens, device=x.device) - layout.starts[rows]  # [n_tokens] position in the row
         padded = x.new_zeros(layout.n_rows, t_max, x.shape[1]).index_put((rows, pos), x)  # [B, T, d]
-        pad_mask = torch.arange(t_max)[None, :] >= layout.lengths[:, None]  # [B, T] True = padding
+        pad_mask = torch.arange(t_max, device=x.device)[None, :] >= layout.lengths[:, None]  # [B, T] True = padding
         for layer in self.layers:
             padded = layer(padded, src_key_padding_mask=pad_mask)
         return padded[rows, pos]  # [n_tokens, d]
@@ -71,27 +71,35 @@ def make_batch(counts: np.ndarray, rng: np.random.Generator) -> Dict:
     return {"entities": {"Unit": units, "Item": items}, "action_masks": masks, "action": {"move": move, "pick": pick}}
 
 
+def _to(tree: Any, device: torch.device) -> Any:
+    """Every ``RaggedTensor`` of ``tree`` on ``device``."""
+    return {k: _to(v, device) for k, v in tree.items()} if isinstance(tree, dict) else tree.to(device)
+
+
 def step(net: RogueNet, batch: Dict, bf16: bool) -> None:
     net.zero_grad(set_to_none=True)
-    ctx = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+    device_type = net.value_head.weight.device.type
+    ctx = torch.autocast(device_type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
     with ctx:
         out = net(batch["entities"], batch["action_masks"], action=batch["action"])
     out.log_prob_sum.sum().backward()
 
 
-def measure(nets: Dict[str, RogueNet], batch: Dict, bf16: bool, repeats: int) -> Dict[str, float]:
+def measure(nets: Dict[str, RogueNet], batch: Dict, bf16: bool, repeats: int, device: torch.device
+            ) -> Dict[str, float]:
     for net in nets.values():  # warm-up
         step(net, batch, bf16)
+    now = clock(device)
     times: Dict[str, List[float]] = {name: [] for name in nets}
     for _ in range(repeats):
         for name, net in nets.items():
-            start = time.perf_counter()
+            start = now()
             step(net, batch, bf16)
-            times[name].append(time.perf_counter() - start)
+            times[name].append(now() - start)
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-def run_padded(args: Any) -> None:
+def run_padded(args: Any, device: torch.device) -> None:
     """Prints the padded-trunk table (fp32 and bf16 autocast, two entity-count cases)."""
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
@@ -100,18 +108,21 @@ def run_padded(args: Any) -> None:
     padded = RogueNet(OBS_SPACE, ACTION_SPACE, config)
     padded.load_state_dict(ragged.state_dict(), strict=False)
     padded.trunk = PaddedTrunk(config)
+    ragged.to(device)
+    padded.to(device)
     nets = {"ragged": ragged, "padded": padded}
     cases = {
         f"U[1,{args.max_entities}]": rng.integers(1, args.max_entities + 1, args.rows),
         f"fixed {args.fixed}": np.full(args.rows, args.fixed),
     }
-    print(f"ragged vs padded trunk: {args.rows} rows, config {config}, inputs converted before timing")
+    print(f"ragged vs padded trunk on {describe(device)}: {args.rows} rows, config {config}, inputs converted "
+          "before timing")
     print(f"{'case':<14}{'dtype':<7}{'tokens':>8}{'ragged tok/s':>15}{'padded tok/s':>15}{'ratio':>8}")
     for case, counts in cases.items():
-        batch = make_batch(counts.astype(np.int64), rng)
+        batch = _to(make_batch(counts.astype(np.int64), rng), device)
         n_tokens = int(counts.sum())
         for bf16 in (False, True):
-            seconds = measure(nets, batch, bf16, args.repeats)
+            seconds = measure(nets, batch, bf16, args.repeats, device)
             rate = {name: n_tokens / s for name, s in seconds.items()}
             print(f"{case:<14}{'bf16' if bf16 else 'fp32':<7}{n_tokens:>8}{rate['ragged']:>15,.0f}"
                   f"{rate['padded']:>15,.0f}{rate['ragged'] / rate['padded']:>8.2f}")

@@ -9,7 +9,8 @@ two sides can alternate step by step while each keeps its interpreter warm:
 * ``{"op": "prepare", "workload": NAME}`` builds the network for that workload's spaces,
   reads its batches (``_ragged_batches``), runs untimed steps (the first fills the input
   statistics) and answers the tokens and actors rogue-net saw;
-* ``{"op": "step"}`` answers ``{"seconds": s}`` for one timed step of the prepared workload;
+* ``{"op": "step"}`` answers ``{"seconds": s}`` for one timed step of the prepared workload
+  (on CUDA, wall clock after synchronising, given as ``cpu_seconds`` too);
 * ``{"op": "quit"}`` ends.
 
 Nothing of entmachin is imported here; everything rogue-net needs comes from its venv.
@@ -20,7 +21,6 @@ import dataclasses
 import json
 import os
 import sys
-import time
 import traceback
 from typing import Any, Dict, List, Optional
 
@@ -49,7 +49,7 @@ def _import_scatter(stub_dir: str) -> Dict[str, Any]:
 class _Workload:
     """One workload's rogue-net network, batches and timed step."""
 
-    def __init__(self, stem: str, seed: int) -> None:
+    def __init__(self, stem: str, seed: int, device: str = "cpu") -> None:
         import torch
         import entity_gym.env
         from _ragged_batches import build_spaces, load_workload
@@ -63,9 +63,9 @@ class _Workload:
         obs_space, action_space = build_spaces(spaces, entity_gym.env)
         torch.manual_seed(seed)
         config = RogueNetConfig(d_model=32, n_layer=2, n_head=2, d_qk=16)
-        self.net = RogueNet(config, obs_space, action_space)
+        self.net = RogueNet(config, obs_space, action_space).to(device)  # it moves its inputs to its device
         self.norms = [m for m in self.net.modules() if isinstance(m, InputNorm)]
-        self.tracer = Tracer(cuda=False)
+        self.tracer = Tracer(cuda=device == "cuda")
         self.batches: List[Dict[str, Any]] = []
         for batch in batches:
             masks = {}
@@ -117,13 +117,15 @@ class _Workload:
         return {"tokens": self.tokens, "actors": actors}
 
 
-def serve(data_dir: str, stub_dir: str, threads: int, seed: int) -> None:
+def serve(data_dir: str, stub_dir: str, threads: int, seed: int, device: str = "cpu") -> None:
     """Answers requests on stdin until ``quit`` or end of input."""
     reply_to = sys.stdout
     sys.stdout = sys.stderr  # stray prints must not break the protocol
     import torch
+    from _device import checked_device, wall_and_cpu
 
     torch.set_num_threads(threads)
+    on = checked_device(device)
     scatter = _import_scatter(stub_dir)
     import rogue_net.rogue_net as rn
 
@@ -137,6 +139,7 @@ def serve(data_dir: str, stub_dir: str, threads: int, seed: int) -> None:
     answer({"torch_scatter": scatter["kind"], "torch_scatter_path": scatter["path"],
             "torch_scatter_version": scatter["version"], "rogue_net": version("rogue-net"),
             "entity_gym": version("entity-gym"), "torch": torch.__version__, "threads": torch.get_num_threads(),
+            "device": str(on),
             "defaults": {k: defaults[k] for k in ("d_model", "n_layer", "n_head", "d_qk")}})
     workload: Optional[_Workload] = None
     for line in sys.stdin:
@@ -145,15 +148,13 @@ def serve(data_dir: str, stub_dir: str, threads: int, seed: int) -> None:
             if request["op"] == "quit":
                 return
             if request["op"] == "prepare":
-                workload = _Workload(os.path.join(data_dir, request["workload"]), seed)
+                workload = _Workload(os.path.join(data_dir, request["workload"]), seed, device)
                 answer(workload.prepare())
             elif request["op"] == "step":
                 if workload is None:
                     raise ValueError("step before prepare")
-                start, cpu_start = time.perf_counter(), time.process_time()
-                workload.step()
-                answer({"seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu_start,
-                        "scatter_calls": scatter["calls"]["n"]})
+                seconds, cpu_seconds = wall_and_cpu(workload.step, on)
+                answer({"seconds": seconds, "cpu_seconds": cpu_seconds, "scatter_calls": scatter["calls"]["n"]})
             else:
                 raise ValueError(f"unknown op {request['op']!r}")
         except Exception:  # the driver shows it and stops

@@ -5,11 +5,13 @@ back by both sides, so that entmachin and rogue-net see the same observations an
 """
 from __future__ import annotations
 
+import dataclasses
 import os
-from typing import Any, Callable, Dict, List, NamedTuple, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 import torch
+from _device import clock
 from _ragged_batches import build_spaces, load_workload, n_items, save_workload
 
 import entmachin.env
@@ -117,11 +119,15 @@ def take_rows(tree: Dict[str, Any], rows: np.ndarray, with_action: bool = True) 
 
 
 def build_workloads(args: Any, data_dir: str) -> List[Workload]:
-    """Writes every workload of the comparison into ``data_dir``; returns them in table order."""
+    """Writes the workloads of the comparison named by ``args.workloads`` (all if empty) into
+    ``data_dir``; returns them in table order. A workload is the same whichever others are asked."""
     rng = np.random.default_rng(args.seed)
+    wanted = set(filter(None, args.workloads.split(",")))
     out = []
 
     def add(name: str, label: str, spaces: Dict[str, Any], mode: str, batches: List[Dict[str, Any]]) -> None:
+        if wanted and name not in wanted:
+            return
         save_workload(os.path.join(data_dir, name), spaces, mode, batches)
         out.append(Workload(name, label, mode, "tokens" if mode == "train" else "rows"))
 
@@ -132,10 +138,12 @@ def build_workloads(args: Any, data_dir: str) -> List[Workload]:
             "cherrypick": ("CherryPick", lambda: CherryPick(num_cherries=32))}
     rolled = {}
     for name, (title, make_env) in envs.items():
-        spaces, tree = rollout(make_env, args.n_envs, args.n_steps, args.seed)
-        rolled[name] = (title, spaces, tree)
         n_rows = args.n_envs * args.n_steps
         order = rng.permutation(n_rows)
+        if wanted and not wanted & {f"{name}-train", f"{name}-infer"}:
+            continue
+        spaces, tree = rollout(make_env, args.n_envs, args.n_steps, args.seed)
+        rolled[name] = (title, spaces, tree)
         n_batches = max(1, n_rows // args.batch_size)
         batches = [take_rows(tree, order[i * args.batch_size:(i + 1) * args.batch_size]) for i in range(n_batches)]
         add(f"{name}-train", f"{title} {n_batches} x {args.batch_size} rows", spaces, "train", batches)
@@ -152,11 +160,15 @@ def build_workloads(args: Any, data_dir: str) -> List[Workload]:
 class EntmachinWorkload:
     """entmachin's ``RogueNet`` on one workload read back from its files."""
 
-    def __init__(self, stem: str, seed: int) -> None:
+    def __init__(self, stem: str, seed: int, device: torch.device = torch.device("cpu"),
+                 compiled: bool = False) -> None:
         spaces, self.mode, self.batches = load_workload(stem, RAGGED_CLASSES)
         obs_space, action_space = build_spaces(spaces, entmachin.env)
         torch.manual_seed(seed)
-        self.net = RogueNet(obs_space, action_space, CONFIG)
+        config = dataclasses.replace(CONFIG, compile=True) if compiled else CONFIG
+        self.net = RogueNet(obs_space, action_space, config).to(device)  # the batches follow it in forward
+        self.device = device
+        self.warmup_s: List[float] = []  # wall seconds of prepare()'s untimed steps (compiling, if compiled)
         self.norms = input_norms(self.net)  # found once, as PPO.act does
         self.n_rows = sum(len(b["entities"][next(iter(b["entities"]))].size1()) for b in self.batches)
         self.n_entities = sum(n_items(b["entities"]) for b in self.batches)
@@ -184,9 +196,25 @@ class EntmachinWorkload:
         return actors
 
     def prepare(self) -> Dict[str, Any]:
-        """Untimed: one statistics-collecting pass (as rogue-net's side), then two steps."""
-        self.step("infer")
-        self.step()  # warm-up (allocations)
-        self.tokens = 0
-        actors = self.step()
+        """Untimed: one statistics-collecting pass (as rogue-net's side), then two steps; the
+        wall time of each is kept in ``warmup_s`` (a compiled network compiles in them)."""
+        now = clock(self.device)
+        for mode in ("infer", "", ""):  # statistics, warm-up (allocations, compiling), the counted step
+            self.tokens = 0
+            start = now()
+            actors = self.step(mode)
+            self.warmup_s.append(now() - start)
         return {"tokens": self.tokens, "actors": actors}
+
+
+def compile_summary(warmup_s: List[float], compiled_s: float, eager_s: Optional[float]) -> str:
+    """The compile time of a compiled side (its untimed warm-up steps less as many steady steps
+    ``compiled_s``) and the training steps after which it is repaid against ``eager_s``."""
+    compile_s = sum(warmup_s) - len(warmup_s) * compiled_s
+    if eager_s is None:
+        repaid = "- (no eager side)"
+    elif compiled_s < eager_s:
+        repaid = f"{compile_s / (eager_s - compiled_s):,.0f} steps"
+    else:
+        repaid = "never (not faster)"
+    return f"compile {compile_s:.1f} s, break-even after {repaid}"

@@ -3,7 +3,7 @@
 Usage::
 
     python benchmarks/profile_rogue_net.py [--roguenet-python /tmp/roguenet-venv/bin/python]
-        [--top 12] [--workloads minesweeper-train,synthetic-infer] [--threads 1]
+        [--top 12] [--workloads minesweeper-train,synthetic-infer] [--threads 1] [--device cpu|cuda]
 
 For every workload (and both sides, rogue-net in its own interpreter as in
 ``bench_rogue_net.py``), one step (every batch of the workload, as that benchmark times it) is
@@ -16,6 +16,9 @@ prints, per side:
   kernel each on CPU), in the forward alone and in the whole step (forward + backward for
   ``train`` workloads);
 * the top entries by self CPU time, grouped by operator and input shapes.
+
+With ``--device cuda`` both networks and their batches are on the card and the profiler
+records CUDA activity too (the table stays by self CPU time: the launch side).
 
 Profiling slows each op down by a roughly constant amount, so the counts matter more than the
 absolute times here; ``bench_rogue_net.py`` gives the times.
@@ -64,28 +67,30 @@ def _summarise(profs: List[Any], top: int) -> Dict[str, Any]:
     return {"ops": len(events), "leaf_ops": len(leaf), "self_ms": total, "top_shapes": rows, "top_ops": top_ops}
 
 
-def profile_step(step: Callable[[], Any], forward_only: Callable[[], Any], top: int, repeats: int) -> Dict[str, Any]:
+def profile_step(step: Callable[[], Any], forward_only: Callable[[], Any], top: int, repeats: int,
+                 device: str = "cpu") -> Dict[str, Any]:
     """Profiles ``repeats`` ``forward_only`` calls and ``repeats`` full ``step`` calls, one profile each."""
     from torch.profiler import ProfilerActivity, profile
 
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
     out = {}
     for name, fn in (("forward", forward_only), ("step", step)):
         profs = []
         for _ in range(repeats):
-            with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+            with profile(activities=activities, record_shapes=True) as prof:
                 fn()
             profs.append(prof)
         out[name] = _summarise(profs, top)
     return out
 
 
-def _entmachin(stem: str, seed: int, top: int, repeats: int) -> Dict[str, Any]:
+def _entmachin(stem: str, seed: int, top: int, repeats: int, device: str) -> Dict[str, Any]:
     import torch
     from _rogue_net_workloads import EntmachinWorkload
 
     from entmachin.model.input_norm import collecting_stats_of
 
-    w = EntmachinWorkload(stem, seed)
+    w = EntmachinWorkload(stem, seed, torch.device(device))
     w.prepare()
 
     def forward_only() -> None:
@@ -97,15 +102,15 @@ def _entmachin(stem: str, seed: int, top: int, repeats: int) -> Dict[str, Any]:
                     with collecting_stats_of(w.norms):
                         w.net(batch["entities"], batch["action_masks"])
 
-    return profile_step(w.step, forward_only, top, repeats)
+    return profile_step(w.step, forward_only, top, repeats, device)
 
 
-def _roguenet(stem: str, seed: int, top: int, repeats: int, stub: str) -> Dict[str, Any]:
+def _roguenet(stem: str, seed: int, top: int, repeats: int, stub: str, device: str) -> Dict[str, Any]:
     import torch
     from _rogue_net_side import _import_scatter, _Workload
 
     _import_scatter(stub)
-    w = _Workload(stem, seed)
+    w = _Workload(stem, seed, device)
     w.prepare()
 
     def forward_only() -> None:
@@ -114,7 +119,7 @@ def _roguenet(stem: str, seed: int, top: int, repeats: int, stub: str) -> Dict[s
                 w.net.get_action_and_auxiliary(batch["entities"], {}, batch["masks"], w.tracer,
                                                prev_actions=batch["action"] if w.mode == "train" else None)
 
-    return profile_step(w.step, forward_only, top, repeats)
+    return profile_step(w.step, forward_only, top, repeats, device)
 
 
 def _print(side: str, label: str, result: Dict[str, Any]) -> None:
@@ -133,36 +138,39 @@ def _print(side: str, label: str, result: Dict[str, Any]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_workload_arguments(parser)
-    parser.add_argument("--workloads", default="", help="comma-separated workload names (default: all)")
     parser.add_argument("--top", type=int, default=12)
     parser.add_argument("--repeats", type=int, default=5, help="profiles per side, workload and pass (min per op)")
     parser.add_argument("--roguenet-worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     import torch
+    from _device import checked_device, describe
 
     torch.set_num_threads(args.threads)
+    device = checked_device(args.device)
     if args.roguenet_worker:
         stems = json.loads(args.roguenet_worker)
-        print(json.dumps({s: _roguenet(s, args.seed, args.top, args.repeats, args.scatter_stub) for s in stems}))
+        print(json.dumps({s: _roguenet(s, args.seed, args.top, args.repeats, args.scatter_stub, args.device)
+                          for s in stems}))
         return
     from _rogue_net_workloads import build_workloads
 
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), {describe(device)}")
     with tempfile.TemporaryDirectory(prefix="entmachin-profile-") as data_dir:
-        workloads = build_workloads(args, data_dir)
-        wanted = [w for w in workloads if not args.workloads or w.name in args.workloads.split(",")]
+        wanted = build_workloads(args, data_dir)
         theirs = {}
         if args.roguenet_python:
             stems = [os.path.join(data_dir, w.name) for w in wanted]
             done = subprocess.run([args.roguenet_python, __file__, "--roguenet-worker", json.dumps(stems),
                                    "--scatter-stub", args.scatter_stub, "--threads", str(args.threads),
-                                   "--top", str(args.top), "--repeats", str(args.repeats), "--seed", str(args.seed)],
+                                   "--top", str(args.top), "--repeats", str(args.repeats), "--seed", str(args.seed),
+                                   "--device", args.device],
                                   capture_output=True, text=True, check=False)
             if done.returncode != 0:
                 raise RuntimeError(f"the rogue-net side failed:\n{done.stderr[-3000:]}")
             theirs = json.loads(done.stdout.strip().splitlines()[-1])
         for w in wanted:
             stem = os.path.join(data_dir, w.name)
-            _print("entmachin", w.label, _entmachin(stem, args.seed, args.top, args.repeats))
+            _print("entmachin", w.label, _entmachin(stem, args.seed, args.top, args.repeats, args.device))
             if stem in theirs:
                 _print("rogue-net", w.label, theirs[stem])
 
