@@ -29,31 +29,34 @@ TINY = {
                                        "final (mean over seeds)"),
     "bench_dqn.py": (["--rows", "2048", "--distinct-rows", "512", "--n-envs", "8", "--n-steps", "8", "--batch-size",
                       "32", "--cartpole-rows", "200", "--length", "20", "--updates", "3", "--ms-updates", "2", "--repeats",
-                      "1"], "machin: skipped"),
+                      "1", "--device", "cpu"], "machin: skipped"),
     "bench_env_list.py": (["--num-envs", "4", "--steps", "5", "--repeats", "1"], "batching"),
     "bench_export.py": (["--rounds", "1", "--seconds", "0.01", "--pool", "4", "--batch", "8", "--batches", "2"],
                         "rogue-net side: skipped"),
-    "bench_frame_machin.py": (["--episodes", "2", "--length", "20", "--repeats", "1"], "machin"),
+    "bench_frame_machin.py": (["--episodes", "2", "--length", "20", "--repeats", "1", "--device", "cpu"], "machin"),
     "bench_frame_minesweeper.py": (["--n-envs", "8", "--n-steps", "4", "--batch-size", "16", "--epochs", "1",
-                                    "--iterations", "1", "--rounds", "1"], "entmachin / plain loop"),
+                                    "--iterations", "1", "--rounds", "1", "--device", "cpu"], "entmachin / plain loop"),
     "bench_learning.py": (["--env", "Count", "--frame", "PPO", "--seeds", "0", "--budget-scale", "0.05", "--results",
                            os.path.join(tempfile.mkdtemp(prefix="entmachin-bench-"), "learning.jsonl")],
                           "| Count | PPO | 102 |"),
-    "bench_frame_sb3.py": (["--total-steps", "2048", "--repeats", "1"], "plain PyTorch"),
+    "bench_frame_sb3.py": (["--total-steps", "2048", "--repeats", "1", "--device", "cpu"], "plain PyTorch"),
     "bench_pendulum.py": (["--trainers", "entmachin", "--seeds", "0", "--budget", "4096", "--results",
                            os.path.join(tempfile.mkdtemp(prefix="entmachin-bench-"), "pendulum.jsonl")],
                           "| entmachin | 0 |"),
     "bench_parallel_env_list.py": (["--num-envs", "3", "--env-steps", "12", "--block-env-steps", "6",
                                     "--work-ms", "0.05", "--warmup", "1"], "EnvList"),
-    "bench_runner.py": (["--steps", "2048", "--repeats", "1", "--processes", "0"], "runner cost"),
+    "bench_runner.py": (["--steps", "2048", "--repeats", "1", "--processes", "0", "--device", "cpu"], "runner cost"),
     "bench_selfplay.py": (["--rounds", "1", "--iterations", "1", "--num-envs", "4"], "| pool M=1 |"),
     "bench_ray_env_list.py": (["--num-envs", "4", "--steps", "4", "--block", "2", "--store-repeats", "1"],
                               "RayEnvList"),
     "bench_rogue_net.py": (["--rows", "8", "--repeats", "1", "--fixed", "4", "--max-entities", "8", "--infer-rows", "4",
-                            "--n-envs", "4", "--n-steps", "4", "--batch-size", "8"], "rogue-net side: skipped"),
+                            "--n-envs", "4", "--n-steps", "4", "--batch-size", "8", "--device", "cpu", "--compile",
+                            "off"], "rogue-net side: skipped"),
     "bench_rogue_net_bound.py": (["--rows", "8", "--repeats", "1", "--max-entities", "8", "--infer-rows", "4",
-                                  "--n-envs", "4", "--n-steps", "4", "--batch-size", "8"], "rn/bound"),
-    "bench_safe_call.py": (["--calls", "10", "--repeats", "1"], "safe_call"),
+                                  "--n-envs", "4", "--n-steps", "4", "--batch-size", "8", "--device", "cpu",
+                                  "--json", os.path.join(tempfile.mkdtemp(prefix="entmachin-bench-"), "bound.json")],
+                                 "mm 3d"),
+    "bench_safe_call.py": (["--calls", "10", "--repeats", "1", "--device", "cpu"], "safe_call"),
     "bench_startup.py": (["--runs", "1"], "networks and frame (the workers boot meanwhile)"),
 }
 
@@ -164,3 +167,42 @@ def test_one_ppo_iteration_runs_at_most_nine_files_of_the_frames():
     for name, setting in count_update_files.SETTINGS.items():
         result = count_update_files.count(setting)
         assert result["files"] <= (10 if setting.get("writer") else 9), (name, result["file_names"])
+
+
+def test_cuda_without_a_card_ends_the_benchmark_with_one_line(capsys, monkeypatch):
+    """``--device cuda`` where torch sees no card: one line naming the cause, exit status 2."""
+    import torch
+    from _device import checked_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit) as stopped:
+        checked_device("cuda")
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--device cuda" in err and "is_available() is False" in err
+    assert checked_device("cpu").type == "cpu"
+
+
+def test_compile_summary_repays_the_compile_or_says_never():
+    """Compile time = warm-up steps less as many steady steps; break-even = that / the step saved."""
+    from _rogue_net_workloads import compile_summary
+
+    assert compile_summary([10.5, 0.5, 0.5], 0.5, 1.0) == "compile 10.0 s, break-even after 20 steps"
+    assert compile_summary([3.0, 1.0, 1.0], 1.0, 0.5).endswith("never (not faster)")
+    assert compile_summary([3.0, 1.0, 1.0], 1.0, None).endswith("- (no eager side)")
+
+
+def test_gpu_check_falls_back_to_the_cpu_and_prints_its_table(tmp_path):
+    """``gpu_check.sh --cpu``: every stage runs (eager, tiny sizes), leaves its status, and the table is printed."""
+    stages = ("tests", "rogue_net", "bound", "minesweeper")
+    env = {**os.environ, "PYTHON": sys.executable, "ENTMACHIN_SKIP_INSTALL": "1"}
+    env.pop("OUT", None)
+    done = subprocess.run(["bash", str(BENCHMARKS / "gpu_check.sh"), "--cpu", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=240, env=env, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "| stage | status | seconds | figures |" in done.stdout, done.stdout
+    for stage in stages:
+        assert (tmp_path / f"{stage}.status").read_text().startswith("ok\t"), (tmp_path / f"{stage}.log").read_text()
+        assert re.search(rf"^\| {stage} \| ok \| \d+ \| .+ \|$", done.stdout, re.M), done.stdout
+    assert "(cpu)" in done.stdout and "compiled" not in done.stdout  # eager only on the CPU
+    assert "| minesweeper | ok |" in (tmp_path / "table.md").read_text()
