@@ -159,10 +159,11 @@ def _probe(device: torch.device) -> Optional[str]:
     if device.type == "cuda" and not torch.cuda.is_available():
         return "CUDA is not available"
     try:
-        fn = torch.compile(lambda x, w: F.gelu(x @ w).sum(), dynamic=True)
-        x = torch.randn(5, 3, device=device)
-        w = torch.randn(3, 2, device=device, requires_grad=True)
-        fn(x, w).backward()
+        with torch.inference_mode(False), torch.enable_grad():  # the first forward may be an act under no_grad
+            fn = torch.compile(lambda x, w: F.gelu(x @ w).sum(), dynamic=True)
+            x = torch.randn(5, 3, device=device)
+            w = torch.randn(3, 2, device=device, requires_grad=True)
+            fn(x, w).backward()
         _PROBE_GRAPHS[0] += 1
     except Exception as e:  # noqa: BLE001 - any failure is the answer
         return _cause(e)

@@ -13,7 +13,7 @@ from entmachin.run.paths import bundled_config_path, default_run_dir
 logger = logging.getLogger("entmachin")
 
 # Fields a resumed run may change: how long it goes on and what it logs.
-_RESUMABLE = ("train.total_steps", "log.")
+_RESUMABLE = ("train.total_steps", "log.", "model.compile")  # settings that leave what is learnt alone
 
 
 def one_line(error: BaseException) -> str:
@@ -106,8 +106,8 @@ def _train_config(args: argparse.Namespace) -> RunConfig:
     stored = load_run_config(args.resume)
     frozen = [o.partition("=")[0] for o in args.overrides if not o.partition("=")[0].startswith(_RESUMABLE)]
     if frozen:
-        raise ConfigError(f"--set {frozen[0]}: a resumed run keeps its config; only train.total_steps and log.* "
-                          "may change")
+        raise ConfigError(f"--set {frozen[0]}: a resumed run keeps its config; only train.total_steps, log.* "
+                          "and model.compile may change")
     return config_from_dict(apply_overrides(config_to_dict(stored), args.overrides), "--resume")
 
 
