@@ -27,6 +27,7 @@ TINY = {
     "bench_data_parallel.py": (["--steps", "2048", "--repeats", "1", "--work-ms", "5"], "of bare"),
     "bench_data_parallel_returns.py": (["--envs", "Count", "--seeds", "0", "--num-envs", "8", "--steps", "64"],
                                        "final (mean over seeds)"),
+    "bench_end_to_end.py": (["--steps", "2048", "--repeats", "1", "--sides", "eager,auto"], "median steps/s"),
     "bench_dqn.py": (["--rows", "2048", "--distinct-rows", "512", "--n-envs", "8", "--n-steps", "8", "--batch-size",
                       "32", "--cartpole-rows", "200", "--length", "20", "--updates", "3", "--ms-updates", "2", "--repeats",
                       "1", "--device", "cpu"], "machin: skipped"),
