@@ -4,6 +4,7 @@ from __future__ import annotations
 import difflib
 import logging
 import math
+import os
 import warnings
 from typing import Any, Callable, Dict, Optional, Tuple
 
@@ -19,8 +20,8 @@ from entmachin.frame.config import resolve
 from entmachin.model import DenseNet, RogueNet
 from entmachin.run.config import Q_FRAMES, ConfigError, EnvSection, RunConfig, update_times
 
-__all__ = ["EnvFactory", "GymnasiumMaker", "GYMNASIUM", "check_device", "env_class", "make_envs", "make_frame",
-           "seeds"]
+__all__ = ["EnvFactory", "GymnasiumMaker", "GYMNASIUM", "check_device", "decide_overlap", "env_class", "make_envs",
+           "make_frame", "seeds"]
 
 logger = logging.getLogger(__name__)
 
@@ -243,6 +244,48 @@ def decide_compile(config: RunConfig) -> Tuple[bool, str]:
                       CompileWarning, stacklevel=2)
         return False, f"model.compile: {choice} but cannot compile on {device.type} ({problem}); running eagerly"
     return True, f"model.compile: {'auto chose' if choice == 'auto' else 'true:'} compiled on {device.type}"
+
+
+# rollout.overlap: auto overlaps only where it pays. Each half costs the policy a forward of its own, about
+# 2.2 ms of fixed cost on one CPU thread (the bundled MineSweeper config's RogueNet acted in 2.4 ms on 8
+# rows, 3.5 on 64, 4.8 on 128), so halves of fewer than 32 environments spend more on acting than they hide;
+# and the policy needs a core beside the workers that step: on 2 cores shared with other work, processes: 2
+# gave 1.3-1.35x the sequential collect() time with 32 environments and 0.85-1.27x with 128
+# (benchmarks/bench_overlap.py).
+AUTO_OVERLAP_MIN_ENVS = 64
+
+
+def decide_overlap(config: RunConfig, n_cores: Optional[int] = None) -> Tuple[bool, str]:
+    """What ``rollout.overlap`` resolves to for this run, and a line saying why.
+
+    ``auto`` overlaps with two or more worker processes on this machine, at least
+    ``AUTO_OVERLAP_MIN_ENVS`` environments and more cores than worker processes (``n_cores``:
+    default, the cores this process may run on), outside self-play and behaviour cloning.
+    """
+    rollout, choice = config.rollout, config.rollout.overlap
+    if choice is False:
+        return False, "rollout.overlap: false: every row steps at once"
+    if choice is True:
+        return True, (f"rollout.overlap: true: the policy acts on one half of the {rollout.processes} worker processes "
+                      "while the other half steps")
+    if n_cores is None:
+        n_cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    refused = ("behaviour cloning collects no rollouts" if config.frame.name == "BC" else
+               "Ray workers (rollout.workers) step every row at once" if rollout.workers is not None else
+               f"rollout.processes is {rollout.processes}; halves need two or more worker processes"
+               if rollout.processes < 2 else
+               "self-play's opponents act on the same steps" if config.selfplay.enabled else None)
+    if refused is not None:
+        return False, f"rollout.overlap: auto chose sequential: {refused}"
+    why = (f"{rollout.num_envs} environments are too few (halves under {AUTO_OVERLAP_MIN_ENVS // 2} cost the policy "
+           f"more in acting than they hide; auto overlaps from {AUTO_OVERLAP_MIN_ENVS})"
+           if rollout.num_envs < AUTO_OVERLAP_MIN_ENVS else
+           f"{n_cores} cores for {rollout.processes} worker processes leave the policy no core of its own (auto "
+           f"overlaps with more cores than worker processes)" if n_cores <= rollout.processes else None)
+    if why is not None:
+        return False, f"rollout.overlap: auto chose sequential: {why}; set rollout.overlap: true to overlap anyway"
+    return True, (f"rollout.overlap: auto chose overlapped: the policy acts on one half of the {rollout.processes} worker "
+                  f"processes while the other half steps ({n_cores} cores)")
 
 
 def make_frame(config: RunConfig, obs_space: Any, action_space: Any, writer: Any = None, *,

@@ -8,7 +8,8 @@ A run config has eight sections (see :func:`describe` for every field and its me
               (``kind: mlp``), and whether the critic shares the actor's network
     frame:    the frame (PPO / A2C) with its own config's fields, Machin's names, plus n_epochs
     rollout:  num_envs, n_steps, processes (0: EnvList, N: ParallelEnvList with N workers), workers
-              (null: this machine; ``auto`` or ``ray://ADDRESS``: environment workers on Ray)
+              (null: this machine; ``auto`` or ``ray://ADDRESS``: environment workers on Ray), overlap
+              (the policy acting on one half of the workers while the other half steps)
     train:    total_steps, seed (the one seed everything derives from), device, threads
     log:      run_dir, checkpoint / evaluation intervals, evaluation episodes
     distributed: the collective backend and timeout of data-parallel ranks (under ``torchrun``,
@@ -164,6 +165,9 @@ class RolloutSection:
         0, "0: step in this process (EnvList); N: N worker processes (ParallelEnvList, or Ray workers)")
     workers: Optional[str] = setting(
         None, "null: workers on this machine; auto: a local Ray; ray://ADDRESS: a Ray cluster (entmachin[ray])")
+    overlap: Union[bool, Literal["auto"]] = setting(  # type: ignore[assignment]
+        "auto", "the policy acts on one half of the worker processes while the other half steps (same rows; a seed's "
+                "sampled actions differ): auto where it pays (the log says which it chose and why); true; false")
 
     def __post_init__(self) -> None:
         for name, low in (("num_envs", 1), ("n_steps", 1), ("processes", 0)):
@@ -171,6 +175,10 @@ class RolloutSection:
                 raise ValueError(f"{name}: expected an int >= {low}, got {getattr(self, name)}")
         if self.workers is not None and self.workers != "auto" and not re.match(r"^ray://\S+$", self.workers):
             raise ValueError(f"workers: expected null, 'auto' (a local Ray) or 'ray://ADDRESS', got {self.workers!r}")
+        if self.overlap is True and self.processes < 2:
+            raise ValueError(f"overlap: true needs the environments in two or more worker processes to step in halves, "
+                             f"but processes is {self.processes}; set rollout.processes: 2 or more, or rollout.overlap: "
+                             "auto (or false)")
 
     @property
     def rows(self) -> int:
@@ -547,6 +555,12 @@ def _check_rules(config: RunConfig) -> None:
     if config.selfplay.enabled and frame.name in Q_FRAMES:
         raise ConfigError(f"selfplay.seats: {frame.name} does not support self-play (its replay would mix "
                           "opponents of every age); use frame.name: PPO or A2C, or selfplay.seats: all")
+    if config.rollout.overlap is True:
+        why = ("behaviour cloning collects no rollouts" if frame.name == "BC" else
+               "Ray workers (rollout.workers) step every row together" if config.rollout.workers is not None else
+               "self-play's opponents act on the same steps as the learner" if config.selfplay.enabled else None)
+        if why is not None:
+            raise ConfigError(f"rollout.overlap: true, but {why}; set rollout.overlap: auto (or false)")
     if config.train.total_steps < rows:
         raise ConfigError(f"train.total_steps: {config.train.total_steps} is less than one rollout ({rows} steps)")
 

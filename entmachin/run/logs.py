@@ -24,7 +24,7 @@ import logging
 import math
 import os
 import shutil
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Dict, Iterator, Optional, Sequence
 
 import numpy as np
 
@@ -103,9 +103,9 @@ class NullWriter:
         return lambda *args, **kwargs: None
 
 
-def write_config(run_dir: str, config: RunConfig, world_size: int = 1) -> None:
+def write_config(run_dir: str, config: RunConfig, world_size: int = 1, notes: Sequence[str] = ()) -> None:
     """Writes the resolved config, with a header saying how it ran: ranks, environments in all,
-    and where the environment workers were."""
+    where the environment workers were, and ``notes`` (what ``auto`` settings chose, one line each)."""
     header = "# The resolved config of this run: `entmachin train config.yaml --run-dir NEW_DIR` runs it again.\n"
     where = "Ray (rollout.workers)" if config.rollout.workers is not None else "this machine"
     if world_size > 1:
@@ -114,6 +114,7 @@ def write_config(run_dir: str, config: RunConfig, world_size: int = 1) -> None:
                    f"environments in all; environment workers on {where}.\n")
     else:
         header += f"# Ran in one process; environment workers on {where}.\n"
+    header += "".join(f"# {note}.\n" for note in notes)
     atomic_write(os.path.join(run_dir, "config.yaml"), (header + dump_yaml(config_to_dict(config))).encode())
 
 

@@ -37,13 +37,13 @@ import dill
 import numpy as np
 import torch
 
-from entmachin.env.parallel_env_list import start_forkserver
+from entmachin.env.main_guard import start_forkserver
 from entmachin.frame import RolloutCollector, evaluate
 from entmachin.frame.checkpoint import latest_version, read_frame_checkpoint, save_frame
 from entmachin.frame.checkpoint_files import manifest_versions, remove_version
 from entmachin.frame.summary import log_update
 from entmachin.run import logs, startup
-from entmachin.run.build import EnvFactory, check_device, make_envs, make_frame, seeds
+from entmachin.run.build import EnvFactory, check_device, decide_overlap, make_envs, make_frame, seeds
 from entmachin.run.cloning import Cloning
 from entmachin.run.config import RunConfig, config_to_dict, dump_yaml
 from entmachin.run.defaults import DEFAULT_MAX_EPISODE_STEPS
@@ -190,6 +190,7 @@ class Runner:
             config.selfplay, self.frame, self.envs.row_index(), self._seeds["selfplay"], self.state.spaces)
         self.tracker = RolloutTracker(self.envs.action_space())
         self.cloning = None
+        overlap, self.overlap_note = decide_overlap(config)
         if config.frame.name == "BC":  # the dataset stands where the collector stands
             if self.dist is not None:
                 raise RunError(f"frame.name: BC trains in one process; data-parallel training (torchrun, "
@@ -200,10 +201,11 @@ class Runner:
                         self.cloning.n_episodes, self.cloning.n_held_out, self.cloning.train.n_rows)
             self.collector = self.cloning
         else:
+            logger.info(self.overlap_note)
             self.collector = RolloutCollector(self.frame, self.envs, n_steps=config.rollout.n_steps,
                                               state_fn=self.tracker.state_fn, action_fn=self.tracker.action_fn,
                                               before_store=None if self.dist is None else self._merge_input_stats,
-                                              opponents=self.selfplay)
+                                              opponents=self.selfplay, overlap=overlap)
         self._stats_before: List[torch.Tensor] = []
         if self.resume:
             self._load_latest()
@@ -318,7 +320,8 @@ class Runner:
         try:
             self._build()
             if not self.resume and self.lead:
-                logs.write_config(self.run_dir, config, world_size=1 if self.dist is None else self.dist.world_size)
+                logs.write_config(self.run_dir, config, world_size=1 if self.dist is None else self.dist.world_size,
+                                  notes=[self.overlap_note])
             writer = logs.make_writer(self.run_dir, purge_step=self.state.env_steps + 1 if self.resume else None) \
                 if self.lead else logs.NullWriter()
             if not self.resume and self.lead:

@@ -19,8 +19,10 @@ LOSSES = ("losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/a
 
 
 def command(run_dir, processes, *extra):
+    """``processes``: 0, 2, or "2 overlapped" (two worker processes, rollout.overlap: true)."""
+    overlap = ["--set", "rollout.overlap=true"] if processes == "2 overlapped" else []
     return [sys.executable, "-m", "entmachin", "train", "MineSweeper", "--run-dir", run_dir,
-            "--set", f"rollout.processes={processes}", *SETTINGS, *extra]
+            "--set", f"rollout.processes={str(processes)[0]}", *overlap, *SETTINGS, *extra]
 
 
 def run(args, **kwargs):
@@ -37,8 +39,8 @@ def losses(run_dir):
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
     out = {}
-    for processes in (0, 2):
-        run_dir = str(tmp_path_factory.mktemp("uninterrupted") / f"p{processes}")
+    for processes in (0, 2, "2 overlapped"):
+        run_dir = str(tmp_path_factory.mktemp("uninterrupted") / f"p{processes}".replace(" ", "-"))
         process = run(command(run_dir, processes))
         _, err = process.communicate(timeout=300)
         assert process.returncode == 0, err
@@ -48,7 +50,8 @@ def uninterrupted(tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("processes, sig", [(0, signal.SIGKILL), (0, signal.SIGINT), (2, signal.SIGKILL),
-                                            (2, signal.SIGINT), (2, signal.SIGTERM)])
+                                            (2, signal.SIGINT), (2, signal.SIGTERM), ("2 overlapped", signal.SIGKILL),
+                                            ("2 overlapped", signal.SIGINT)])
 def test_a_killed_or_stopped_run_resumes_exactly(uninterrupted, tmp_path, processes, sig):
     run_dir = str(tmp_path / "run")
     process = run(command(run_dir, processes))
