@@ -44,6 +44,8 @@ TINY = {
     "bench_pendulum.py": (["--trainers", "entmachin", "--seeds", "0", "--budget", "4096", "--results",
                            os.path.join(tempfile.mkdtemp(prefix="entmachin-bench-"), "pendulum.jsonl")],
                           "| entmachin | 0 |"),
+    "bench_overlap.py": (["--workloads", "bundled", "--num-envs", "4", "--rounds", "1", "--warmup", "1"],
+                         "overlapped / sequential"),
     "bench_parallel_env_list.py": (["--num-envs", "3", "--env-steps", "12", "--block-env-steps", "6",
                                     "--work-ms", "0.05", "--warmup", "1"], "EnvList"),
     "bench_runner.py": (["--steps", "2048", "--repeats", "1", "--processes", "0", "--device", "cpu"], "runner cost"),

@@ -246,12 +246,12 @@ def decide_compile(config: RunConfig) -> Tuple[bool, str]:
     return True, f"model.compile: {'auto chose' if choice == 'auto' else 'true:'} compiled on {device.type}"
 
 
-# rollout.overlap: auto overlaps only where it pays. Each half costs the policy a forward of its own, about
-# 2.2 ms of fixed cost on one CPU thread (the bundled MineSweeper config's RogueNet acted in 2.4 ms on 8
-# rows, 3.5 on 64, 4.8 on 128), so halves of fewer than 32 environments spend more on acting than they hide;
-# and the policy needs a core beside the workers that step: on 2 cores shared with other work, processes: 2
-# gave 1.3-1.35x the sequential collect() time with 32 environments and 0.85-1.27x with 128
-# (benchmarks/bench_overlap.py).
+# rollout.overlap: auto overlaps only where it pays (benchmarks/bench_overlap.py). Each half costs the policy
+# a forward of its own, with about 2.2 ms of fixed cost on one CPU thread (the bundled MineSweeper config's
+# RogueNet acted in 2.4 ms on 8 rows, 3.5 on 64, 4.8 on 128), so small halves spend more on acting than
+# they hide: with 32 environments the overlapped collect() took 1.08-1.15x the sequential time. And the
+# policy needs a core beside the workers that step: on 2 cores with processes: 2 and 128 environments it
+# took 0.92-0.96x with the machine's other load near one core, 0.85-1.27x with it near two.
 AUTO_OVERLAP_MIN_ENVS = 64
 
 
