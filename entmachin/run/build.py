@@ -289,17 +289,18 @@ def decide_overlap(config: RunConfig, n_cores: Optional[int] = None) -> Tuple[bo
 
 
 def make_frame(config: RunConfig, obs_space: Any, action_space: Any, writer: Any = None, *,
-               rank: int = 0, rows_per_env: int = 1) -> Tuple[Any, str]:
+               rank: int = 0, rows_per_env: int = 1, compiled: bool = False) -> Tuple[Any, str]:
     """Builds the network (RogueNet, or DenseNet for ``model.kind: mlp``), its critic and the frame;
     returns ``(frame, what n_epochs became)``.
 
     ``rank``: a data-parallel rank other than 0 shuffles its minibatches with a seed of its own.
     ``rows_per_env``: rows each environment stores per step (its seats, for a game of several
     players): a rollout stores ``rollout.num_envs x rollout.n_steps x rows_per_env`` rows.
+    ``compiled``: the RogueNets run compiled (what :func:`decide_compile` resolved ``model.compile``
+    to for a run; eager elsewhere, e.g. evaluating a checkpoint).
     """
-    compiled, compile_note = decide_compile(config)
     if config.frame.name in Q_FRAMES:
-        return _make_q_frame(config, obs_space, action_space, writer, compiled), compile_note
+        return _make_q_frame(config, obs_space, action_space, writer, compiled), ""
     net, critic = _networks(config, obs_space, action_space, compiled)
     device = torch.device(config.train.device)
     net.to(device)
@@ -313,10 +314,10 @@ def make_frame(config: RunConfig, obs_space: Any, action_space: Any, writer: Any
     cls = {"PPO": PPO, "A2C": A2C, "BC": BC}[config.frame.name]
     optimizer = resolve(config.frame.optimizer, "torch.optim", "frame.optimizer")
     frame = cls(net, critic, optimizer, nn.MSELoss(), writer=writer, **settings)
-    note = compile_note
+    note = ""
     if config.frame.n_epochs is not None:
         per_epoch = math.ceil(rows / config.frame.settings.batch_size)
-        note += (f"; frame.n_epochs={config.frame.n_epochs}: actor_update_times = critic_update_times = "
+        note = (f"frame.n_epochs={config.frame.n_epochs}: actor_update_times = critic_update_times = "
                 f"{config.frame.n_epochs} x ceil({rows} rows / batch_size "
                 f"{config.frame.settings.batch_size}) = {config.frame.n_epochs * per_epoch} minibatch steps per update")
     return frame, note

@@ -57,6 +57,8 @@ def test_resume_switches_model_compile_and_continues_as_the_straight_run(tmp_pat
     with caplog.at_level(logging.INFO):
         _train(["train", str(config), *common, str(tmp_path / "straight"), "--set", "train.total_steps=128"], seen)
     assert "model.compile: true: compiled on cpu" in caplog.text
+    assert "recompiles over the run" in caplog.text
+    assert "# model.compile: true: compiled on cpu." in (tmp_path / "straight" / "config.yaml").read_text()
     _train(["train", str(config), *common, str(tmp_path / "resumed")], seen)
     caplog.clear()
     with caplog.at_level(logging.INFO):
