@@ -288,6 +288,19 @@ class RolloutCollector:
         return (state, stored_action, trees.take(self._next_state(obs, after), rows), obs.reward[rows], obs.done[rows],
                 np.asarray(obs.truncated)[rows])
 
+    def _sequential_steps(self, seen: List[Tuple[Any, ...]]) -> None:
+        """``n_steps`` steps of every row at once; appends each to ``seen``."""
+        for _ in range(self.n_steps):
+            if self.opponents is not None:
+                seen.append(self._step_with_opponents(self.opponents))
+                continue
+            state = self._state
+            stored_action, env_actions = self.action_fn(self.frame.act(state))
+            obs = self.envs.act(env_actions)
+            after = tree_to_torch(self.state_fn(obs))
+            seen.append((state, stored_action, self._next_state(obs, after), obs.reward, obs.done, obs.truncated))
+            self._state = after
+
     def _overlapped_steps(self, seen: List[Tuple[Any, ...]]) -> None:
         """``n_steps`` steps of halves A and B, double-buffered; appends each whole step to ``seen``."""
         halves, n_steps = self._halves, self.n_steps
@@ -346,18 +359,10 @@ class RolloutCollector:
             self._returns[:], self._lengths[:] = 0.0, 0  # new episodes (after a failed overlapped step)
         seen: List[Tuple[Any, ...]] = []  # per step: state, stored action, next state, reward, done, truncated
         try:
-            if self._halves is not None:
+            if self._halves is None:
+                self._sequential_steps(seen)
+            else:
                 self._overlapped_steps(seen)
-            for _ in range(self.n_steps if self._halves is None else 0):
-                if self.opponents is not None:
-                    seen.append(self._step_with_opponents(self.opponents))
-                    continue
-                state = self._state
-                stored_action, env_actions = self.action_fn(self.frame.act(state))
-                obs = self.envs.act(env_actions)
-                after = tree_to_torch(self.state_fn(obs))
-                seen.append((state, stored_action, self._next_state(obs, after), obs.reward, obs.done, obs.truncated))
-                self._state = after
         finally:  # the episodes keep the steps taken, also when a step raised (the state moved on with them)
             if seen:  # always, unless the first step raised
                 states, actions, next_states, rewards, dones, truncations = zip(*seen)
