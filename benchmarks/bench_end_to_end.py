@@ -22,7 +22,9 @@ Sides (``--sides``, in this order by default):
 
 ::
 
-    python benchmarks/bench_end_to_end.py [--steps 100000] [--repeats 3] [--sides auto,eager,enn]
+    python benchmarks/bench_end_to_end.py [--steps 100000] [--repeats 3] [--sides auto,eager,enn] [--device cpu|cuda]
+
+``--device`` sets ``train.device`` of entmachin's sides (enn-trainer's side runs on the CPU).
 """
 from __future__ import annotations
 
@@ -41,6 +43,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
+from _device import add_device_argument, checked_device, describe  # noqa: E402
 from bench_runner import WORKLOAD  # noqa: E402  (the same workload)
 
 SIDES: Dict[str, List[str]] = {
@@ -54,9 +57,9 @@ ROLLOUT = 128 * 16  # environment steps per rollout of the workload
 CHOICES = re.compile(r"(model\.compile: [^;\n]*|rollout\.overlap: [^;\n]*|recompile[^\n]*)")
 
 
-def entmachin(side: str, steps: int, run_dir: str) -> Tuple[float, int, List[str]]:
+def entmachin(side: str, steps: int, run_dir: str, device: str) -> Tuple[float, int, List[str]]:
     """Seconds of one whole ``entmachin train`` process, its steps, and its log lines on compile and overlap."""
-    sets = WORKLOAD + SIDES[side] + [f"train.total_steps={steps}", "log.eval_interval=1000000000",
+    sets = WORKLOAD + SIDES[side] + [f"train.total_steps={steps}", f"train.device={device}", "log.eval_interval=1000000000",
                                      "log.checkpoint_interval=1000000000", "log.eval_episodes=8"]
     command = [sys.executable, "-m", "entmachin", "train", "MineSweeper", "--run-dir", run_dir, "--no-progress"]
     for item in sets:
@@ -71,7 +74,7 @@ def entmachin(side: str, steps: int, run_dir: str) -> Tuple[float, int, List[str
 
 
 def enn(steps: int) -> Tuple[float, int, List[str]]:
-    """Seconds of one whole enn-trainer process (its side script) and its steps."""
+    """Seconds of one whole enn-trainer process (its side script, on the CPU) and its steps."""
     env = {**os.environ, "STEPS": str(steps), "THREADS": "1", "OMP_NUM_THREADS": "1"}
     started = time.perf_counter()
     done = subprocess.run(["bash", ENN], env=env, capture_output=True, text=True)
@@ -86,13 +89,15 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--sides", default="auto,eager,enn", help=f"comma-separated, of {list(SIDES) + ['enn']}")
+    add_device_argument(parser)
     args = parser.parse_args()
+    device = describe(checked_device(args.device))
     sides = args.sides.split(",")
     unknown = [s for s in sides if s not in SIDES and s != "enn"]
     if unknown:
         parser.error(f"unknown side {unknown[0]!r}; expected some of {list(SIDES) + ['enn']}")
-    print(f"MineSweeper workload end to end, whole processes, {args.steps} steps, {args.repeats} alternating runs "
-          f"each; load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+    print(f"MineSweeper workload end to end on {device}, whole processes, {args.steps} steps, {args.repeats} "
+          f"alternating runs each; load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     rates: Dict[str, List[float]] = {s: [] for s in sides}
     notes: Dict[str, List[str]] = {s: [] for s in sides}
     with tempfile.TemporaryDirectory(prefix="entmachin-e2e-") as tmp:
@@ -101,7 +106,7 @@ def main() -> None:
                 if side == "enn":
                     seconds, steps, lines = enn(args.steps)
                 else:
-                    seconds, steps, lines = entmachin(side, args.steps, os.path.join(tmp, f"{side}-{r}"))
+                    seconds, steps, lines = entmachin(side, args.steps, os.path.join(tmp, f"{side}-{r}"), args.device)
                 rates[side].append(steps / seconds)
                 notes[side] = lines
                 print(f"  run {r + 1} {side:<9} {steps} steps in {seconds:6.1f} s: {steps / seconds:8,.0f} steps/s",

@@ -19,7 +19,7 @@ needs a core for the learner beside the half that steps.
 
 ::
 
-    python benchmarks/bench_overlap.py [--processes 2] [--rounds 9] [--workloads bundled minesweeper]
+    python benchmarks/bench_overlap.py [--processes 2] [--rounds 9] [--workloads bundled minesweeper] [--device cpu|cuda]
 """
 from __future__ import annotations
 
@@ -33,6 +33,8 @@ from typing import Any, Callable, Dict, List
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+
+from _device import add_device_argument, checked_device, describe  # noqa: E402
 
 WORKLOADS = {
     "bundled": [],
@@ -49,7 +51,7 @@ def config_for(workload: str, args: argparse.Namespace) -> Any:
     # batch_size only has to fit the rows (no update is timed)
     extra = [f"rollout.num_envs={args.num_envs}", f"frame.batch_size={args.num_envs * 16}"] if args.num_envs else []
     return load_config(bundled_config_path("MineSweeper"), WORKLOADS[workload] + extra + [
-        f"rollout.processes={args.processes}", "model.compile=false", "train.threads=1"])
+        f"rollout.processes={args.processes}", "model.compile=false", "train.threads=1", f"train.device={args.device}"])
 
 
 def _timed(fn: Callable[..., Any], spent: Dict[str, float], phase: str) -> Callable[..., Any]:
@@ -123,12 +125,15 @@ def main() -> None:
     parser.add_argument("--num-envs", type=int, default=None, help="override each workload's environments")
     parser.add_argument("--rounds", type=int, default=9, help="timed collect() calls of each side, alternating")
     parser.add_argument("--warmup", type=int, default=2, help="untimed collect() calls of each side first")
+    add_device_argument(parser)
     args = parser.parse_args()
+    device = checked_device(args.device)
     import torch
 
     logging.basicConfig(level=logging.WARNING)
     torch.set_num_threads(1)
-    print(f"load average {os.getloadavg()[0]:.2f} (1 min) on {os.cpu_count()} cores; torch threads 1")
+    print(f"load average {os.getloadavg()[0]:.2f} (1 min) on {os.cpu_count()} cores; torch threads 1; the policy on "
+          f"{describe(device)} (wall clock: acting converts its actions to numpy, which waits for the device)")
     for workload in args.workloads:
         measure(workload, args)
     print(f"\nload average {os.getloadavg()[0]:.2f} at the end")
