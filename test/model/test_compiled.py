@@ -100,9 +100,11 @@ def test_an_unsupported_device_is_named():
 
 @pytest.mark.parametrize("settings, device, compiles, says", [
     ({"model": {"compile": False}}, "cpu", False, "runs eagerly"),
-    ({}, "cpu", False, "auto chose eager: on cpu, the compiled network was not measured faster"),
+    ({}, "cpu", False, "auto chose eager: 100000 steps are too few to repay the compile time"),
+    ({"train": {"total_steps": 1_000_000}}, "cpu", True, "auto chose compiled on cpu"),
     ({"train": {"total_steps": 50_000}}, "cuda", False, "auto chose eager: 50000 steps are too few"),
     ({"train": {"total_steps": 2_000_000}}, "cuda", True, "auto chose compiled on cuda"),
+    ({"train": {"total_steps": 2_000_000}}, "mps", False, "auto chose eager: on mps, the compiled network was not"),
     ({"model": {"compile": True}}, "cpu", True, "true: compiled on cpu"),
 ])
 def test_the_runner_resolves_model_compile_and_says_why(monkeypatch, settings, device, compiles, says):
