@@ -49,6 +49,10 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))  # this checkout's entmachin
 
+from _device import add_device_argument, checked_device, clock, describe  # noqa: E402
+
+NOW: List[Callable[[], float]] = [time.perf_counter]  # the clock; main sets one that waits for a CUDA device
+
 RECORD_TARGET = 0.10  # recording's cost, a share of stepping + acting
 BC_TARGET = 0.8  # BC's samples/s over PPO's
 
@@ -63,11 +67,11 @@ class Seconds:
         self.spent.setdefault(label, 0.0)
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
+            start = NOW[0]()
             try:
                 return fn(*args, **kwargs)
             finally:
-                self.spent[label] += time.perf_counter() - start
+                self.spent[label] += NOW[0]() - start
 
         return call
 
@@ -113,17 +117,17 @@ def measure_recording(args: argparse.Namespace, config: Any, factory: Any, out_d
 
     def plain(steps: int) -> float:
         obs = state["plain"]
-        start = time.perf_counter()
+        start = NOW[0]()
         for _ in range(steps):
             out = frame.act(to_state(obs, action_space))
             obs = plain_envs.act(to_vec_actions(out.action))
-        elapsed = time.perf_counter() - start
+        elapsed = NOW[0]() - start
         state["plain"] = obs
         return elapsed
 
     def recording(steps: int) -> float:
         obs = state["recording"]
-        start = time.perf_counter()
+        start = NOW[0]()
         for _ in range(steps):
             ids = [o.ids for o in rec_envs.last_obs] if with_ids else None
             out = frame.act(to_state(obs, action_space))
@@ -133,7 +137,7 @@ def measure_recording(args: argparse.Namespace, config: Any, factory: Any, out_d
             record_step(obs, actions, nxt, None, ids, final_ids)
             obs = nxt
         end_flush()
-        elapsed = time.perf_counter() - start
+        elapsed = NOW[0]() - start
         state["recording"] = obs
         return elapsed
 
@@ -192,9 +196,9 @@ def measure_cloning(args: argparse.Namespace, config: Any, factory: Any, data_di
     envs = EnvList(factory, config.rollout.num_envs, seed=args.seed)
     collector = RolloutCollector(ppo, envs, n_steps=config.rollout.n_steps)
     pc = ppo.config
-    start = time.perf_counter()
+    start = NOW[0]()
     recorded = record("MineSweeper", "random", args.episodes, data_dir, seed=args.seed, progress=False)
-    record_seconds = time.perf_counter() - start
+    record_seconds = NOW[0]() - start
     rows = Dataset(data_dir).read()
     acting = rows.take(np.flatnonzero(~rows.final))
     returns = discounted_returns(rows, pc.discount)[~rows.final]
@@ -202,6 +206,8 @@ def measure_cloning(args: argparse.Namespace, config: Any, factory: Any, data_di
     net = RogueNet(obs_space, action_space, net_config)
     critic = (net.critic() if config.model.critic == "shared"
               else RogueNet(obs_space, action_space, net_config).critic())
+    net.to(config.train.device)
+    critic.to(config.train.device)
     bc = BC(net, critic, torch.optim.Adam, torch.nn.MSELoss(), batch_size=pc.batch_size,
             actor_update_times=pc.actor_update_times, critic_update_times=pc.critic_update_times,
             actor_learning_rate=pc.actor_learning_rate, critic_learning_rate=pc.critic_learning_rate,
@@ -212,20 +218,20 @@ def measure_cloning(args: argparse.Namespace, config: Any, factory: Any, data_di
 
     def ppo_update() -> float:
         collector.collect()  # untimed: the rollout's rows are stored by the collector
-        start = time.perf_counter()
+        start = NOW[0]()
         ppo.update()
-        return time.perf_counter() - start
+        return NOW[0]() - start
 
     def bc_update() -> float:
-        start = time.perf_counter()
+        start = NOW[0]()
         index = rng.choice(len(acting), n_rows, replace=len(acting) < n_rows)
         batch = acting.take(index)
         state, probs = batch.state(), {a: p for a, (p, has) in batch.probs.items()}
-        take_seconds.append(time.perf_counter() - start)
-        start = time.perf_counter()
+        take_seconds.append(NOW[0]() - start)
+        start = NOW[0]()
         bc.store_rows(state, batch.action, returns[index], probs)
         bc.update()
-        return time.perf_counter() - start
+        return NOW[0]() - start
 
     sides = {"PPO": ppo_update, "BC": bc_update}
     for fn in sides.values():  # warm-up
@@ -315,7 +321,10 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--profile", nargs="?", const="tottime", default=None, metavar="SORT",
                         help="profile BC's updates afterwards (cProfile, sorted by SORT: tottime by default)")
+    add_device_argument(parser)
     args = parser.parse_args(argv)
+    device = checked_device(args.device)
+    NOW[0] = clock(device)
     import torch
 
     from entmachin.run.build import EnvFactory
@@ -323,7 +332,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     from entmachin.run.paths import bundled_config_path
 
     torch.set_num_threads(1)
-    config = load_config(bundled_config_path("MineSweeper"))
+    config = load_config(bundled_config_path("MineSweeper"), [f"train.device={args.device}"])
     factory = EnvFactory(config.env)
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="entmachin-data-bench-") as tmp:
@@ -331,7 +340,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         clone = measure_cloning(args, config, factory, os.path.join(tmp, "cloning"), args.profile)
     print(f"MineSweeper, the bundled PPO config's network; {args.rounds} alternating rounds: {args.steps} steps of "
           f"{args.num_envs} environments per recording path, {args.updates} updates per frame; torch "
-          f"{torch.__version__}, 1 thread; load average {load:.2f} at the start")
+          f"{torch.__version__}, 1 thread, {describe(device)}; load average {load:.2f} at the start")
     print_tables(args, rec, clone)
     print(f"\nload average {', '.join(f'{x:.2f}' for x in os.getloadavg())} (1, 5, 15 min)")
 

@@ -24,11 +24,12 @@ import argparse
 import os
 import statistics
 import sys
-import time
 from typing import Any, Callable, Dict, List
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+
+from _device import add_device_argument, checked_device, clock, describe  # noqa: E402
 
 PHASES = ("env", "learner act", "opponent act", "state", "store", "update")
 
@@ -36,7 +37,8 @@ PHASES = ("env", "learner act", "opponent act", "state", "store", "update")
 class Phases:
     """Seconds per phase; a phase timed inside another counts only there (the outer one excludes it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, now: Callable[[], float]) -> None:
+        self.now = now  # the clock (on CUDA it waits for the device)
         self.spent = {phase: 0.0 for phase in PHASES}
         self._stack: List[List[Any]] = []
 
@@ -44,12 +46,12 @@ class Phases:
         def call(*args: Any, **kwargs: Any) -> Any:
             if self._stack and self._stack[-1][0] == "opponent act" and phase == "learner act":
                 return fn(*args, **kwargs)  # the current self playing opponent: opponent act
-            self._stack.append([phase, time.perf_counter()])
+            self._stack.append([phase, self.now()])
             try:
                 return fn(*args, **kwargs)
             finally:
                 _, start = self._stack.pop()
-                elapsed = time.perf_counter() - start
+                elapsed = self.now() - start
                 self.spent[phase] += elapsed
                 if self._stack:
                     self._stack[-1][1] += elapsed  # the outer phase does not count it
@@ -79,7 +81,7 @@ def build(config: Any, pool: bool, max_snapshots: int) -> Dict[str, Any]:
         for k in range(1, section.window + 1):  # a full pool, M snapshots in play
             selfplay.after_update(k * max(section.save_steps, section.swap_steps))
     tracker = RolloutTracker(envs.action_space())
-    phases = Phases()
+    phases = Phases(clock(checked_device(config.train.device)))
     collector = RolloutCollector(frame, envs, config.rollout.n_steps, state_fn=phases.wrap(tracker.state_fn, "state"),
                                  action_fn=phases.wrap(tracker.action_fn, "learner act"), opponents=selfplay)
     envs.act = phases.wrap(envs.act, "env")
@@ -96,15 +98,18 @@ def main(argv: List[str] = None) -> None:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--iterations", type=int, default=3, help="rollouts + updates per set-up per round")
     parser.add_argument("--num-envs", type=int, default=None, help="default: the bundled config's")
+    add_device_argument(parser)
     args = parser.parse_args(argv)
+    now = clock(checked_device(args.device))
     import torch
 
     from entmachin.run.cli import bundled_config_path
     from entmachin.run.config import load_config
 
     torch.set_num_threads(1)
-    overrides = [] if args.num_envs is None else [f"rollout.num_envs={args.num_envs}",
-                                                  f"frame.batch_size={min(1024, args.num_envs * 16)}"]
+    overrides = [f"train.device={args.device}"]
+    if args.num_envs is not None:
+        overrides += [f"rollout.num_envs={args.num_envs}", f"frame.batch_size={min(1024, args.num_envs * 16)}"]
     config = load_config(bundled_config_path("Skirmish", "PPO"), overrides)
     setups = {"one policy": build(config, False, 1),
               f"pool M={config.selfplay.max_snapshots}": build(config, True, config.selfplay.max_snapshots),
@@ -115,18 +120,18 @@ def main(argv: List[str] = None) -> None:
         setup["phases"].spent = {phase: 0.0 for phase in PHASES}
     for _ in range(args.rounds):
         for name, setup in setups.items():
-            start = time.perf_counter()
+            start = now()
             steps = 0
             for _ in range(args.iterations):
                 steps += setup["collector"].collect().n_env_steps
                 setup["update"]()
-            elapsed = time.perf_counter() - start
+            elapsed = now() - start
             setup["rates"].append(steps / elapsed)
             setup["steps"] += steps
     n_iterations = args.rounds * args.iterations
     print(f"Skirmish, the bundled config: {config.rollout.num_envs} environments x {config.rollout.n_steps} steps per "
           f"rollout, {args.rounds} rounds x {args.iterations} iterations per set-up, alternating; "
-          f"torch {torch.__version__}, 1 thread; load average {os.getloadavg()[0]:.2f}")
+          f"torch {torch.__version__}, 1 thread, {describe(checked_device(args.device))}; load average {os.getloadavg()[0]:.2f}")
     base = statistics.median(setups["one policy"]["rates"])
     print("\n| set-up | env steps/s (median round) | vs one policy |\n|---|---|---|")
     for name, setup in setups.items():
