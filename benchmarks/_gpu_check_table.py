@@ -27,8 +27,11 @@ def _rogue_net(out: str, stage: str) -> str:
         figures = json.load(f)
     rows = []
     for w in figures["workloads"]:
-        rates = ", ".join(f"{side} {rate:,.0f}" for side, rate in w["rates"].items())
-        rows.append(f"{w['label']}: {rates} {w['unit']}/s" + (f"; {w['compile']}" if w["compile"] else ""))
+        rates = {**w["rates"], **({"rogue-net": w["rogue-net"]} if w.get("rogue-net") else {})}
+        text = ", ".join(f"{side} {rate:,.0f}" for side, rate in rates.items())
+        if "rogue-net" in rates:
+            text += f" (entmachin / rogue-net {rates['entmachin'] / rates['rogue-net']:.2f}x)"
+        rows.append(f"{w['label']}: {text} {w['unit']}/s" + (f"; {w['compile']}" if w["compile"] else ""))
     return "<br>".join(rows)
 
 

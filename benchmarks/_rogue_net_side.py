@@ -13,7 +13,10 @@ two sides can alternate step by step while each keeps its interpreter warm:
   (on CUDA, wall clock after synchronising, given as ``cpu_seconds`` too);
 * ``{"op": "quit"}`` ends.
 
-Nothing of entmachin is imported here; everything rogue-net needs comes from its venv.
+Nothing of entmachin is imported here where rogue-net's venv has what it needs. Where
+ragged-buffer has no wheel (Python 3.12 and newer, as on the GPU machines), entmachin's
+``ragged_buffer`` stand-in (``entmachin.ragged.shim``) takes its place, and numpy 2's missing
+``np.bool8``, which entity-gym 0.1.10 names, is numpy's ``bool_``; the first answer says which.
 """
 from __future__ import annotations
 
@@ -44,6 +47,24 @@ def _import_scatter(stub_dir: str) -> Dict[str, Any]:
     torch_scatter.scatter = counting_scatter
     return {"kind": kind, "path": os.path.dirname(torch_scatter.__file__),
             "version": getattr(torch_scatter, "__version__", "-"), "calls": calls}
+
+
+def _ragged_buffer() -> str:
+    """``"real"`` where ragged-buffer imports; otherwise installs entmachin's stand-in (this checkout's)
+    and says so. Also gives numpy 2 the ``np.bool8`` alias entity-gym's annotations need."""
+    import numpy as np
+
+    if not hasattr(np, "bool8"):
+        np.bool8 = np.bool_
+    try:
+        import ragged_buffer  # noqa: F401
+        return "real"
+    except ImportError:
+        sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        from entmachin.ragged import shim
+
+        shim.install()
+        return "entmachin's stand-in (entmachin.ragged.shim)"
 
 
 class _Workload:
@@ -127,6 +148,7 @@ def serve(data_dir: str, stub_dir: str, threads: int, seed: int, device: str = "
     torch.set_num_threads(threads)
     on = checked_device(device)
     scatter = _import_scatter(stub_dir)
+    ragged = _ragged_buffer()
     import rogue_net.rogue_net as rn
 
     def answer(message: Dict[str, Any]) -> None:
@@ -138,7 +160,7 @@ def serve(data_dir: str, stub_dir: str, threads: int, seed: int, device: str = "
     defaults = dataclasses.asdict(rn.RogueNetConfig())
     answer({"torch_scatter": scatter["kind"], "torch_scatter_path": scatter["path"],
             "torch_scatter_version": scatter["version"], "rogue_net": version("rogue-net"),
-            "entity_gym": version("entity-gym"), "torch": torch.__version__, "threads": torch.get_num_threads(),
+            "entity_gym": version("entity-gym"), "ragged_buffer": ragged, "torch": torch.__version__, "threads": torch.get_num_threads(),
             "device": str(on),
             "defaults": {k: defaults[k] for k in ("d_model", "n_layer", "n_head", "d_qk")}})
     workload: Optional[_Workload] = None

@@ -141,8 +141,9 @@ def compare_with_roguenet(args: argparse.Namespace, device: Any) -> None:
             if worker is not None:
                 hello = worker.hello
                 print(f", rogue-net {hello['defaults']}")
-                print(f"  rogue-net {hello['rogue_net']}, entity-gym {hello['entity_gym']}, torch {hello['torch']}, "
-                      f"{hello['threads']} thread(s), {hello['device']}")
+                print(f"  rogue-net {hello['rogue_net']}, entity-gym {hello['entity_gym']}, ragged_buffer "
+                      f"{hello.get('ragged_buffer', 'real')}, torch {hello['torch']}, {hello['threads']} thread(s), "
+                      f"{hello['device']}")
             else:
                 print()
             results, compiles = [], {}

@@ -8,9 +8,10 @@
 # reaches one, and bring the wheels folder (default .whl/) along with the checkout.
 #
 # Install: entmachin runs from this checkout (PYTHONPATH: nothing to build, no index needed); when
-# dill, pytest, hypothesis or gymnasium do not import, every project of the wheels folder is installed
-# with `pip --no-index --find-links` into DIR/site (also on PYTHONPATH). ENTMACHIN_SKIP_INSTALL=1
-# skips that step.
+# dill, pytest, hypothesis, gymnasium, rogue-net, entity-gym or msgpack-numpy is not installed, every
+# project of the wheels folder is installed with `pip --no-index --find-links` into DIR/site (also on
+# PYTHONPATH). ENTMACHIN_SKIP_INSTALL=1 skips that step. rogue-net joins the RogueNet stages where it
+# imports (with entmachin's ragged_buffer stand-in where ragged-buffer has no wheel).
 #
 # Stages, each under `timeout`, each leaving as it finishes DIR/STAGE.log (its output) and
 # DIR/STAGE.status ("ok" or why not, a tab, its seconds); a failed stage is recorded and the next
@@ -48,11 +49,17 @@ out="$(cd "$out" && pwd)"
 cd "$root" || exit 1
 export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 
-if [ "${ENTMACHIN_SKIP_INSTALL:-0}" != 1 ] && ! "$python" -c "import dill, pytest, hypothesis, gymnasium" 2>/dev/null; then
+needed=(dill pytest hypothesis gymnasium rogue_net entity_gym msgpack_numpy)
+missing() {  # exit status 0 when one of the needed packages is not installed
+    "$python" -c "import importlib.util, sys; sys.exit(all(importlib.util.find_spec(m) for m in sys.argv[1:]))" \
+        "${needed[@]}"
+}
+if [ "${ENTMACHIN_SKIP_INSTALL:-0}" != 1 ] && missing 2>/dev/null; then
     echo "installing the wheels of $wheels into $out/site"
     # by project name, so that of two versions in the folder pip takes the newer
     mapfile -t projects < <(find "$wheels" -maxdepth 1 -name '*.whl' -printf '%f\n' | cut -d- -f1 | sort -u)
-    "$python" -m pip install --quiet --no-index --no-deps --find-links "$wheels" --target "$out/site" "${projects[@]}" \
+    "$python" -m pip install --quiet --no-index --no-deps --ignore-requires-python --find-links "$wheels" \
+        --target "$out/site" "${projects[@]}" \
         || { echo "gpu_check.sh: the wheels of $wheels did not install (run benchmarks/gpu_wheels.sh first)" >&2; exit 1; }
     export PYTHONPATH="$out/site:$PYTHONPATH"
 fi
@@ -83,6 +90,16 @@ run_stage() {
 }
 
 workload=(--workloads minesweeper-train)
+# rogue-net 0.1.9 joins the RogueNet stages where it imports here (through entmachin's ragged_buffer
+# stand-in where ragged-buffer has no wheel: benchmarks/_rogue_net_side.py)
+probe="import _rogue_net_args as a, _rogue_net_side as s; s._import_scatter(a.DEFAULT_STUB); s._ragged_buffer()
+import rogue_net.rogue_net, entity_gym.env"
+if (cd benchmarks && "$python" -c "$probe") >"$out/rogue_net_import.log" 2>&1; then
+    workload+=(--roguenet-python "$python")
+    echo "rogue-net imports: it joins the RogueNet stages"
+else
+    echo "rogue-net does not import here ($out/rogue_net_import.log): the RogueNet stages time entmachin alone"
+fi
 if [ "$device" = cuda ]; then
     sizes=(--device cuda --compile both --repeats 5)
     limits=(40 80 70 100)  # 290 s in all

@@ -7,7 +7,7 @@
 # tensorboard, pyyaml, tqdm, matplotlib, onnxruntime and pyarrow installed, and reach no index;
 # each wheel is asked for CPython 3.12 on x86-64 Linux, as a wheel only and without its
 # dependencies (those the machines lack are named here too), so the folder fits them whatever
-# Python runs this script. All are pure Python except hypothesis where the index has a built wheel.
+# Python runs this script. All are pure Python except hypothesis where the index has a built wheel, and msgpack.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -21,9 +21,14 @@ runtime=(dill)
 tests=(pytest pluggy iniconfig packaging hypothesis attrs sortedcontainers
        gymnasium cloudpickle farama-notifications typing-extensions)
 
+# rogue-net's side of the RogueNet benchmarks: rogue-net and entity-gym declare Python < 3.11 but are
+# pure Python; ragged-buffer has no wheel for 3.12, and entmachin's stand-in takes its place there
+# (benchmarks/_rogue_net_side.py); entity-gym's msgpack-numpy needs msgpack (a built wheel)
+competitor=(rogue-net==0.1.9 entity-gym==0.1.10 msgpack-numpy msgpack)
+
 mkdir -p "$dest"
-for package in "${runtime[@]}" "${tests[@]}"; do
+for package in "${runtime[@]}" "${tests[@]}" "${competitor[@]}"; do
     "$python" -m pip download --quiet --dest "$dest" --python-version 3.12 --implementation cp \
-        --platform manylinux_2_17_x86_64 --only-binary=:all: --no-deps "$package"
+        --platform manylinux_2_17_x86_64 --only-binary=:all: --no-deps --ignore-requires-python "$package"
 done
 ls "$dest"

@@ -32,6 +32,10 @@ class RaggedBuffer:
     def __init__(self, features: int) -> None:
         raise TypeError("RaggedBuffer is abstract: use RaggedBufferF32, RaggedBufferI64 or RaggedBufferBool")
 
+    def __class_getitem__(cls, item: Any) -> type:
+        """``RaggedBuffer[np.float32]``: ragged-buffer's class is generic, and entity-gym's annotations say so."""
+        return cls
+
     @classmethod
     def from_array(cls, x: Any) -> RaggedArray:
         return array_class(np.asarray(x).dtype, "RaggedBuffer.from_array").from_array(x)

@@ -20,8 +20,8 @@ from entmachin.frame.config import resolve
 from entmachin.model import DenseNet, RogueNet
 from entmachin.run.config import Q_FRAMES, ConfigError, EnvSection, RunConfig, update_times
 
-__all__ = ["EnvFactory", "GymnasiumMaker", "GYMNASIUM", "check_device", "decide_overlap", "env_class", "make_envs",
-           "make_frame", "seeds"]
+__all__ = ["EnvFactory", "GymnasiumMaker", "GYMNASIUM", "check_device", "decide_compile", "decide_overlap", "env_class",
+           "make_envs", "make_frame", "seeds"]
 
 logger = logging.getLogger(__name__)
 
