@@ -107,7 +107,7 @@ class EntityEmbedding(nn.Module):
             for name in self.token_types
         ])
         self._norm_pack = NormPack([])
-        self.compiled = False  # the embeddings' Linear -> ReLU -> LayerNorm compiled (entmachin.model.compiled)
+        self.compiled = False  # the embeddings' ReLU -> LayerNorm compiled (entmachin.model.compiled)
 
     def _pack(self) -> NormPack:
         """The ``NormPack`` of the embeddings' ``InputNorm``s (again when an embedding was replaced)."""

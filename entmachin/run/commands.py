@@ -12,8 +12,9 @@ from entmachin.run.paths import bundled_config_path, default_run_dir
 
 logger = logging.getLogger("entmachin")
 
-# Fields a resumed run may change: how long it goes on and what it logs.
-_RESUMABLE = ("train.total_steps", "log.", "model.compile")  # settings that leave what is learnt alone
+# Fields a resumed run may change: how long it goes on, what it logs, and whether its network runs
+# compiled (the same weights and checkpoints either way).
+_RESUMABLE = ("train.total_steps", "log.", "model.compile")
 
 
 def one_line(error: BaseException) -> str:
