@@ -42,7 +42,7 @@ from entmachin.frame import RolloutCollector, evaluate
 from entmachin.frame.checkpoint import latest_version, read_frame_checkpoint, save_frame
 from entmachin.frame.checkpoint_files import manifest_versions, remove_version
 from entmachin.frame.summary import log_update
-from entmachin.model.compiled import is_compiled, recompiles
+from entmachin.model.compiled import recompiles
 from entmachin.run import logs, startup
 from entmachin.run.build import EnvFactory, check_device, decide_compile, decide_overlap, make_envs, make_frame, seeds
 from entmachin.run.cloning import Cloning
@@ -216,13 +216,13 @@ class Runner:
         builds the networks (on spaces read from an environment of its own): a thread waits for
         them, so the two overlap instead of adding up."""
         seed = rank_seed(self._seeds["envs"], rank)
-        compiled, self.compile_note = decide_compile(config)
+        self.compiled, self.compile_note = decide_compile(config)
         logger.info(self.compile_note)
         if config.rollout.processes == 0 or config.rollout.workers is not None:
             envs = make_envs(config, seed)
             startup.mark("environments")
-            frame, note = make_frame(config, envs.obs_space(), envs.action_space(), rank=rank,
-                                     rows_per_env=config.selfplay.learner_slots(_rows_per_env(envs)), compiled=compiled)
+            frame, note = make_frame(config, envs.obs_space(), envs.action_space(), rank=rank, compiled=self.compiled,
+                                     rows_per_env=config.selfplay.learner_slots(_rows_per_env(envs)))
             startup.mark("networks and frame")
             return envs, frame, note
         start_forkserver()  # from this thread, where it can ignore SIGTERM
@@ -230,8 +230,8 @@ class Runner:
             booting = pool.submit(make_envs, config, seed)
             try:
                 obs_space, action_space, rows_per_env = EnvFactory(config.env).layout()
-                frame, note = make_frame(config, obs_space, action_space, rank=rank,
-                                         rows_per_env=config.selfplay.learner_slots(rows_per_env), compiled=compiled)
+                frame, note = make_frame(config, obs_space, action_space, rank=rank, compiled=self.compiled,
+                                         rows_per_env=config.selfplay.learner_slots(rows_per_env))
                 startup.mark("networks and frame (the workers boot meanwhile)")
             except BaseException:
                 booting.add_done_callback(lambda done: done.exception() or done.result().close())
@@ -344,7 +344,7 @@ class Runner:
                     self._checkpoint()
                     logger.warning("%s: stopped at %d environment steps with a checkpoint; resume with:  entmachin "
                                    "train --resume %s", stopped, self.state.env_steps, self.run_dir)
-            if is_compiled(self.frame.actor):
+            if self.compiled:
                 logger.info("model.compile: %d recompiles over the run (graphs dynamo compiled beyond one per kernel)",
                             recompiles())
             failed = False
