@@ -25,7 +25,7 @@ setup(
     ],
     extras_require={
         "test": [
-            "pytest>=7", "hypothesis>=6.50", "gymnasium>=0.29",
+            "pytest>=7.3", "hypothesis>=6.50", "gymnasium>=0.29",
             # test_pettingzoo_adapter (skipped without it): from_pettingzoo on PettingZoo's own
             # rps_v2 and generated_agents_parallel_v0 and a ParallelEnv subclass; tested with 1.27.0.
             # pettingzoo.classic imports pygame at import time (no display is opened).

@@ -18,7 +18,7 @@ python="${PYTHON:-python3}"
 runtime=(dill)
 # the tests': pytest and hypothesis with their pure dependencies; gymnasium (test_gymnasium_adapter,
 # GymnasiumVecEnv) with its own (typing-extensions comes with torch, named in case it is too old)
-tests=(pytest pluggy iniconfig packaging hypothesis attrs sortedcontainers
+tests=(pytest pluggy iniconfig packaging pygments hypothesis attrs sortedcontainers
        gymnasium cloudpickle farama-notifications typing-extensions)
 
 # rogue-net's side of the RogueNet benchmarks: rogue-net and entity-gym declare Python < 3.11 but are

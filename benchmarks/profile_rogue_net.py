@@ -31,6 +31,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from typing import Any, Callable, Dict, List
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -38,6 +39,15 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))  # this checkout's entmachin
 
 from _rogue_net_args import add_workload_arguments  # noqa: E402 (after the path set-up)
+
+
+# CUDA runtime calls the profiler records on the CPU side: kernel launches, copies, and the calls
+# that make the CPU wait for the card (a copy to the host waits too)
+CUDA_CALLS = {
+    "launches": ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx"),
+    "copies": ("cudaMemcpyAsync", "cudaMemcpy"),
+    "syncs": ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize"),
+}
 
 
 def _summarise(profs: List[Any], top: int) -> Dict[str, Any]:
@@ -64,7 +74,11 @@ def _summarise(profs: List[Any], top: int) -> Dict[str, Any]:
     total = sum(r[2] for r in by_op)
     rows = sorted(smallest(True).values(), key=lambda r: -r[2])[:top]
     top_ops = [[k, n, ms, 100.0 * ms / max(total, 1e-9)] for k, n, ms, _ in by_op[:top]]
-    return {"ops": len(events), "leaf_ops": len(leaf), "self_ms": total, "top_shapes": rows, "top_ops": top_ops}
+    runtime = Counter(e.name for e in prof.events())
+    cuda = {what: sum(runtime[name] for name in names) for what, names in CUDA_CALLS.items()}
+    cuda["gpu_ms"] = sum(getattr(avg, "self_device_time_total", 0.0) for avg in prof.key_averages()) / 1e3
+    return {"ops": len(events), "leaf_ops": len(leaf), "self_ms": total, "top_shapes": rows, "top_ops": top_ops,
+            "cuda": cuda}
 
 
 def profile_step(step: Callable[[], Any], forward_only: Callable[[], Any], top: int, repeats: int,
@@ -107,9 +121,10 @@ def _entmachin(stem: str, seed: int, top: int, repeats: int, device: str) -> Dic
 
 def _roguenet(stem: str, seed: int, top: int, repeats: int, stub: str, device: str) -> Dict[str, Any]:
     import torch
-    from _rogue_net_side import _import_scatter, _Workload
+    from _rogue_net_side import _import_scatter, _ragged_buffer, _Workload
 
     _import_scatter(stub)
+    _ragged_buffer()  # entmachin's stand-in where ragged-buffer has no wheel, as the benchmarks do
     w = _Workload(stem, seed, device)
     w.prepare()
 
@@ -127,6 +142,11 @@ def _print(side: str, label: str, result: Dict[str, Any]) -> None:
     print(f"\n[{side}] {label}: forward {f['ops']} ops / {f['leaf_ops']} leaf ops; step {s['ops']} ops / "
           f"{s['leaf_ops']} leaf ops; profiled self CPU {s['self_ms']:.1f} ms "
           f"(forward {f['self_ms']:.1f} ms)")
+    if s["cuda"]["launches"]:
+        for name, r in (("forward", f), ("step", s)):
+            c = r["cuda"]
+            print(f"  cuda, {name}: {c['launches']} kernel launches, {c['copies']} copies, {c['syncs']} synchronisations; "
+                  f"kernels busy {c['gpu_ms']:.2f} ms of the card (profiled)")
     print(f"  {'op':<44}{'calls':>7}{'self ms':>10}{'%':>7}")
     for key, count, ms, pct in s["top_ops"]:
         print(f"  {key[:44]:<44}{count:>7}{ms:>10.2f}{pct:>6.1f}%")

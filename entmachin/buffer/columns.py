@@ -43,7 +43,9 @@ def _without_view(state: dict) -> dict:
 
 
 def _to_tensor(value: Any, device: torch.device) -> torch.Tensor:
-    return (torch.from_numpy(value) if isinstance(value, np.ndarray) else value).to(device)
+    if isinstance(value, np.ndarray):  # a read-only array is copied: torch warns about sharing one
+        value = torch.from_numpy(value if value.flags.writeable else value.copy())
+    return value.to(device)
 
 
 class DenseColumn:

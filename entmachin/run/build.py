@@ -217,9 +217,10 @@ def make_envs(config: RunConfig, seed: int) -> VecEnv:
 # On CPUs: the MineSweeper workload trained 1.03x and 1.05x faster compiled over 1M steps, compile
 # included (benchmarks/bench_end_to_end.py), although a training step alone ran 0.90-0.96x and
 # acting 1.06-1.08x eager (bench_rogue_net_bound.py / bench_rogue_net.py --compile both): shorter
-# runs cannot repay it. On GPUs, where no figure exists yet, the same length, to repay a compile
-# of about a minute.
-AUTO_COMPILE_MIN_STEPS = {"cpu": 1_000_000, "cuda": 1_000_000}
+# runs cannot repay it. Not on GPUs: on an NVIDIA H200 a compiled training step ran at 0.77-0.81x of
+# eager (benchmarks/gpu_check.sh): at d_model 32 the card waits on the launches, and the compiled
+# kernels' guards cost more launch-side time than their fusing saves.
+AUTO_COMPILE_MIN_STEPS = {"cpu": 1_000_000}
 
 
 def decide_compile(config: RunConfig) -> Tuple[bool, str]:
@@ -237,7 +238,7 @@ def decide_compile(config: RunConfig) -> Tuple[bool, str]:
         least = AUTO_COMPILE_MIN_STEPS.get(device.type)
         if least is None:
             return False, (f"model.compile: auto chose eager: on {device.type}, the compiled network was not measured "
-                           "faster (set model.compile: true to compile anyway)")
+                           "faster (docs/performance.md; set model.compile: true to compile anyway)")
         if config.train.total_steps < least:
             return False, (f"model.compile: auto chose eager: {config.train.total_steps} steps are too few to repay "
                            f"the compile time (auto compiles runs of at least {least} steps on {device.type}; set "
