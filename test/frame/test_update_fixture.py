@@ -1,14 +1,22 @@
 """Three updates of PPO, A2C and DQN on MineSweeper reproduce the recorded losses and parameters.
 
-The fixture ``update_fixture.json`` was recorded before the frames were restructured; a change
-that alters the arithmetic of an update on purpose re-records it (``python -m
-test.frame.test_update_fixture``) and says so. Parameters are compared bit for bit (a SHA-256 of
-their bytes) when this torch build is the one that recorded the fixture, and by their per-tensor
-sums otherwise (another build may order a reduction differently).
+The fixture ``update_fixture.json`` was first recorded before the frames were restructured; a
+change that alters the arithmetic of an update on purpose re-records it (``python -m
+test.frame.test_update_fixture``, which adds or replaces this machine's record) and says so.
+
+Each record names the machine it was made on: the torch build, the CPU's vendor and the kernels
+torch picked for it. On a machine with a record, losses and parameters must match it bit for bit
+(a SHA-256 of the parameters' bytes). Elsewhere they are compared with the first record within
+tolerances: another build or CPU vendor runs other kernels (MKL takes other paths on AMD than on
+Intel), which round differently in the last bits. Losses then agree to about 2e-7, relatively;
+parameters less closely, since Adam's step is normalised: a last-bit difference in a gradient
+near zero can move a parameter by up to the learning rate (per-tensor sums differed by up to
+4e-4 between an Intel and an AMD CPU with the same torch build).
 """
 import copy
 import hashlib
 import json
+import platform
 import sys
 from functools import partial
 from pathlib import Path
@@ -71,19 +79,37 @@ def run(name):
     return {"losses": losses, "sha256": digest, "sums": [float(p.double().sum()) for p in params]}
 
 
+def machine():
+    """What decides the last bits of an update here: the torch build, the CPU's vendor and the
+    CPU kernels torch chose (AVX2, AVX512, ...)."""
+    vendor = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            vendor = next((line.split(":", 1)[1].strip() for line in f if line.startswith("vendor_id")), vendor)
+    except OSError:
+        pass
+    return {"torch": torch.__version__, "cpu_vendor": vendor, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+
+
 @pytest.mark.parametrize("name", ["ppo", "a2c", "dqn"])
 def test_three_updates_match_the_fixture(name):
-    recorded = json.loads(FIXTURE.read_text())
-    expected, got = recorded["frames"][name], run(name)
-    if torch.__version__ == recorded["torch"]:
+    records = json.loads(FIXTURE.read_text())["records"]
+    here = [r for r in records if r["machine"] == machine()]
+    got = run(name)
+    if here:
+        expected = here[0]["frames"][name]
         assert got["losses"] == expected["losses"]
         assert got["sha256"] == expected["sha256"]
+        assert got["sums"] == expected["sums"]
     else:
+        expected = records[0]["frames"][name]
         np.testing.assert_allclose(got["losses"], expected["losses"], rtol=1e-4, atol=1e-6)
-    np.testing.assert_allclose(got["sums"], expected["sums"], rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(got["sums"], expected["sums"], rtol=1e-3, atol=1e-3)
 
 
 if __name__ == "__main__":
-    FIXTURE.write_text(json.dumps({"torch": torch.__version__, "frames": {n: run(n) for n in ("ppo", "a2c", "dqn")}},
-                                  indent=1) + "\n")
-    print(f"recorded {FIXTURE}", file=sys.stderr)
+    records = json.loads(FIXTURE.read_text())["records"] if FIXTURE.exists() else []
+    records = [r for r in records if r["machine"] != machine()]
+    records.append({"machine": machine(), "frames": {n: run(n) for n in ("ppo", "a2c", "dqn")}})
+    FIXTURE.write_text(json.dumps({"records": records}, indent=1) + "\n")
+    print(f"recorded {FIXTURE} for {machine()}", file=sys.stderr)
