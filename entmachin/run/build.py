@@ -218,8 +218,8 @@ def make_envs(config: RunConfig, seed: int) -> VecEnv:
 # included (benchmarks/bench_end_to_end.py), although a training step alone ran 0.90-0.96x and
 # acting 1.06-1.08x eager (bench_rogue_net_bound.py / bench_rogue_net.py --compile both): shorter
 # runs cannot repay it. Not on GPUs: on an NVIDIA H200 a compiled training step ran at 0.77-0.81x of
-# eager (benchmarks/gpu_check.sh): at d_model 32 the card waits on the launches, and the compiled
-# kernels' guards cost more launch-side time than their fusing saves.
+# eager (benchmarks/gpu_check.sh), and a compiled 51,200-step run at 0.83x: at d_model 32 the card
+# waits on the host's launches (busy 6 ms of a 27 ms step), and compiling added host time there.
 AUTO_COMPILE_MIN_STEPS = {"cpu": 1_000_000}
 
 
