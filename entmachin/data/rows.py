@@ -37,7 +37,7 @@ from entmachin.env.action import CONTINUOUS_SPACES, ActionSpace, SelectEntityAct
 from entmachin.env.common import GLOBAL_ENTITY
 from entmachin.env.environment import ObsSpace
 from entmachin.ragged.array import RaggedArray
-from entmachin.ragged.arrays import concat, ragged_from_arrays, take
+from entmachin.ragged.arrays import concat, ragged_from_arrays, take, take_nested
 
 __all__ = ["Rows", "schema", "to_record_batch", "from_record_batch", "ID_KINDS", "mask_keys", "action_width",
            "action_dtype"]
@@ -118,11 +118,8 @@ class Rows:
     def take(self, index: np.ndarray) -> "Rows":
         """The rows at ``index`` (int64), in that order."""
         index = np.asarray(index, dtype=np.int64)
-        probs = {}
-        for name, (values, has) in self.probs.items():
-            per_row = self.action[name].size1()
-            actors = ragged_from_arrays(np.arange(int(per_row.sum()), dtype=np.int64)[:, None], per_row)
-            probs[name] = (take(values, actors.take(index).as_array()[:, 0]), has[index])
+        probs = {name: (take_nested(values, self.action[name], index), has[index])
+                 for name, (values, has) in self.probs.items()}
         pick = (lambda xs: None if xs is None else [xs[i] for i in index])
         return Rows(self.episode[index], self.step[index], self.final[index],
                     {t: take(r, index) for t, r in self.entities.items()},

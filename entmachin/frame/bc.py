@@ -28,7 +28,8 @@ from entmachin.frame.summary import UpdateStats
 from entmachin.model.input_norm import collecting_stats_of
 from entmachin.model.rogue_net import RogueNet
 from entmachin.model.wrappers import unwrap
-from entmachin.ragged.arrays import ragged_from_arrays, take
+from entmachin.ragged.arrays import take_nested
+from entmachin.ragged.trees import take as take_rows
 from entmachin.ragged.tensor import RaggedTensor
 
 __all__ = ["BC", "Held"]
@@ -46,15 +47,8 @@ class Held:
         self.n_rows = len(returns)
 
     def take(self, index: np.ndarray) -> "Held":
-        state = {key: ({k: take(v, index) for k, v in value.items()} if key != "action_masks" else
-                       {a: {k: take(v, index) for k, v in m.items()} for a, m in value.items()})
-                 for key, value in self.state.items()}
-        probs = {}
-        for name, per_actor in self.probs.items():  # each selected row's actors' sequences
-            per_row = self.action[name].size1()
-            ordinals = ragged_from_arrays(np.arange(int(per_row.sum()), dtype=np.int64)[:, None], per_row)
-            probs[name] = take(per_actor, ordinals.take(index).as_array()[:, 0])
-        return Held(state, {a: take(v, index) for a, v in self.action.items()}, self.returns[index], probs)
+        probs = {name: take_nested(per_actor, self.action[name], index) for name, per_actor in self.probs.items()}
+        return Held(take_rows(self.state, index), take_rows(self.action, index), self.returns[index], probs)
 
 
 class BC(A2C):

@@ -43,7 +43,7 @@ __all__ = [
     "RAGGED_ARRAY_TYPES", "RaggedArray", "as_lengths", "concat", "empty_ragged", "is_ragged",
     "is_ragged_array", "n_features", "n_items", "n_sequences", "pad", "ragged_dtype",
     "ragged_equal", "ragged_from_arrays", "ragged_full", "ragged_to_arrays", "sequence_indices",
-    "take",
+    "take", "take_nested",
 ]
 
 
@@ -168,6 +168,17 @@ def take(buf: Any, index: IndexLike) -> RaggedArray:
         TypeError: an index of another kind.
     """
     return as_ragged_array(buf, "take").take(index, "take")
+
+
+def take_nested(values: Any, outer: Any, index: IndexLike) -> RaggedArray:
+    """Selects sequences of ``values``, which holds one sequence per item of ``outer``: those of
+    the items in ``outer``'s sequences ``index``, in that order. For example each actor's
+    probabilities (``values``) for the actors (``outer``: one sequence of actors per row) of the
+    rows ``index``.
+    """
+    per_row = as_ragged_array(outer, "take_nested").size1()
+    ordinals = ragged_from_arrays(np.arange(int(per_row.sum()), dtype=np.int64)[:, None], per_row)
+    return take(values, ordinals.take(index, "take_nested").as_array()[:, 0])
 
 
 def concat(bufs: Sequence[Any]) -> RaggedArray:

@@ -30,6 +30,7 @@ from entmachin.ragged.arrays import (
     ragged_full,
     ragged_to_arrays,
     take,
+    take_nested,
 )
 
 DTYPES = [np.float32, np.int64, np.bool_]
@@ -320,6 +321,17 @@ BUF = ragged_from_arrays(np.zeros((3, 1), np.float32), [1, 0, 2])
 def test_take_errors(index, error, match):
     with pytest.raises(error, match=match):
         take(BUF, index)
+
+
+def test_take_nested_selects_the_inner_sequences_of_the_selected_outer_ones():
+    # 3 rows with 2, 0 and 3 actors; each actor has a sequence of probabilities of its own
+    actors = ragged_from_arrays(np.arange(5, dtype=np.int64)[:, None], [2, 0, 3])
+    probs = ragged_from_arrays(np.arange(9, dtype=np.float32)[:, None], [1, 2, 3, 1, 2])
+    picked = take_nested(probs, actors, np.array([2, 1, 0]))
+    assert ragged_equal(picked, take(probs, [2, 3, 4, 0, 1]))  # row 2's actors, then row 0's
+    assert n_sequences(take_nested(probs, actors, [])) == 0
+    with pytest.raises(IndexError, match=r"take_nested"):
+        take_nested(probs, actors, [3])
 
 
 def test_take_accepts_numpy_scalars_and_empty_selections():
