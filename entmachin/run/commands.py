@@ -52,7 +52,7 @@ def starting_config(env: str, frame: str) -> Tuple[Dict[str, Any], str]:
     one, else 1000)."""
     from entmachin.run.build import EnvFactory, env_class
     from entmachin.run.config import EnvSection
-    from entmachin.run.defaults import DEFAULT_MAX_EPISODE_STEPS, GENERIC, default_config
+    from entmachin.run.defaults import GENERIC, default_config, default_env_section
 
     cls = env_class(env)  # an unknown name says so, with close matches
     own = bundled_config_path(env, frame)
@@ -65,8 +65,7 @@ def starting_config(env: str, frame: str) -> Tuple[Dict[str, Any], str]:
     if path is not None:  # the environment's settings, the frame's own defaults
         data = config_to_dict(load_config(path))
         return {**data, "frame": {"name": frame}}, os.path.basename(path)
-    limit = getattr(cls, "max_episode_steps", DEFAULT_MAX_EPISODE_STEPS)
-    section = {"name": env, "max_episode_steps": limit}
+    section = default_env_section(env, cls)
     return default_config(section, frame, EnvFactory(EnvSection(**section)).spaces()[0]), "defaults"
 
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, Mapping
 
-__all__ = ["GENERIC", "DEFAULT_MAX_EPISODE_STEPS", "POSITIONS", "frame_defaults", "default_config"]
+__all__ = ["GENERIC", "DEFAULT_MAX_EPISODE_STEPS", "POSITIONS", "default_env_section", "frame_defaults",
+           "default_config"]
 
 # Per frame: the frame fields a run config leaves out. (The model's and the rollout's defaults are
 # their sections' own: `ModelSection`, `RolloutSection` in entmachin/run/config.py.)
@@ -38,6 +39,13 @@ RELPOS_EXTENT = (5, 5)
 # The step limit `entmachin init` writes for an environment class that declares none
 # (a class declares one with a `max_episode_steps` attribute).
 DEFAULT_MAX_EPISODE_STEPS = 1000
+
+
+def default_env_section(name: str, cls: Any) -> Dict[str, Any]:
+    """The env section of an environment without a bundled config: its name and its step limit
+    (the class's own ``max_episode_steps`` where it declares one, else
+    :data:`DEFAULT_MAX_EPISODE_STEPS`)."""
+    return {"name": name, "max_episode_steps": getattr(cls, "max_episode_steps", DEFAULT_MAX_EPISODE_STEPS)}
 
 
 def frame_defaults(frame: Mapping[str, Any], rows: int) -> Dict[str, Any]:

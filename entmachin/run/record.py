@@ -215,14 +215,14 @@ def _env_section(env: Optional[str], policy: str) -> EnvSection:
 
         return load_run_config(policy).env
     from entmachin.run.config import load_config
-    from entmachin.run.defaults import DEFAULT_MAX_EPISODE_STEPS
+    from entmachin.run.defaults import default_env_section
     from entmachin.run.paths import bundled_config_path
 
     cls = env_class(env)  # an unknown name says so, with close matches
     path = bundled_config_path(env)
     if path is not None:
         return load_config(path).env
-    return EnvSection(name=env, max_episode_steps=getattr(cls, "max_episode_steps", DEFAULT_MAX_EPISODE_STEPS))
+    return EnvSection(**default_env_section(env, cls))
 
 
 def record(env: Optional[str], policy: str, episodes: int, out: str, *, seed: int = 0, processes: int = 0,
