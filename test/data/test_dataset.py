@@ -439,7 +439,7 @@ def test_a_recorder_ends_episodes_with_empty_float_actions_and_refuses_continuou
     from entmachin.data.recorder import Recorder
     from entmachin.env import EnvList, random_actions
 
-    from test.model.test_continuous import Fleet
+    from test.model._zoo import Fleet
 
     envs = EnvList(Fleet, 3, seed=0)
     obs_space, action_space = envs.obs_space(), envs.action_space()

@@ -1,4 +1,5 @@
-"""A synthetic environment for model tests: every kind of entity, action, mask and visibility."""
+"""Synthetic environments for model tests: every kind of entity, action, mask and visibility, and
+``Fleet``, whose actors steer (continuous values) and pick (a choice) at once."""
 from typing import List
 
 import numpy as np
@@ -6,9 +7,14 @@ import numpy as np
 from entmachin.env import (
     CategoricalActionMask,
     CategoricalActionSpace,
+    ContinuousActionMask,
+    ContinuousActionSpace,
     Entity,
+    Environment,
     GlobalCategoricalActionMask,
     GlobalCategoricalActionSpace,
+    GlobalContinuousActionMask,
+    GlobalContinuousActionSpace,
     Observation,
     ObsSpace,
     SelectEntityActionMask,
@@ -76,3 +82,33 @@ def zoo_state(observations: List[Observation], action_space=None) -> dict:
 
 
 NO_GLOBAL_ACTIONS = {k: v for k, v in ACTION_SPACE.items() if k != "mode"}
+
+
+class Fleet(Environment):
+    """Boats (1-3) that each steer and pick a flag; a global wind setting; rewards keep steer near 0.5."""
+
+    def obs_space(self):
+        return ObsSpace(global_features=["t"], entities={"Boat": Entity(["x", "y"])})
+
+    def action_space(self):
+        return {"steer": ContinuousActionSpace(low=[-1.0, 0.0], high=[1.0, 2.0], names=["turn", "speed"]),
+                "wind": GlobalContinuousActionSpace(0.0, 1.0),
+                "flag": CategoricalActionSpace(["red", "blue"])}
+
+    def reset(self):
+        self.n, self.t = int(self.rng.integers(1, 4)), 0
+        self.x = self.rng.normal(size=(self.n, 2)).astype(np.float32)
+        return self._obs(0.0)
+
+    def _obs(self, reward):
+        ids = [f"boat{i}" for i in range(self.n)]
+        narrow = np.tile(np.array([[-0.5, 0.0]], np.float32), (self.n, 1))
+        return Observation(
+            features={"Boat": self.x}, ids={"Boat": ids}, global_features=[self.t],
+            actions={"steer": ContinuousActionMask(actor_ids=ids, low=narrow, high=narrow + [1.5, 2.0]),
+                     "wind": GlobalContinuousActionMask(), "flag": CategoricalActionMask(actor_ids=ids)},
+            done=self.t >= 4, reward=reward)
+
+    def act(self, actions):
+        self.t += 1
+        return self._obs(float(-np.abs(actions["steer"]["turn"] - 0.5).mean()))

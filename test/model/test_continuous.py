@@ -8,26 +8,13 @@ import torch
 from torch.distributions import Beta, Normal, TransformedDistribution
 from torch.distributions.transforms import AffineTransform, TanhTransform
 
-from entmachin.env import (
-    CategoricalActionMask,
-    CategoricalActionSpace,
-    ContinuousActionMask,
-    ContinuousActionSpace,
-    Entity,
-    EnvList,
-    Environment,
-    GlobalContinuousActionMask,
-    GlobalContinuousActionSpace,
-    Observation,
-    ObsSpace,
-    to_state,
-    to_vec_actions,
-)
+from entmachin.env import EnvList, to_state, to_vec_actions
 from entmachin.frame import DQN, PPO
 from entmachin.frame.collector import RolloutCollector
 from entmachin.model import RogueNet
 from entmachin.model.config import RogueNetConfig
 from entmachin.model.continuous import EPS, ContinuousActionsUnsupported, bounded, deterministic_point
+from test.model._zoo import Fleet
 
 KINDS = ["beta", "squashed_gaussian"]
 
@@ -118,36 +105,6 @@ def test_a_value_with_equal_bounds_is_fixed_and_contributes_nothing(kind):
     assert torch.allclose(out.log_prob, free.log_prob)
     (out.log_prob.sum() + out.entropy.sum()).backward()
     assert torch.isfinite(params.grad).all()
-
-
-class Fleet(Environment):
-    """Boats (1-3) that each steer and pick a flag; a global wind setting; rewards keep steer near 0.5."""
-
-    def obs_space(self):
-        return ObsSpace(global_features=["t"], entities={"Boat": Entity(["x", "y"])})
-
-    def action_space(self):
-        return {"steer": ContinuousActionSpace(low=[-1.0, 0.0], high=[1.0, 2.0], names=["turn", "speed"]),
-                "wind": GlobalContinuousActionSpace(0.0, 1.0),
-                "flag": CategoricalActionSpace(["red", "blue"])}
-
-    def reset(self):
-        self.n, self.t = int(self.rng.integers(1, 4)), 0
-        self.x = self.rng.normal(size=(self.n, 2)).astype(np.float32)
-        return self._obs(0.0)
-
-    def _obs(self, reward):
-        ids = [f"boat{i}" for i in range(self.n)]
-        narrow = np.tile(np.array([[-0.5, 0.0]], np.float32), (self.n, 1))
-        return Observation(
-            features={"Boat": self.x}, ids={"Boat": ids}, global_features=[self.t],
-            actions={"steer": ContinuousActionMask(actor_ids=ids, low=narrow, high=narrow + [1.5, 2.0]),
-                     "wind": GlobalContinuousActionMask(), "flag": CategoricalActionMask(actor_ids=ids)},
-            done=self.t >= 4, reward=reward)
-
-    def act(self, actions):
-        self.t += 1
-        return self._obs(float(-np.abs(actions["steer"]["turn"] - 0.5).mean()))
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -32,7 +32,7 @@ from entmachin.run.config import load_config  # noqa: E402
 from entmachin.run.evaluation import eval_options, evaluate_checkpoint, load_trained  # noqa: E402
 from entmachin.run.export import ExportError, export_policy, inverse_cdf_sample  # noqa: E402
 from entmachin.run.paths import bundled_config_path  # noqa: E402
-from test.model.test_continuous import Fleet  # noqa: E402
+from test.model._zoo import Fleet  # noqa: E402
 from test.run.parity import MATRIX, TOLERANCE, Swing, check  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
