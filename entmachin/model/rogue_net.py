@@ -353,6 +353,31 @@ class RogueNet(TrustedInputs, NormalisedModule):
         tables, _ = self.log_probabilities(entities, action_masks, visible)
         return {name: table.with_data(table.data.exp()) for name, table in tables.items()}
 
+    def probabilities_and_values(self, entities: Mapping[str, Any], action_masks: Mapping[str, Any],
+                                 visible: Optional[Mapping[str, Any]] = None, *, deterministic: bool = False,
+                                 ) -> Tuple[Dict[str, RaggedTensor], Dict[str, RaggedTensor]]:
+        """From one pass of the trunk: every discrete action's table as :meth:`probabilities`
+        gives it, and every continuous action's values drawn as :meth:`forward` draws them
+        (``deterministic``: each head's deterministic point), in the same order, so from the same
+        random state they are the values ``forward`` would draw. What recording a space of both
+        kinds needs.
+
+        Returns:
+            ``(tables, values)``: discrete action name -> float32 ragged ``[n_actors, width]``;
+            continuous action name -> float32 ragged ``[n_actors, n_values]``.
+
+        Raises:
+            ValueError / TypeError: as :meth:`forward`.
+        """
+        def probs(head: nn.Module, x: torch.Tensor, actors: Any, actees: Any, mask: ParsedMask) -> torch.Tensor:
+            return _choice_log_probs(head, x, actors, actees, mask).exp()
+
+        out, _, _ = self._per_actor(self.heads, probs, entities, action_masks, visible,
+                                    draw="deterministic" if deterministic else "sample")
+        continuous = {name for name in out if isinstance(self.heads[self.action_names.index(name)], ContinuousHead)}
+        return ({name: t for name, t in out.items() if name not in continuous},
+                {name: t for name, t in out.items() if name in continuous})
+
     def log_probabilities(self, entities: Mapping[str, Any], action_masks: Mapping[str, Any],
                           visible: Optional[Mapping[str, Any]] = None, *, value: bool = False,
                           continuous: Optional[Mapping[str, Any]] = None,
@@ -371,18 +396,7 @@ class RogueNet(TrustedInputs, NormalisedModule):
             ``(tables, value)``: action name -> float32 ragged ``[n_actors, width]`` (continuous:
             ``[n_actors, 1]``), and float ``[B, 1]`` (None without ``value``).
         """
-
-        def log_probs(head: nn.Module, x: torch.Tensor, actors: Any, actees: Any, mask: ParsedMask) -> torch.Tensor:
-            if isinstance(head, SelectEntityHead):
-                logits, allowed = head.scores(x, actors, actees, mask.actee_mask)  # [n_actors, width] each
-            else:
-                logits, allowed = head.proj(x.index_select(0, actors)), mask.mask  # [n_actors, n_choices]
-            logits = logits.float()
-            if allowed is not None:
-                logits = logits.masked_fill(~allowed, float("-inf"))
-            return logits.log_softmax(-1)  # as masked_categorical computes them
-
-        tables, tokens, x = self._per_actor(self.heads, log_probs, entities, action_masks,
+        tables, tokens, x = self._per_actor(self.heads, _choice_log_probs, entities, action_masks,
                                             visible if not value else None, continuous)
         if not value:
             return tables, None
@@ -392,10 +406,12 @@ class RogueNet(TrustedInputs, NormalisedModule):
 
     def _per_actor(self, heads: nn.ModuleList, fn: Any, entities: Mapping[str, Any], action_masks: Mapping[str, Any],
                    visible: Optional[Mapping[str, Any]], continuous: Optional[Mapping[str, Any]] = None,
+                   draw: Optional[Literal["sample", "deterministic"]] = None,
                    ) -> Tuple[Dict[str, RaggedTensor], TokenBatch, torch.Tensor]:
         """``fn(head, x, actors, actees, mask)`` per action, on the actors' (and actees') stream
         indices: int64 ``[n_actors]`` for categorical heads, ragged ``[n, 1]`` for select-entity ones;
-        a continuous action's ``[n_actors, 1]`` log-probability of ``continuous[name]``; also the
+        a continuous action's ``[n_actors, 1]`` log-probability of ``continuous[name]``, or with
+        ``draw`` its values ``[n_actors, n_values]`` drawn as :meth:`forward` draws them; also the
         tokens and the trunk's output they came from."""
         tokens, x, masks, _ = self._encode_for_policy(entities, action_masks, visible, None)
         starts = tokens.layout.starts
@@ -405,6 +421,10 @@ class RogueNet(TrustedInputs, NormalisedModule):
             actors = mask.actors
             actor_tokens = starts[actors.batch_index] + actors.data[:, 0]  # [n_actors]
             if isinstance(head, ContinuousHead):
+                if draw is not None:
+                    drawn = head(x, actor_tokens, mask.low, mask.high, None, draw == "deterministic").action
+                    out[name] = actors.with_data(drawn)  # [n_actors, n_values]
+                    continue
                 if continuous is None or name not in continuous:
                     raise ContinuousActionsUnsupported(
                         f"RogueNet: action {name!r} is continuous; a table of each choice's probability exists only "
@@ -455,3 +475,16 @@ class RogueNetCritic(CriticView):
     """
 
     network = RogueNet
+
+
+def _choice_log_probs(head: nn.Module, x: torch.Tensor, actors: Any, actees: Any, mask: ParsedMask) -> torch.Tensor:
+    """A discrete head's log-probability of every choice of each actor (``-inf`` where forbidden or
+    padding), as ``masked_categorical`` computes them: ``[n_actors, width]``."""
+    if isinstance(head, SelectEntityHead):
+        logits, allowed = head.scores(x, actors, actees, mask.actee_mask)  # [n_actors, width] each
+    else:
+        logits, allowed = head.proj(x.index_select(0, actors)), mask.mask  # [n_actors, n_choices]
+    logits = logits.float()
+    if allowed is not None:
+        logits = logits.masked_fill(~allowed, float("-inf"))
+    return logits.log_softmax(-1)

@@ -14,9 +14,8 @@ A run's actor acts on a batch of every row a step. Its discrete actions are draw
 draw them (``--deterministic``: the most likely choice), and those probabilities are recorded.
 A continuous action has no table: its values come from the network's forward pass (sampled
 within each actor's bounds, or the deterministic point), seeded from the same generator, and
-nothing but the values is recorded. An action space of one kind costs one pass of the network
-a step; one that mixes both kinds costs two (the tables of the discrete actions, then the
-continuous values), so that the discrete choices keep their recorded probabilities.
+nothing but the values is recorded. Either kind, or both, cost one pass of the network a step
+(``RogueNet.probabilities_and_values``).
 """
 from __future__ import annotations
 
@@ -128,19 +127,12 @@ class _Checkpoint(_Policy):
 
     def choose(self, vec, observations):
         state = to_state(vec, self.action_space)
-        discrete = {name: m for name, m in state["action_masks"].items() if name in self.discrete}
-        continuous = {name: m for name, m in state["action_masks"].items() if name not in self.discrete}
-        tables: Dict[str, Any] = {}
-        values: Dict[str, Any] = {}
-        with self.torch.no_grad():
-            if discrete:
-                tables = self.net.probabilities(state["entities"], discrete, state.get("visible"))
-            if continuous:
-                with self.torch.random.fork_rng(devices=self._cuda):  # seeded by --seed, the global generator kept
-                    self.torch.manual_seed(int(self.rng.integers(2 ** 63 - 1)))
-                    out = self.net(state["entities"], continuous, state.get("visible"),
-                                   deterministic=self.deterministic)
-                values = {name: out.action[name] for name in continuous}
+        with self.torch.no_grad(), self.torch.random.fork_rng(devices=self._cuda):  # the global generator kept
+            if any(name not in self.discrete for name in state["action_masks"]):  # continuous values: seeded by --seed
+                self.torch.manual_seed(int(self.rng.integers(2 ** 63 - 1)))
+            # one pass of the trunk: the discrete tables, and the continuous values drawn as forward draws them
+            tables, values = self.net.probabilities_and_values(state["entities"], state["action_masks"],
+                                                               state.get("visible"), deterministic=self.deterministic)
         actions, probs = {}, {}
         for name, table in tables.items():
             p = table.data.cpu().numpy()  # [n_actors, width]

@@ -207,6 +207,28 @@ def test_log_probabilities_score_given_continuous_values_as_forward_does():
         net.log_probabilities(state["entities"], state["action_masks"])
 
 
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_probabilities_and_values_come_from_one_trunk_pass_as_probabilities_and_forward_give_them(deterministic):
+    torch.manual_seed(0)
+    envs = EnvList(Fleet, 4, seed=2)
+    net = RogueNet(envs.obs_space(), envs.action_space(), RogueNetConfig(d_model=16, n_layer=1))
+    state = to_state(envs.reset(), envs.action_space())
+    passes = []
+    net.trunk.register_forward_hook(lambda *_: passes.append(1))
+    torch.manual_seed(7)
+    tables, values = net.probabilities_and_values(state["entities"], state["action_masks"],
+                                                  deterministic=deterministic)
+    assert len(passes) == 1 and set(tables) == {"flag"} and set(values) == {"steer", "wind"}
+    expected = net.probabilities(state["entities"], {"flag": state["action_masks"]["flag"]})
+    assert torch.equal(tables["flag"].data, expected["flag"].data)
+    torch.manual_seed(7)  # the same random state: forward draws the same values
+    drawn = net(state["entities"], {n: state["action_masks"][n] for n in ("steer", "wind")},
+                deterministic=deterministic).action
+    for name in ("steer", "wind"):
+        assert torch.equal(values[name].data, drawn[name].data)
+        assert torch.equal(values[name].lengths, drawn[name].lengths)
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_non_finite_value_from_the_policy_is_refused_naming_action_actor_and_value(kind):
     envs = EnvList(Fleet, 2, seed=0)
