@@ -1,6 +1,6 @@
 """A small builder of ONNX graphs: named inputs, constants, one node per call, named outputs.
 
-The exporter (``export.py``) writes RogueNet's acting path op by op with it rather than tracing
+The exporter (``export_graph.py``) writes RogueNet's acting path op by op with it rather than tracing
 the PyTorch module: the network plans its token layout on the host and runs Python loops over
 buckets, which a trace would freeze at one batch's entity counts. Every size here is computed
 inside the graph, so one file serves any number of observations and entities.
