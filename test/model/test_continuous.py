@@ -9,7 +9,7 @@ from torch.distributions import Beta, Normal, TransformedDistribution
 from torch.distributions.transforms import AffineTransform, TanhTransform
 
 from entmachin.env import EnvList, to_state, to_vec_actions
-from entmachin.frame import DQN, PPO
+from entmachin.frame import A2C, DQN, PPO
 from entmachin.frame.collector import RolloutCollector
 from entmachin.model import RogueNet
 from entmachin.model.config import RogueNetConfig
@@ -162,12 +162,13 @@ def test_q_heads_dqn_and_probability_tables_refuse_continuous_actions():
         net.probabilities(state["entities"], state["action_masks"])
 
 
-def test_ppo_collects_and_trains_continuous_rows_and_refuses_bad_ones():
+@pytest.mark.parametrize("frame_class", [PPO, A2C])
+def test_ppo_and_a2c_collect_and_train_continuous_rows_and_refuse_bad_ones(frame_class):
     torch.manual_seed(0)
     envs = EnvList(Fleet, 4, seed=0)
     net = RogueNet(envs.obs_space(), envs.action_space(), RogueNetConfig(d_model=16, n_layer=1))
-    ppo = PPO(net, net.critic(), torch.optim.Adam, torch.nn.MSELoss(), batch_size=16, actor_update_times=2,
-              critic_update_times=2, seed=0)
+    ppo = frame_class(net, net.critic(), torch.optim.Adam, torch.nn.MSELoss(), batch_size=16, actor_update_times=2,
+                      critic_update_times=2, seed=0)
     obs = envs.reset()
     steps = []
     for _ in range(4):
@@ -186,10 +187,12 @@ def test_ppo_collects_and_trains_continuous_rows_and_refuses_bad_ones():
                                          r"value in \[-0\.5, 1\.0\]"):
         ppo.store_rollout(bad)
     collector = RolloutCollector(ppo, envs, n_steps=8)
-    before = [p.detach().clone() for p in net.parameters()]
+    heads = {name: net.heads[net.action_names.index(name)] for name in ("steer", "wind", "flag")}
+    before = {name: [p.detach().clone() for p in head.parameters()] for name, head in heads.items()}
     collector.collect()
     ppo.update()
-    assert any(not torch.equal(a, b) for a, b in zip(before, net.parameters()))
+    for name, head in heads.items():  # every head learns: the continuous ones' parameters and the choice's
+        assert any(not torch.equal(a, b) for a, b in zip(before[name], head.parameters())), name
 
 
 def test_log_probabilities_score_given_continuous_values_as_forward_does():
