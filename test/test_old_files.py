@@ -22,6 +22,7 @@ import dill
 import numpy as np
 import pytest
 import torch
+import yaml
 from torch import nn
 
 from entmachin.buffer import Buffer, PrioritizedBuffer, Transition
@@ -293,6 +294,19 @@ def test_old_run_resumed_continues_its_episodes_and_counters(resumed_run):
     with torch.random.fork_rng(devices=[]):
         read_frame_checkpoint(frame, checkpoints).apply()
     assert state_dict_checksum(frame.actor) == state_dict_checksum(runner.frame.actor)
+
+
+def test_old_run_reads_back_sequential_and_eager_as_it_ran_and_its_resumed_config_says_so(resumed_run):
+    """The run predates rollout.overlap and model.compile: resumed on a machine where `auto` would
+    overlap or compile, it must not (its sampled actions would not repeat)."""
+    runner, _, run_dir = resumed_run
+    assert (runner.config.rollout.overlap, runner.config.model.compile) == (False, False)
+    with open(os.path.join(run_dir, "config.yaml")) as f:
+        text = f.read()
+    header, body = text.split("\nenv:")[0], yaml.safe_load(text)
+    assert (body["rollout"]["overlap"], body["model"]["compile"]) == (False, False)  # now written out
+    assert "# model.compile: the network runs eagerly." in header
+    assert "# rollout.overlap:" in header
 
 
 def test_old_run_resumed_continues_as_the_old_code_did(resumed_run):

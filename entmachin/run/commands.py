@@ -114,13 +114,8 @@ def _train_config(args: argparse.Namespace) -> RunConfig:
 def _train(args: argparse.Namespace, config: RunConfig, distributed: Any) -> Any:
     from entmachin.run.runner import Runner
 
-    lead = distributed is None or distributed.rank == 0
     if args.resume is not None:
         runner = Runner(config, args.resume, resume=True, progress=not args.no_progress, distributed=distributed)
-        if args.overrides and lead:
-            from entmachin.run.logs import write_config
-
-            write_config(args.resume, config, 1 if distributed is None else distributed.world_size)
     else:
         run_dir = args.run_dir or config.log.run_dir or default_run_dir(config.env.name)
         if distributed is not None and run_dir != (args.run_dir or config.log.run_dir):  # one name for all ranks

@@ -28,7 +28,7 @@ from typing import Any, Dict, Iterator, Optional, Sequence
 
 import numpy as np
 
-from entmachin.run.config import RunConfig, config_to_dict, dump_yaml, load_config
+from entmachin.run.config import RunConfig, config_from_dict, config_to_dict, dump_yaml, parse_yaml
 
 __all__ = ["RunError", "prepare_run_dir", "remove_run_files", "write_config", "load_run_config", "make_writer",
            "write_iteration", "write_evals", "write_hparams", "progress_bar", "atomic_write", "NullWriter", "next_due"]
@@ -118,12 +118,25 @@ def write_config(run_dir: str, config: RunConfig, world_size: int = 1, notes: Se
     atomic_write(os.path.join(run_dir, "config.yaml"), (header + dump_yaml(config_to_dict(config))).encode())
 
 
+# Settings that came after runs were written, and what such runs did without them: their config
+# reads back so, where the settings' default (`auto`) might choose otherwise on this machine and a
+# resumed run would then not repeat its sampled actions.
+_BEFORE_THE_SETTING = {("rollout", "overlap"): False, ("model", "compile"): False}
+
+
 def load_run_config(run_dir: str) -> RunConfig:
-    """The resolved config a run directory holds."""
+    """The resolved config a run directory holds (a run from before ``rollout.overlap`` or
+    ``model.compile`` existed reads back sequential and eager, as it ran)."""
     path = os.path.join(run_dir, "config.yaml")
     if not os.path.exists(path):
         raise RunError(f"{run_dir!r} holds no config.yaml; it is not an entmachin run directory")
-    return load_config(path)
+    with open(path, encoding="utf-8") as f:
+        data = parse_yaml(f.read(), path)
+    if isinstance(data, dict):
+        for (section, key), value in _BEFORE_THE_SETTING.items():
+            if isinstance(data.get(section, {}), dict):
+                data.setdefault(section, {}).setdefault(key, value)
+    return config_from_dict(data, path)
 
 
 def make_writer(run_dir: str, purge_step: Optional[int]) -> Any:

@@ -322,7 +322,7 @@ class Runner:
         writer, failed = None, True
         try:
             self._build()
-            if not self.resume and self.lead:
+            if self.lead:  # on resume too: the settings it may change, and what auto chose this time
                 logs.write_config(self.run_dir, config, world_size=1 if self.dist is None else self.dist.world_size,
                                   notes=[self.compile_note, self.overlap_note])
             writer = logs.make_writer(self.run_dir, purge_step=self.state.env_steps + 1 if self.resume else None) \

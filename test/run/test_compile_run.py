@@ -65,6 +65,9 @@ def test_resume_switches_model_compile_and_continues_as_the_straight_run(tmp_pat
         _train(["train", "--resume", str(tmp_path / "resumed"), "--no-progress", "--set", "train.total_steps=128",
                 "--set", "model.compile=false"], seen)
     assert "model.compile: the network runs eagerly" in caplog.text
+    resumed_config = (tmp_path / "resumed" / "config.yaml").read_text()  # rewritten with its header
+    assert "# model.compile: the network runs eagerly." in resumed_config and "compile: false" in resumed_config
+    assert "# rollout.overlap: " in resumed_config
     assert seen == [True, True, False]
     straight, resumed = final_actor(str(tmp_path / "straight")), final_actor(str(tmp_path / "resumed"))
     assert straight.keys() == resumed.keys()
