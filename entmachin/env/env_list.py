@@ -24,7 +24,7 @@ from entmachin.env.action import (
 )
 from entmachin.env.adapters import ensure_environment
 from entmachin.env.batch import batch_obs
-from entmachin.env.common import ActionName
+from entmachin.env.common import ActionName, mark_environment
 from entmachin.env.environment import Environment, Observation, ObsSpace
 from entmachin.env.finite import NonFiniteObservationError, refuse_non_finite
 from entmachin.env.multi_agent import (
@@ -212,9 +212,7 @@ class EnvList(VecEnv):
             raise
 
     def _mark(self, e: Exception, i: int) -> None:
-        e.env_index = self.first_index + i  # read by ParallelEnvList's workers
-        if hasattr(e, "add_note"):  # Python >= 3.11
-            e.add_note(f"in environment {self.first_index + i} ({type(self.envs[i]).__name__})")
+        mark_environment(e, self.first_index + i, self.envs[i])  # env_index: read by ParallelEnvList's workers
 
     def _batch(self, observations: List[Observation]) -> VecObs:
         self.last_obs = observations

@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from entmachin.env.action import ActionSpace
 from entmachin.env.adapters import GymnasiumEnvironment, _numeric_info
-from entmachin.env.common import GLOBAL_ENTITY, ActionName
+from entmachin.env.common import GLOBAL_ENTITY, ActionName, mark_environment
 from entmachin.env.env_list import check_actions
 from entmachin.env.environment import FeatureFilter, ObsSpace, compile_feature_filter
 from entmachin.env.finite import refuse_non_finite
@@ -390,9 +390,7 @@ class GymnasiumVecEnv(VecEnv):
         )
 
     def _note(self, e: Exception, i: int) -> None:
-        e.env_index = i  # as EnvList marks it
-        if hasattr(e, "add_note"):  # Python >= 3.11
-            e.add_note(f"in environment {i} ({type(self.envs[i]).__name__})")
+        mark_environment(e, i, self.envs[i])  # as EnvList marks it
 
 
 class _Finals(NamedTuple):

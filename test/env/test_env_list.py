@@ -170,3 +170,21 @@ def test_to_env_actions_skips_actions_absent_from_the_step():
     o = env.reset()
     o.actions = {}
     assert to_env_actions(env.obs_space(), env.action_space(), {"move": np.zeros(0, np.int64)}, o) == {}
+
+
+class _NoAddNote(ValueError):
+    """An error as Python 3.10 raises them: without ``add_note``."""
+
+    @property
+    def add_note(self):
+        raise AttributeError("add_note")
+
+
+@pytest.mark.parametrize("error", [ValueError("bad"), _NoAddNote("bad")], ids=["add_note", "python-3.10"])
+def test_an_environments_error_is_marked_with_its_index_and_a_note(error):
+    from entmachin.env.common import mark_environment
+
+    mark_environment(error, 3, MineSweeper())
+    mark_environment(error, 3, MineSweeper())  # a second mark adds a second note, as add_note does
+    assert error.env_index == 3
+    assert error.__notes__ == ["in environment 3 (MineSweeper)"] * 2
