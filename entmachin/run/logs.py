@@ -134,8 +134,9 @@ def load_run_config(run_dir: str) -> RunConfig:
         data = parse_yaml(f.read(), path)
     if isinstance(data, dict):
         for (section, key), value in _BEFORE_THE_SETTING.items():
-            if isinstance(data.get(section, {}), dict):
-                data.setdefault(section, {}).setdefault(key, value)
+            part = data.setdefault(section, {})
+            if isinstance(part, dict):  # another kind of value is left for config_from_dict to refuse
+                part.setdefault(key, value)
     return config_from_dict(data, path)
 
 

@@ -19,6 +19,7 @@ nothing but the values is recorded. Either kind, or both, cost one pass of the n
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -122,13 +123,16 @@ class _Checkpoint(_Policy):
         self.action_space, self.rng, self.deterministic = action_space, rng, deterministic
         self.discrete = _discrete(action_space)
         self.probs = bool(self.discrete)
+        self.continuous = any(name not in self.discrete for name in action_space)
         # fork_rng restores these devices' generators (the CPU's always) after each seeded pass.
         self._cuda = sorted({p.device.index or 0 for p in self.net.parameters() if p.device.type == "cuda"})
 
     def choose(self, vec, observations):
         state = to_state(vec, self.action_space)
-        with self.torch.no_grad(), self.torch.random.fork_rng(devices=self._cuda):  # the global generator kept
-            if any(name not in self.discrete for name in state["action_masks"]):  # continuous values: seeded by --seed
+        # continuous values are drawn seeded by --seed, in a fork of the global generator (which is kept)
+        seeded = self.torch.random.fork_rng(devices=self._cuda) if self.continuous else contextlib.nullcontext()
+        with self.torch.no_grad(), seeded:
+            if self.continuous:
                 self.torch.manual_seed(int(self.rng.integers(2 ** 63 - 1)))
             # one pass of the trunk: the discrete tables, and the continuous values drawn as forward draws them
             tables, values = self.net.probabilities_and_values(state["entities"], state["action_masks"],
