@@ -18,10 +18,12 @@ bounds (``entmachin.model.continuous`` is the same rule in torch).
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
+from entmachin import export_checksum
 from entmachin.env.action import CONTINUOUS_SPACES, GLOBAL_SPACES, Action, SelectEntityActionSpace
 from entmachin.env.batch import batch_obs
 from entmachin.env.canonical import to_state
@@ -42,6 +44,8 @@ FORMAT = "entmachin-policy/1"
 #: A continuous action's distributions (``entmachin.continuous`` in the metadata) and the graph
 #: outputs holding their parameters (``RogueNetConfig.continuous`` names the same two).
 DISTRIBUTIONS = {"beta": ("alpha", "beta"), "squashed_gaussian": ("mean", "log_std")}
+
+logger = logging.getLogger(__name__)
 
 
 class PolicyFileError(ValueError):
@@ -64,7 +68,9 @@ class OnnxPolicy:
         metadata: every ``entmachin.*`` entry of the file's metadata, JSON decoded.
 
     Raises:
-        PolicyFileError: the file does not exist, is not ONNX, or is not an entmachin export.
+        PolicyFileError: the file does not exist, is not ONNX, is not an entmachin export, or
+            differs from the checksum its export recorded (naming what differs: the graph, a weight,
+            the metadata). A file exported before exports carried a checksum loads with a warning.
         ImportError: onnxruntime is not installed (``pip install entmachin[export]``).
     """
 
@@ -80,8 +86,13 @@ class OnnxPolicy:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
+        try:  # read once: the bytes checked are the bytes onnxruntime runs
+            with open(self.path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise PolicyFileError(f"{self.path}: cannot be read ({e.strerror or e})") from None
         try:
-            self.session = ort.InferenceSession(self.path, options, providers=providers or ["CPUExecutionProvider"])
+            self.session = ort.InferenceSession(data, options, providers=providers or ["CPUExecutionProvider"])
         except Exception as e:  # onnxruntime raises its own types (and RuntimeError) for unreadable files
             raise PolicyFileError(f"{self.path}: not an ONNX model onnxruntime can load "
                                   f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
@@ -90,6 +101,7 @@ class OnnxPolicy:
             raise PolicyFileError(
                 f"{self.path}: not an entmachin export (its metadata has entmachin.format="
                 f"{props.get('entmachin.format')!r}; expected {FORMAT!r}); write one with `entmachin export RUN_DIR`")
+        self._check(data)
         self.metadata: Dict[str, Any] = {}
         for key, value in props.items():
             if key.startswith("entmachin."):
@@ -114,6 +126,20 @@ class OnnxPolicy:
 
     def __repr__(self) -> str:
         return f"OnnxPolicy({self.path!r}, kind={self.kind!r})"
+
+    def _check(self, data: bytes) -> None:
+        """Refuses a file whose graph, weights or metadata differ from its export's checksum."""
+        try:
+            saved = export_checksum.recorded(data)
+            if saved is None:
+                logger.warning("%s: exported before exports carried a checksum; it cannot be checked for damage "
+                               "(export it again to add one)", self.path)
+                return
+            differ = export_checksum.differences(data, saved)
+        except export_checksum.ChecksumError as e:
+            raise PolicyFileError(f"{self.path}: damaged: {e}") from None
+        if differ:
+            raise PolicyFileError(f"{self.path}: damaged or changed since it was exported: {'; '.join(differ)}")
 
     # ---------------------------------------------------------------- entity policies
 

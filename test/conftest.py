@@ -1,11 +1,25 @@
-"""Shared fixtures: one local Ray instance for every test that needs it (started on first use), and
-one torch thread for the learning tests."""
+"""Shared fixtures: one local Ray instance for every test that needs it (started on first use), one
+torch thread for the learning tests, and a signing key of the test session's own."""
 import os
 
 import pytest
 import torch
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def signing_key(tmp_path_factory):
+    """The key checkpoints are signed with lives in the session's temporary directory, not in the
+    user's configuration directory; subprocesses (entmachin train, torchrun ranks) inherit it."""
+    path = str(tmp_path_factory.mktemp("key") / "checkpoint.key")
+    before = os.environ.get("ENTMACHIN_KEY_FILE")
+    os.environ["ENTMACHIN_KEY_FILE"] = path
+    yield path
+    if before is None:
+        os.environ.pop("ENTMACHIN_KEY_FILE", None)
+    else:
+        os.environ["ENTMACHIN_KEY_FILE"] = before
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ import builtins
 import contextlib
 import dataclasses
 import hashlib
+import glob
 import io
 import json
 import logging
@@ -248,12 +249,13 @@ def test_old_run_checkpoint_unpickles_environments_and_collector_state_with_thei
 def test_old_run_resume_restores_models_environments_and_episodes_in_progress(tmp_path, caplog, torch_rng):
     expected = EXPECTED["run"]
     run_dir = copy_run(tmp_path)
-    runner = Runner(load_run_config(run_dir), run_dir, resume=True, progress=False)
+    runner = Runner(load_run_config(run_dir), run_dir, resume=True, progress=False, trust_checkpoint=True)
     with caplog.at_level(logging.WARNING):
         runner._build()  # train()'s set-up: builds the run and restores its latest checkpoint
     try:
-        # A pickle that fails to load is no error: the run logs a warning and restarts its episodes.
-        assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        # Written before environment state was signed: restored only because the user says to trust it.
+        warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert len(warnings) == 1 and "--trust-checkpoint: unpickling" in warnings[0] and "not signed" in warnings[0]
         assert runner.state.env_steps == runner.collector.total_env_steps == expected["version"] == 8
         assert vars(runner.state) | {"format": 1} == expected["runner_state"]
         assert state_dict_checksum(runner.frame.actor) == expected["actor"]
@@ -266,6 +268,30 @@ def test_old_run_resume_restores_models_environments_and_episodes_in_progress(tm
         runner.envs.close()
 
 
+def test_old_run_resumes_as_a_foreign_one_without_unpickling_its_environments(tmp_path, caplog, torch_rng,
+                                                                              monkeypatch):
+    import dill
+
+    expected = EXPECTED["run"]
+    run_dir = copy_run(tmp_path)
+    before = {p: open(p, "rb").read() for p in glob.glob(os.path.join(run_dir, "**"), recursive=True)
+              if os.path.isfile(p)}
+    monkeypatch.setattr(dill, "loads", lambda *a, **k: pytest.fail("resume unpickled an unsigned blob"))
+    runner = Runner(load_run_config(run_dir), run_dir, resume=True, progress=False)
+    with caplog.at_level(logging.WARNING):
+        runner._build()
+    try:
+        warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert len(warnings) == 1 and "envs_8." in warnings[0] and "not signed" in warnings[0]
+        assert "--trust-checkpoint" in warnings[0]
+        assert runner.state.env_steps == runner.collector.total_env_steps == expected["version"] == 8
+        assert state_dict_checksum(runner.frame.actor) == expected["actor"]  # the networks are data: restored
+        assert runner.collector._state is None  # the episodes start afresh
+    finally:
+        runner.envs.close()
+    assert {p: open(p, "rb").read() for p in before} == before
+
+
 @pytest.fixture(scope="module")
 def resumed_run(tmp_path_factory):
     """The fixture's run resumed with today's code for one more rollout: (runner, result, run_dir)."""
@@ -274,7 +300,7 @@ def resumed_run(tmp_path_factory):
     total = EXPECTED["run"]["resumed_total_steps"]
     config = dataclasses.replace(config, train=dataclasses.replace(config.train, total_steps=total))
     with torch.random.fork_rng(devices=[]):
-        runner = Runner(config, run_dir, resume=True, progress=False)
+        runner = Runner(config, run_dir, resume=True, progress=False, trust_checkpoint=True)
         result = runner.train()
     return runner, result, run_dir
 

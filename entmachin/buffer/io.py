@@ -13,7 +13,6 @@ one is at fault, the attribute, with what was expected and what was found.
 """
 
 import json
-import os
 import zipfile
 from typing import Any, Dict, List, Optional, Type
 
@@ -24,6 +23,7 @@ import torch
 from entmachin.buffer.file_format import CUSTOM, FORMAT, HEADER, VERSION, FileError, dtype_name, read_arrays, read_header, schema_to_json
 from entmachin.buffer.schema import Schema
 from entmachin.buffer.storage import RingStorage
+from entmachin.files import atomic_path
 
 __all__ = ["save_buffer", "load_buffer"]
 
@@ -69,18 +69,13 @@ def save_buffer(buffer: Any, path: str) -> None:
         header["prioritized"] = state
         for tensor in tensors:
             add(tensor)
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
-            archive.writestr(HEADER, json.dumps(header))
-            for i, blob in enumerate(blobs):
-                archive.writestr(f"arrays/{i}.bin", blob)
-            if customs:
-                archive.writestr(CUSTOM, dill.dumps(customs))
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    with atomic_path(path) as tmp, zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED,
+                                                  allowZip64=True) as archive:
+        archive.writestr(HEADER, json.dumps(header))
+        for i, blob in enumerate(blobs):
+            archive.writestr(f"arrays/{i}.bin", blob)
+        if customs:
+            archive.writestr(CUSTOM, dill.dumps(customs))
 
 
 def load_buffer(cls: Type[Any], path: str, buffer_device: Any = None, allow_pickle: bool = False) -> Any:

@@ -2,48 +2,69 @@
 
 ``DatasetWriter`` writes the description first (format, spaces, seats, how it was recorded),
 then parts of whole episodes: each is written under a temporary name that ``*.parquet`` does not
-match (``.part-00003.parquet.tmp``) and renamed into place, so a writer killed at any moment
-leaves every earlier part readable and never a half part. Nothing is pickled. ``Dataset`` reads
-the description and streams the parts one at a time, checking each against the description.
+match and renamed into place, and only then listed in the description (rewritten atomically) with
+its size, row count and SHA-256. A writer killed at any moment leaves every listed part readable
+and never a half part. Nothing is pickled.
+
+``Dataset`` reads the description and streams the listed parts one at a time: each part's bytes
+are read once, checked against its size and SHA-256, and decoded from memory with Parquet's own
+page checksums verified (the writer writes them), then checked against the description's spaces
+and row count. A part on disk that the description does not list (a writer stopped between the
+rename and the description, or a file put there) is never read. A dataset written before the
+description listed its parts is read by the parts' names, with a warning that it cannot be checked.
+
+One writer per directory: a writer holds an exclusive lock on ``.writer.lock`` until it closes (the
+file is removed then), and a second writer (another process recording into the same directory) is
+refused, naming the lock; a writer that finds a dataset there is refused too.
 """
 from __future__ import annotations
 
 import glob
 import json
+import logging
 import os
-import tempfile
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence
 
 import numpy as np
 
+from entmachin.files import atomic_write, sha256_of
 from entmachin.data.rows import Rows, concat_rows, from_record_batch, schema, to_record_batch
 from entmachin.env.action import CONTINUOUS_SPACES, ActionSpace
 from entmachin.env.environment import ObsSpace
 from entmachin.env.spaces import space_differences, spaces_from_record, spaces_record
 
-__all__ = ["FORMAT", "DESCRIPTION", "DatasetError", "DatasetWriter", "Dataset", "plain_ids"]
+__all__ = ["FORMAT", "DESCRIPTION", "LOCK", "DatasetError", "DatasetWriter", "Dataset", "plain_ids"]
 
 FORMAT = "entmachin-dataset/1"
 DESCRIPTION = "dataset.json"
+LOCK = ".writer.lock"
+
+logger = logging.getLogger(__name__)
 
 
 class DatasetError(ValueError):
     """A dataset that cannot be read or written as asked; the message names the file and column."""
 
 
-def _write_atomically(path: str, data: bytes) -> None:
-    directory = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+def _lock(directory: str) -> Any:
+    """An open file holding an exclusive lock on ``directory``'s ``LOCK`` (released when closed or
+    when the process ends, however it ends)."""
+    path = os.path.join(directory, LOCK)
+    f = open(path, "a+b")
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        if os.name == "nt":
+            import msvcrt
+
+            msvcrt.locking(f.fileno(), msvcrt.LK_NBLCK, 1)
+        else:
+            import fcntl
+
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.close()
+        raise DatasetError(f"{directory}: another writer holds {path}; two processes recording into one directory "
+                           "would interleave their parts: write to a directory of its own") from None
+    return f
 
 
 def plain_ids(per_row: Sequence[Mapping[str, Sequence[Any]]]) -> bool:
@@ -88,9 +109,11 @@ class DatasetWriter:
     def __init__(self, directory: str, obs_space: ObsSpace, action_space: Mapping[str, ActionSpace], *,
                  seats: Optional[Sequence[str]] = None, recorded: Optional[Mapping[str, Any]] = None,
                  probs: bool = False, rows_per_part: int = 8192, id_kinds: Optional[Mapping[str, str]] = None) -> None:
-        if os.path.exists(os.path.join(directory, DESCRIPTION)) or glob.glob(os.path.join(directory, "*.parquet")):
-            raise DatasetError(f"{directory}: already holds a dataset; write to a new directory")
         os.makedirs(directory, exist_ok=True)
+        self._lock = _lock(directory)  # before the check: two writers cannot both find the directory empty
+        if os.path.exists(os.path.join(directory, DESCRIPTION)) or glob.glob(os.path.join(directory, "*.parquet")):
+            self._lock.close()
+            raise DatasetError(f"{directory}: already holds a dataset; write to a new directory")
         self.directory = directory
         self.obs_space, self.action_space = obs_space, dict(action_space)
         self.probs = probs and any(not isinstance(space, CONTINUOUS_SPACES) for space in self.action_space.values())
@@ -100,16 +123,20 @@ class DatasetWriter:
         self._schema: Any = None
         for t, kind in (id_kinds or {}).items():
             if t not in obs_space.entities or kind not in ("int", "str"):
+                self._lock.close()
                 raise DatasetError(f"{directory}: id_kinds[{t!r}] = {kind!r}; expected an entity type of "
                                    f"{list(obs_space.entities)} and 'int' or 'str'")
         self._id_kinds: Dict[str, str] = dict(id_kinds or {})
         self._declared = id_kinds is not None
         self.parts = 0
         self.rows = 0
-        description = {"format": FORMAT, "spaces": spaces_record(obs_space, action_space),
-                       "seats": list(seats) if seats is not None else None, "probs": self.probs,
-                       "recorded": dict(recorded or {})}
-        _write_atomically(os.path.join(directory, DESCRIPTION), json.dumps(description, indent=1).encode())
+        self._description = {"format": FORMAT, "spaces": spaces_record(obs_space, action_space),
+                             "seats": list(seats) if seats is not None else None, "probs": self.probs,
+                             "recorded": dict(recorded or {}), "parts": []}
+        self._publish()
+
+    def _publish(self) -> None:
+        atomic_write(os.path.join(self.directory, DESCRIPTION), json.dumps(self._description, indent=1).encode())
 
     def write(self, rows: Rows) -> None:
         """Adds whole episodes' rows; a part is written when enough are pending."""
@@ -123,6 +150,7 @@ class DatasetWriter:
         """Writes the pending rows as one part (nothing when none are pending)."""
         if not self._pending:
             return
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         rows = concat_rows(self._pending)
@@ -142,30 +170,48 @@ class DatasetWriter:
         if self._schema is None:
             self._schema = schema(self.obs_space, self.action_space, self._id_kinds, self.probs)
         rows.ids = {t: v for t, v in rows.ids.items() if t in self._id_kinds}
-        batch = to_record_batch(rows, self._schema)
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.directory)
-        os.close(fd)
-        try:
-            pq.write_table(_table(batch), tmp)
-            with open(tmp, "rb") as f:
-                os.fsync(f.fileno())
-            os.replace(tmp, os.path.join(self.directory, name))
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        sink = pa.BufferOutputStream()
+        pq.write_table(_table(to_record_batch(rows, self._schema)), sink, write_page_checksum=True)
+        data = sink.getvalue().to_pybytes()
+        atomic_write(os.path.join(self.directory, name), data)
+        self._description["parts"].append({"file": name, "rows": len(rows), "bytes": len(data),
+                                           "sha256": sha256_of(data)})
+        self._publish()  # the part is readable from here on
         self.parts += 1
         self.rows += len(rows)
         self._pending, self._n_pending = [], 0
 
     def close(self) -> None:
-        self.flush()
+        """Writes the pending rows and releases the directory (the writer cannot write after this)."""
+        try:
+            self.flush()
+        finally:
+            if not self._lock.closed:  # removed while held: a writer that opened it meanwhile finds the dataset
+                os.remove(self._lock.name)
+                self._lock.close()
 
     def __enter__(self) -> "DatasetWriter":
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _listed_parts(description: Dict[str, Any], path: str) -> Optional[Dict[str, Dict[str, Any]]]:
+    """Part name -> its entry (file, rows, bytes, sha256), in order; None for a dataset written
+    before descriptions listed their parts."""
+    if "parts" not in description:
+        return None
+    parts = description["parts"]
+    good = isinstance(parts, list) and all(
+        isinstance(e, dict) and isinstance(e.get("file"), str) and os.path.basename(e["file"]) == e["file"]
+        and e["file"].endswith(".parquet") and isinstance(e.get("sha256"), str)
+        and all(isinstance(e.get(k), int) and not isinstance(e.get(k), bool) and e[k] >= 0 for k in ("rows", "bytes"))
+        for e in parts)
+    if not good:
+        raise DatasetError(f"{path}: 'parts' is damaged: expected a list of entries with file, rows, bytes and "
+                           f"sha256, found {parts!r:.200}")
+    return {e["file"]: e for e in parts}
 
 
 def _table(batch: Any) -> Any:
@@ -181,10 +227,13 @@ class Dataset:
         obs_space / action_space: the spaces the data was recorded in.
         seats: the seats (None: one player); probs: whether rows carry probabilities (the discrete
         actions' ``probs/<a>`` columns);
-        recorded: how it was recorded; paths: the parts, in order.
+        recorded: how it was recorded; paths: the parts, in order (those the description lists);
+        checked: whether the description records each part's size, rows and SHA-256 (False for a
+        dataset written before it did: its parts are read without those checks).
 
     Raises:
-        DatasetError: no description, an unknown format, or a description that is not one.
+        DatasetError: no description, an unknown format, a description that is not one, or a part
+            it lists that is missing.
     """
 
     def __init__(self, directory: str) -> None:
@@ -209,7 +258,17 @@ class Dataset:
         self.probs = bool(description.get("probs"))
         self.recorded: Dict[str, Any] = description.get("recorded") or {}
         self.description = description
-        self.paths = sorted(glob.glob(os.path.join(directory, "part-*.parquet")))
+        self._parts = _listed_parts(description, path)
+        self.checked = self._parts is not None
+        if self._parts is None:
+            logger.warning("%s: written before datasets recorded their parts' checksums; its parts are read "
+                           "without checking them for damage", directory)
+            self.paths = sorted(glob.glob(os.path.join(directory, "part-*.parquet")))
+        else:
+            self.paths = [os.path.join(directory, name) for name in self._parts]
+            if missing := [p for p in self.paths if not os.path.isfile(p)]:
+                raise DatasetError(f"{missing[0]}: missing; {path} lists {len(self.paths)} parts "
+                                   f"({len(missing)} missing)")
 
     def __repr__(self) -> str:
         return f"Dataset({self.directory!r}, {len(self.paths)} parts)"
@@ -222,7 +281,7 @@ class Dataset:
         import pyarrow.parquet as pq
 
         try:
-            found = pq.read_schema(self.paths[0])
+            found = pq.read_schema(pa.BufferReader(self._read_bytes(self.paths[0])))
         except (pa.ArrowException, OSError) as e:
             raise DatasetError(f"{self.paths[0]}: damaged part ({type(e).__name__}: {e})") from None
         return {f.name[4:]: "int" if pa.types.is_integer(f.type.value_type) else "str"
@@ -250,10 +309,14 @@ class Dataset:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
+        data = self._read_bytes(path)
         try:
-            table = pq.read_table(path)
+            table = pq.read_table(pa.BufferReader(data), page_checksum_verification=True)
         except (pa.ArrowException, OSError) as e:
             raise DatasetError(f"{path}: damaged part ({type(e).__name__}: {e})") from None
+        entry = (self._parts or {}).get(os.path.basename(path))
+        if entry is not None and table.num_rows != entry["rows"]:
+            raise DatasetError(f"{path}: holds {table.num_rows} rows; {DESCRIPTION} records {entry['rows']}")
         id_kinds = {}
         for name in table.schema.names:
             if name.startswith("ids/"):
@@ -273,6 +336,22 @@ class Dataset:
             return from_record_batch(table.select(expected.names), self.obs_space, self.action_space)
         except (ValueError, TypeError, pa.ArrowException) as e:
             raise DatasetError(f"{path}: rows that do not fit the dataset's spaces ({e})") from None
+
+    def _read_bytes(self, path: str) -> bytes:
+        """A part's bytes, checked against the size and SHA-256 the description records for it."""
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise DatasetError(f"{path}: cannot be read ({e})") from None
+        entry = (self._parts or {}).get(os.path.basename(path))
+        if entry is not None:
+            if len(data) != entry["bytes"]:
+                raise DatasetError(f"{path}: truncated or damaged: {DESCRIPTION} records {entry['bytes']} bytes, "
+                                   f"found {len(data)}")
+            if sha256_of(data) != entry["sha256"]:
+                raise DatasetError(f"{path}: damaged: its SHA-256 differs from the one {DESCRIPTION} records")
+        return data
 
     def __iter__(self) -> Iterator[Rows]:
         """The parts' rows, one part at a time (memory bounded by a part)."""

@@ -27,8 +27,8 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 
 import torch
 
-from entmachin.frame.checkpoint_files import (CheckpointError, describe_bytes, manifest_versions, publish, read_blob,
-                                              read_manifest)
+from entmachin.files import describe_bytes
+from entmachin.frame.checkpoint_files import CheckpointError, manifest_versions, publish, read_blob, read_manifest
 
 __all__ = ["CheckpointError", "LoadedCheckpoint", "save_frame", "load_frame", "read_frame_checkpoint",
            "latest_version", "check_state_dict"]

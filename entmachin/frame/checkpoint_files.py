@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Mapping, Optional
 
+from entmachin.files import describe_bytes
+
 __all__ = ["CheckpointError", "Manifest", "publish", "read_manifest", "read_blob", "manifest_versions",
            "remove_version", "MANIFEST_FORMAT"]
 
@@ -210,8 +212,3 @@ def read_blob(directory: str, manifest: Manifest, key: str) -> bytes:
     if hashlib.sha256(data).hexdigest() != entry["sha256"]:
         raise CheckpointError(f"{path!r} is damaged: its SHA-256 differs from the one {manifest.path!r} records")
     return data
-
-
-def describe_bytes(data: bytes) -> str:
-    """``'an empty file'`` or ``'123 bytes starting with b"..."'``: what a file held, for messages."""
-    return f"{len(data)} bytes starting with {data[:16]!r}" if data else "an empty file"

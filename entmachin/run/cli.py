@@ -54,6 +54,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="override a config field, e.g. --set frame.discount=0.995 (repeatable)")
     train.add_argument("--run-dir", default=None, help="the run directory (default: log.run_dir, or runs/<env>-<time>)")
     train.add_argument("--resume", metavar="RUN_DIR", default=None, help="continue the run in RUN_DIR")
+    train.add_argument("--trust-checkpoint", action="store_true",
+                       help="with --resume: restore the environments' state even where your own key did not sign "
+                            "it (a run directory from someone else, or from before checkpoints were signed); "
+                            "unpickling it runs whatever code its author put in it")
     train.add_argument("--force", action="store_true", help="start over in a run directory that holds a run")
     train.add_argument("--frame", default="PPO", choices=["PPO", "A2C", "DQN", "BC"],
                        help="bundled config of this frame")

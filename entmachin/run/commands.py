@@ -100,6 +100,9 @@ def _train_config(args: argparse.Namespace) -> RunConfig:
     from entmachin.run.runner import RunError, load_run_config
 
     if args.resume is None:
+        if args.trust_checkpoint:
+            raise RunError("--trust-checkpoint goes with --resume RUN_DIR: it says whose environment state a resumed "
+                           "run may unpickle")
         return resolve_train_config(args)
     if args.target is not None:
         raise RunError("give a config or --resume RUN_DIR, not both (a resumed run keeps its config)")
@@ -115,7 +118,8 @@ def _train(args: argparse.Namespace, config: RunConfig, distributed: Any) -> Any
     from entmachin.run.runner import Runner
 
     if args.resume is not None:
-        runner = Runner(config, args.resume, resume=True, progress=not args.no_progress, distributed=distributed)
+        runner = Runner(config, args.resume, resume=True, progress=not args.no_progress, distributed=distributed,
+                        trust_checkpoint=args.trust_checkpoint)
     else:
         run_dir = args.run_dir or config.log.run_dir or default_run_dir(config.env.name)
         if distributed is not None and run_dir != (args.run_dir or config.log.run_dir):  # one name for all ranks

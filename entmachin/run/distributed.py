@@ -11,8 +11,10 @@ the others stop with an error naming it instead of waiting (every collective wai
 """
 from __future__ import annotations
 
+import base64
 import datetime
 import gc
+import json
 import logging
 import os
 from dataclasses import dataclass
@@ -152,10 +154,31 @@ def from_environment(section: DistributedSection, device: str) -> Optional[Distr
     return DistributedRun(collectives, backend, device)
 
 
-def rank_state(frame: Any, envs_blob: Optional[bytes]) -> Dict[str, Any]:
-    """What a checkpoint keeps of one rank besides the shared frame: environments and generators."""
-    return {"envs": envs_blob, "torch_rng": torch.get_rng_state().numpy().tobytes(),
-            "shuffle_rng": frame.training_counters()["shuffle_rng"]}
+def rank_state(frame: Any, envs_blob: Optional[bytes]) -> bytes:
+    """What a checkpoint keeps of one rank besides the shared frame: environments (a signed blob, or
+    None) and generators, as JSON (read back by :func:`ranks_from_bytes`, never unpickled)."""
+    return json.dumps({"envs": None if envs_blob is None else base64.b64encode(envs_blob).decode(),
+                       "torch_rng": base64.b64encode(torch.get_rng_state().numpy().tobytes()).decode(),
+                       "shuffle_rng": frame.training_counters()["shuffle_rng"]}).encode()
+
+
+def ranks_to_bytes(ranks: List[bytes]) -> bytes:
+    """Every rank's :func:`rank_state`, in rank order, as one JSON list."""
+    return b"[" + b",".join(ranks) + b"]"
+
+
+def ranks_from_bytes(blob: bytes) -> List[Dict[str, Any]]:
+    """The ranks' states of :func:`ranks_to_bytes` (environments and torch generators as bytes).
+
+    Raises:
+        ValueError: not such a list (damaged, or a pickle written before the ranks' states were JSON).
+    """
+    ranks = json.loads(blob.decode("utf-8"))
+    if not isinstance(ranks, list) or not all(isinstance(r, dict) and {"envs", "torch_rng", "shuffle_rng"} <= set(r)
+                                              for r in ranks):
+        raise ValueError("expected a list of ranks' states with envs, torch_rng and shuffle_rng")
+    return [{**r, "envs": None if r["envs"] is None else base64.b64decode(r["envs"]),
+             "torch_rng": base64.b64decode(r["torch_rng"])} for r in ranks]
 
 
 def restore_rank_state(frame: Any, state: Dict[str, Any]) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Tuple
@@ -17,6 +16,8 @@ from torch import nn
 import entmachin
 from entmachin.deploy import FORMAT
 from entmachin.env.spaces import spaces_record
+from entmachin.export_checksum import with_checksum
+from entmachin.files import atomic_write
 from entmachin.model.continuous import ContinuousHead
 from entmachin.model.mlp import MLPActor
 from entmachin.model.q_mlp import MLPQNet
@@ -105,16 +106,7 @@ def export_policy(model: Any, path: str, *, q_values: Optional[bool] = None,
     props.update(metadata or {})
     text = {f"entmachin.{k}": v if isinstance(v, str) else json.dumps(v) for k, v in props.items()}
     onnx_model = g.model("entmachin_policy", text)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".export-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(onnx_model.SerializeToString())
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    atomic_write(path, with_checksum(onnx_model.SerializeToString()))
     return ExportResult(path, os.path.getsize(path), time.perf_counter() - started, kind)
 
 

@@ -28,7 +28,8 @@ from entmachin.frame.checkpoint_files import manifest_versions
 from entmachin.run.build import EnvFactory, seeds
 from entmachin.run.elo import INITIAL_ELO, fit_ratings
 from entmachin.run.evaluation import eval_envs, load_trained, run_dir_of
-from entmachin.run.logs import RunError, atomic_write, load_run_config
+from entmachin.files import atomic_write
+from entmachin.run.logs import RunError, load_run_config
 from entmachin.run.matches import MatchResult, PolicyPlayer, RandomPlayer, play_matches
 from entmachin.run.spaces import space_differences, spaces_record
 

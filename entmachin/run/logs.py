@@ -28,10 +28,11 @@ from typing import Any, Dict, Iterator, Optional, Sequence
 
 import numpy as np
 
+from entmachin.files import atomic_write
 from entmachin.run.config import RunConfig, config_from_dict, config_to_dict, dump_yaml, parse_yaml
 
 __all__ = ["RunError", "prepare_run_dir", "remove_run_files", "write_config", "load_run_config", "make_writer",
-           "write_iteration", "write_evals", "write_hparams", "progress_bar", "atomic_write", "NullWriter", "next_due"]
+           "write_iteration", "write_evals", "write_hparams", "progress_bar", "NullWriter", "next_due"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,16 +45,6 @@ def next_due(due: int, step: int, interval: int) -> int:
 
 class RunError(RuntimeError):
     """A run that cannot start or continue (run directory, checkpoint, resume)."""
-
-
-def atomic_write(path: str, data: bytes) -> None:
-    """Writes ``path`` so that a reader sees the old or the new content, never a mix."""
-    temp = f"{path}.tmp"
-    with open(temp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(temp, path)
 
 
 def prepare_run_dir(run_dir: str, checkpoint_dir: str, *, resume: bool, force: bool) -> None:

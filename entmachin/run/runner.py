@@ -48,7 +48,9 @@ from entmachin.run.build import EnvFactory, check_device, decide_compile, decide
 from entmachin.run.cloning import Cloning
 from entmachin.run.config import RunConfig, config_to_dict, dump_yaml
 from entmachin.run.defaults import DEFAULT_MAX_EPISODE_STEPS
-from entmachin.run.distributed import DistributedRun, rank_seed, rank_state, restore_rank_state
+from entmachin.run import signing
+from entmachin.run.distributed import (DistributedRun, rank_seed, rank_state, ranks_from_bytes, ranks_to_bytes,
+                                       restore_rank_state)
 from entmachin.run.evaluation import eval_options, load_trained
 from entmachin.run.matches import load_opponent, match
 from entmachin.run.selfplay import SelfPlay
@@ -62,6 +64,7 @@ __all__ = ["Runner", "TrainResult", "RunError"]
 logger = logging.getLogger(__name__)
 
 _RUNNER_FORMAT = 1
+_ENVS = "envs"  # the purpose the environments' state is signed for
 _WINDOW = 100  # training episodes in the running mean return
 LONG_EPISODE = DEFAULT_MAX_EPISODE_STEPS  # steps without an end that make a run without a step limit warn
 
@@ -127,16 +130,21 @@ class Runner:
         resume: continue from the latest checkpoint in ``run_dir`` (its config.yaml is used).
         force: start a new run in a directory that holds one (its checkpoints are removed).
         progress: show a tqdm progress bar.
+        trust_checkpoint: on resume, unpickle the environments' state even where this user's key
+            did not sign it (a run directory from someone else, or from before checkpoints were
+            signed): it can run any code its author put in it.
 
     Raises:
         RunError: the run directory cannot be used as asked.
     """
 
     def __init__(self, config: RunConfig, run_dir: str, *, resume: bool = False, force: bool = False,
-                 progress: bool = True, distributed: Optional[DistributedRun] = None) -> None:
+                 progress: bool = True, distributed: Optional[DistributedRun] = None,
+                 trust_checkpoint: bool = False) -> None:
         # The config records where the run lives, however the directory was chosen.
         config = dataclasses.replace(config, log=dataclasses.replace(config.log, run_dir=run_dir))
         self.config, self.run_dir, self.dist = config, run_dir, distributed
+        self.trust_checkpoint = trust_checkpoint
         self.lead = distributed is None or distributed.rank == 0  # writes the run directory
         self.progress = progress and self.lead
         self.checkpoint_dir = os.path.join(run_dir, "checkpoints")
@@ -276,34 +284,79 @@ class Runner:
             pool = self.selfplay.check_bytes(loaded.extras["selfplay"], loaded.extra_paths["selfplay"])
         loaded.apply()
         self.state = runner
-        envs_blob = self._rank_envs(loaded.extras.get("ranks"), loaded.extras.get("envs"))
+        envs_blob = self._rank_envs(loaded.extras.get("ranks"), loaded.extras.get("envs"),
+                                    loaded.extra_paths.get("ranks"))
+        envs_path = loaded.extra_paths.get("ranks" if "ranks" in loaded.extras else "envs")
         restored = False
-        if envs_blob is not None:
+        if envs_blob is not None and (snapshot := self._unpickle_envs(envs_blob, envs_path)) is not None:
             try:
-                snapshot = dill.loads(envs_blob)
                 self.envs.set_state(snapshot["envs"])
                 self.collector.restore(snapshot["collector"])
                 restored = True
             except Exception as e:  # an environment that does not unpickle: restart its episodes
                 logger.warning("resume: the environments' state could not be restored (%s: %s); they restart their "
                                "episodes", type(e).__name__, e)
-        else:
+        elif envs_blob is None:
             logger.warning("resume: the checkpoint holds no environment state (the environments could not be "
-                           "pickled when it was written); they restart their episodes")
+                           "pickled or signed when it was written); they restart their episodes")
         if not restored:
             self.collector.total_env_steps = self.state.env_steps // (1 if self.dist is None else self.dist.world_size)
         if pool is not None:
             self.selfplay.load(pool, games=restored)
         logger.info("resumed %s at %d environment steps (checkpoint %d)", self.run_dir, self.state.env_steps, version)
 
-    def _rank_envs(self, ranks_blob: Optional[bytes], envs_blob: Optional[bytes]) -> Optional[bytes]:
+    def _unpickle_envs(self, blob: bytes, path: Optional[str]) -> Optional[Dict[str, Any]]:
+        """The environments' state of a checkpoint, unpickled only when this user's key signed it (or
+        ``--trust-checkpoint`` says to); None, having said why, when it is not restored."""
+        try:
+            payload = signing.verify(blob, _ENVS)
+        except signing.SignatureError as e:
+            if not self.trust_checkpoint:
+                logger.warning("resume: %s is not restored: %s. Unpickling it could run any code its author put in "
+                               "it, so the environments restart their episodes (models, optimisers and counters "
+                               "are restored). If you trust who wrote it, resume with --trust-checkpoint", path, e)
+                return None
+            logger.warning("resume: --trust-checkpoint: unpickling %s although %s", path, e)
+            payload = signing.payload(blob)
+        try:
+            return dill.loads(payload)
+        except Exception as e:  # an environment that does not unpickle: restart its episodes
+            logger.warning("resume: the environments' state in %s could not be restored (%s: %s); they restart "
+                           "their episodes", path, type(e).__name__, e)
+            return None
+
+    def _pickled_ranks(self, blob: bytes, path: Optional[str]) -> List[Dict[str, Any]]:
+        """The ranks' state of a checkpoint that is not JSON (damaged, or pickled by an older
+        entmachin): unpickled only under ``--trust-checkpoint``; otherwise every rank restarts."""
+        if not self.trust_checkpoint:
+            logger.warning("resume: %s is not restored: it is not the JSON this entmachin writes (damaged, or a pickle "
+                           "from an older entmachin, and unpickling could run any code its author put in it); every "
+                           "rank restarts its environments and generators. If you trust who wrote it, resume with "
+                           "--trust-checkpoint", path)
+            return []
+        logger.warning("resume: --trust-checkpoint: unpickling %s", path)
+        try:
+            return list(dill.loads(blob))
+        except Exception as e:
+            logger.warning("resume: %s could not be unpickled (%s: %s); every rank restarts its environments and "
+                           "generators", path, type(e).__name__, e)
+            return []
+
+    def _rank_envs(self, ranks_blob: Optional[bytes], envs_blob: Optional[bytes],
+                   ranks_path: Optional[str]) -> Optional[bytes]:
         """This rank's environments in a checkpoint (None: restart them), its generators restored."""
-        saved = dill.loads(ranks_blob) if ranks_blob is not None else [{"envs": envs_blob}]
+        saved = [{"envs": envs_blob}]
+        if ranks_blob is not None:
+            try:
+                saved = ranks_from_bytes(ranks_blob)
+            except (ValueError, UnicodeDecodeError):
+                saved = self._pickled_ranks(ranks_blob, ranks_path)
         world_size = 1 if self.dist is None else self.dist.world_size
-        if len(saved) != world_size:
+        if saved and len(saved) != world_size:
             logger.warning("resume: the checkpoint was written by %d rank(s), this run has %d; models, optimisers, "
                            "statistics and counters are restored, the environments restart their episodes",
                            len(saved), world_size)
+        if len(saved) != world_size:
             if self.dist is not None and self.dist.rank > 0:  # not rank 0's generator: actions of its own
                 torch.manual_seed(rank_seed(self._seeds["torch"] + self.state.env_steps, self.dist.rank))
             return None
@@ -481,15 +534,17 @@ class Runner:
     def _checkpoint(self) -> None:
         extras = {"runner": json.dumps({"format": _RUNNER_FORMAT, **vars(self.state)}).encode()}
         envs = None
-        try:
-            envs = dill.dumps({"envs": self.envs.get_state(), "collector": self.collector.snapshot()})
+        try:  # signed: resume unpickles only what this user's entmachin wrote
+            envs = signing.sign(dill.dumps({"envs": self.envs.get_state(), "collector": self.collector.snapshot()}),
+                                _ENVS)
+        except signing.SignatureError as e:
+            logger.warning("checkpoint: the environments' state is not kept, since it cannot be signed (%s); a "
+                           "resumed run restarts their episodes", e)
         except Exception as e:
             logger.warning("checkpoint: the environments cannot be pickled (%s: %s); a resumed run restarts their "
                            "episodes", type(e).__name__, e)
         if self.dist is not None:  # every rank's environments and generators, in rank 0's checkpoint
-            ranks = [dill.loads(blob) for blob in self.dist.gather_bytes(dill.dumps(rank_state(self.frame, envs)))]
-            extras["ranks"] = dill.dumps(ranks)
-            envs = ranks[0]["envs"]
+            extras["ranks"] = ranks_to_bytes(self.dist.gather_bytes(rank_state(self.frame, envs)))
         if envs is not None:
             extras["envs"] = envs
         if self.selfplay is not None:

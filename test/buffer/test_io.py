@@ -1,6 +1,7 @@
 """Buffer.save / Buffer.load: full round trips, and clear errors for bad files."""
 
 import json
+import os
 import re
 import pickle
 import zipfile
@@ -325,3 +326,17 @@ def test_damaged_prioritized_state_names_the_file(tmp_path):
     for target, match in cases:
         with pytest.raises(ValueError, match=re.escape(target) + ".*" + match):
             PrioritizedBuffer.load(target, allow_pickle=True)
+
+
+def test_a_saved_buffer_gets_the_permissions_the_umask_gives(tmp_path):
+    import stat
+
+    buffer = Buffer(4)
+    buffer.append({"state": {"s": torch.zeros(1, 2)}, "action": {"a": torch.zeros(1, 1)},
+                   "next_state": {"s": torch.zeros(1, 2)}, "reward": 0.0, "terminal": False})
+    previous = os.umask(0o022)
+    try:
+        buffer.save(str(tmp_path / "b"))
+    finally:
+        os.umask(previous)
+    assert [(name, stat.S_IMODE(os.stat(tmp_path / name).st_mode)) for name in os.listdir(tmp_path)] == [("b", 0o644)]

@@ -237,13 +237,14 @@ def test_bad_datasets_are_named(tmp_path):
         data = f.read()
     with open(part, "wb") as f:
         f.write(data[: len(data) // 2])  # truncated
-    with pytest.raises(DatasetError, match="part-00000.parquet: damaged part"):
+    with pytest.raises(DatasetError, match="part-00000.parquet: truncated"):
         list(Dataset(directory))
     import pyarrow.parquet as pq
 
     table = pq.read_table(Dataset(directory).paths[-1]) if len(dataset.paths) > 1 else None
-    if table is not None:
+    if table is not None:  # a part without a column, its description entry made to match (a crafted dataset)
         pq.write_table(table.drop_columns(["reward"]), part)
+        _describe_part_as_it_is(directory, part)
         with pytest.raises(DatasetError, match="part-00000.parquet: no column 'reward'"):
             Dataset(directory).read_part(part)
     description = json.loads(open(os.path.join(directory, "dataset.json")).read())
@@ -254,6 +255,22 @@ def test_bad_datasets_are_named(tmp_path):
         Dataset(directory)
     with pytest.raises(DatasetError, match="no dataset description"):
         Dataset(str(tmp_path))
+
+
+def _describe_part_as_it_is(directory, part):
+    """Rewrites the description's entry of ``part`` to the file as it now is (rows, bytes, SHA-256)."""
+    import hashlib
+
+    import pyarrow.parquet as pq
+
+    path = os.path.join(directory, "dataset.json")
+    description = json.loads(open(path).read())
+    data = open(part, "rb").read()
+    for entry in description["parts"]:
+        if entry["file"] == os.path.basename(part):
+            entry.update(rows=pq.read_metadata(part).num_rows, bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
+    with open(path, "w") as f:
+        json.dump(description, f)
 
 
 def test_ids_of_other_kinds_are_refused(tmp_path):
@@ -418,6 +435,7 @@ def test_a_part_whose_continuous_columns_differ_is_refused(tmp_path):
     with DatasetWriter(other, CONT_OBS, wider, probs=True) as writer:
         writer.write(continuous_rows(rng, 2, wider, probs=True))
     pq.write_table(pq.read_table(Dataset(other).paths[0]), part)  # 3 values a row where the dataset has 2
+    _describe_part_as_it_is(directory, part)
     with pytest.raises(DatasetError, match=r"part-00000.parquet: column 'low/steer' is .*the dataset's spaces"):
         Dataset(directory).read_part(part)
     categorical = {**MIXED, "steer": CategoricalActionSpace(["left", "right"])}
@@ -426,11 +444,13 @@ def test_a_part_whose_continuous_columns_differ_is_refused(tmp_path):
         writer.write(continuous_rows(rng, 2, categorical))
     table = pq.read_table(Dataset(other).paths[0])
     pq.write_table(table, part)  # the action recorded as choices
+    _describe_part_as_it_is(directory, part)
     with pytest.raises(DatasetError, match="no column 'low/steer'"):
         Dataset(directory).read_part(part)
     n_actors = [len(row) for row in original.column("actors/steer").to_pylist()]
     extra = pa.array([[[0.5]] * n for n in n_actors], pa.list_(pa.list_(pa.float32())))
     pq.write_table(original.append_column("probs/steer", extra), part)  # a continuous action has no probabilities
+    _describe_part_as_it_is(directory, part)
     with pytest.raises(DatasetError, match="unexpected column 'probs/steer'"):
         Dataset(directory).read_part(part)
 
