@@ -1,5 +1,5 @@
 """``entmachin`` / ``python -m entmachin``: train, resume, evaluate, list environments, write configs,
-play, rate checkpoints in a league, export a policy to ONNX, record episodes to a dataset.
+play, rate checkpoints in a league, export a policy to ONNX, record episodes to a dataset, verify files.
 
     entmachin train [CONFIG | ENV_NAME] [--set key=value ...] [--run-dir DIR] [--force]
     entmachin train --resume RUN_DIR
@@ -12,6 +12,7 @@ play, rate checkpoints in a league, export a policy to ONNX, record episodes to 
     entmachin record [ENV] --policy POLICY --episodes N -o DIR [--seed S] [--processes N] [--deterministic]
                      [--checkpoint STEPS]
     entmachin relabel DIR --reward pkg.mod:function -o NEW_DIR
+    entmachin verify PATH [PATH ...]
 
 Bad input ends with a one-line error and exit status 2 (``--debug`` shows the traceback).
 """
@@ -137,6 +138,12 @@ def _parser() -> argparse.ArgumentParser:
     relabel.add_argument("--reward", required=True, metavar="pkg.mod:function",
                          help="takes one part's rows (state, action, next_state, flags) and returns a reward per row")
     relabel.add_argument("-o", "--out", required=True, metavar="NEW_DIR", help="the new dataset directory")
+
+    verify = commands.add_parser(
+        "verify", help="check a run directory, checkpoint, export or dataset for damage, without loading code")
+    verify.add_argument("paths", nargs="+", metavar="PATH",
+                        help="a run directory, a checkpoints/ directory or checkpoint_<steps>.json, an .onnx export, "
+                             "or a dataset directory; exit status 1 when any check fails")
     return parser
 
 
@@ -157,7 +164,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return {"train": commands.train, "eval": commands.evaluate_run, "envs": commands.list_envs,
                 "init": commands.init, "play": commands.play,
                 "league": commands.league, "export": commands.export,
-                "record": commands.record, "relabel": commands.relabel}[args.command](args)
+                "record": commands.record, "relabel": commands.relabel, "verify": commands.verify}[args.command](args)
     except KeyboardInterrupt:
         print("entmachin: interrupted", file=sys.stderr)
         return 130

@@ -226,6 +226,12 @@ def record(args: argparse.Namespace) -> int:
     return 0
 
 
+def verify(args: argparse.Namespace) -> int:
+    from entmachin.run.verify import main as verify_paths
+
+    return verify_paths(args.paths)
+
+
 def relabel(args: argparse.Namespace) -> int:
     from entmachin.data.relabel import relabel as relabel_dataset
     from entmachin.run.matches import resolve_function
