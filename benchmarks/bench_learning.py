@@ -8,10 +8,22 @@ Each (environment, frame, seed) is one job: ``entmachin``'s runner trains the bu
 (``entmachin train ENV [--frame A2C] --set train.seed=S``) and the job appends one JSON line to
 the results file (default ``benchmarks/results/learning.jsonl``): the evaluations along the
 way, the final evaluation sampled and deterministic, the random policy's return and the wall
-time. Each record carries the fingerprint of the bundled config it trained (``config``: everything
-but the seed, the budget and the logging), so jobs already in the file are skipped only while
-their config is unchanged: edit a bundled config and its rows run again, and the table shows
-only records of the configs as they are now. The table fills over several sittings.
+time. Each record carries the bundled config it trained (``settings``, plain data) and its fingerprint
+(``config``), so jobs already in the file are skipped only while their config is unchanged: edit a
+bundled config and its rows run again, and the table shows only records of the configs as they are now.
+The table fills over several sittings.
+
+Which edits count is decided once, by the fields' declarations (``entmachin.run.fingerprint``, whose
+docstring states the rule): execution settings (``model.compile``, ``rollout.overlap``, processes,
+device, threads, intervals, logging) never count; a field added later counts only where it differs from
+what runs did before it (its declared ``before``); fields the run does not read never count; everything
+else does, learning rates, network, rollout sizes, environment and evaluation settings alike. The seed,
+the budget, ``train.init_from`` and ``bc.data`` are left out because a record states them itself. A
+record is current when today's rule gives its ``settings`` the fingerprint it gives the bundled config
+now, so a change of the rule applies to old records too; records from before ``settings`` existed got
+theirs from the git history (``benchmarks/refingerprint_records.py``). ``CURRENT_SEEDS`` is how many
+current seeds each bundled config's row must have; ``AWAITING`` names the rows that have fewer, and why
+(a quick test holds both).
 ``--budget-scale`` shrinks every budget (the smoke test runs 0.01).
 
 A target is met when the median seed's final return (the better of sampled and deterministic
@@ -32,7 +44,6 @@ reaches ``WARM_GOAL`` (at most half).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import logging
 import os
@@ -92,35 +103,61 @@ DATA_TARGETS: Dict[Tuple[str, str], float] = {
 WARM_GOAL = {"MineSweeper": 0.95}  # PPO from a clone: steps to this return, at most half of PPO from scratch
 
 
-def config_fingerprint(env: str, frame: str) -> str:
-    """A short hash of the bundled config of ``(env, frame)``, seed, budget and logging left out."""
+# A bundled config's row is kept true by this many current seeds (test/test_benchmarks.py checks it).
+CURRENT_SEEDS = 3
+# Rows of TARGETS with fewer current seeds than CURRENT_SEEDS, and why; each waits for its jobs to run.
+AWAITING: Dict[Tuple[str, str], str] = {}
+
+
+def bundled_data(env: str, frame: str) -> Dict[str, Any]:
+    """The bundled config of ``(env, frame)`` as plain data."""
     from entmachin.run.cli import bundled_config_path
     from entmachin.run.config import config_to_dict, load_config
 
     path = bundled_config_path(env, frame)
     if path is None:
         raise SystemExit(f"bench_learning: {env} has no bundled {frame} config")
-    return fingerprint(config_to_dict(load_config(path)))
+    return config_to_dict(load_config(path))
 
 
-# Fields that cannot change what a one-process run learns: where the run logs, how ranks talk,
-# where workers live, the DQN frames' Q-head, and a check that only stops a run. Leaving them out
-# keeps a record valid when such a field is added to the config.
-_NOT_LEARNING = {"log": None, "distributed": None, "train": ("seed", "total_steps", "init_from"), "bc": ("data",),
-                 "rollout": ("workers",),
-                 "model": ("q_head",), "env": ("check_finite",)}
+def config_fingerprint(env: str, frame: str) -> str:
+    """The fingerprint of the bundled config of ``(env, frame)``."""
+    return fingerprint(bundled_data(env, frame))
 
 
-def fingerprint(data: Dict[str, Any]) -> str:
-    """A short hash of plain config data, seed, budget and the fields in ``_NOT_LEARNING`` left out."""
-    kept = {}
-    for section, values in data.items():
-        if section == "selfplay" and values.get("seats") == "all":  # no pool: its settings are unused
-            continue
-        dropped = _NOT_LEARNING.get(section, ())
-        if dropped is not None:
-            kept[section] = {k: v for k, v in values.items() if k not in dropped}
-    return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:12]
+# What a record states itself, beside its config's fingerprint: the seed, the budget, the run it started
+# from, the dataset it cloned.
+_RECORDED = {"train": ("seed", "total_steps", "init_from"), "bc": ("data",)}
+_CONTINUOUS: Dict[str, bool] = {}
+
+
+def continuous_actions(env: Dict[str, Any]) -> bool:
+    """Whether the environment of plain ``env`` section data has a continuous action (built once per section)."""
+    key = json.dumps(env, sort_keys=True)
+    if key not in _CONTINUOUS:
+        from entmachin.env.action import ContinuousActionSpace, GlobalContinuousActionSpace
+        from entmachin.run.build import EnvFactory
+        from entmachin.run.config import EnvSection
+
+        _, action_space = EnvFactory(EnvSection(**env)).spaces()
+        _CONTINUOUS[key] = any(isinstance(space, (ContinuousActionSpace, GlobalContinuousActionSpace))
+                               for space in action_space.values())
+    return _CONTINUOUS[key]
+
+
+def fingerprint(data: Dict[str, Any], continuous: Optional[bool] = None) -> str:
+    """A short hash of what plain config ``data`` decides about learning (``entmachin.run.fingerprint``'s
+    rule), the fields in ``_RECORDED`` left out; ``continuous``: whether the environment has a continuous
+    action (None: build the environment of ``data`` to see)."""
+    from entmachin.run.fingerprint import fingerprint as digest, learning_settings
+
+    if continuous is None:
+        continuous = continuous_actions(data["env"])
+    kept = learning_settings(data, continuous_actions=continuous)
+    for section, names in _RECORDED.items():
+        for name in names:
+            kept.get(section, {}).pop(name, None)
+    return digest(kept)
 
 
 def run_job(env: str, frame: str, seed: int, budget: int, runs_dir: str) -> Dict[str, Any]:
@@ -132,7 +169,8 @@ def run_job(env: str, frame: str, seed: int, budget: int, runs_dir: str) -> Dict
     if path is None:
         raise SystemExit(f"bench_learning: {env} has no bundled {frame} config")
     data = config_to_dict(load_config(path))
-    record = {"env": env, "frame": frame, "seed": seed, "config": fingerprint(data), "budget": budget}
+    record = {"env": env, "frame": frame, "seed": seed, "config": fingerprint(data), "budget": budget,
+              "settings": data}
     extra = []
     if (env, frame) in LOWER_IS_BETTER:  # RockPaperScissorsDuel: self-play from a rock thrower
         start = os.path.join(runs_dir, f"{env}-{frame}-{seed}-start")
@@ -271,7 +309,7 @@ def record_runs(run_dirs: List[str]) -> List[Dict[str, Any]]:
         events.Reload()
         times = [e.wall_time for tag in events.Tags()["scalars"] for e in events.Scalars(tag)]
         record = {"env": config.env.name, "frame": frame, "seed": config.train.seed, "config": fingerprint(data),
-                  "budget": config.train.total_steps}
+                  "budget": config.train.total_steps, "settings": data}
         if frame == "BC":
             record["data"] = demonstrator(config.bc.data)
         if config.train.init_from is not None:
@@ -313,14 +351,18 @@ def steps_to_90(record: Dict[str, Any]) -> Optional[int]:
 
 
 def current(records: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """The records trained with the bundled configs as they are now."""
-    prints: Dict[Tuple[str, str], str] = {}
+    """The records trained with the bundled configs as they are now: today's rule gives a record's
+    ``settings`` the fingerprint it gives the bundled config (a record without ``settings`` is not)."""
+    prints: Dict[Tuple[str, str], Tuple[str, bool]] = {}
     kept = []
     for r in records:
         key = (r["env"], r["frame"])
         if key not in prints:
-            prints[key] = config_fingerprint(*key)
-        if r.get("config") == prints[key]:
+            data = bundled_data(*key)
+            continuous = continuous_actions(data["env"])
+            prints[key] = (fingerprint(data, continuous), continuous)
+        now, continuous = prints[key]
+        if r.get("settings") is not None and fingerprint(r["settings"], continuous) == now:
             kept.append(r)
     return kept
 

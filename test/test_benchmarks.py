@@ -210,3 +210,19 @@ def test_gpu_check_falls_back_to_the_cpu_and_prints_its_table(tmp_path):
         assert re.search(rf"^\| {stage} \| ok \| \d+ \| .+ \|$", done.stdout, re.M), done.stdout
     assert "(cpu)" in done.stdout and "compiled" not in done.stdout  # eager only on the CPU
     assert "| minesweeper | ok |" in (tmp_path / "table.md").read_text()
+
+
+def test_every_learning_row_has_its_current_seeds():
+    """Each bundled config with a row in the learning table has ``CURRENT_SEEDS`` seeds recorded with the config
+    as it is now (a config edited in a way that changes learning needs its rows run again), unless it is listed
+    in ``AWAITING`` with the reason; and a listed row really waits."""
+    import bench_learning
+
+    records = bench_learning.current(bench_learning.read_results(str(BENCHMARKS / "results" / "learning.jsonl")))
+    seeds = {key: {r["seed"] for r in records if (r["env"], r["frame"]) == key and "warm" not in r}
+             for key in bench_learning.TARGETS}
+    short = {f"{env} {frame}": sorted(s) for (env, frame), s in seeds.items()
+             if len(s) < bench_learning.CURRENT_SEEDS and (env, frame) not in bench_learning.AWAITING}
+    assert not short, f"rows with fewer than {bench_learning.CURRENT_SEEDS} current seeds (seeds they have): {short}"
+    done = [key for key in bench_learning.AWAITING if len(seeds.get(key, ())) >= bench_learning.CURRENT_SEEDS]
+    assert not done, f"AWAITING lists rows that have their seeds: {done}"

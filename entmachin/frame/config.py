@@ -108,11 +108,12 @@ class A2CConfig(SettingsChecks):
                                         kind="bool")
     replay_size: int = setting(500000, "rows the on-policy buffer holds before update(); storing more raises",
                                kind="int", low=1)
-    replay_device: Union[str, torch.device] = setting("cpu", "device of the rollout buffer", kind="device")
+    replay_device: Union[str, torch.device] = setting("cpu", "device of the rollout buffer", kind="device",
+                                                       execution=True)
     visualize: bool = setting(False, "write the autograd graphs of the first losses as actor.dot / critic.dot",
-                              kind="bool")
+                              kind="bool", execution=True)
     visualize_dir: str = setting("", "where visualize writes them (default: the writer's directory, else the current "
-                                     "one)", kind="str")
+                                     "one)", kind="str", execution=True)
     value_clip: Optional[float] = setting(
         None, "clip each value prediction to this distance from its value when stored; None: no clipping",
         kind="real", low=0.0, open_low=True, optional=True)
@@ -184,13 +185,15 @@ class DQNConfig(SettingsChecks):
                                   kind="real", low=0.0, open_low=True, allow_inf=True)
     replay_size: int = setting(500000, "rows the default replay buffer keeps (the oldest are overwritten)",
                                kind="int", low=1)
-    replay_device: Union[str, torch.device] = setting("cpu", "device of the default replay buffer", kind="device")
+    replay_device: Union[str, torch.device] = setting("cpu", "device of the default replay buffer", kind="device",
+                                                       execution=True)
     mode: Literal["vanilla", "fixed_target", "double"] = setting(
         "double", "double, fixed_target or vanilla: which network picks and which values the target's best choice",
         kind="choice", choices=("vanilla", "fixed_target", "double"))
-    visualize: bool = setting(False, "write the autograd graph of the first loss as qnet.dot", kind="bool")
+    visualize: bool = setting(False, "write the autograd graph of the first loss as qnet.dot", kind="bool",
+                              execution=True)
     visualize_dir: str = setting("", "where visualize writes it (default: the writer's directory, else the current "
-                                     "one)", kind="str")
+                                     "one)", kind="str", execution=True)
     epsilon: float = setting(1.0, "initial exploration rate", kind="real", low=0.0, high=1.0)
     epsilon_min: float = setting(0.0, "epsilon never decays below this", kind="real", low=0.0, high=1.0)
     n_step: int = setting(1, "rewards summed before bootstrapping (n-step returns)", kind="int", low=1)

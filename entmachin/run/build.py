@@ -20,8 +20,8 @@ from entmachin.frame.config import resolve
 from entmachin.model import DenseNet, RogueNet
 from entmachin.run.config import Q_FRAMES, ConfigError, EnvSection, RunConfig, update_times
 
-__all__ = ["EnvFactory", "GymnasiumMaker", "GYMNASIUM", "check_device", "decide_compile", "decide_overlap", "env_class",
-           "make_envs", "make_frame", "seeds"]
+__all__ = ["EnvFactory", "GymnasiumMaker", "GYMNASIUM", "check_device", "check_translation", "decide_compile",
+           "decide_overlap", "env_class", "make_envs", "make_frame", "seeds"]
 
 logger = logging.getLogger(__name__)
 
@@ -326,6 +326,32 @@ def make_frame(config: RunConfig, obs_space: Any, action_space: Any, writer: Any
                 f"{config.frame.n_epochs} x ceil({rows} rows / batch_size "
                 f"{config.frame.settings.batch_size}) = {config.frame.n_epochs * per_epoch} minibatch steps per update")
     return frame, note
+
+
+def check_translation(config: RunConfig, obs_space: Any) -> None:
+    """``model.translation`` against the environment's entity types and features (a run checks it before it
+    writes its directory; RogueNet would refuse it later, naming less).
+
+    Raises:
+        ConfigError: the reference entity type, or a feature it names, is not the environment's; the
+            message names it and every entity type with its features.
+    """
+    translation = config.model.translation
+    entities = {name: list(space.features) for name, space in obs_space.entities.items()}
+    exist = "; ".join(f"{name}: {features}" for name, features in entities.items()) or "none"
+    what = f"{config.env.name}'s entity types and their features are {exist}"
+    if translation.reference_entity not in entities:
+        raise ConfigError(f"model.translation.reference_entity: {translation.reference_entity!r} is not an entity type "
+                          f"of {config.env.name}; {what}")
+    features = entities[translation.reference_entity]
+    named = [("position_features", f) for f in translation.position_features]
+    named += [("rotation_vec_features", f) for f in translation.rotation_vec_features or ()]
+    if translation.rotation_angle_feature is not None:
+        named.append(("rotation_angle_feature", translation.rotation_angle_feature))
+    for field, feature in named:
+        if feature not in features:
+            raise ConfigError(f"model.translation.{field}: {feature!r} is not a feature of the reference entity type "
+                              f"{translation.reference_entity!r} ({features}); {what}")
 
 
 def _networks(config: RunConfig, obs_space: Any, action_space: Any, compiled: bool = False

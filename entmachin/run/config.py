@@ -69,7 +69,7 @@ class EnvSection:
     max_episode_steps: Optional[int] = setting(
         None, "episodes are cut (truncated, bootstrapped) after this many steps; null: never")
     check_finite: bool = setting(
-        True, "stop with an error naming the feature when an observation or reward is NaN or infinite")
+        True, "stop with an error naming the feature when an observation or reward is NaN or infinite", execution=True)
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -99,7 +99,7 @@ class ModelSection(RogueNetConfig):
         "plain", "DQN frames: plain Q-heads, or dueling (value + advantage streams)")
     kind: Literal["rogue_net", "mlp"] = setting(
         "rogue_net", "rogue_net: the entity transformer; mlp: an MLP over the global features (no entity types, "
-                     "global actions only), as for gymnasium environments")
+                     "global actions only), as for gymnasium environments", before="rogue_net")
     d_hidden: Tuple[int, ...] = setting((64, 64), "mlp: widths of the hidden layers")
     activation: Literal["tanh", "relu", "gelu"] = setting("tanh", "mlp: activation of the hidden layers")
     normalize_inputs: bool = setting(
@@ -107,7 +107,7 @@ class ModelSection(RogueNetConfig):
     compile: Union[bool, Literal["auto"]] = setting(  # type: ignore[assignment]
         "auto", "run RogueNet's per-token arithmetic compiled (torch.compile): auto compiles where it was measured to "
                 "pay and a working compiler is found (the log says which it chose and why); true; false. Checkpoints "
-                "are the same either way, and --resume may change it")
+                "are the same either way, and --resume may change it", execution=True, before=False)
 
     COMPILE_VALUES: ClassVar[Tuple[Any, ...]] = (True, False, "auto")
 
@@ -162,12 +162,14 @@ class RolloutSection:
     num_envs: int = setting(32, "environments stepped together (per rank under torchrun)")
     n_steps: int = setting(16, "steps per environment in each rollout (one update per rollout)")
     processes: int = setting(
-        0, "0: step in this process (EnvList); N: N worker processes (ParallelEnvList, or Ray workers)")
+        0, "0: step in this process (EnvList); N: N worker processes (ParallelEnvList, or Ray workers)", execution=True)
     workers: Optional[str] = setting(
-        None, "null: workers on this machine; auto: a local Ray; ray://ADDRESS: a Ray cluster (entmachin[ray])")
+        None, "null: workers on this machine; auto: a local Ray; ray://ADDRESS: a Ray cluster (entmachin[ray])",
+        execution=True)
     overlap: Union[bool, Literal["auto"]] = setting(  # type: ignore[assignment]
         "auto", "the policy acts on one half of the worker processes while the other half steps (same rows; a seed's "
-                "sampled actions differ): auto where it pays (the log says which it chose and why); true; false")
+                "sampled actions differ): auto where it pays (the log says which it chose and why); true; false",
+        execution=True, before=False)
 
     def __post_init__(self) -> None:
         for name, low in (("num_envs", 1), ("n_steps", 1), ("processes", 0)):
@@ -191,8 +193,8 @@ class RolloutSection:
 class TrainSection:
     total_steps: int = setting(100_000, "environment steps to train for")
     seed: int = setting(0, "the one seed: torch's, the frame's, the environments' and evaluation's derive from it")
-    device: str = setting("cpu", "device of the networks (cpu, cuda, cuda:1, ...)")
-    threads: int = setting(1, "torch CPU threads; 1 makes a seed's run repeat exactly")
+    device: str = setting("cpu", "device of the networks (cpu, cuda, cuda:1, ...)", execution=True)
+    threads: int = setting(1, "torch CPU threads; 1 makes a seed's run repeat exactly", execution=True)
     init_from: Optional[str] = setting(
         None, "a run directory: start from its latest checkpoint's networks (not its optimisers or counters)")
 
@@ -211,20 +213,22 @@ class TrainSection:
 @documented
 @dataclass(frozen=True, kw_only=True)
 class LogSection:
-    run_dir: Optional[str] = setting(None, "where the run lives; null: runs/<env>-<date>-<time>")
+    run_dir: Optional[str] = setting(None, "where the run lives; null: runs/<env>-<date>-<time>", execution=True)
     checkpoint_interval: int = setting(
-        50_000, "environment steps between checkpoints (one is also written at the end)")
-    eval_interval: int = setting(50_000, "environment steps between evaluations (one also runs at the end)")
+        50_000, "environment steps between checkpoints (one is also written at the end)", execution=True)
+    eval_interval: int = setting(
+        50_000, "environment steps between evaluations (one also runs at the end)", execution=True)
     eval_episodes: int = setting(100, "episodes per evaluation")
     eval_deterministic: bool = setting(False, "evaluate the most likely actions instead of sampling")
     eval_max_steps: Optional[int] = setting(
         None, "an evaluation episode still running after this many steps counts as it stands; "
-              "null: env.max_episode_steps, or 1000 without one")
+              "null: env.max_episode_steps, or 1000 without one", before=None)
     keep_checkpoints: Optional[int] = setting(
-        5, "the latest checkpoints kept (older ones are deleted; the final one is the latest); null: keep all")
+        5, "the latest checkpoints kept (older ones are deleted; the final one is the latest); null: keep all",
+        execution=True)
     eval_opponents: Tuple[str, ...] = setting(
         (), "games of several players: at each evaluation, eval_episodes games against each (random, scripted, "
-            "a run directory or pkg.mod:function); eval/win_rate/<opponent> in tensorboard")
+            "a run directory or pkg.mod:function); eval/win_rate/<opponent> in tensorboard", before=())
 
     def __post_init__(self) -> None:
         for name in ("checkpoint_interval", "eval_interval", "eval_episodes"):
@@ -241,9 +245,11 @@ class DistributedSection:
     """Data-parallel ranks started by ``torchrun``: ``auto`` picks gloo on CPU and nccl on CUDA;
     ``timeout`` is how long (seconds) a rank waits for the others before stopping with an error."""
 
-    backend: Literal["auto", "gloo", "nccl"] = setting("auto", "auto: gloo on CPU, nccl on CUDA; or gloo / nccl")
+    backend: Literal["auto", "gloo", "nccl"] = setting(
+        "auto", "auto: gloo on CPU, nccl on CUDA; or gloo / nccl", execution=True)
     timeout: float = setting(
-        300.0, "seconds a rank waits for the others before stopping with an error naming the failed rank")
+        300.0, "seconds a rank waits for the others before stopping with an error naming the failed rank",
+        execution=True)
 
     def __post_init__(self) -> None:
         if not (self.timeout > 0 and math.isfinite(self.timeout)):
@@ -258,7 +264,8 @@ class SelfPlaySection:
     self) play the others; a game keeps its opponents until it ends."""
 
     seats: Union[str, Tuple[str, ...]] = setting(
-        "all", "all: the learner plays every seat (no pool); random: one random seat per game; or a list of seats")
+        "all", "all: the learner plays every seat (no pool); random: one random seat per game; or a list of seats",
+        before="all")
     save_steps: int = setting(20_000, "environment steps between snapshots of the learner put in the pool")
     window: int = setting(10, "the pool holds the latest this many snapshots")
     play_against_latest: float = setting(

@@ -19,6 +19,7 @@ plus the resolved config as text and the hyperparameters with the final evaluati
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import math
@@ -30,6 +31,7 @@ import numpy as np
 
 from entmachin.files import atomic_write
 from entmachin.run.config import RunConfig, config_from_dict, config_to_dict, dump_yaml, parse_yaml
+from entmachin.settings import NOT_DECLARED, marker_of
 
 __all__ = ["RunError", "prepare_run_dir", "remove_run_files", "write_config", "load_run_config", "make_writer",
            "write_iteration", "write_evals", "write_hparams", "progress_bar", "NullWriter", "next_due"]
@@ -109,10 +111,22 @@ def write_config(run_dir: str, config: RunConfig, world_size: int = 1, notes: Se
     atomic_write(os.path.join(run_dir, "config.yaml"), (header + dump_yaml(config_to_dict(config))).encode())
 
 
-# Settings that came after runs were written, and what such runs did without them: their config
-# reads back so, where the settings' default (`auto`) might choose otherwise on this machine and a
-# resumed run would then not repeat its sampled actions.
-_BEFORE_THE_SETTING = {("rollout", "overlap"): False, ("model", "compile"): False}
+
+def _before_the_settings() -> Dict[Any, Any]:
+    """Settings that came after runs were written, and what such runs did without them (each field's
+    declared ``before``): their config reads back so, since a default such as ``auto`` might choose
+    otherwise on this machine and a resumed run would then not repeat its sampled actions."""
+    out = {}
+    for section in dataclasses.fields(RunConfig):
+        cls = section.default_factory
+        for f in dataclasses.fields(cls):
+            before = marker_of(cls, f.name, "before")
+            if before is not NOT_DECLARED:
+                out[(section.name, f.name)] = list(before) if isinstance(before, tuple) else before
+    return out
+
+
+_BEFORE_THE_SETTING = _before_the_settings()
 
 
 def load_run_config(run_dir: str) -> RunConfig:

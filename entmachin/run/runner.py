@@ -44,7 +44,8 @@ from entmachin.frame.checkpoint_files import manifest_versions, remove_version
 from entmachin.frame.summary import log_update
 from entmachin.model.compiled import recompiles
 from entmachin.run import logs, startup
-from entmachin.run.build import EnvFactory, check_device, decide_compile, decide_overlap, make_envs, make_frame, seeds
+from entmachin.run.build import (EnvFactory, check_device, check_translation, decide_compile, decide_overlap, make_envs,
+                                  make_frame, seeds)
 from entmachin.run.cloning import Cloning
 from entmachin.run.config import RunConfig, config_to_dict, dump_yaml
 from entmachin.run.defaults import DEFAULT_MAX_EPISODE_STEPS
@@ -149,6 +150,8 @@ class Runner:
         self.progress = progress and self.lead
         self.checkpoint_dir = os.path.join(run_dir, "checkpoints")
         check_device(config.train.device if distributed is None else distributed.device)
+        if config.model.kind == "rogue_net" and config.model.translation is not None:  # names the env's entities
+            check_translation(config, EnvFactory(config.env).spaces()[0])
         # A run that fails before its first checkpoint takes away what it wrote (and the
         # directory, if it made it), so that starting again there needs no --force.
         self._created = not os.path.exists(run_dir)
