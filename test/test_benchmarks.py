@@ -38,6 +38,7 @@ TINY = {
     "bench_frame_machin.py": (["--episodes", "2", "--length", "20", "--repeats", "1", "--device", "cpu"], "machin"),
     "bench_frame_minesweeper.py": (["--n-envs", "8", "--n-steps", "4", "--batch-size", "16", "--epochs", "1",
                                     "--iterations", "1", "--rounds", "1", "--device", "cpu"], "entmachin / plain loop"),
+    "bench_integrity.py": (["--megabytes", "0.5", "--rounds", "1", "--envs", "CherryPick"], "| CherryPick |"),
     "bench_learning.py": (["--env", "Count", "--frame", "PPO", "--seeds", "0", "--budget-scale", "0.05", "--results",
                            os.path.join(tempfile.mkdtemp(prefix="entmachin-bench-"), "learning.jsonl")],
                           "| Count | PPO | 102 |"),
