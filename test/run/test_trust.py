@@ -184,3 +184,38 @@ def test_a_runs_files_get_the_permissions_the_umask_gives(tmp_path):
     written = [p for p in files(str(tmp_path / "run")) if "events.out" not in p]
     assert any(p.endswith("eval.json") for p in written) and any(p.endswith("config.yaml") for p in written)
     assert {p: stat.S_IMODE(os.stat(p).st_mode) for p in written} == {p: 0o644 for p in written}
+
+
+def add_blob(run_dir, key, data):
+    """Adds a blob to the latest checkpoint's manifest, with its size and sha256."""
+    path = latest_manifest(run_dir)
+    manifest = json.loads(open(path).read())
+    name = f"{key}_32.000000000000.pt"
+    with open(os.path.join(run_dir, "checkpoints", name), "wb") as f:
+        f.write(data)
+    manifest["files"][key] = {"file": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    with open(path, "w") as f:
+        json.dump(manifest, f)
+
+
+def test_a_crafted_ranks_state_is_never_unpickled(run_dir, tmp_path, caplog):
+    marker = str(tmp_path / "ran")
+    add_blob(run_dir, "ranks", pickle.dumps([{"envs": None, "torch_rng": b"", "shuffle_rng": Payload(marker)}]))
+    result = resume(run_dir, caplog)
+    assert not os.path.exists(marker) and result.env_steps == 48
+    assert "ranks_32." in caplog.text and "not the JSON this entmachin writes" in caplog.text
+
+
+def test_a_crafted_network_file_refuses_resume_and_changes_nothing(run_dir, tmp_path):
+    import io
+
+    import torch
+
+    marker = str(tmp_path / "ran")
+    buffer = io.BytesIO()
+    torch.save({"w": Payload(marker)}, buffer)
+    replace_blob(run_dir, "actor", buffer.getvalue())
+    before = files(run_dir)
+    with pytest.raises(RunError, match=r"actor_32\..*weights_only=True and never runs code"):
+        Runner(config(48), run_dir, resume=True, progress=False).train()
+    assert not os.path.exists(marker) and files(run_dir) == before
