@@ -59,7 +59,8 @@ class OnnxPolicy:
 
     Attributes:
         obs_space / action_space: the spaces the policy was trained on (None for dense models).
-        kind: ``"rogue-net policy"``, ``"rogue-net q"``, ``"mlp policy"`` or ``"mlp q"``.
+        kind: ``"rogue-net policy"``, ``"rogue-net q"``, ``"dense-net policy"`` (``model.kind: mlp``;
+            observations as a RogueNet's), ``"mlp policy"`` or ``"mlp q"`` (``act_dense``).
         continuous: continuous action name -> its distribution, ``"beta"`` or ``"squashed_gaussian"``.
         metadata: every ``entmachin.*`` entry of the file's metadata, JSON decoded.
 
