@@ -144,7 +144,7 @@ def _report(result: Any, runner: Any) -> int:
 
 
 def evaluate_run(args: argparse.Namespace) -> int:
-    from entmachin.run.evaluation import evaluate_checkpoint
+    from entmachin.run.evaluation import differ_widely, evaluate_both_ways
     from entmachin.run.matches import match_checkpoint
 
     if args.opponent is not None:
@@ -152,10 +152,17 @@ def evaluate_run(args: argparse.Namespace) -> int:
         print(f"games {result.games}  wins {result.wins}  draws {result.draws}  losses {result.losses}")
         print(result.line())
         return 0
-    result = evaluate_checkpoint(args.run_dir, args.episodes, args.deterministic, args.seed)
+    evaluation = evaluate_both_ways(args.run_dir, args.episodes, args.deterministic, args.seed)
+    result, other = evaluation.asked, evaluation.other
     print(f"episodes {len(result.returns)}  return mean {result.mean:.3f}  min {result.min:.3f}  max {result.max:.3f}"
           f"  length mean {sum(result.lengths) / len(result.lengths):.1f}  min {min(result.lengths)}"
           f"  max {max(result.lengths)}")
+    print(evaluation.settings)
+    if differ_widely(result, other):
+        kind = "sampled actions" if args.deterministic else "most likely actions (--deterministic)"
+        print(f"{kind}: return mean {other.mean:.3f} on the same environments; the two differ widely: deploy the "
+              "better (an exported policy acts on its most likely actions unless told deterministic=False; README "
+              "\"Shipping a policy\")")
     return 0
 
 

@@ -134,11 +134,12 @@ def export_run(path: str, out: Optional[str] = None, version: Optional[int] = No
         ExportError: a model the exporter cannot express.
     """
     from entmachin.frame.checkpoint import latest_version
-    from entmachin.run.evaluation import load_trained, run_dir_of
+    from entmachin.run.evaluation import eval_settings, load_trained, run_dir_of
 
     run_dir = run_dir_of(path)
     frame, config, _ = load_trained(run_dir, version=version)  # refuses a run without (that) checkpoint
     steps = latest_version(os.path.join(run_dir, "checkpoints")) if version is None else version
-    metadata = {"env": config.env.name, "env_steps": steps, "frame": config.frame.name}
+    metadata = {"env": config.env.name, "env_steps": steps, "frame": config.frame.name,
+                "evaluation": eval_settings(config)}  # OnnxPolicy.evaluate's defaults
     return export_policy(frame, out or os.path.join(run_dir, "policy.onnx"), metadata=metadata)
 
