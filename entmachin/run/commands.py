@@ -130,13 +130,16 @@ def _report(result: Any, runner: Any) -> int:
         from entmachin.run.evaluation import random_policy_return
 
         final = result.final_eval
+        unit = "samples" if runner.config.frame.name == "BC" else "environment steps"  # BC counts dataset rows
+        after = f"after {result.env_steps} {unit}"
+        if final.get("win_rate"):  # a game of several players: its seats' returns cancel out, its results do not
+            rates = ", ".join(f"{rate:.3f} against {name}" for name, rate in final["win_rate"].items())
+            print(f"win rate {rates} over {final['episodes']} games each {after}; run directory: {result.run_dir}")
+            return 0
         baseline = random_policy_return(EnvFactory(runner.config.env), int(final["episodes"]),
                                         seeds(runner.config)["eval"], runner.config)
-        rates = "".join(f", win rate {rate:.3f} against {name}" for name, rate in final.get("win_rate", {}).items())
-        unit = "samples" if runner.config.frame.name == "BC" else "environment steps"  # BC counts dataset rows
-        print(f"mean evaluation return {final['mean']:.3f} over {final['episodes']} episodes after "
-              f"{result.env_steps} {unit} (a random policy: {baseline.mean:.3f}){rates}; run directory: "
-              f"{result.run_dir}")
+        print(f"mean evaluation return {final['mean']:.3f} over {final['episodes']} episodes {after} (a random "
+              f"policy: {baseline.mean:.3f}); run directory: {result.run_dir}")
         return 0
     print(f"stopped by {result.stopped} at {result.env_steps} environment steps; resume with: entmachin train "
           f"--resume {result.run_dir}")
