@@ -114,7 +114,7 @@ def _parser() -> argparse.ArgumentParser:
         "league", help="games of several players: every checkpoint of some runs against every other, rated by Elo")
     league.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories of one game")
     league.add_argument("--games", type=int, default=50, help="games of every pair of players (seats alternating)")
-    league.add_argument("--seed", type=int, default=None, help="seed of the games (default: the first run's)")
+    league.add_argument("--seed", type=int, default=None, help="seed of the games (default: the first run's evaluation seed, its train.seed + 1,000,003)")
     league.add_argument("--deterministic", action="store_true", help="most likely actions instead of sampling")
     league.add_argument("--out", default=None, metavar="DIR",
                         help="where league.json and league.png go (default: the first run directory)")

@@ -76,9 +76,11 @@ def load_trained(path: str, env_factory: Optional[EnvFactory] = None,
     config = load_run_config(run_dir)
     checkpoint_dir = os.path.join(run_dir, "checkpoints")
     try:
-        latest = latest_version(checkpoint_dir, "eval")
-    except FileNotFoundError as e:
-        raise RunError(f"{run_dir!r} holds no checkpoint yet ({e})") from None
+        latest = latest_version(checkpoint_dir)
+    except FileNotFoundError:  # its message names the caller; this one serves every command
+        missing = "does not exist" if not os.path.isdir(checkpoint_dir) else "holds no checkpoint_<version>.json"
+        raise RunError(f"{run_dir!r} holds no checkpoint yet: {checkpoint_dir!r} {missing} (a run saves one every "
+                       "log.checkpoint_interval steps, and when it ends)") from None
     if version is None:
         version = latest
     elif version not in (saved := manifest_versions(checkpoint_dir)):
@@ -137,7 +139,7 @@ def evaluate_both_ways(path: str, episodes: int, deterministic: bool, seed: Opti
     limit = settings["max_episode_steps"]
     whose = " (the run's: train.seed + 1,000,003; --seed to change)" if seed is None else ""
     line = (f"{'most likely' if deterministic else 'sampled'} actions; seed {chosen}{whose}, {options['num_envs']} "
-            f"environments, step limit {'none' if limit is None else limit} (env.max_episode_steps), an unfinished "
+            f"environment{'s' if options['num_envs'] > 1 else ''}, step limit {'none' if limit is None else limit} (env.max_episode_steps), an unfinished "
             f"episode counted as it stands after {settings['episode_cap']} steps (log.eval_max_steps)")
     return Evaluation(asked, other, line)
 

@@ -101,8 +101,7 @@ def test_bad_input_is_one_line(run_dir, tmp_path, capsys):
     assert "frame.discont: unknown key for PPO" in error_of(capsys, ["train", "Count", "--set", "frame.discont=1"])
     assert "--set 'frame': expected dotted.path=value" in error_of(capsys, ["train", "Count", "--set", "frame"])
     assert "already holds a run; resume it with --resume" in error_of(capsys, ["train", "Count", "--run-dir", run_dir])
-    assert "holds no config.yaml; it is not an entmachin run directory" in error_of(capsys, ["train", "--resume",
-                                                                                        str(tmp_path)])
+    assert "holds no config.yaml" in error_of(capsys, ["train", "--resume", str(tmp_path)])
     assert "a resumed run keeps its config" in error_of(capsys, ["train", "--resume", run_dir, "--set",
                                                                  "frame.discount=0.5"])
     blocked = tmp_path / "file"
@@ -187,3 +186,23 @@ def test_a_folder_shadowing_the_package_is_named(tmp_path, monkeypatch, capsys):
     assert main(["--version"]) == 2
     err = capsys.readouterr().err
     assert str(tmp_path / "entmachin") in err and "PYTHONPATH" in err and "Traceback" not in err
+
+
+def test_a_wrong_run_directory_says_whether_it_exists_and_export_errors_say_export(run_dir, tmp_path, capsys):
+    assert "does not exist" in error_of(capsys, ["eval", str(tmp_path / "nothing-here")])
+    (tmp_path / "empty").mkdir()
+    err = error_of(capsys, ["export", str(tmp_path / "empty")])
+    assert "exists" in err and "no config.yaml" in err
+    import shutil
+
+    copy = str(tmp_path / "no-checkpoints")
+    shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("checkpoints"))
+    err = error_of(capsys, ["export", copy])
+    assert "holds no checkpoint" in err and "eval" not in err.replace(copy, "")
+
+
+def test_league_help_names_the_seed_it_uses(capsys):
+    with pytest.raises(SystemExit):
+        main(["league", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "evaluation seed" in help_text and "1,000,003" in help_text
