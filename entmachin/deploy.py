@@ -29,9 +29,10 @@ from entmachin.env.batch import batch_obs
 from entmachin.env.canonical import to_state
 from entmachin.env.common import GLOBAL_ENTITY
 from entmachin.env.env_list import to_env_actions
-from entmachin.env.episodes import EvalResult, run_episodes
+from entmachin.env.episodes import EvalResult, eval_budget, run_episodes
 from entmachin.env.environment import Observation
 from entmachin.env.spaces import spaces_from_record
+from entmachin.env.time_limit import TimeLimit
 from entmachin.env.validator import validate_observation
 from entmachin.env.vec_env import VecCategoricalActionMask, VecContinuousActionMask, VecObs, VecSelectEntityActionMask
 from entmachin.ragged.array import RaggedArray
@@ -63,7 +64,8 @@ class OnnxPolicy:
 
     Attributes:
         obs_space / action_space: the spaces the policy was trained on (None for dense models).
-        kind: ``"rogue-net policy"``, ``"rogue-net q"``, ``"mlp policy"`` or ``"mlp q"``.
+        kind: ``"rogue-net policy"``, ``"rogue-net q"``, ``"dense-net policy"`` (``model.kind: mlp``;
+            observations as a RogueNet's), ``"mlp policy"`` or ``"mlp q"`` (``act_dense``).
         continuous: continuous action name -> its distribution, ``"beta"`` or ``"squashed_gaussian"``.
         metadata: every ``entmachin.*`` entry of the file's metadata, JSON decoded.
 
@@ -345,20 +347,33 @@ class OnnxPolicy:
         self._check_bounds(vec, where)
 
     def evaluate(self, make_env: Any, episodes: int, deterministic: bool = True, seed: Optional[int] = None, *,
-                 num_envs: int = 16, max_steps: int = 10_000, check_finite: bool = True,
+                 num_envs: Optional[int] = None, max_steps: Optional[int] = None,
+                 max_episode_steps: Optional[int] = None, check_finite: Optional[bool] = None,
                  rng: Optional[np.random.Generator] = None) -> EvalResult:
-        """Episodic returns of this policy, as ``entmachin.frame.evaluate`` gives a frame's: the same
-        environments, seeds and episode order (``entmachin eval``'s, with ``num_envs`` =
-        ``min(episodes, 128)``), so the same actions give the same returns.
+        """Episodic returns of this policy, as ``entmachin.frame.evaluate`` gives a frame's.
+
+        What is not given comes from the run the file was exported from (``entmachin export``
+        stores how the run evaluates, ``metadata["evaluation"]``): its seed, its environment's step
+        limit, ``min(episodes, 128)`` environments and its step cap, so the same actions give the
+        returns ``entmachin eval RUN_DIR --deterministic`` prints. A file without them (written by
+        ``export_policy`` from Python) runs unseeded, on 16 environments, for at most 10,000 steps.
 
         Args:
             make_env: builds one environment (a class or any callable).
             episodes / seed / num_envs / max_steps / check_finite: as ``entmachin.env.episodes.run_episodes``.
+            max_episode_steps: cut each episode there (``TimeLimit``; truncated, as the run's
+                environments were).
             deterministic / rng: as :meth:`act`.
         """
         self._entity_policy("evaluate")
-        return run_episodes(lambda obs, space: self.act_batch(obs, deterministic, rng), make_env, episodes, seed,
-                            num_envs=num_envs, max_steps=max_steps, check_finite=check_finite)
+        run = self.metadata.get("evaluation") or {}
+        seed = run.get("seed") if seed is None else seed
+        limit = run.get("max_episode_steps") if max_episode_steps is None else max_episode_steps
+        default_envs, default_steps = eval_budget(episodes, run["episode_cap"]) if run else (16, 10_000)
+        make = make_env if limit is None else (lambda: TimeLimit(make_env(), limit))
+        return run_episodes(lambda obs, space: self.act_batch(obs, deterministic, rng), make, episodes, seed,
+                            num_envs=num_envs or default_envs, max_steps=max_steps or default_steps,
+                            check_finite=run.get("check_finite", True) if check_finite is None else check_finite)
 
     # ---------------------------------------------------------------- dense models
 

@@ -47,3 +47,12 @@ def test_no_module_points_outside_the_repository_for_its_architecture():
     offenders = [str(p.relative_to(ROOT)) for p in (ROOT / "entmachin").rglob("*.py")
                  if "ARCHITECTURE.md" in p.read_text()]
     assert not offenders, f"point to docs/architecture.md instead: {offenders}"
+
+
+def test_what_the_readme_writes_into_the_checkout_is_ignored_by_git():
+    """The directories the README's commands write (runs, datasets) stay out of `git status`."""
+    ignored = {line.strip().rstrip("/") for line in (ROOT / ".gitignore").read_text().splitlines()}
+    readme = (ROOT / "README.md").read_text()
+    written = set(re.findall(r"entmachin record .*?-o ([\w.-]+)/", readme))
+    written |= set(re.findall(r"--run-dir ([\w.-]+)/", readme))
+    assert written and written <= ignored, written - ignored

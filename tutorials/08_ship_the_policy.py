@@ -34,7 +34,8 @@ onnxruntime only. What you learn:
 4. **100 games in a process without torch.** A script whose first lines make ``import torch``
    fail imports ``entmachin.deploy`` and the environment, and plays with
    ``OnnxPolicy.evaluate``. Given the run's evaluation settings (its environment kwargs and step
-   limit, ``seeds(config)["eval"]``, ``eval_options(config, 100)``) it plays the very episodes
+   limit, ``seeds(config)["eval"]``, ``eval_options(config, 100)``; a file ``entmachin export``
+   wrote carries all but the kwargs, and ``evaluate`` takes them by default) it plays the very episodes
    ``entmachin eval RUN_DIR --episodes 100 --deterministic`` plays, and takes the same actions:
    the returns and lengths agree episode by episode (a near-tie of two actions could flip one
    choice; the tutorial counts the episodes that differ).

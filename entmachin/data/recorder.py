@@ -66,6 +66,8 @@ class Recorder:
         self._chunks: List[Rows] = []
         self._since_flush = 0
         self.ended = 0  # episodes (games) among the first ``episodes`` that ended
+        self.returns: List[float] = []  # the return of each row (seat) of those episodes, in the order they ended
+        self._running = np.zeros(n_rows)  # [n_rows] each row's return so far
 
     @property
     def done(self) -> bool:
@@ -104,6 +106,7 @@ class Recorder:
                       next_obs.truncated.copy(), self.seats, result, self._ids(ids, n),
                       {} if probs is None else {a: (p, np.ones(n, np.bool_)) for a, p in probs.items()})
         self._chunks.append(acting)
+        self._running += next_obs.reward
         if ended.any():
             rows = np.flatnonzero(ended)
             final, index = next_obs.final_obs, next_obs.final_index  # final_obs's rows are in final_index's order
@@ -127,6 +130,8 @@ class Recorder:
                 members = self._game_of_row == game
                 if self.limit is None or self._episode[members][0] < self.limit:
                     self.ended += 1
+                    self.returns += self._running[members].tolist()
+                self._running[members] = 0.0
                 self._episode[members] = self._started
                 self._started += 1
                 self._step[members] = 0

@@ -6,8 +6,9 @@ exported policy in a process without torch, and both give the same returns for t
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
-from typing import Any, List, Mapping, NamedTuple, Optional
+from typing import Any, List, Mapping, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -16,9 +17,19 @@ from entmachin.env.env_list import EnvList
 from entmachin.env.environment import Environment
 from entmachin.env.vec_env import VecObs
 
-__all__ = ["EvalResult", "run_episodes"]
+__all__ = ["EVAL_MAX_ENVS", "EvalResult", "eval_budget", "run_episodes"]
 
 logger = logging.getLogger(__name__)
+
+#: Most environments of an evaluation: one episode each up to this many (wide batches, no length bias).
+EVAL_MAX_ENVS = 128
+
+
+def eval_budget(episodes: int, episode_cap: int) -> Tuple[int, int]:
+    """``(num_envs, max_steps)`` of an evaluation of ``episodes`` episodes, each counted as it
+    stands after ``episode_cap`` steps (``entmachin eval``'s, and an exported run's by default)."""
+    num_envs = min(episodes, EVAL_MAX_ENVS)
+    return num_envs, episode_cap * math.ceil(episodes / num_envs)
 
 
 class EvalResult(NamedTuple):

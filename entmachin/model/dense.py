@@ -155,6 +155,29 @@ class DenseNet(TrustedInputs, NormalisedModule):
         h, masks, given = self._encode(entities, action_masks, action)
         return self._policy(h, masks, given, deterministic), self._value_of(h)
 
+    def probabilities(self, entities: Mapping[str, Any], action_masks: Mapping[str, Any],
+                      visible: Optional[Mapping[str, Any]] = None) -> Dict[str, RaggedTensor]:
+        """Every actor's probability of each choice of the categorical actions in ``action_masks``
+        (0 where forbidden), as :meth:`forward` samples them; ``RogueNet.probabilities``' layout.
+
+        Returns:
+            action name -> float32 ragged ``[n_actors, n_choices]``, one sequence per row.
+
+        Raises:
+            ValueError / TypeError: as :meth:`forward`.
+        """
+        h, masks, _ = self._encode(entities, action_masks, None)
+        out = {}
+        for name, (actors, mask, _, _) in masks.items():
+            head = self.heads[self.action_names.index(name)]
+            if isinstance(head, ContinuousHead):
+                continue
+            logits = head.proj(h.index_select(0, actors.batch_index)).float()  # [n_actors, n_choices]
+            if mask is not None:
+                logits = logits.masked_fill(~mask, float("-inf"))
+            out[name] = actors.with_data(logits.softmax(dim=-1))
+        return out
+
     def value(self, entities: Mapping[str, Any], visible: Optional[Mapping[str, Any]] = None) -> torch.Tensor:
         """The value of each row, float ``[B, 1]``."""
         checks = DeferredChecks(enabled=not self.inputs_trusted())

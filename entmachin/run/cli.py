@@ -32,6 +32,20 @@ __all__ = ["main", "bundled_config_path", "default_run_dir"]
 logger = logging.getLogger("entmachin")
 
 
+def _shadowed() -> Optional[str]:
+    """What ``import entmachin`` found instead of the package, if it found a folder without an
+    ``__init__.py`` (Python imports one as an empty namespace package, before an editable install)."""
+    import entmachin
+
+    if getattr(entmachin, "__file__", None) is not None:
+        return None
+    folders = [str(f) for f in getattr(entmachin, "__path__", [])] or ["entmachin"]
+    parents = ", ".join(sorted({os.path.dirname(f) or "." for f in folders}))
+    return (f"'import entmachin' found the folder {', '.join(folders)}, not the entmachin package (it has no "
+            f"__init__.py), and it shadows the installed one: its parent {parents} is on sys.path (PYTHONPATH or the "
+            "working directory); take it off PYTHONPATH, run from another directory, or rename the folder")
+
+
 def _version() -> str:
     import platform
 
@@ -105,7 +119,7 @@ def _parser() -> argparse.ArgumentParser:
         "league", help="games of several players: every checkpoint of some runs against every other, rated by Elo")
     league.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories of one game")
     league.add_argument("--games", type=int, default=50, help="games of every pair of players (seats alternating)")
-    league.add_argument("--seed", type=int, default=None, help="seed of the games (default: the first run's)")
+    league.add_argument("--seed", type=int, default=None, help="seed of the games (default: the first run's evaluation seed, its train.seed + 1,000,003)")
     league.add_argument("--deterministic", action="store_true", help="most likely actions instead of sampling")
     league.add_argument("--out", default=None, metavar="DIR",
                         help="where league.json and league.png go (default: the first run directory)")
@@ -152,6 +166,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     from entmachin.run import startup
 
     startup.begin()
+    shadowed = _shadowed()
+    if shadowed is not None:
+        print(f"entmachin: error: {shadowed}", file=sys.stderr)
+        return 2
+    # A user's own environment (`entmachin init mygame:Reach`) is found in the working directory, as
+    # `python -m entmachin` finds it; the installed command's script only has its own folder on sys.path.
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     args = _parser().parse_args(argv)
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(message)s")

@@ -134,13 +134,16 @@ def _report(result: Any, runner: Any) -> int:
         from entmachin.run.evaluation import random_policy_return
 
         final = result.final_eval
+        unit = "samples" if runner.config.frame.name == "BC" else "environment steps"  # BC counts dataset rows
+        after = f"after {result.env_steps} {unit}"
+        if final.get("win_rate"):  # a game of several players: its seats' returns cancel out, its results do not
+            rates = ", ".join(f"{rate:.3f} against {name}" for name, rate in final["win_rate"].items())
+            print(f"win rate {rates} over {final['episodes']} games each {after}; run directory: {result.run_dir}")
+            return 0
         baseline = random_policy_return(EnvFactory(runner.config.env), int(final["episodes"]),
                                         seeds(runner.config)["eval"], runner.config)
-        rates = "".join(f", win rate {rate:.3f} against {name}" for name, rate in final.get("win_rate", {}).items())
-        unit = "samples" if runner.config.frame.name == "BC" else "environment steps"  # BC counts dataset rows
-        print(f"mean evaluation return {final['mean']:.3f} over {final['episodes']} episodes after "
-              f"{result.env_steps} {unit} (a random policy: {baseline.mean:.3f}){rates}; run directory: "
-              f"{result.run_dir}")
+        print(f"mean evaluation return {final['mean']:.3f} over {final['episodes']} episodes {after} (a random "
+              f"policy: {baseline.mean:.3f}); run directory: {result.run_dir}")
         return 0
     print(f"stopped by {result.stopped} at {result.env_steps} environment steps; resume with: entmachin train "
           f"--resume {result.run_dir}")
@@ -148,7 +151,7 @@ def _report(result: Any, runner: Any) -> int:
 
 
 def evaluate_run(args: argparse.Namespace) -> int:
-    from entmachin.run.evaluation import evaluate_checkpoint
+    from entmachin.run.evaluation import differ_widely, evaluate_both_ways
     from entmachin.run.matches import match_checkpoint
 
     if args.opponent is not None:
@@ -156,10 +159,17 @@ def evaluate_run(args: argparse.Namespace) -> int:
         print(f"games {result.games}  wins {result.wins}  draws {result.draws}  losses {result.losses}")
         print(result.line())
         return 0
-    result = evaluate_checkpoint(args.run_dir, args.episodes, args.deterministic, args.seed)
+    evaluation = evaluate_both_ways(args.run_dir, args.episodes, args.deterministic, args.seed)
+    result, other = evaluation.asked, evaluation.other
     print(f"episodes {len(result.returns)}  return mean {result.mean:.3f}  min {result.min:.3f}  max {result.max:.3f}"
           f"  length mean {sum(result.lengths) / len(result.lengths):.1f}  min {min(result.lengths)}"
           f"  max {max(result.lengths)}")
+    print(evaluation.settings)
+    if differ_widely(result, other):
+        kind = "sampled actions" if args.deterministic else "most likely actions (--deterministic)"
+        print(f"{kind}: return mean {other.mean:.3f} on the same environments; the two differ widely: deploy the "
+              "better (an exported policy acts on its most likely actions unless told deterministic=False; README "
+              "\"Shipping a policy\")")
     return 0
 
 

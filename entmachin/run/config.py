@@ -341,6 +341,13 @@ class RunConfig:
         """Rows one update trains on: a rollout's (``rollout.rows``), or ``bc.rows_per_update``."""
         return self.bc.rows_per_update if self.frame.name == "BC" else self.rollout.rows
 
+    def rows_per_update_source(self) -> str:
+        """Where :attr:`rows_per_update` comes from, for messages: ``"bc.rows_per_update"`` or
+        ``"rollout.num_envs 32 x rollout.n_steps 16"``."""
+        if self.frame.name == "BC":
+            return "bc.rows_per_update"
+        return f"rollout.num_envs {self.rollout.num_envs} x rollout.n_steps {self.rollout.n_steps}"
+
 
 def update_times(config: RunConfig, rows: Optional[int] = None) -> Tuple[int, int]:
     """``(actor_update_times, critic_update_times)`` the frame will run per update of ``rows`` rows

@@ -4,11 +4,12 @@ from __future__ import annotations
 import json
 import math
 import os
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 import numpy as np
 
 from entmachin.env import random_actions
+from entmachin.env.episodes import EVAL_MAX_ENVS, eval_budget
 from entmachin.frame import EvalResult, evaluate
 from entmachin.frame.checkpoint import latest_version, read_frame_checkpoint
 from entmachin.frame.checkpoint_files import manifest_versions, read_blob, read_manifest
@@ -18,22 +19,32 @@ from entmachin.run.defaults import DEFAULT_MAX_EPISODE_STEPS
 from entmachin.run.logs import RunError, load_run_config
 from entmachin.run.spaces import space_differences, spaces_record
 
-__all__ = ["eval_envs", "eval_options", "run_dir_of", "load_trained", "evaluate_checkpoint", "random_policy_return"]
+__all__ = ["Evaluation", "differ_widely", "eval_envs", "eval_options", "eval_settings", "evaluate_both_ways",
+           "evaluate_checkpoint", "load_trained", "random_policy_return", "run_dir_of"]
 
 
 def eval_envs(episodes: int) -> int:
-    """Environments of an evaluation: one episode each up to 128 (wide batches, no length bias)."""
-    return min(episodes, 128)
+    """Environments of an evaluation: one episode each up to ``EVAL_MAX_ENVS`` (wide batches, no length bias)."""
+    return min(episodes, EVAL_MAX_ENVS)
+
+
+def eval_settings(config: RunConfig) -> Dict[str, Any]:
+    """How a run evaluates, beyond the number of episodes (an export of the run carries it as
+    ``entmachin.evaluation``, for ``OnnxPolicy.evaluate``): the seed (``train.seed + 1,000,003``),
+    the environment's step limit (``env.max_episode_steps``), the steps after which an episode is
+    counted as it stands (``log.eval_max_steps``; by default the step limit, or 1000 without one)
+    and the finite check (``env.check_finite``)."""
+    return {"seed": seeds(config)["eval"], "max_episode_steps": config.env.max_episode_steps,
+            "episode_cap": config.log.eval_max_steps or config.env.max_episode_steps or DEFAULT_MAX_EPISODE_STEPS,
+            "check_finite": config.env.check_finite}
 
 
 def eval_options(config: RunConfig, episodes: int) -> Dict[str, Any]:
     """``evaluate``'s keywords for a run's evaluation of ``episodes`` episodes: its environments,
-    its step cap (``log.eval_max_steps`` per episode; by default the environment's step limit, or
-    1000 steps without one) and the finite check (``env.check_finite``)."""
-    n_envs = eval_envs(episodes)
-    cap = config.log.eval_max_steps or config.env.max_episode_steps or DEFAULT_MAX_EPISODE_STEPS
-    return {"num_envs": n_envs, "max_steps": cap * math.ceil(episodes / n_envs),
-            "check_finite": config.env.check_finite}
+    its step cap (:func:`eval_settings`' ``episode_cap`` per episode) and the finite check."""
+    settings = eval_settings(config)
+    num_envs, max_steps = eval_budget(episodes, settings["episode_cap"])
+    return {"num_envs": num_envs, "max_steps": max_steps, "check_finite": settings["check_finite"]}
 
 
 def run_dir_of(path: str) -> str:
@@ -65,9 +76,11 @@ def load_trained(path: str, env_factory: Optional[EnvFactory] = None,
     config = load_run_config(run_dir)
     checkpoint_dir = os.path.join(run_dir, "checkpoints")
     try:
-        latest = latest_version(checkpoint_dir, "eval")
-    except FileNotFoundError as e:
-        raise RunError(f"{run_dir!r} holds no checkpoint yet ({e})") from None
+        latest = latest_version(checkpoint_dir)
+    except FileNotFoundError:  # its message names the caller; this one serves every command
+        missing = "does not exist" if not os.path.isdir(checkpoint_dir) else "holds no checkpoint_<version>.json"
+        raise RunError(f"{run_dir!r} holds no checkpoint yet: {checkpoint_dir!r} {missing} (a run saves one every "
+                       "log.checkpoint_interval steps, and when it ends)") from None
     if version is None:
         version = latest
     elif version not in (saved := manifest_versions(checkpoint_dir)):
@@ -97,9 +110,47 @@ def _saved_spaces(checkpoint_dir: str, version: int) -> Optional[dict]:
 
 
 def evaluate_checkpoint(path: str, episodes: int, deterministic: bool, seed: Optional[int]) -> EvalResult:
+    return evaluate_both_ways(path, episodes, deterministic, seed, both=False).asked
+
+
+class Evaluation(NamedTuple):
+    """An evaluation of a run's checkpoint: the returns of the asked actions (most likely, or
+    sampled), those of the other kind on the same environments (None: not evaluated), and a line
+    saying how the environments were set up."""
+
+    asked: EvalResult
+    other: Optional[EvalResult]
+    settings: str
+
+
+def evaluate_both_ways(path: str, episodes: int, deterministic: bool, seed: Optional[int],
+                       both: bool = True) -> Evaluation:
+    """``entmachin eval``: the run's way (:func:`eval_settings`), or with ``seed``; ``both``: the
+    other kind of actions too (sampled after most likely, or the reverse)."""
     frame, config, factory = load_trained(path)
-    return evaluate(frame, factory, episodes, deterministic=deterministic,
-                    seed=seeds(config)["eval"] if seed is None else seed, **eval_options(config, episodes))
+    settings, options = eval_settings(config), eval_options(config, episodes)
+    chosen = settings["seed"] if seed is None else seed
+
+    def run(most_likely: bool) -> EvalResult:
+        return evaluate(frame, factory, episodes, deterministic=most_likely, seed=chosen, **options)
+
+    asked = run(deterministic)  # first: sampling draws what it drew before the other kind was added
+    other = run(not deterministic) if both else None
+    limit = settings["max_episode_steps"]
+    whose = " (the run's: train.seed + 1,000,003; --seed to change)" if seed is None else ""
+    line = (f"{'most likely' if deterministic else 'sampled'} actions; seed {chosen}{whose}, {options['num_envs']} "
+            f"environment{'s' if options['num_envs'] > 1 else ''}, step limit {'none' if limit is None else limit} (env.max_episode_steps), an unfinished "
+            f"episode counted as it stands after {settings['episode_cap']} steps (log.eval_max_steps)")
+    return Evaluation(asked, other, line)
+
+
+def differ_widely(a: EvalResult, b: EvalResult) -> bool:
+    """Whether two evaluations' mean returns differ by more than three standard errors of the
+    difference and by more than a tenth of the larger one's size (beyond noise, and by enough to
+    choose between them)."""
+    gap = abs(a.mean - b.mean)
+    noise = 3.0 * math.sqrt(sum(float(np.var(r.returns)) / len(r.returns) for r in (a, b)))
+    return gap > noise and gap > 0.1 * max(abs(a.mean), abs(b.mean))
 
 
 class _RandomPolicy:

@@ -19,11 +19,13 @@ from entmachin.env.spaces import spaces_record
 from entmachin.export_checksum import with_checksum
 from entmachin.files import atomic_write
 from entmachin.model.continuous import ContinuousHead
+from entmachin.model.dense import DenseNet
 from entmachin.model.mlp import MLPActor
 from entmachin.model.q_mlp import MLPQNet
 from entmachin.model.rogue_net import RogueNet
 from entmachin.model.wrappers import unwrap
-from entmachin.run.export_graph import RogueNetGraph, dense_graph, inverse_cdf_sample
+from entmachin.run.export_dense import dense_graph, dense_net_graph
+from entmachin.run.export_graph import RogueNetGraph, inverse_cdf_sample
 
 __all__ = ["FORMAT", "ExportError", "ExportResult", "export_policy", "export_run", "inverse_cdf_sample"]
 
@@ -55,12 +57,14 @@ def _acting_model(model: Any) -> Tuple[nn.Module, str]:
     model = unwrap(model)
     if isinstance(model, RogueNet):
         return model, "rogue-net policy"
+    if isinstance(model, DenseNet):
+        return model, "dense-net policy"
     if isinstance(model, MLPQNet):
         return model, "mlp q"
     if isinstance(model, MLPActor):
         return model, "mlp policy"
     raise ExportError(f"export: cannot express a {type(model).__name__} in ONNX; the exporter writes RogueNet "
-                      "(policy or Q-heads), MLPActor and MLPQNet")
+                      "(policy or Q-heads), DenseNet (model.kind: mlp), MLPActor and MLPQNet")
 
 
 def export_policy(model: Any, path: str, *, q_values: Optional[bool] = None,
@@ -68,8 +72,8 @@ def export_policy(model: Any, path: str, *, q_values: Optional[bool] = None,
     """Writes a frame's acting network (or a network) to ``path`` as one ONNX graph.
 
     Args:
-        model: a ``PPO`` / ``A2C`` frame (its actor), a ``DQN`` frame (its Q-network), a
-            ``RogueNet``, an ``MLPActor`` or an ``MLPQNet``.
+        model: a ``PPO`` / ``A2C`` / ``BC`` frame (its actor), a ``DQN`` frame (its Q-network), a
+            ``RogueNet``, a ``DenseNet`` (``model.kind: mlp``), an ``MLPActor`` or an ``MLPQNet``.
         path: the ``.onnx`` file to write (atomically: a temporary file renamed into place).
         q_values: for a RogueNet with Q-heads, export the Q-heads (default: when it has them and
             was given through a DQN frame, or has Q-heads only).
@@ -93,8 +97,11 @@ def export_policy(model: Any, path: str, *, q_values: Optional[bool] = None,
         raise ExportError(f"export needs the onnx package ({e}): pip install 'entmachin[export]'") from None
 
     g = Graph()
-    if kind.startswith("rogue-net"):
-        RogueNetGraph(g, net, q=kind.endswith("q")).build()
+    if kind.startswith(("rogue-net", "dense-net")):
+        if kind.startswith("rogue-net"):
+            RogueNetGraph(g, net, q=kind.endswith("q")).build()
+        else:
+            dense_net_graph(g, net)
         props: Dict[str, Any] = {"spaces": spaces_record(net.obs_space, net.action_space)}
         continuous = {name: head.distribution for name, head in zip(net.action_names, net.heads)
                       if isinstance(head, ContinuousHead)}
@@ -119,11 +126,12 @@ def export_run(path: str, out: Optional[str] = None, version: Optional[int] = No
         ExportError: a model the exporter cannot express.
     """
     from entmachin.frame.checkpoint import latest_version
-    from entmachin.run.evaluation import load_trained, run_dir_of
+    from entmachin.run.evaluation import eval_settings, load_trained, run_dir_of
 
     run_dir = run_dir_of(path)
     frame, config, _ = load_trained(run_dir, version=version)  # refuses a run without (that) checkpoint
     steps = latest_version(os.path.join(run_dir, "checkpoints")) if version is None else version
-    metadata = {"env": config.env.name, "env_steps": steps, "frame": config.frame.name}
+    metadata = {"env": config.env.name, "env_steps": steps, "frame": config.frame.name,
+                "evaluation": eval_settings(config)}  # OnnxPolicy.evaluate's defaults
     return export_policy(frame, out or os.path.join(run_dir, "policy.onnx"), metadata=metadata)
 

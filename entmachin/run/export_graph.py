@@ -46,10 +46,9 @@ from entmachin.model.continuous import LOG_STD_MAX, LOG_STD_MIN, ContinuousHead
 from entmachin.model.embedding import FeaturelessEmbedding
 from entmachin.model.heads import CategoricalQHead
 from entmachin.model.input_norm import InputNorm
-from entmachin.model.q_mlp import MLPQNet
 from entmachin.model.rogue_net import RogueNet
 
-__all__ = ["RogueNetGraph", "dense_graph", "inverse_cdf_sample"]
+__all__ = ["RogueNetGraph", "choices", "continuous_head", "inverse_cdf_sample"]
 
 
 _NEG_INF = np.float32(-np.inf)
@@ -409,7 +408,7 @@ class RogueNetGraph:
             within = inputs["actors"]
         actor_x = g.op("Gather", self.flat, g.op("Add", g.op("Mul", actor_rows, self.width), within))  # [A, d]
         if isinstance(head, ContinuousHead):
-            _continuous(g, name, head, actor_x, inputs["low"], inputs["high"])
+            continuous_head(g, name, head, actor_x, inputs["low"], inputs["high"])
             return
         if isinstance(space, SelectEntityActionSpace):
             values, allowed, in_range = self._select_scores(head, name, inputs, actor_rows, actor_x)
@@ -421,13 +420,7 @@ class RogueNetGraph:
             if self.q and isinstance(head, CategoricalQHead) and head.value is not None:
                 values = _dueling(g, values, _linear(g, actor_x, head.value, f"{name}.q.value"), allowed)
             in_range = None
-        masked = g.op("Where", allowed, values, g.const(_NEG_INF))
-        best = g.op("ArgMax", masked, axis=1, keepdims=0)  # [A]
-        if self.q:
-            table, sample = masked, best
-        else:
-            table = g.op("Softmax", masked, axis=-1)
-            sample = _inverse_cdf(g, table, allowed, inputs["noise"])
+        table, best, sample = choices(g, values, allowed, inputs["noise"], self.q)
         label = "q" if self.q else "probs"
         if in_range is None:
             g.output(table, f"{label}/{name}", _F32, [f"n_actors/{name}", len(space.index_to_label)])
@@ -481,7 +474,7 @@ def _softplus(g: Any, x: str) -> str:
     return g.op("Add", g.op("Relu", x), tail)
 
 
-def _continuous(g: Any, name: str, head: ContinuousHead, actor_x: str, low: str, high: str) -> None:
+def continuous_head(g: Any, name: str, head: ContinuousHead, actor_x: str, low: str, high: str) -> None:
     """``ContinuousHead``: the distribution's parameters and ``deterministic_point`` (``V`` values).
 
     Shape:
@@ -510,6 +503,22 @@ def _continuous(g: Any, name: str, head: ContinuousHead, actor_x: str, low: str,
     g.output(point, f"point/{name}", _F32, shape)
 
 
+def choices(g: Any, values: str, allowed: str, noise: str, q: bool) -> Tuple[str, str, str]:
+    """A discrete head's outputs from its ``values`` (logits, or Q-values): the table (masked
+    probabilities, or Q-values with ``-inf`` where forbidden), the argmax and the sample (a
+    Q-network's is its argmax).
+
+    Shape:
+        values, allowed: ``[A, C]``; noise: ``[A]``; returns ``[A, C]``, ``[A]``, ``[A]``.
+    """
+    masked = g.op("Where", allowed, values, g.const(_NEG_INF))
+    best = g.op("ArgMax", masked, axis=1, keepdims=0)  # [A]
+    if q:
+        return masked, best, best
+    table = g.op("Softmax", masked, axis=-1)
+    return table, best, _inverse_cdf(g, table, allowed, noise)
+
+
 def _inverse_cdf(g: Any, probs: str, allowed: str, noise: str) -> str:
     """:func:`inverse_cdf_sample` in the graph."""
     cdf = g.op("CumSum", probs, g.const(1, np.int64))  # [n, width]
@@ -518,37 +527,3 @@ def _inverse_cdf(g: Any, probs: str, allowed: str, noise: str) -> str:
     count = g.op("ReduceSum", g.cast(below, _I64), g.const([1], np.int64), keepdims=0)  # [n]
     last = g.op("ArgMax", g.cast(allowed, _I32), axis=1, keepdims=0, select_last_index=1)  # [n]
     return g.op("Min", count, last)
-
-
-def dense_graph(g: Any, model: nn.Module) -> Dict[str, Any]:
-    """An ``MLPActor`` (policy) or ``MLPQNet``: ``state`` ``[B, d_state]``, ``mask`` ``[B, n]``,
-    ``noise`` ``[B]``; outputs ``probs`` (or ``q``), ``argmax``, ``sample``."""
-    q = isinstance(model, MLPQNet)
-    n = model.n_actions
-    state = g.input("state", _F32, ["n_obs", model.d_state])
-    allowed = g.input("mask", _BOOL, ["n_obs", n])
-    noise = g.input("noise", _F32, ["n_obs"])
-    h = state if model.norm is None else _input_norm(g, state, model.norm, "norm")
-    for i, layer in enumerate(model.hidden):
-        if isinstance(layer, nn.Linear):
-            h = _linear(g, h, layer, f"hidden.{i}")
-        elif isinstance(layer, nn.Tanh):
-            h = g.op("Tanh", h)
-        elif isinstance(layer, nn.ReLU):
-            h = g.op("Relu", h)
-        else:
-            h = _gelu(g, h)
-    values = _linear(g, h, model.q if q else model.logits, "head")  # [B, n]
-    if q and model.v is not None:
-        values = _dueling(g, values, _linear(g, h, model.v, "value"), allowed)
-    values = g.op("Where", allowed, values, g.const(_NEG_INF))
-    best = g.op("ArgMax", values, axis=1, keepdims=0)
-    if q:
-        table, sample = values, best
-    else:
-        table = g.op("Softmax", values, axis=-1)
-        sample = _inverse_cdf(g, table, allowed, noise)
-    g.output(table, "q" if q else "probs", _F32, ["n_obs", n])
-    g.output(best, "argmax", _I64, ["n_obs"])
-    g.output(sample, "sample", _I64, ["n_obs"])
-    return {"d_state": model.d_state, "n_actions": n}

@@ -134,7 +134,10 @@ def load_run_config(run_dir: str) -> RunConfig:
     ``model.compile`` existed reads back sequential and eager, as it ran)."""
     path = os.path.join(run_dir, "config.yaml")
     if not os.path.exists(path):
-        raise RunError(f"{run_dir!r} holds no config.yaml; it is not an entmachin run directory")
+        if not os.path.exists(run_dir):
+            raise RunError(f"{run_dir!r} does not exist; name a run directory (entmachin train writes one)")
+        raise RunError(f"{run_dir!r} holds no config.yaml (the directory exists); it is not an entmachin run "
+                       "directory")
     with open(path, encoding="utf-8") as f:
         data = parse_yaml(f.read(), path)
     if isinstance(data, dict):

@@ -47,6 +47,9 @@ POLICY_KINDS = "random, scripted, a run directory or pkg.mod:function"
 
 @dataclass(frozen=True)
 class RecordResult:
+    """The dataset written: its episodes, rows and parts, the mean return of its episodes (of
+    each seat, in a game of several players), and whether it holds entity ids."""
+
     directory: str
     episodes: int
     rows: int
@@ -262,8 +265,6 @@ def record(env: Optional[str], policy: str, episodes: int, out: str, *, seed: in
         except DatasetError as e:
             raise RunError(str(e)) from None
         recorder = Recorder(writer, len(obs), seats=seats, episodes=episodes)
-        returns: List[float] = []
-        running = np.zeros(len(obs))
         bar = _progress(episodes, progress)
         try:
             while not recorder.done:
@@ -274,9 +275,6 @@ def record(env: Optional[str], policy: str, episodes: int, out: str, *, seed: in
                 final_ids = [o.ids for o in envs.final_observations] if with_ids and nxt.done.any() else None
                 before = recorder.ended
                 recorder.step(obs, actions, nxt, probs, ids, final_ids)
-                running += nxt.reward
-                returns += running[nxt.done].tolist()
-                running[nxt.done] = 0.0
                 bar.update(recorder.ended - before)
                 obs = nxt
         finally:
@@ -285,7 +283,7 @@ def record(env: Optional[str], policy: str, episodes: int, out: str, *, seed: in
     finally:
         envs.close()
     return RecordResult(out, recorder.ended, writer.rows, writer.parts,
-                        float(np.mean(returns)) if returns else float("nan"), with_ids)
+                        float(np.mean(recorder.returns)) if recorder.returns else float("nan"), with_ids)
 
 
 def _progress(total: int, enabled: bool) -> Any:

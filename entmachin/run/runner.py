@@ -424,9 +424,9 @@ class Runner:
         planned = done + math.ceil(max(config.train.total_steps - done, 0) / per_rollout) * per_rollout
         if planned != config.train.total_steps and planned > done and self.lead:
             ranks = "" if self.dist is None else f" x {self.dist.world_size} ranks"
-            logger.info("train.total_steps=%d is not a whole number of rollouts of %d steps (rollout.num_envs %d x "
-                        "rollout.n_steps %d%s): the run ends at %d steps", config.train.total_steps, per_rollout,
-                        config.rollout.num_envs, config.rollout.n_steps, ranks, planned)
+            unit = "updates of %d rows" if config.frame.name == "BC" else "rollouts of %d steps"
+            logger.info("train.total_steps=%d is not a whole number of " + unit + " (%s%s): the run ends at %d steps",
+                        config.train.total_steps, per_rollout, config.rows_per_update_source(), ranks, planned)
         return planned
 
     def _warn_if_episodes_never_end(self, stats: Any) -> None:

@@ -10,6 +10,7 @@ pytest.importorskip("pyarrow")
 from entmachin.data import Dataset, DatasetError  # noqa: E402
 from entmachin.data.relabel import next_rows, relabel  # noqa: E402
 from entmachin.run.cli import main  # noqa: E402
+from entmachin.run.record import record  # noqa: E402
 
 TINY = ["--set", "train.total_steps=128", "--set", "log.checkpoint_interval=64", "--set", "log.eval_interval=64",
         "--set", "log.eval_episodes=4", "--set", "rollout.num_envs=8", "--set", "rollout.n_steps=8",
@@ -236,3 +237,13 @@ def test_relabel_reads_and_keeps_continuous_values(tmp_path):
                           original.action["drive"].as_array().view(np.uint32))
     acting = ~new.final
     assert np.allclose(new.reward[acting], throttle_reward(new.take(np.flatnonzero(acting)))) and not Dataset(out).probs
+
+
+def test_the_mean_return_is_the_recorded_episodes(tmp_path):
+    """Rows that start a second episode while the last recorded ones run are not recorded, and
+    their returns are not in the mean either."""
+    result = record("MineSweeper", "random", 6, str(tmp_path / "random"), seed=1, progress=False)
+    rows = Dataset(str(tmp_path / "random")).read()
+    stored = [float(rows.reward[index].sum()) for _, index in episodes_of(rows)]
+    assert len(stored) == 6 and len(set(stored)) > 1
+    assert result.mean_return == pytest.approx(np.mean(stored))

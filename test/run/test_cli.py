@@ -101,8 +101,7 @@ def test_bad_input_is_one_line(run_dir, tmp_path, capsys):
     assert "frame.discont: unknown key for PPO" in error_of(capsys, ["train", "Count", "--set", "frame.discont=1"])
     assert "--set 'frame': expected dotted.path=value" in error_of(capsys, ["train", "Count", "--set", "frame"])
     assert "already holds a run; resume it with --resume" in error_of(capsys, ["train", "Count", "--run-dir", run_dir])
-    assert "holds no config.yaml; it is not an entmachin run directory" in error_of(capsys, ["train", "--resume",
-                                                                                        str(tmp_path)])
+    assert "holds no config.yaml" in error_of(capsys, ["train", "--resume", str(tmp_path)])
     assert "a resumed run keeps its config" in error_of(capsys, ["train", "--resume", run_dir, "--set",
                                                                  "frame.discount=0.5"])
     blocked = tmp_path / "file"
@@ -134,3 +133,76 @@ def test_a_checkpoint_of_other_spaces_says_which_differ(run_dir, tmp_path):
     with pytest.raises(RunError, match=r"was trained on other spaces than NotHotdog's: .*entity type 'Bean' only in "
                                        r"the checkpoint"):
         load_trained(run_dir, EnvFactory(EnvSection(name="NotHotdog")))
+
+
+GAME = '''
+import numpy as np
+from entmachin.env import CategoricalActionMask, CategoricalActionSpace, Entity, Environment, Observation, ObsSpace
+
+
+class Reach(Environment):
+    def obs_space(self):
+        return ObsSpace(entities={"Robot": Entity(["x"])})
+
+    def action_space(self):
+        return {"move": CategoricalActionSpace(["left", "right"])}
+
+    def reset(self):
+        return self.act({})
+
+    def act(self, actions):
+        return Observation(entities={"Robot": (np.zeros((1, 1), np.float32), [("Robot", 0)])},
+                           actions={"move": CategoricalActionMask(actor_types=["Robot"])}, reward=0.0, done=False)
+'''
+
+
+def test_the_command_finds_a_users_module_in_the_working_directory(tmp_path):
+    """As ``python -m entmachin`` does; the installed command's script has its own folder on sys.path."""
+    import subprocess
+    import sys
+
+    game, bin_dir = tmp_path / "game", tmp_path / "bin"
+    game.mkdir()
+    bin_dir.mkdir()
+    (game / "mygame.py").write_text(GAME)
+    launcher = bin_dir / "entmachin"
+    launcher.write_text("import sys\nfrom entmachin.run.cli import main\nsys.exit(main())\n")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {**os.environ, "PYTHONPATH": root}
+    done = subprocess.run([sys.executable, str(launcher), "init", "mygame:Reach"], cwd=game, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "name: mygame:Reach" in done.stdout
+
+
+def test_a_folder_shadowing_the_package_is_named(tmp_path, monkeypatch, capsys):
+    """A checkout folder called entmachin (no __init__.py) on PYTHONPATH before an installed entmachin
+    imports as an empty namespace package."""
+    import types
+
+    shadow = types.ModuleType("entmachin")
+    shadow.__file__, shadow.__path__ = None, [str(tmp_path / "entmachin")]
+    monkeypatch.setitem(__import__("sys").modules, "entmachin", shadow)
+    assert main(["--version"]) == 2
+    err = capsys.readouterr().err
+    assert str(tmp_path / "entmachin") in err and "PYTHONPATH" in err and "Traceback" not in err
+
+
+def test_a_wrong_run_directory_says_whether_it_exists_and_export_errors_say_export(run_dir, tmp_path, capsys):
+    assert "does not exist" in error_of(capsys, ["eval", str(tmp_path / "nothing-here")])
+    (tmp_path / "empty").mkdir()
+    err = error_of(capsys, ["export", str(tmp_path / "empty")])
+    assert "exists" in err and "no config.yaml" in err
+    import shutil
+
+    copy = str(tmp_path / "no-checkpoints")
+    shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("checkpoints"))
+    err = error_of(capsys, ["export", copy])
+    assert "holds no checkpoint" in err and "eval" not in err.replace(copy, "")
+
+
+def test_league_help_names_the_seed_it_uses(capsys):
+    with pytest.raises(SystemExit):
+        main(["league", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "evaluation seed" in help_text and "1,000,003" in help_text

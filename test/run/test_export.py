@@ -39,8 +39,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # The four representatives CI exports: categorical with relative positions and select-entity
 # (MineSweeper), a DQN run's Q-heads, CherryPick (select-entity among featureless entities) and
 # Fleet (Beta heads: continuous within narrowed bounds, global continuous, and categorical).
+# And the two heads of a model.kind: mlp network (a global continuous action, as the bundled
+# Pendulum-v1 config's, and a global categorical one).
 CI = [("MineSweeper", "PPO", (), None), ("MineSweeper", "DQN", (), None), ("CherryPick", "PPO", (), None),
-      next(m for m in MATRIX if m[0] == "test.model.test_continuous:Fleet" and "model.continuous=beta" in m[2])]
+      next(m for m in MATRIX if m[0] == "test.model.test_continuous:Fleet" and "model.continuous=beta" in m[2]),
+      next(m for m in MATRIX if m[0] == "test.run.parity:Swing" and "model.kind=mlp" in m[2]),
+      next(m for m in MATRIX if m[0] == "MultiArmedBandit" and "model.kind=mlp" in m[2])]
 TINY = ["--set", "train.total_steps=256", "--set", "log.checkpoint_interval=128", "--set", "log.eval_interval=128",
         "--set", "log.eval_episodes=4", "--set", "rollout.num_envs=8", "--set", "rollout.n_steps=16",
         "--set", "frame.batch_size=64", "--no-progress"]
@@ -114,6 +118,21 @@ def test_what_cannot_be_exported_is_one_line_with_status_2(run_dir, tmp_path, ca
     assert main(["export", str(tmp_path / "nothing-here")]) == 2
     with pytest.raises(ExportError, match="cannot express a Linear"):
         export_policy(torch.nn.Linear(2, 2), str(tmp_path / "linear.onnx"))
+
+
+def test_a_model_kind_mlp_run_exports_and_acts_within_its_bounds(tmp_path, capsys):
+    run = str(tmp_path / "swing")
+    assert main(["train", "test.run.parity:Swing", "--run-dir", run, "--set", "model.kind=mlp", "--set",
+                 "model.continuous=beta", "--set", "rollout.num_envs=4", "--set", "rollout.n_steps=16", "--set",
+                 "train.total_steps=64", "--set", "log.checkpoint_interval=64", "--set", "log.eval_interval=64",
+                 "--set", "log.eval_episodes=2", "--set", "frame.batch_size=32", "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["export", run]) == 0, capsys.readouterr().err
+    policy = OnnxPolicy(os.path.join(run, "policy.onnx"))
+    assert policy.kind == "dense-net policy" and policy.continuous == {"torque": "beta"}
+    env = Swing()
+    env.seed(0)
+    assert -2.0 <= policy.act(env.reset(), deterministic=False)["torque"]["torque"] <= 2.0
 
 
 def test_act_gives_the_actions_the_environment_takes(run_dir, tmp_path):

@@ -199,6 +199,16 @@ def test_total_steps_rounded_up_to_whole_rollouts_is_said_and_the_bar_ends_full(
     assert re.search(r"100%.*48/48", err), err
 
 
+def test_a_bc_runs_rounding_is_said_in_updates_of_bc_rows_per_update(tmp_path, caplog):
+    config = config_from_dict({"env": {"name": "Count"}, "frame": {"name": "BC", "batch_size": 64},
+                               "bc": {"data": str(tmp_path / "data"), "rows_per_update": 256},
+                               "train": {"total_steps": 1000}})
+    with caplog.at_level(logging.INFO, logger="entmachin"):
+        assert Runner(config, str(tmp_path / "run"), progress=False)._planned_steps() == 1024
+    assert "rollouts" not in caplog.text and "rollout.num_envs" not in caplog.text
+    assert "updates of 256 rows (bc.rows_per_update)" in caplog.text
+
+
 def test_keep_checkpoints_keeps_the_latest(tmp_path):
     run_dir = tmp_path / "run"
     Runner(tiny(96, keep_checkpoints=2), str(run_dir), progress=False).train()

@@ -1,4 +1,8 @@
 """Games against opponents: seats alternate, results count, opponents are checked, `entmachin eval --opponent`."""
+import contextlib
+import io
+import re
+
 import numpy as np
 import pytest
 
@@ -82,12 +86,24 @@ def test_an_opponent_that_breaks_the_rules_is_named_with_its_seat_before_the_gam
         play_matches(ConnectFour, agent, broken, 1, seed=0)
 
 
+DUEL_OUTPUT = []  # what training the duel printed
+
+
 @pytest.fixture(scope="module")
 def duel_run(tmp_path_factory):
     directory = str(tmp_path_factory.mktemp("runs") / "duel")
-    assert main(["train", "RockPaperScissorsDuel", "--run-dir", directory, "--set", "log.eval_opponents=[random]",
-                 *TINY]) == 0
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["train", "RockPaperScissorsDuel", "--run-dir", directory, "--set", "log.eval_opponents=[random]",
+                     *TINY]) == 0
+    DUEL_OUTPUT.append(printed.getvalue())
     return directory
+
+
+def test_a_games_final_line_gives_its_win_rates_not_a_mean_return_of_zero(duel_run):
+    final = DUEL_OUTPUT[-1].strip().splitlines()[-1]
+    assert re.match(r"win rate \d\.\d{3} against random over \d+ games each after \d+ environment steps", final), final
+    assert "mean evaluation return" not in final and "random policy" not in final
 
 
 def test_eval_against_each_kind_of_opponent(duel_run, capsys):
