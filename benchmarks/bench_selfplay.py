@@ -73,7 +73,7 @@ def build(config: Any, pool: bool, max_snapshots: int) -> Dict[str, Any]:
     config = dataclasses.replace(config, selfplay=section)
     envs = make_envs(config, seeds(config)["envs"])
     n_seats = len(envs.row_index().seats[0])
-    frame, _ = make_frame(config, envs.obs_space(), envs.action_space(), rows_per_env=section.learner_slots(n_seats))
+    frame, _ = make_frame(config, envs.obs_space(), envs.action_space(), rows_per_env=n_seats)
     selfplay = None
     if pool:
         selfplay = SelfPlay(section, frame, envs.row_index(), seeds(config)["selfplay"],

@@ -183,11 +183,13 @@ class A2C(Frame):
         check_steps(steps, self.actor, self.critic, name)  # before anything changes
         capacity = getattr(self.replay_buffer, "buffer_size", self.config.replay_size)
         held = self.replay_buffer.size()
-        if held + steps.n_rows > capacity:
+        if held + steps.n_stored > capacity:
             raise ValueError(
-                f"{name}: storing {steps.n_rows} rows on top of {held} would exceed "
+                f"{name}: storing {steps.n_stored} rows on top of {held} would exceed "
                 f"replay_size={capacity} and overwrite on-policy data; call update() first or raise replay_size"
             )
+        if steps.n_stored == 0:  # every row was someone else's (self-play's frozen snapshots)
+            return
         # The critic's own statistics learn from this call; a call refused after the critic ran
         # (non-finite values, a buffer that refuses the rows) puts them back as they were.
         saved = [{k: v.clone() for k, v in norm.state_dict().items()} for norm in self._critic_only_norms]

@@ -110,19 +110,24 @@ def global_actions(action_name: str = "action") -> ActionFn:
 
 
 class Opponents(Protocol):
-    """Who plays the rows of a game that the learner does not (self-play: ``entmachin.run.selfplay``).
+    """Who plays the rows of a game that the frame does not (self-play: ``entmachin.run.selfplay``).
 
-    Each step the collector acts with its frame on ``learner_rows()`` only, asks ``act`` for the
-    actions of the other rows, steps the environments with both, stores the learner's rows alone and
-    shows ``observe`` what the step returned. ``learner_rows`` has the same length at every step
-    (one entry per learner slot); a slot may move to another row only after its game ended.
+    Each step the collector acts with its frame on ``current_rows()`` (one forward pass), asks ``act``
+    for the actions of the other rows, steps the environments with both, and shows ``observe`` what
+    the step returned. Every row is stored, flagged ``stored`` where the frame acted it, so that GAE
+    runs along every row and only the frame's rows reach the losses. The episode statistics are those
+    of ``learner_rows()``, which has the same length at every step (one entry per learner slot); a
+    slot may move to another row only after its game ended.
     """
 
     def learner_rows(self) -> np.ndarray:
         """int64 ``[n_slots]``: the row each learner slot plays this step."""
 
+    def current_rows(self) -> np.ndarray:
+        """int64 ``[n]``, ascending: every row the frame plays this step (``learner_rows()`` among them)."""
+
     def act(self, state: Mapping[str, Any]) -> List[Tuple[np.ndarray, Dict[str, RaggedArrayI64]]]:
-        """``(rows, actions of those rows)`` for every row the learner does not play, from the state of all rows."""
+        """``(rows, actions of those rows)`` for every row the frame does not play, from the state of all rows."""
 
     def observe(self, obs: VecObs) -> None:
         """Sees a step's result (games that ended, their results) before the next step."""
@@ -162,7 +167,7 @@ class RolloutCollector:
             values (data-parallel ranks merge their input statistics there, so that every rank's values come
             from the statistics of all ranks' steps).
         opponents: who plays the rows the frame does not (:class:`Opponents`); only the frame's rows are
-            stored, and returns and lengths are the frame's. None: the frame plays every row.
+            trained on, and returns and lengths are the learner's. None: the frame plays every row.
         overlap: step the rows in two halves, double-buffered (below). Environments that cannot step part
             of their rows while the caller works (``envs.parts(2)`` gives one part: ``EnvList``, a
             ``ParallelEnvList`` of one worker, ``RayEnvList``) and games with ``opponents`` fall back to the
@@ -274,19 +279,20 @@ class RolloutCollector:
         self.total_env_steps = int(snapshot["total_env_steps"])
 
     def _step_with_opponents(self, opponents: Opponents) -> Tuple[Any, ...]:
-        """One step in which the frame plays ``opponents.learner_rows()`` and the opponents the other rows;
-        returns the frame's rows of it."""
-        rows = opponents.learner_rows()  # [B]
+        """One step in which the frame plays ``opponents.current_rows()`` and the opponents the other rows;
+        returns every row of it, with the rows the frame played (``stored``) and the learner's slots."""
+        learner, current = opponents.learner_rows(), opponents.current_rows()  # [L], [n]: before observe()
         every = self._state
-        state = trees.take(every, rows)
-        stored_action, learner_actions = self.action_fn(self.frame.act(state))
-        env_actions = merge_rows(len(self.envs), [(rows, learner_actions)] + opponents.act(every))
+        _, actions = self.action_fn(self.frame.act(trees.take(every, current)))
+        env_actions = merge_rows(len(self.envs), [(current, actions)] + opponents.act(every))
         obs = self.envs.act(env_actions)
         after = tree_to_torch(self.state_fn(obs))
         opponents.observe(obs)
         self._state = after
-        return (state, stored_action, trees.take(self._next_state(obs, after), rows), obs.reward[rows], obs.done[rows],
-                np.asarray(obs.truncated)[rows])
+        stored = np.zeros(len(self.envs), dtype=np.bool_)  # [B]
+        stored[current] = True
+        return (every, {"action": env_actions}, self._next_state(obs, after), obs.reward, obs.done,
+                np.asarray(obs.truncated), stored, learner)
 
     def _sequential_steps(self, seen: List[Tuple[Any, ...]]) -> None:
         """``n_steps`` steps of every row at once; appends each to ``seen``."""
@@ -357,7 +363,8 @@ class RolloutCollector:
         if self._state is None:
             self._state = tree_to_torch(self.state_fn(self.envs.reset()))
             self._returns[:], self._lengths[:] = 0.0, 0  # new episodes (after a failed overlapped step)
-        seen: List[Tuple[Any, ...]] = []  # per step: state, stored action, next state, reward, done, truncated
+        # per step: state, stored action, next state, reward, done, truncated (with opponents: stored, learner rows)
+        seen: List[Tuple[Any, ...]] = []
         try:
             if self._halves is None:
                 self._sequential_steps(seen)
@@ -365,16 +372,23 @@ class RolloutCollector:
                 self._overlapped_steps(seen)
         finally:  # the episodes keep the steps taken, also when a step raised (the state moved on with them)
             if seen:  # always, unless the first step raised
-                states, actions, next_states, rewards, dones, truncations = zip(*seen)
+                states, actions, next_states, rewards, dones, truncations, *chosen = zip(*seen)
                 reward = np.array(rewards, dtype=np.float32)  # [T, B]
                 done = np.array(dones, dtype=np.bool_)  # [T, B]
-                returns, lengths = self._episodes(reward, done)
+                if chosen:  # the learner's episodes: its slots' rows at each step
+                    learner = np.array(chosen[1])  # [T, L]
+                    returns, lengths = self._episodes(np.take_along_axis(reward, learner, 1),
+                                                      np.take_along_axis(done, learner, 1))
+                else:
+                    returns, lengths = self._episodes(reward, done)
             if self._restart:
                 self._state, self._restart = None, False
         truncated = np.array(truncations, dtype=np.bool_) & done  # [T, B]
         terminal = done & ~truncated  # [T, B]
         steps = [{"state": s, "action": a, "next_state": n, "reward": reward[t], "terminal": terminal[t],
                   "truncated": truncated[t]} for t, (s, a, n) in enumerate(zip(states, actions, next_states))]
+        for step, stored in zip(steps, chosen[0] if chosen else ()):
+            step["stored"] = stored
         if self.before_store is not None:
             self.before_store()
         self.frame.store_rollout(steps)

@@ -173,6 +173,9 @@ class DQN(Frame):
     def _store(self, steps: Steps, name: str) -> None:
         """N-step returns: terminal rows do not bootstrap; truncated rows and the last row (unless terminal)
         bootstrap from their ``next_state``, whose masks are checked too (the update acts on them)."""
+        if steps.stored is not None:
+            raise ValueError(f"{name}: 'stored' leaves rows out of the buffer, which the on-policy frames (PPO, A2C) "
+                             "support; a DQN frame stores every row (its n-step returns read them all)")
         check_steps(steps, self.qnet, self.qnet, name, next_state_masks=True)  # update() acts on next_state
         if steps.inputs is None:
             value_targets(steps, lambda s: None, 0.0, 0.0, name)  # raises naming what next_state lacks

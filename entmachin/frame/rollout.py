@@ -6,7 +6,11 @@ them; rows are ordered step-major (row ``t * B + b``). ``value_targets`` then ev
 every row's state plus the ``next_state`` of the rows that bootstrap (truncated rows, and the last step's
 rows unless terminal), and runs GAE by the terminal/truncated rules of ``docs/architecture.md``.
 ``to_rollout`` packs the result as one :class:`Rollout`, which ``store_episode`` / ``store_rollout``
-append to the frame's buffer as one transition. ``update()`` reads the buffer back as one ``Rollout`` of
+append to the frame's buffer as one transition. A transition's optional ``stored`` flags (``[B]`` bools)
+say which rows are training data: every row takes part in GAE (a row is one environment's, or seat's,
+sequence of steps, and its episodes' values need all of them), and only the stored rows go into the
+``Rollout`` and so into the losses. Self-play stores the rows its current parameters acted and not
+those of frozen snapshots playing the same games. ``update()`` reads the buffer back as one ``Rollout`` of
 every stored row and takes minibatches of it with :meth:`Rollout.minibatch` (:func:`minibatch_schedule`).
 Fields are read by name everywhere; the buffer keys stay Machin-like (``value`` for the return target,
 ``gae`` for the advantage), so a user sampling the buffer directly sees the same columns as before.
@@ -104,8 +108,9 @@ def _take(value: Any, index: torch.Tensor) -> Any:
 # ------------------------------------------------------------ storing: transitions -> Steps -> Rollout
 
 _REQUIRED = ("state", "action", "next_state", "reward", "terminal")
-_ACCEPTED = (*_REQUIRED, "truncated")
+_ACCEPTED = (*_REQUIRED, "truncated")  # and, in a rollout's steps, "stored"
 _REQUIRED_KEYS, _ACCEPTED_KEYS = frozenset(_REQUIRED), frozenset(_ACCEPTED)
+_ROLLOUT_KEYS = _ACCEPTED_KEYS | {"stored"}
 
 
 class Steps(NamedTuple):
@@ -125,10 +130,16 @@ class Steps(NamedTuple):
     bootstrap: np.ndarray  # int64 [k]: the flat rows whose next_state value is needed
     next_state: Any  # tree of the k next_state rows of `bootstrap`, or None if k == 0
     inputs: Optional[Dict[str, Any]]
+    stored: Optional[np.ndarray] = None  # bool [T, B]: the rows that are training data; None: every row
 
     @property
     def n_rows(self) -> int:
         return int(self.reward.size)
+
+    @property
+    def n_stored(self) -> int:
+        """The rows that go into the buffer."""
+        return self.n_rows if self.stored is None else int(self.stored.sum())
 
 
 def tree_rows(tree: Mapping[str, Any], where: str) -> int:
@@ -198,16 +209,21 @@ def _read(steps: Sequence[Any], name: str, episode: bool) -> Steps:
         raise TypeError(f"{name}: expected a list of transitions, got {type(steps).__name__}")
     if len(steps) == 0:
         raise ValueError(f"{name}: got an empty list; store at least one transition")
+    accepted = _ACCEPTED_KEYS if episode else _ROLLOUT_KEYS
     for t, transition in enumerate(steps):
-        if type(transition) is dict and _REQUIRED_KEYS <= transition.keys() <= _ACCEPTED_KEYS:
+        if type(transition) is dict and _REQUIRED_KEYS <= transition.keys() <= accepted:
             continue  # the usual case, in one comparison
         if not isinstance(transition, (Mapping, TransitionBase)):
             raise TypeError(f"{name}[{t}] is a {type(transition).__name__}; expected a dict or a Transition")
+        if episode and "stored" in transition:
+            raise ValueError(f"{name}[{t}]: 'stored' chooses rows of a rollout's steps; an episode's rows are all "
+                             "stored (use store_rollout)")
         if missing := [k for k in _REQUIRED if k not in transition]:
             raise ValueError(f"{name}[{t}] lacks {missing}; a transition needs {list(_REQUIRED)} (and optionally "
                              "'truncated')")
-        if unknown := [k for k in transition.keys() if k not in _ACCEPTED_KEYS]:
-            raise ValueError(f"{name}[{t}] has unknown key(s) {unknown}; a transition takes only {list(_ACCEPTED)}")
+        if unknown := [k for k in transition.keys() if k not in accepted]:
+            raise ValueError(f"{name}[{t}] has unknown key(s) {unknown}; a transition takes only "
+                             f"{list(_ACCEPTED) + ([] if episode else ['stored'])}")
     n_envs = 1 if episode else tree_rows(steps[0]["state"], f"{name}[0]['state']")
     n_steps = len(steps)
     n_rows = n_steps * n_envs
@@ -223,6 +239,11 @@ def _read(steps: Sequence[Any], name: str, episode: bool) -> Steps:
         truncated = _flag_column([t["truncated"] if "truncated" in t else truncated[0] for t in steps], n_envs,
                                  name, "truncated", True)
     truncated &= ~terminal  # [T, B]; terminal wins
+    stored = None
+    if any("stored" in t for t in steps):  # a missing entry stores every row of its step
+        every = np.ones(n_envs, dtype=np.bool_)
+        stored = _flag_column([t.get("stored", every) for t in steps], n_envs, name, "stored", True)  # [T, B]
+        stored = None if stored.all() else stored
     needs = truncated.copy()  # [T, B]
     needs[-1] |= ~terminal[-1]  # the rollout's last rows bootstrap unless terminal
     bootstrap = np.flatnonzero(needs).astype(np.int64)  # [k]
@@ -250,10 +271,10 @@ def _read(steps: Sequence[Any], name: str, episode: bool) -> Steps:
             # then the checks of the state come first and value_targets says what next_state lacks.
             state = tree_to_torch(trees.stack(states, where_state))
             next_state = trees.stack(parts, lambda i: where_state(n_steps + i), picks)
-            return Steps(state, action, reward, terminal, truncated, bootstrap, next_state, None)
+            return Steps(state, action, reward, terminal, truncated, bootstrap, next_state, None, stored)
     state = trees.row_range(inputs, 0, n_rows)
     next_state = trees.row_range(inputs, n_rows, n_rows + bootstrap.size) if bootstrap.size else None
-    return Steps(state, action, reward, terminal, truncated, bootstrap, next_state, inputs)
+    return Steps(state, action, reward, terminal, truncated, bootstrap, next_state, inputs, stored)
 
 
 def read_episode(episode: Sequence[Any], name: str = "store_episode") -> Steps:
@@ -311,7 +332,13 @@ def value_targets(steps: Steps, criticize: Callable[[Any], torch.Tensor], discou
 
 
 def to_rollout(steps: Steps, returns: torch.Tensor, advantages: torch.Tensor) -> Rollout:
-    """The record of ``steps`` with the value targets and advantages of :func:`value_targets`; columns ``[N, 1]``."""
+    """The record of ``steps``' stored rows with the value targets and advantages of :func:`value_targets`
+    (computed over every row); columns ``[N, 1]``."""
     columns = (steps.reward.astype(np.float32), steps.terminal, steps.truncated)
-    return Rollout(steps.state, steps.action, *(torch.from_numpy(c.reshape(steps.n_rows, 1)) for c in columns),
-                   returns, advantages)
+    if steps.stored is None:
+        return Rollout(steps.state, steps.action, *(torch.from_numpy(c.reshape(steps.n_rows, 1)) for c in columns),
+                       returns, advantages)
+    index = np.flatnonzero(steps.stored.reshape(-1))  # [n_stored]
+    rows = torch.from_numpy(index)
+    return Rollout(trees.take(steps.state, index), trees.take(steps.action, index),
+                   *(torch.from_numpy(c.reshape(-1, 1)[index]) for c in columns), returns[rows], advantages[rows])

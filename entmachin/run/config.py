@@ -261,7 +261,7 @@ class DistributedSection:
 class SelfPlaySection:
     """Games of several players: with ``seats`` other than ``all`` the learner plays those seats and
     frozen snapshots of its past selves (or, with probability ``play_against_latest``, its current
-    self) play the others; a game keeps its opponents until it ends."""
+    self, whose rows are trained on too) play the others; a game keeps its opponents until it ends."""
 
     seats: Union[str, Tuple[str, ...]] = setting(
         "all", "all: the learner plays every seat (no pool); random: one random seat per game; or a list of seats",
@@ -294,10 +294,6 @@ class SelfPlaySection:
     def enabled(self) -> bool:
         """Whether a pool plays some seats (``seats`` is not ``all``)."""
         return self.seats != "all"
-
-    def learner_slots(self, n_seats: int) -> int:
-        """Rows the learner plays (and stores) per environment of ``n_seats`` seats."""
-        return n_seats if self.seats == "all" else 1 if self.seats == "random" else len(self.seats)
 
 
 @documented

@@ -233,7 +233,7 @@ class Runner:
             envs = make_envs(config, seed)
             startup.mark("environments")
             frame, note = make_frame(config, envs.obs_space(), envs.action_space(), rank=rank, compiled=self.compiled,
-                                     rows_per_env=config.selfplay.learner_slots(_rows_per_env(envs)))
+                                     rows_per_env=_rows_per_env(envs))
             startup.mark("networks and frame")
             return envs, frame, note
         start_forkserver()  # from this thread, where it can ignore SIGTERM
@@ -242,7 +242,7 @@ class Runner:
             try:
                 obs_space, action_space, rows_per_env = EnvFactory(config.env).layout()
                 frame, note = make_frame(config, obs_space, action_space, rank=rank, compiled=self.compiled,
-                                         rows_per_env=config.selfplay.learner_slots(rows_per_env))
+                                         rows_per_env=rows_per_env)
                 startup.mark("networks and frame (the workers boot meanwhile)")
             except BaseException:
                 booting.add_done_callback(lambda done: done.exception() or done.result().close())

@@ -5,8 +5,9 @@ In each environment (a game of several players) the learner plays the seats the 
 The opponent of a game is drawn when the game starts and kept until it ends, never changed in the
 middle of a game:
 
-* with probability ``play_against_latest``, the current policy itself (its rows are acted on but not
-  stored, and its input statistics do not learn from them);
+* with probability ``play_against_latest``, the current policy itself: every seat of that game is
+  played by the current parameters, so all of its rows are on-policy and are stored and trained on
+  (the input statistics learn from them too);
 * otherwise one of the at most ``max_snapshots`` (M) snapshots *in play*, each of which acts for
   all of its games in one batched forward pass per step.
 
@@ -16,7 +17,9 @@ current self), which keeps the latest ``window`` snapshots. Every ``swap_steps``
 play are drawn again from the pool, uniformly without replacement (one drawn again stays where
 it is); a snapshot drawn out of play leaves when its last game ends, and no new game starts
 against it meanwhile (such games play another snapshot in play, or the current self), so at most
-M are ever in play. Only the learner's rows are stored and trained on (``RolloutCollector(opponents=...)``).
+M are ever in play. The rows the current parameters act (the learner's seats, and every seat of a game
+against its current self) are stored and trained on; the snapshots' rows take part in GAE only as the
+other seats' steps, never in the losses (``RolloutCollector(opponents=...)``).
 
 Elo ratings (``entmachin.run.elo``): the learner starts at ``elo_initial``; a snapshot starts at the
 learner's rating when it was taken; every finished game between the learner and a snapshot moves
@@ -136,20 +139,24 @@ class SelfPlay:
             self._learner_rows = (self._first_row[:, None] + self._seats).reshape(-1)
         return self._learner_rows
 
+    def current_rows(self) -> np.ndarray:
+        """int64 ``[n]``, ascending: the rows the current parameters play this step (the learner's
+        seats, and every seat of a game against the current self)."""
+        current = self._opponent[self.rows.env] == LATEST  # [n_rows]
+        current[self.learner_rows()] = True
+        return np.flatnonzero(current)
+
     def act(self, state: Mapping[str, Any]) -> List[Tuple[np.ndarray, Dict[str, Any]]]:
-        """The actions of every row the learner does not play: one forward pass per opponent in play."""
-        others = np.ones(len(self.rows), dtype=np.bool_)
-        others[self.learner_rows()] = False
+        """The actions of the snapshots' rows (every row not in :meth:`current_rows`): one forward
+        pass per snapshot in play."""
         owner = self._opponent[self.rows.env]  # [n_rows]: each row's game's opponent
+        others = np.ones(len(self.rows), dtype=np.bool_)
+        others[self.current_rows()] = False
         pieces = []
         for who in np.unique(owner[others]).tolist():
             rows = np.flatnonzero(others & (owner == who))
-            part = trees.take(state, rows)
-            if who == LATEST:
-                result = self.frame.act(part, collect_stats=False)
-            else:
-                with torch.no_grad():
-                    result = safe_call(self.slots[who].module, part)
+            with torch.no_grad():
+                result = safe_call(self.slots[who].module, trees.take(state, rows))
             pieces.append((rows, default_actions(result)[1]))
         return pieces
 

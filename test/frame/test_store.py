@@ -177,7 +177,8 @@ def test_a_misspelt_key_is_refused_not_dropped(method, as_transition):
     episode[1]["truncted"] = True
     if as_transition:
         episode = [Transition(**t) for t in episode]
-    allowed = r"\['state', 'action', 'next_state', 'reward', 'terminal', 'truncated'\]"
+    allowed = r"\['state', 'action', 'next_state', 'reward', 'terminal', 'truncated'" + (
+        r", 'stored'\]" if method == "store_rollout" else r"\]")
     with pytest.raises(ValueError, match=rf"PPO.{method}\[1\] has unknown key\(s\) \['truncted'\]; "
                                          rf"a transition takes only {allowed}"):
         getattr(frame, method)(episode)
@@ -278,3 +279,36 @@ def test_a_buffer_without_the_trusted_path_gets_transitions():
     frame.store_episode(dense_episode(rng, 5))
     frame.update()
     assert frame.n_updates == 1 and frame.replay_buffer.size() == 0
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(1, 5), st.integers(2, 4), st.integers(0, 2**31 - 1))
+def test_stored_rows_take_part_in_gae_and_only_they_are_kept(n_steps, n_envs, seed):
+    rng = np.random.default_rng(seed)
+    steps = [dense_step(rng, terminal=rng.random(n_envs) < 0.3, truncated=rng.random(n_envs) < 0.3, n_rows=n_envs)
+             for _ in range(n_steps)]
+    every, some = dense_frame(gae_lambda=0.95, discount=0.9), dense_frame(gae_lambda=0.95, discount=0.9)
+    some.critic.load_state_dict(every.critic.state_dict())
+    mask = rng.random((n_steps, n_envs)) < 0.5
+    every.store_rollout(steps)
+    some.store_rollout([{**s, "stored": mask[t]} for t, s in enumerate(steps)])
+    keep = np.flatnonzero(mask.reshape(-1))
+    assert some.replay_buffer.size() == keep.size
+    if keep.size:
+        for whole, part in zip(stored(every), stored(some)):
+            if isinstance(whole, dict):  # state {"state": [N, d]}, action {"action": [N, 1]}
+                (key,) = whole.keys()
+                whole, part = whole[key], part[key]
+            np.testing.assert_array_equal(whole.numpy()[keep], part.numpy())  # the same rows, the same GAE
+
+
+def test_stored_rows_count_against_replay_size_and_other_frames_refuse_them():
+    rng = np.random.default_rng(7)
+    frame = dense_frame(replay_size=4)
+    steps = [dense_step(rng, terminal=np.zeros(3, bool), truncated=np.zeros(3, bool), n_rows=3) for _ in range(2)]
+    frame.store_rollout([{**s, "stored": np.array([True, True, False])} for s in steps])  # 4 of 6 rows
+    assert frame.replay_buffer.size() == 4
+    with pytest.raises(ValueError, match=r"'stored' chooses rows of a rollout's steps"):
+        frame.store_episode([{**dense_episode(rng, 1)[0], "stored": True}])
+    with pytest.raises(TypeError, match=r"store_rollout\[0\]\['stored'\]"):
+        frame.store_rollout([{**steps[0], "stored": np.array([1, 0, 1])}])

@@ -37,8 +37,7 @@ def arena_selfplay(seats="random", n_seats=2, num_envs=6, **section):
                                "selfplay": {"seats": seats, "save_steps": 48, "swap_steps": 48, **section}})
     envs = EnvList(lambda: Arena(n_seats, length=3), num_envs, seed=0)
     obs_space, action_space = envs.obs_space(), envs.action_space()
-    slots = config.selfplay.learner_slots(n_seats)
-    frame, _ = make_frame(config, obs_space, action_space, rows_per_env=slots)
+    frame, _ = make_frame(config, obs_space, action_space, rows_per_env=n_seats)  # a game against itself stores all
     selfplay = SelfPlay(config.selfplay, frame, envs.row_index(), seed=0, spaces=spaces_record(obs_space, action_space))
     return envs, frame, selfplay, RolloutCollector(frame, envs, 8, opponents=selfplay)
 
@@ -87,20 +86,28 @@ def test_opponents_and_seats_change_only_when_a_game_ends_and_at_most_m_snapshot
     assert set(seats.tolist()) == {0, 1}  # one random seat per game
 
 
-def test_only_the_learners_rows_are_stored_and_acted_on_by_the_frame():
-    envs, frame, selfplay, collector = arena_selfplay(seats=["p1"], n_seats=3, num_envs=4)
-    seen = []
+def test_the_rows_the_current_parameters_act_are_stored_and_snapshots_rows_are_not():
+    envs, frame, selfplay, collector = arena_selfplay(seats=["p1"], n_seats=3, num_envs=4, play_against_latest=0.0)
+    acted = []
     act = frame.act
 
     def recording_act(state, *args, **kwargs):
-        seen.append(len(state["entities"]["Unit"]) if kwargs.get("collect_stats", True) else None)
+        acted.append(len(state["entities"]["Unit"]))
         return act(state, *args, **kwargs)
 
     frame.act = recording_act
+    steps = collector.collect().n_env_steps  # no snapshot yet: every game is against the current self
+    assert frame.replay_buffer.size() == 8 * 4 * 3 and acted == [12] * 8
+    frame.update()
+    while not any(slot.snapshot >= 0 for slot in selfplay.slots):
+        steps += collector.collect().n_env_steps
+        frame.update()
+        selfplay.after_update(steps)
+    acted.clear()
     collector.collect()
-    assert frame.replay_buffer.size() == 8 * 4  # n_steps x environments x one seat, not x 3 seats
-    assert [n for n in seen if n is not None] == [4] * 8
-    np.testing.assert_array_equal(selfplay.learner_rows(), [1, 4, 7, 10])  # seat p1 of each game
+    assert frame.replay_buffer.size() == sum(acted)  # one forward pass a step over exactly the stored rows
+    assert min(acted) == 4  # games against snapshots: the learner's seat p1 alone
+    np.testing.assert_array_equal(selfplay.learner_rows(), [1, 4, 7, 10])
 
 
 def test_elo_is_zero_sum_and_moves_toward_the_result():
