@@ -25,7 +25,7 @@ column), so a four-in-a-line test is four shift-and-mask pairs (``_connected``).
 """
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 import numpy as np
 
@@ -185,6 +185,22 @@ def connect_four_opponent(
     Reads only ``observation``: the board from its ``Mine`` / ``Theirs`` entities, the legal
     columns and the actor from its ``drop`` mask. Returns ``{}`` when the seat is not to move.
     """
+    return _tactical(observation, action_space, lambda legal: rng.choice(legal))
+
+
+def centre_opponent(
+    observation: Observation, action_space: Mapping[ActionName, ActionSpace], rng: np.random.Generator
+) -> Dict[ActionName, Action]:
+    """Win if a drop wins, else block, else the legal column nearest the centre (the lower one on a
+    tie): a second tactical opponent, deterministic where ``scripted`` is random, for measuring a
+    policy against an opponent it never trained with (``--opponent
+    entmachin.env.examples.connect_four:centre_opponent``)."""
+    return _tactical(observation, action_space, lambda legal: min(legal, key=lambda c: (abs(int(c) - COLS // 2), c)))
+
+
+def _tactical(observation: Observation, action_space: Mapping[ActionName, ActionSpace],
+              otherwise: Any) -> Dict[ActionName, Action]:
+    """A winning drop, else a blocking one, else ``otherwise(legal columns)``."""
     amask = observation.actions[DROP]
     if not len(amask.actor_ids):
         return {}
@@ -199,7 +215,7 @@ def connect_four_opponent(
             choice = wins[0]
             break
     if choice is None:
-        choice = rng.choice(legal)
+        choice = otherwise(legal)
     labels = action_space[DROP].index_to_label
     return {DROP: CategoricalAction([amask.actor_ids[0]], np.array([choice], dtype=np.int64), list(labels))}
 

@@ -156,3 +156,17 @@ def test_opponent_beats_a_random_player():
         final = play_game(env, {me: connect_four_opponent, other: random_opponent}, rng)
         wins += final[me].result == "win"
     assert wins >= 180, wins
+
+
+def test_the_centre_opponent_wins_blocks_and_otherwise_plays_nearest_the_centre():
+    from entmachin.env.examples.connect_four import centre_opponent
+
+    def choice(cols):
+        env = ConnectFour()
+        obs = _play(env, cols)
+        seat = "0" if env.turn == 0 else "1"
+        return int(centre_opponent(obs[seat], env.action_space(), np.random.default_rng(0))["drop"].indices[0])
+
+    assert choice([0, 0, 1, 1, 2, 2]) == 3  # its own win first
+    assert choice([0, 6, 0, 6, 0]) == 0  # a block
+    assert choice([]) == 3 and choice([3] * 6) == 2  # the centre; then the lower of the nearest two
