@@ -1,5 +1,5 @@
 """``log.best``: a run keeps the networks of its best evaluation in checkpoints/best, resume keeps and checks
-it, and eval, export, play, league and verify take it."""
+it, and eval, export, record, play, league and verify take it."""
 import glob
 import hashlib
 import io
@@ -150,7 +150,7 @@ def test_opponents_the_game_lacks_are_refused_before_the_run_directory_is_touche
         assert files(copy) == before
 
 
-def test_eval_export_play_and_league_take_the_best(run_dir, tmp_path, monkeypatch, capsys):
+def test_eval_export_record_play_and_league_take_the_best(run_dir, tmp_path, monkeypatch, capsys):
     assert main(["eval", run_dir, "--checkpoint", "best", "--opponent", "scripted", "--episodes", "20",
                  "--seed", "3000017"]) == 0
     out = capsys.readouterr().out
@@ -163,6 +163,10 @@ def test_eval_export_play_and_league_take_the_best(run_dir, tmp_path, monkeypatc
 
     metadata = OnnxPolicy(out_file).metadata
     assert metadata["env_steps"] == 128 and metadata["checkpoint"] == "best"
+    data = str(tmp_path / "data")
+    assert main(["record", "--policy", run_dir, "--checkpoint", "best", "--episodes", "2", "-o", data,
+                 "--no-progress"]) == 0
+    assert json.load(open(os.path.join(data, "dataset.json")))["recorded"]["checkpoint"] == "best"
     monkeypatch.setattr(sys, "stdin", io.StringIO("q\n"))
     assert main(["play", "--checkpoint", os.path.join(run_dir, "checkpoints", "best"), "--seed", "0"]) == 0
     assert "checkpoints/best" in capsys.readouterr().out
