@@ -32,6 +32,15 @@ seat) the figure is the win rate against the ``random`` opponent (draws count ha
 return: the runner's evaluations against ``log.eval_opponents`` sampled, the final checkpoint's
 most likely actions, and a random player's own rate.
 
+A game whose config sets ``log.best`` (the run keeps ``checkpoints/best``, chosen by its own evaluations)
+reports what that choice is worth without the winner's curse: after the run, its best checkpoint and its
+final one each play ``FRESH_GAMES`` (1,000) games against every opponent of ``log.eval_opponents``, on
+games none of the run's evaluations played (seed ``seeds(config)["fresh"]``, ``train.seed + 3,000,017``;
+the run's evaluations use ``train.seed + 1,000,003``), with the run's ``log.eval_deterministic``. The
+record's ``best`` (its steps, the figure that chose it, and these win rates) and ``final`` (the same for the
+final checkpoint) stand beside each other in the opponents table; where every seed of a row has them,
+the row's median and "met" are the best checkpoint's fresh win rate. Older records lack them ("-").
+
 ``--record RUN_DIR ...`` adds the records of runs already trained with ``entmachin train ENV --set
 train.seed=S`` (the bundled config and its ``train.total_steps``), for seeds run side by side.
 
@@ -101,6 +110,7 @@ DATA_TARGETS: Dict[Tuple[str, str], float] = {
     ("MoveToOrigin", "its scripted expert"): 0.9,
 }
 WARM_GOAL = {"MineSweeper": 0.95}  # PPO from a clone: steps to this return, at most half of PPO from scratch
+FRESH_GAMES = 1_000  # games the best and final checkpoints of a game with log.best are re-evaluated on
 
 
 # A bundled config's row is kept true by this many current seeds (test/test_benchmarks.py checks it).
@@ -160,7 +170,8 @@ def fingerprint(data: Dict[str, Any], continuous: Optional[bool] = None) -> str:
     return digest(kept)
 
 
-def run_job(env: str, frame: str, seed: int, budget: int, runs_dir: str) -> Dict[str, Any]:
+def run_job(env: str, frame: str, seed: int, budget: int, runs_dir: str,
+            fresh_games: int = FRESH_GAMES) -> Dict[str, Any]:
     """Trains one bundled config and returns its results record."""
     from entmachin.run.cli import bundled_config_path
     from entmachin.run.config import config_to_dict, load_config
@@ -177,7 +188,7 @@ def run_job(env: str, frame: str, seed: int, budget: int, runs_dir: str) -> Dict
         record["start_rock"] = rock_thrower(data, start, seed)
         extra = [f"train.init_from={start}"]
     return {**record, **train_and_evaluate(data, seed, budget, os.path.join(runs_dir, f"{env}-{frame}-{seed}"),
-                                           extra)}
+                                           extra, fresh_games)}
 
 
 def rock_thrower(data: Dict[str, Any], run_dir: str, seed: int) -> float:
@@ -232,7 +243,7 @@ def exploitability(probs: Any) -> float:
 
 
 def train_and_evaluate(data: Dict[str, Any], seed: int, budget: int, run_dir: str,
-                       extra: List[str] = ()) -> Dict[str, Any]:
+                       extra: List[str] = (), fresh_games: int = FRESH_GAMES) -> Dict[str, Any]:
     """Trains the run config ``data`` (plain data) with ``seed`` for ``budget`` steps (ten evaluations on
     the way); the final evaluation sampled and deterministic, a random policy's figure, the wall time."""
     from entmachin.run.config import apply_overrides, config_from_dict
@@ -245,12 +256,45 @@ def train_and_evaluate(data: Dict[str, Any], seed: int, budget: int, run_dir: st
     started = time.perf_counter()
     runner = Runner(config, run_dir, force=True, progress=False)
     result = runner.train()
-    return evaluate_run(config, run_dir, result.env_steps, runner.state.evals, time.perf_counter() - started)
+    wall = time.perf_counter() - started
+    return evaluate_run(config, run_dir, result.env_steps, runner.state.evals, wall, fresh_games)
 
 
-def evaluate_run(config: Any, run_dir: str, env_steps: int, evals: List[Dict[str, Any]], wall: float) -> Dict[str, Any]:
+def fresh_figures(config: Any, run_dir: str, final: Any, factory: Any, games: int) -> Dict[str, Any]:
+    """A game with ``log.best``: its best checkpoint and its final one (``final``, loaded) against each of
+    ``log.eval_opponents`` on ``games`` games none of its evaluations played (the module doc)."""
+    from entmachin.frame.checkpoint import latest_version
+    from entmachin.frame.checkpoint_files import read_blob, read_manifest
+    from entmachin.run.best import best_dir, best_version
+    from entmachin.run.build import seeds
+    from entmachin.run.evaluation import load_trained
+    from entmachin.run.matches import match
+
+    import torch
+
+    seed, deterministic = seeds(config)["fresh"], config.log.eval_deterministic
+    checkpoints = os.path.join(run_dir, "checkpoints")
+    best, _, _ = load_trained(run_dir, factory, "best")
+    directory, steps = best_dir(checkpoints), best_version(checkpoints)
+    chosen_by = json.loads(read_blob(directory, read_manifest(directory, steps), "runner"))["best"]
+
+    def rates(frame: Any) -> Dict[str, float]:
+        out = {}
+        for opponent in config.log.eval_opponents:
+            torch.manual_seed(seed)  # sampled actions: both checkpoints draw alike
+            out[opponent] = match(frame, factory, opponent, games, deterministic, seed).win_rate
+        return out
+
+    return {"fresh": {"seed": seed, "games": games, "deterministic": deterministic},
+            "best": {"env_steps": steps, "chosen_by": chosen_by, "win_rate": rates(best)},
+            "final": {"env_steps": latest_version(checkpoints), "win_rate": rates(final)}}
+
+
+def evaluate_run(config: Any, run_dir: str, env_steps: int, evals: List[Dict[str, Any]], wall: float,
+                 fresh_games: int = FRESH_GAMES) -> Dict[str, Any]:
     """The record of a trained run: its evaluations, the final checkpoint's deterministic figure and a random
-    policy's (returns; for a game, win rates against ``random``)."""
+    policy's (returns; for a game, win rates against ``random``); for a game with ``log.best``, its best and
+    final checkpoints on ``fresh_games`` fresh games (:func:`fresh_figures`)."""
     from entmachin.frame import evaluate
     from entmachin.run.build import EnvFactory, seeds
     from entmachin.run.evaluation import load_trained, random_policy_return
@@ -284,13 +328,15 @@ def evaluate_run(config: Any, run_dir: str, env_steps: int, evals: List[Dict[str
         figure = [e["mean"] for e in evals]
         deterministic = evaluate(trained, factory, config.log.eval_episodes, deterministic=True, seed=eval_seed).mean
         random = random_policy_return(factory, config.log.eval_episodes, eval_seed).mean
+    fresh = fresh_figures(config, run_dir, trained, factory, fresh_games) \
+        if game and config.log.best is not None else {}
     return {"env_steps": env_steps, "sampled": figure[-1], "deterministic": deterministic, "random": random,
             "evals": [[e["env_steps"], f] for e, f in zip(evals, figure)], "wall_s": round(wall, 1),
             "loadavg": os.getloadavg()[0], **({"figure": "win rate vs random"} if game else {}),
-            **({"opponents": others} if others else {})}
+            **({"opponents": others} if others else {}), **fresh}
 
 
-def record_runs(run_dirs: List[str]) -> List[Dict[str, Any]]:
+def record_runs(run_dirs: List[str], fresh_games: int = FRESH_GAMES) -> List[Dict[str, Any]]:
     """Records of runs already trained with a bundled config (``--record``); the wall time is the span of the
     run's tensorboard events."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -315,7 +361,7 @@ def record_runs(run_dirs: List[str]) -> List[Dict[str, Any]]:
         if config.train.init_from is not None:
             record["init_from"] = os.path.abspath(config.train.init_from)
         records.append({**record, **evaluate_run(config, run_dir, evals[-1]["env_steps"], evals,
-                                                 max(times) - min(times))})
+                                                 max(times) - min(times), fresh_games)})
     return records
 
 
@@ -395,19 +441,26 @@ def table(records: List[Dict[str, Any]]) -> str:
         wall = statistics.median(r["wall_s"] for r in rows)
         lines.append(f"| {env} | {frame} | {rows[0]['budget']:,} | {words} | {seeds} | {sampled} | {deterministic} | "
                      f"{random:.3f} | {median:.3f} | {reached} | {wall:.0f} | {met} |")
-    lines += ["", "| env | frame | opponent | target | seeds | sampled | deterministic | median | met |",
-              "|---|---|---|---|---|---|---|---|---|"]
+    lines += ["", "| env | frame | opponent | target | seeds | sampled | deterministic | best: steps, fresh games "
+              "| final: fresh games | median | met |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for (env, frame, opponent), (target, words) in OPPONENT_TARGETS.items():
         rows = sorted((r for r in records if r["env"] == env and r["frame"] == frame
                        and opponent in r.get("opponents", {})), key=lambda r: r["seed"])
         if not rows:
             continue
         figures = [r["opponents"][opponent] for r in rows]
-        median = statistics.median(max(f["sampled"], f["deterministic"]) for f in figures)
+        fresh = all(opponent in r.get("best", {}).get("win_rate", {}) for r in rows)
+        median = statistics.median(r["best"]["win_rate"][opponent] for r in rows) if fresh else \
+            statistics.median(max(f["sampled"], f["deterministic"]) for f in figures)
         met = _met(median, target)
+        best = " / ".join(f"{r['best']['env_steps']:,}: {r['best']['win_rate'][opponent]:.3f}"
+                          if opponent in r.get("best", {}).get("win_rate", {}) else "-" for r in rows)
+        final = " / ".join(f"{r['final']['win_rate'][opponent]:.3f}"
+                           if opponent in r.get("final", {}).get("win_rate", {}) else "-" for r in rows)
         lines.append(f"| {env} | {frame} | {opponent} | {words} | {','.join(str(r['seed']) for r in rows)} | "
                      + " / ".join(f"{f['sampled']:.3f}" for f in figures) + " | "
-                     + " / ".join(f"{f['deterministic']:.3f}" for f in figures) + f" | {median:.3f} | {met} |")
+                     + " / ".join(f"{f['deterministic']:.3f}" for f in figures)
+                     + f" | {best} | {final} | {median:.3f}{' (best, fresh)' if fresh else ''} | {met} |")
     return "\n".join(lines + ["", data_table(records)])
 
 
@@ -460,6 +513,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--results", default=os.path.join(HERE, "results", "learning.jsonl"))
     parser.add_argument("--runs-dir", default=None, help="keep the run directories here (default: a temp dir)")
     parser.add_argument("--table-only", action="store_true")
+    parser.add_argument("--fresh-games", type=int, default=FRESH_GAMES,
+                        help="games with log.best: the best and final checkpoints' games against each opponent")
     parser.add_argument("--record", nargs="+", default=None, metavar="RUN_DIR",
                         help="add the records of runs already trained with a bundled config (entmachin train ENV "
                              "--set train.seed=S), then print the table")
@@ -473,7 +528,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     torch.set_num_threads(1)
     done = current(read_results(args.results))
     if args.record:
-        for record in record_runs(args.record):
+        for record in record_runs(args.record, args.fresh_games):
             if args.label in ("scratch", "clone"):
                 record["warm"] = args.label
             elif args.label is not None:
@@ -493,7 +548,7 @@ def main(argv: Optional[List[str]] = None) -> None:
                        for r in done):
                     continue
                 print(f"running {env} {frame} seed {seed} for {scaled:,} steps", flush=True)
-                record = run_job(env, frame, seed, scaled, runs_dir)
+                record = run_job(env, frame, seed, scaled, runs_dir, args.fresh_games)
                 with open(args.results, "a", encoding="utf-8") as f:
                     f.write(json.dumps(record) + "\n")
                 done.append(record)

@@ -257,7 +257,8 @@ def test_old_run_resume_restores_models_environments_and_episodes_in_progress(tm
         warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
         assert len(warnings) == 1 and "--trust-checkpoint: unpickling" in warnings[0] and "not signed" in warnings[0]
         assert runner.state.env_steps == runner.collector.total_env_steps == expected["version"] == 8
-        assert vars(runner.state) | {"format": 1} == expected["runner_state"]
+        # the state as written; fields added since (log.best's record) read as their defaults
+        assert vars(runner.state) | {"format": 1} == {**expected["runner_state"], "best": None}
         assert state_dict_checksum(runner.frame.actor) == expected["actor"]
         assert state_dict_checksum(runner.frame.critic) == expected["critic"]
         assert tree_summary(runner.collector._state) == expected["snapshot"]["collector_state"]

@@ -187,9 +187,11 @@ def check_device(name: str) -> None:
 
 def seeds(config: RunConfig) -> Dict[str, int]:
     """Every seed of a run, derived from ``train.seed``: torch, the frame, the environments, evaluation,
-    self-play's draws."""
+    self-play's draws; and ``fresh``, which the run never uses: games none of its evaluations played, to
+    re-evaluate a checkpoint it chose by them (``log.best``: no winner's curse)."""
     base = config.train.seed
-    return {"torch": base, "frame": base, "envs": base, "eval": base + 1_000_003, "selfplay": base + 2_000_003}
+    return {"torch": base, "frame": base, "envs": base, "eval": base + 1_000_003, "selfplay": base + 2_000_003,
+            "fresh": base + 3_000_017}
 
 
 def make_envs(config: RunConfig, seed: int) -> VecEnv:

@@ -3,14 +3,18 @@ play, rate checkpoints in a league, export a policy to ONNX, record episodes to 
 
     entmachin train [CONFIG | ENV_NAME] [--set key=value ...] [--run-dir DIR] [--force]
     entmachin train --resume RUN_DIR
-    entmachin eval RUN_DIR [--episodes N] [--deterministic] [--seed S] [--opponent OPPONENT]
+    entmachin eval RUN_DIR [--checkpoint STEPS|best] [--episodes N] [--deterministic] [--seed S]
+                   [--opponent OPPONENT]
     entmachin envs
     entmachin init ENV [--frame A2C] > my.yaml
     entmachin play [ENV] [--checkpoint RUN_DIR] [--seed S] [--seat SEAT] [--opponent OPPONENT] [--record DIR]
-    entmachin league RUN_DIR [RUN_DIR ...] [--games N] [--seed S] [--deterministic] [--out DIR]
-    entmachin export RUN_DIR [-o policy.onnx] [--checkpoint STEPS]
+    entmachin league RUN_DIR [RUN_DIR ...] [--best] [--games N] [--seed S] [--deterministic] [--out DIR]
+    entmachin export RUN_DIR [-o policy.onnx] [--checkpoint STEPS|best]
     entmachin record [ENV] --policy POLICY --episodes N -o DIR [--seed S] [--processes N] [--deterministic]
-                     [--checkpoint STEPS]
+                     [--checkpoint STEPS|best]
+
+Wherever a run directory names a policy (play --checkpoint, --opponent, record --policy, train.init_from),
+RUN_DIR/checkpoints/best names its best checkpoint (log.best).
     entmachin relabel DIR --reward pkg.mod:function -o NEW_DIR
     entmachin verify PATH [PATH ...]
 
@@ -22,7 +26,7 @@ import argparse
 import logging
 import os
 import sys
-from typing import List, Optional
+from typing import List, Optional, Union
 
 # commands (imported when a command runs) uses these too: they live in paths, importable from here as before
 from entmachin.run.paths import bundled_config_path, default_run_dir
@@ -54,6 +58,22 @@ def _version() -> str:
     return f"{entmachin.__version__} (Python {platform.python_version()})"
 
 
+def _checkpoint(text: str) -> Union[int, str]:
+    """``--checkpoint``: a checkpoint's environment steps, or ``best`` (the run's best checkpoint, ``log.best``)."""
+    if text == "best":
+        return text
+    try:
+        steps = int(text)
+    except ValueError:
+        steps = -1
+    if steps < 0:
+        raise argparse.ArgumentTypeError(f"expected a checkpoint's environment steps or 'best', got {text!r}")
+    return steps
+
+
+_CHECKPOINT_HELP = "the checkpoint of this many environment steps, or best: the run's best checkpoint (log.best)"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="entmachin", description="Reinforcement learning for entity-based "
                                      "environments.")
@@ -78,8 +98,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="bundled config of this frame")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
 
-    evaluate = commands.add_parser("eval", help="evaluate a run's latest checkpoint")
+    evaluate = commands.add_parser("eval", help="evaluate a run's latest checkpoint (or another, or its best)")
     evaluate.add_argument("run_dir", help="a run directory (or its checkpoints/ directory)")
+    evaluate.add_argument("--checkpoint", type=_checkpoint, default=None, metavar="STEPS|best",
+                          help=_CHECKPOINT_HELP + " (default: the latest)")
     evaluate.add_argument("--episodes", type=int, default=100)
     evaluate.add_argument("--deterministic", action="store_true", help="most likely actions instead of sampling")
     evaluate.add_argument("--seed", type=int, default=None, help="environment seed (default: the run's)")
@@ -105,7 +127,8 @@ def _parser() -> argparse.ArgumentParser:
     play.add_argument("env", nargs="?", default=None, metavar="ENV",
                       help="an example environment's name or 'package.module:Class' (default: the checkpoint's)")
     play.add_argument("--checkpoint", default=None, metavar="RUN_DIR",
-                      help="a run directory (or its checkpoints/): show its agent's probabilities, let it choose")
+                      help="a run directory (or its checkpoints/; RUN_DIR/checkpoints/best: its best checkpoint): "
+                           "show its agent's probabilities, let it choose")
     play.add_argument("--seed", type=int, default=None, help="environment seed (default: unseeded)")
     play.add_argument("--seat", default=None, metavar="SEAT",
                       help="a game of several players: the seat you play (default: the first)")
@@ -118,6 +141,8 @@ def _parser() -> argparse.ArgumentParser:
     league = commands.add_parser(
         "league", help="games of several players: every checkpoint of some runs against every other, rated by Elo")
     league.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories of one game")
+    league.add_argument("--best", action="store_true",
+                        help="each run's best checkpoint (log.best) plays too, as RUN@best")
     league.add_argument("--games", type=int, default=50, help="games of every pair of players (seats alternating)")
     league.add_argument("--seed", type=int, default=None, help="seed of the games (default: the first run's evaluation seed, its train.seed + 1,000,003)")
     league.add_argument("--deterministic", action="store_true", help="most likely actions instead of sampling")
@@ -129,8 +154,8 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (or its checkpoints/ directory)")
     export.add_argument("-o", "--out", default=None, metavar="FILE",
                         help="the .onnx file (default: RUN_DIR/policy.onnx)")
-    export.add_argument("--checkpoint", type=int, default=None, metavar="STEPS",
-                        help="the checkpoint of this many environment steps (default: the latest)")
+    export.add_argument("--checkpoint", type=_checkpoint, default=None, metavar="STEPS|best",
+                        help=_CHECKPOINT_HELP + " (default: the latest)")
 
     record = commands.add_parser("record", help="write episodes of a policy to a dataset directory (Parquet parts)")
     record.add_argument("env", nargs="?", default=None, metavar="ENV",
@@ -143,8 +168,8 @@ def _parser() -> argparse.ArgumentParser:
     record.add_argument("--processes", type=int, default=0, help="environment worker processes (0: this one)")
     record.add_argument("--num-envs", type=int, default=16, help="environments stepped together")
     record.add_argument("--deterministic", action="store_true", help="a run's most likely actions instead of samples")
-    record.add_argument("--checkpoint", type=int, default=None, metavar="STEPS",
-                        help="a run's checkpoint of this many environment steps (default: the latest)")
+    record.add_argument("--checkpoint", type=_checkpoint, default=None, metavar="STEPS|best",
+                        help="a run's " + _CHECKPOINT_HELP.removeprefix("the ") + " (default: the latest)")
     record.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     relabel = commands.add_parser("relabel", help="a dataset's rewards recomputed by a function, into a new dataset")

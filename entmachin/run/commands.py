@@ -151,15 +151,17 @@ def _report(result: Any, runner: Any) -> int:
 
 
 def evaluate_run(args: argparse.Namespace) -> int:
-    from entmachin.run.evaluation import differ_widely, evaluate_both_ways
+    from entmachin.run.evaluation import describe_checkpoint, differ_widely, evaluate_both_ways
     from entmachin.run.matches import match_checkpoint
 
     if args.opponent is not None:
-        result = match_checkpoint(args.run_dir, args.opponent, args.episodes, args.deterministic, args.seed)
+        result = match_checkpoint(args.run_dir, args.opponent, args.episodes, args.deterministic, args.seed,
+                                  args.checkpoint)
         print(f"games {result.games}  wins {result.wins}  draws {result.draws}  losses {result.losses}")
-        print(result.line())
+        print(f"{result.line()}; {describe_checkpoint(args.run_dir, args.checkpoint)}")
         return 0
-    evaluation = evaluate_both_ways(args.run_dir, args.episodes, args.deterministic, args.seed)
+    evaluation = evaluate_both_ways(args.run_dir, args.episodes, args.deterministic, args.seed,
+                                    version=args.checkpoint)
     result, other = evaluation.asked, evaluation.other
     print(f"episodes {len(result.returns)}  return mean {result.mean:.3f}  min {result.min:.3f}  max {result.max:.3f}"
           f"  length mean {sum(result.lengths) / len(result.lengths):.1f}  min {min(result.lengths)}"
@@ -208,7 +210,7 @@ def play(args: argparse.Namespace) -> int:
 def league(args: argparse.Namespace) -> int:
     from entmachin.run.league import league as play_league
 
-    result = play_league(args.run_dirs, args.games, args.seed, args.deterministic, args.out)
+    result = play_league(args.run_dirs, args.games, args.seed, args.deterministic, args.out, best=args.best)
     for line in result.table():
         print(line)
     print(f"{len(result.pairs)} pairs of players, {result.games} games each (seed {result.seed}); league.json and "

@@ -229,6 +229,10 @@ class LogSection:
     eval_opponents: Tuple[str, ...] = setting(
         (), "games of several players: at each evaluation, eval_episodes games against each (random, scripted, "
             "a run directory or pkg.mod:function); eval/win_rate/<opponent> in tensorboard", before=())
+    best: Optional[str] = setting(
+        None, "keep checkpoints/best/, the networks of the evaluation with the highest figure so far: return (its "
+              "mean return, one player) or an opponent of eval_opponents (the win rate against it); null: none",
+        execution=True)
 
     def __post_init__(self) -> None:
         for name in ("checkpoint_interval", "eval_interval", "eval_episodes"):
@@ -237,6 +241,9 @@ class LogSection:
         for name in ("eval_max_steps", "keep_checkpoints"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name}: expected an int >= 1 or null, got {getattr(self, name)}")
+        if self.best not in (None, "return", *self.eval_opponents):
+            raise ValueError(f"best: {self.best!r} is not one of eval_opponents {list(self.eval_opponents)}; expected "
+                             "null, return or one of them (a figure the run's evaluations measure)")
 
 
 @documented

@@ -1,10 +1,11 @@
-"""``entmachin eval``: a run's latest checkpoint (or another version), rebuilt from its config and evaluated."""
+"""``entmachin eval``: a run's latest checkpoint (or another version, or its best), rebuilt from its config and
+evaluated."""
 from __future__ import annotations
 
 import json
 import math
 import os
-from typing import Any, Dict, NamedTuple, Optional, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 
@@ -13,14 +14,18 @@ from entmachin.env.episodes import EVAL_MAX_ENVS, eval_budget
 from entmachin.frame import EvalResult, evaluate
 from entmachin.frame.checkpoint import latest_version, read_frame_checkpoint
 from entmachin.frame.checkpoint_files import manifest_versions, read_blob, read_manifest
+from entmachin.run.best import BEST, best_dir, best_version
 from entmachin.run.build import EnvFactory, make_frame, seeds
 from entmachin.run.config import RunConfig
 from entmachin.run.defaults import DEFAULT_MAX_EPISODE_STEPS
 from entmachin.run.logs import RunError, load_run_config
 from entmachin.run.spaces import space_differences, spaces_record
 
-__all__ = ["Evaluation", "differ_widely", "eval_envs", "eval_options", "eval_settings", "evaluate_both_ways",
-           "evaluate_checkpoint", "load_trained", "random_policy_return", "run_dir_of"]
+__all__ = ["Evaluation", "Version", "checkpoint_version", "describe_checkpoint", "differ_widely", "eval_envs", "eval_options",
+           "eval_settings", "evaluate_both_ways", "evaluate_checkpoint", "load_trained", "random_policy_return",
+           "run_dir_of"]
+
+Version = Union[int, str]  # a checkpoint's environment steps, or "best" (``log.best``)
 
 
 def eval_envs(episodes: int) -> int:
@@ -47,9 +52,19 @@ def eval_options(config: RunConfig, episodes: int) -> Dict[str, Any]:
     return {"num_envs": num_envs, "max_steps": max_steps, "check_finite": settings["check_finite"]}
 
 
-def run_dir_of(path: str) -> str:
-    """The run directory ``path`` names: itself, or the run above its ``checkpoints/`` directory."""
+def _names_best(path: str) -> bool:
+    """Whether ``path`` is a run's ``checkpoints/best`` directory."""
     path = os.path.normpath(path)
+    return os.path.basename(path) == BEST and os.path.basename(os.path.dirname(path)) == "checkpoints" and \
+        os.path.exists(os.path.join(os.path.dirname(os.path.dirname(path)), "config.yaml"))
+
+
+def run_dir_of(path: str) -> str:
+    """The run directory ``path`` names: itself, or the run above its ``checkpoints/`` (or ``checkpoints/best``)
+    directory."""
+    path = os.path.normpath(path)
+    if _names_best(path):
+        return os.path.dirname(os.path.dirname(path))
     if os.path.basename(path) == "checkpoints" or not os.path.exists(os.path.join(path, "config.yaml")):
         parent = os.path.dirname(path)
         if os.path.exists(os.path.join(parent, "config.yaml")):
@@ -57,22 +72,20 @@ def run_dir_of(path: str) -> str:
     return path
 
 
-def load_trained(path: str, env_factory: Optional[EnvFactory] = None,
-                 version: Optional[int] = None) -> Tuple[Any, RunConfig, EnvFactory]:
-    """The frame of a run directory's checkpoint, its config and its environment factory.
-
-    Args:
-        path: a run directory or its ``checkpoints/`` directory.
-        env_factory: the environment to use the policy in (default: the run's); its spaces must
-            be those the checkpoint was trained on.
-        version: the checkpoint's version (its environment steps; default: the latest).
+def checkpoint_version(path: str, version: Optional[Version] = None) -> Tuple[str, int]:
+    """The directory and version of the checkpoint ``path`` and ``version`` name: a run directory (or its
+    ``checkpoints/``) and the version's environment steps (default: the latest) or ``"best"``; or a run's
+    ``checkpoints/best`` directory (its best checkpoint).
 
     Raises:
-        RunError: not a run directory, no checkpoint (of that version), or an environment with
-            other spaces.
-        CheckpointError: a damaged checkpoint.
+        RunError: not a run directory, no checkpoint (of that version), or no best checkpoint.
     """
     run_dir = run_dir_of(path)
+    if _names_best(path):
+        if version not in (None, BEST):
+            raise RunError(f"{path!r} is a run's best checkpoint; --checkpoint {version} names another (give the run "
+                           "directory with --checkpoint STEPS)")
+        version = BEST
     config = load_run_config(run_dir)
     checkpoint_dir = os.path.join(run_dir, "checkpoints")
     try:
@@ -81,10 +94,55 @@ def load_trained(path: str, env_factory: Optional[EnvFactory] = None,
         missing = "does not exist" if not os.path.isdir(checkpoint_dir) else "holds no checkpoint_<version>.json"
         raise RunError(f"{run_dir!r} holds no checkpoint yet: {checkpoint_dir!r} {missing} (a run saves one every "
                        "log.checkpoint_interval steps, and when it ends)") from None
+    if version == BEST:
+        if (best := best_version(checkpoint_dir)) is None:
+            why = ("its log.best is null: set log.best to keep one" if config.log.best is None else
+                   f"no evaluation has been done yet (log.best: {config.log.best})")
+            raise RunError(f"{run_dir!r} has no best checkpoint: {best_dir(checkpoint_dir)!r} holds none ({why})")
+        return best_dir(checkpoint_dir), best
     if version is None:
-        version = latest
-    elif version not in (saved := manifest_versions(checkpoint_dir)):
+        return checkpoint_dir, latest
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise RunError(f"--checkpoint {version!r}: expected a checkpoint's environment steps or {BEST!r}")
+    if version not in (saved := manifest_versions(checkpoint_dir)):
         raise RunError(f"{checkpoint_dir!r} holds no checkpoint of version {version}; it holds {saved}")
+    return checkpoint_dir, version
+
+
+def describe_checkpoint(path: str, version: Optional[Version] = None) -> str:
+    """Which checkpoint ``path`` and ``version`` name, in words: ``checkpoint 512 (the latest)``, ``the best
+    checkpoint (256 steps, win rate against scripted 0.750)``."""
+    directory, steps = checkpoint_version(path, version)
+    if os.path.basename(directory) != BEST:
+        return f"checkpoint {steps}{' (the latest)' if version is None and not _names_best(path) else ''}"
+    manifest = read_manifest(directory, steps)
+    try:
+        best = json.loads(read_blob(directory, manifest, "runner").decode())["best"]
+        figure = "mean return" if best["figure"] == "return" else f"win rate against {best['figure']}"
+        return f"the best checkpoint ({steps} steps, {figure} {best['value']:.3f} in the run's evaluations)"
+    except (KeyError, TypeError, ValueError, UnicodeDecodeError):
+        return f"the best checkpoint ({steps} steps)"
+
+
+def load_trained(path: str, env_factory: Optional[EnvFactory] = None,
+                 version: Optional[Version] = None) -> Tuple[Any, RunConfig, EnvFactory]:
+    """The frame of a run directory's checkpoint, its config and its environment factory.
+
+    Args:
+        path: a run directory or its ``checkpoints/`` directory, or its ``checkpoints/best``
+            directory (its best checkpoint).
+        env_factory: the environment to use the policy in (default: the run's); its spaces must
+            be those the checkpoint was trained on.
+        version: the checkpoint's version (its environment steps; default: the latest), or
+            ``"best"``: the run's best checkpoint (``log.best``).
+
+    Raises:
+        RunError: not a run directory, no checkpoint (of that version), no best checkpoint, or
+            an environment with other spaces.
+        CheckpointError: a damaged checkpoint.
+    """
+    checkpoint_dir, version = checkpoint_version(path, version)
+    config = load_run_config(run_dir_of(path))
     factory = env_factory or EnvFactory(config.env)
     obs_space, action_space = factory.spaces()
     current = spaces_record(obs_space, action_space)
@@ -109,8 +167,9 @@ def _saved_spaces(checkpoint_dir: str, version: int) -> Optional[dict]:
         return None
 
 
-def evaluate_checkpoint(path: str, episodes: int, deterministic: bool, seed: Optional[int]) -> EvalResult:
-    return evaluate_both_ways(path, episodes, deterministic, seed, both=False).asked
+def evaluate_checkpoint(path: str, episodes: int, deterministic: bool, seed: Optional[int],
+                        version: Optional[Version] = None) -> EvalResult:
+    return evaluate_both_ways(path, episodes, deterministic, seed, both=False, version=version).asked
 
 
 class Evaluation(NamedTuple):
@@ -124,10 +183,11 @@ class Evaluation(NamedTuple):
 
 
 def evaluate_both_ways(path: str, episodes: int, deterministic: bool, seed: Optional[int],
-                       both: bool = True) -> Evaluation:
+                       both: bool = True, version: Optional[Version] = None) -> Evaluation:
     """``entmachin eval``: the run's way (:func:`eval_settings`), or with ``seed``; ``both``: the
-    other kind of actions too (sampled after most likely, or the reverse)."""
-    frame, config, factory = load_trained(path)
+    other kind of actions too (sampled after most likely, or the reverse); ``version``: as
+    :func:`load_trained` takes it."""
+    frame, config, factory = load_trained(path, version=version)
     settings, options = eval_settings(config), eval_options(config, episodes)
     chosen = settings["seed"] if seed is None else seed
 
@@ -138,7 +198,7 @@ def evaluate_both_ways(path: str, episodes: int, deterministic: bool, seed: Opti
     other = run(not deterministic) if both else None
     limit = settings["max_episode_steps"]
     whose = " (the run's: train.seed + 1,000,003; --seed to change)" if seed is None else ""
-    line = (f"{'most likely' if deterministic else 'sampled'} actions; seed {chosen}{whose}, {options['num_envs']} "
+    line = (f"{describe_checkpoint(path, version)}; {'most likely' if deterministic else 'sampled'} actions; seed {chosen}{whose}, {options['num_envs']} "
             f"environment{'s' if options['num_envs'] > 1 else ''}, step limit {'none' if limit is None else limit} (env.max_episode_steps), an unfinished "
             f"episode counted as it stands after {settings['episode_cap']} steps (log.eval_max_steps)")
     return Evaluation(asked, other, line)

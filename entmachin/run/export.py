@@ -9,7 +9,7 @@ import json
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 from torch import nn
 
@@ -117,21 +117,22 @@ def export_policy(model: Any, path: str, *, q_values: Optional[bool] = None,
     return ExportResult(path, os.path.getsize(path), time.perf_counter() - started, kind)
 
 
-def export_run(path: str, out: Optional[str] = None, version: Optional[int] = None) -> ExportResult:
+def export_run(path: str, out: Optional[str] = None, version: Union[int, str, None] = None) -> ExportResult:
     """``entmachin export``: a run directory's checkpoint (the latest, or ``version``: its
-    environment steps) to ``out`` (default: ``RUN_DIR/policy.onnx``).
+    environment steps, or ``"best"``: its best checkpoint) to ``out`` (default: ``RUN_DIR/policy.onnx``).
 
     Raises:
-        RunError: not a run directory, or no checkpoint (of that version).
+        RunError: not a run directory, or no checkpoint (of that version), or no best checkpoint.
         ExportError: a model the exporter cannot express.
     """
-    from entmachin.frame.checkpoint import latest_version
-    from entmachin.run.evaluation import eval_settings, load_trained, run_dir_of
+    from entmachin.run.evaluation import checkpoint_version, eval_settings, load_trained, run_dir_of
 
     run_dir = run_dir_of(path)
-    frame, config, _ = load_trained(run_dir, version=version)  # refuses a run without (that) checkpoint
-    steps = latest_version(os.path.join(run_dir, "checkpoints")) if version is None else version
+    directory, steps = checkpoint_version(path, version)  # refuses a run without (that) checkpoint
+    frame, config, _ = load_trained(path, version=version)
     metadata = {"env": config.env.name, "env_steps": steps, "frame": config.frame.name,
                 "evaluation": eval_settings(config)}  # OnnxPolicy.evaluate's defaults
+    if os.path.basename(directory) == "best":
+        metadata["checkpoint"] = "best"
     return export_policy(frame, out or os.path.join(run_dir, "policy.onnx"), metadata=metadata)
 

@@ -5,7 +5,9 @@ The players are each checkpoint of each run, named ``<run directory's name>@<env
 both sides sampling their actions unless ``deterministic``. :func:`entmachin.run.elo.fit_ratings` rates
 the whole table at once, ``random`` at 1200: the rating an untrained policy, and a learner starting
 self-play, are given, so the scales compare. A run keeps only its latest ``log.keep_checkpoints``
-checkpoints (5 by default; null keeps all), so train with more to see a longer history.
+checkpoints (5 by default; null keeps all), so train with more to see a longer history. With
+``best`` each run's best checkpoint (``log.best``, :mod:`entmachin.run.best`) plays too, as
+``<run>@best`` (``best: true`` in ``league.json``; left out of the plot's lines).
 
 Everything is seeded from ``seed`` (default: the first run's evaluation seed, ``seeds(config)["eval"]``),
 each pair from its own stream, so the same command gives the same table. The table goes to
@@ -25,6 +27,7 @@ import torch
 
 from entmachin.env.multi_agent import is_multi_agent
 from entmachin.frame.checkpoint_files import manifest_versions
+from entmachin.run.best import BEST, best_version
 from entmachin.run.build import EnvFactory, seeds
 from entmachin.run.elo import INITIAL_ELO, fit_ratings
 from entmachin.run.evaluation import eval_envs, load_trained, run_dir_of
@@ -47,6 +50,7 @@ class LeaguePlayer(MatchResult):
     run: Optional[str]
     env_steps: Optional[int]
     elo: float
+    best: bool = False
 
 
 @dataclass(frozen=True)
@@ -96,21 +100,24 @@ class _Run:
     label: str
     config: Any
     versions: Tuple[int, ...]
+    best: Optional[int] = None  # the best checkpoint's steps, where the league plays it
 
 
 def league(run_dirs: Sequence[str], games: int = 50, seed: Optional[int] = None, deterministic: bool = False,
-           out: Optional[str] = None) -> LeagueResult:
-    """Plays every checkpoint of ``run_dirs`` and ``random`` against each other; writes ``league.json``
-    and ``league.png`` in ``out`` (default: the first run directory). See the module doc.
+           out: Optional[str] = None, best: bool = False) -> LeagueResult:
+    """Plays every checkpoint of ``run_dirs`` (``best``: and each run's best checkpoint) and ``random``
+    against each other; writes ``league.json`` and ``league.png`` in ``out`` (default: the first run
+    directory). See the module doc.
 
     Raises:
         RunError: no run, a directory that is not a run or holds no checkpoint, a run given twice,
-            runs of other environments or spaces, a game of one player, ``games`` < 1 or ``seed`` < 0.
+            runs of other environments or spaces, a game of one player, ``games`` < 1 or ``seed`` < 0;
+            with ``best``, a run without a best checkpoint.
         CheckpointError: a damaged checkpoint.
     """
     if isinstance(games, bool) or not isinstance(games, int) or games < 1:
         raise RunError(f"--games: expected an int >= 1, got {games!r}")
-    runs = _runs(run_dirs)
+    runs = _runs(run_dirs, best)
     factory = _one_game(runs)
     seed = seeds(runs[0].config)["eval"] if seed is None else seed
     if seed < 0:
@@ -123,6 +130,9 @@ def league(run_dirs: Sequence[str], games: int = 50, seed: Optional[int] = None,
             name = f"{run.label}@{version}"
             frames[name], _, _ = load_trained(run.path, factory, version)
             steps[name] = (run.path, version)
+        if run.best is not None:
+            frames[f"{run.label}@{BEST}"], _, _ = load_trained(run.path, factory, BEST)
+            steps[f"{run.label}@{BEST}"] = (run.path, run.best)
     results: Dict[Tuple[str, str], Tuple[int, int, int]] = {}
     for k, pair in enumerate(itertools.combinations(frames, 2)):
         env_seed, torch_seed, rng_seed = np.random.SeedSequence([seed, k]).generate_state(3)
@@ -138,7 +148,8 @@ def league(run_dirs: Sequence[str], games: int = 50, seed: Optional[int] = None,
         totals[a] += counts
         totals[b] += counts[::-1]
     players = sorted((LeaguePlayer(name=name, run=steps[name][0], env_steps=steps[name][1], elo=ratings[name],
-                                   wins=int(totals[name][0]), draws=int(totals[name][1]), losses=int(totals[name][2]))
+                                   wins=int(totals[name][0]), draws=int(totals[name][1]), losses=int(totals[name][2]),
+                                   best=name.endswith(f"@{BEST}"))
                       for name in frames),
                      key=lambda p: -p.elo)
     outcome = LeagueResult(tuple(players), tuple(LeaguePair(a, b, *counts) for (a, b), counts in results.items()),
@@ -148,10 +159,15 @@ def league(run_dirs: Sequence[str], games: int = 50, seed: Optional[int] = None,
     return outcome
 
 
-def _runs(run_dirs: Sequence[str]) -> List[_Run]:
-    """Each run's directory, label, config and checkpoint versions (warning of a run with one)."""
+def _runs(run_dirs: Sequence[str], best: bool = False) -> List[_Run]:
+    """Each run's directory, label, config and checkpoint versions (warning of a run with one), and with
+    ``best`` its best checkpoint's steps."""
     if not run_dirs:
         raise RunError("a league needs at least one run directory")
+    if named := [path for path in run_dirs if os.path.normpath(path) != run_dir_of(path)
+                 and os.path.basename(os.path.normpath(path)) == BEST]:
+        raise RunError(f"{named[0]!r}: a league takes run directories (every checkpoint of each); --best adds each "
+                       "run's best checkpoint")
     paths = [run_dir_of(path) for path in run_dirs]
     if twice := [path for path in paths if paths.count(path) > 1]:
         raise RunError(f"{twice[0]!r} is named twice; name each run once")
@@ -170,7 +186,11 @@ def _runs(run_dirs: Sequence[str]) -> List[_Run]:
             logger.warning("%s has one checkpoint (version %d): its Elo is one point. A run keeps its latest "
                            "log.keep_checkpoints checkpoints (%s here; null keeps all)", path, versions[0],
                            "null" if config.log.keep_checkpoints is None else config.log.keep_checkpoints)
-        runs.append(_Run(path, label, config, versions))
+        best_steps = best_version(checkpoints) if best else None
+        if best and best_steps is None:
+            raise RunError(f"--best: {path!r} has no best checkpoint ({os.path.join(checkpoints, BEST)!r} holds none; "
+                           f"log.best is {config.log.best or 'null'}); leave --best out or name runs that keep one")
+        runs.append(_Run(path, label, config, versions, best_steps))
     return runs
 
 
@@ -203,7 +223,7 @@ def _write(outcome: LeagueResult) -> None:
     os.makedirs(outcome.out, exist_ok=True)
     atomic_write(os.path.join(outcome.out, "league.json"), json.dumps(outcome.record(), indent=1).encode())
     lines: Dict[str, List[Tuple[int, float]]] = {}
-    for p in sorted((p for p in outcome.players if p.run is not None),
+    for p in sorted((p for p in outcome.players if p.run is not None and not p.best),
                     key=lambda p: (outcome.runs.index(p.run), p.env_steps)):  # the runs in the order named
         lines.setdefault(p.name.rsplit("@", 1)[0], []).append((p.env_steps, p.elo))
     random_elo = next(p.elo for p in outcome.players if p.run is None)

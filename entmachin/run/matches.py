@@ -8,7 +8,8 @@ scripted opponent's masked or malformed actions raise ``OpponentError`` naming t
 and action before any environment steps.
 
 Opponents are named ``random``, ``scripted`` (the environment's own ``scripted_opponent``), a
-module path ``pkg.mod:function`` or a run directory (its latest checkpoint); ``load_opponent``
+module path ``pkg.mod:function`` or a run directory (its latest checkpoint; ``RUN_DIR/checkpoints/best``:
+its best); ``load_opponent``
 turns a name into a player.
 """
 from __future__ import annotations
@@ -27,7 +28,7 @@ from entmachin.env.multi_agent import RESULTS, check_game_step, game_results, ha
 from entmachin.frame.collector import default_actions
 from entmachin.frame.config import resolve
 from entmachin.run.build import EnvFactory, seeds
-from entmachin.run.evaluation import eval_envs, load_trained
+from entmachin.run.evaluation import Version, eval_envs, load_trained, run_dir_of
 from entmachin.run.logs import RunError
 
 __all__ = ["OpponentError", "MatchResult", "PolicyPlayer", "FunctionPlayer", "RandomPlayer", "load_opponent",
@@ -112,9 +113,10 @@ def load_opponent(spec: str, factory: Callable[[], Any], seed: int, deterministi
             spaces differ from the environment's (naming its checkpoint directory).
     """
     env = factory()
+    game = getattr(factory, "name", None) or type(env).__name__  # not its time-limit wrapper's
     try:
         if not is_multi_agent(env):
-            raise RunError(f"--opponent {spec}: {type(env).__name__} has one player; opponents need a game of several")
+            raise RunError(f"--opponent {spec}: {game} has one player; opponents need a game of several")
         obs_space, action_space, scripted = env.obs_space(), env.action_space(), env.scripted_opponent
     finally:
         env.close()
@@ -123,15 +125,23 @@ def load_opponent(spec: str, factory: Callable[[], Any], seed: int, deterministi
         return RandomPlayer(obs_space, action_space, rng)
     if spec == "scripted":
         if scripted is None:
-            raise RunError(f"--opponent scripted: {type(env).__name__} has no scripted_opponent; name another "
+            raise RunError(f"--opponent scripted: {game} has no scripted_opponent; name another "
                            f"({OPPONENT_KINDS})")
         return FunctionPlayer(scripted, obs_space, action_space, rng, "scripted")
     if os.path.isdir(spec):
         frame, _, _ = load_trained(spec, factory)
-        return PolicyPlayer(frame, obs_space, action_space, deterministic, name=os.path.basename(os.path.normpath(spec)))
+        return PolicyPlayer(frame, obs_space, action_space, deterministic, name=_run_name(spec))
     if ":" in spec:
         return FunctionPlayer(resolve_function(spec, "--opponent"), obs_space, action_space, rng, spec)
     raise RunError(f"--opponent {spec!r}: not a run directory, and not one of {OPPONENT_KINDS}")
+
+
+def _run_name(path: str) -> str:
+    """A run directory's name (``<run>@best`` for its ``checkpoints/best``)."""
+    run_dir = run_dir_of(path)
+    name = os.path.basename(os.path.abspath(run_dir))
+    return f"{name}@best" if os.path.normpath(path) != run_dir and os.path.basename(os.path.normpath(path)) == "best" \
+        else name
 
 
 def resolve_function(spec: str, option: str) -> Any:
@@ -238,9 +248,11 @@ def play_matches(make_env: Callable[[], Any], agent: Any, opponent: Any, games: 
                        int((values == RESULTS["loss"]).sum()))
 
 
-def match_checkpoint(path: str, opponent: str, games: int, deterministic: bool, seed: Optional[int]) -> MatchResult:
-    """Games of a run's latest checkpoint against ``opponent`` (see ``entmachin.run.matches``)."""
-    frame, config, factory = load_trained(path)
+def match_checkpoint(path: str, opponent: str, games: int, deterministic: bool, seed: Optional[int],
+                     version: Optional[Version] = None) -> MatchResult:
+    """Games of a run's latest checkpoint (or ``version``: its steps, or ``"best"``) against ``opponent`` (see
+    ``entmachin.run.matches``)."""
+    frame, config, factory = load_trained(path, version=version)
     seed = seeds(config)["eval"] if seed is None else seed
     return match(frame, factory, opponent, games, deterministic, seed)
 

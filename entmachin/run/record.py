@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -182,7 +182,7 @@ class _Function(_Policy):
 
 
 def _policy(spec: str, factory: EnvFactory, obs_space: Any, action_space: Mapping[str, Any],
-            rng: np.random.Generator, deterministic: bool, version: Optional[int] = None) -> _Policy:
+            rng: np.random.Generator, deterministic: bool, version: Union[int, str, None] = None) -> _Policy:
     if spec == "random":
         return _Random(action_space, rng)
     if spec == "scripted":
@@ -210,9 +210,10 @@ def _env_section(env: Optional[str], policy: str) -> EnvSection:
     if env is None:
         if not os.path.isdir(policy):
             raise RunError("record: name the environment (ENV), or record a run directory's policy")
+        from entmachin.run.evaluation import run_dir_of
         from entmachin.run.logs import load_run_config
 
-        return load_run_config(policy).env
+        return load_run_config(run_dir_of(policy)).env
     from entmachin.run.config import load_config
     from entmachin.run.defaults import default_env_section
     from entmachin.run.paths import bundled_config_path
@@ -226,8 +227,9 @@ def _env_section(env: Optional[str], policy: str) -> EnvSection:
 
 def record(env: Optional[str], policy: str, episodes: int, out: str, *, seed: int = 0, processes: int = 0,
            num_envs: int = 16, deterministic: bool = False, progress: bool = True,
-           checkpoint: Optional[int] = None) -> RecordResult:
-    """Records ``episodes`` episodes (games) of ``policy`` on ``env`` into the new dataset ``out``.
+           checkpoint: Union[int, str, None] = None) -> RecordResult:
+    """Records ``episodes`` episodes (games) of ``policy`` on ``env`` into the new dataset ``out`` (``checkpoint``:
+    a run directory's checkpoint of these environment steps, or ``"best"``; default: its latest).
 
     Raises:
         RunError: an unknown policy, a function policy with worker processes, a run of other

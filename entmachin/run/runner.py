@@ -6,6 +6,7 @@ A run directory holds::
     events.out.tfevents* tensorboard scalars; the x-axis is environment steps
     checkpoints/         checkpoint_<env steps>.json + files: the frame, the runner's counters
                          and the environments' state, published atomically as one version
+    checkpoints/best/    with log.best: the networks of the best evaluation so far (entmachin.run.best)
     eval.json            every evaluation so far and the final one
     curve.png            return vs environment steps (training episodes and evaluations)
 
@@ -38,6 +39,7 @@ import numpy as np
 import torch
 
 from entmachin.env.main_guard import start_forkserver
+from entmachin.env.multi_agent import is_multi_agent
 from entmachin.frame import RolloutCollector, evaluate
 from entmachin.frame.checkpoint import latest_version, read_frame_checkpoint, save_frame
 from entmachin.frame.checkpoint_files import manifest_versions, remove_version
@@ -46,6 +48,7 @@ from entmachin.model.compiled import recompiles
 from entmachin.run import logs, startup
 from entmachin.run.build import (EnvFactory, check_device, check_translation, decide_compile, decide_overlap, make_envs,
                                   make_frame, seeds)
+from entmachin.run.best import candidate, improves, publish_best, read_best
 from entmachin.run.cloning import Cloning
 from entmachin.run.config import RunConfig, config_to_dict, dump_yaml
 from entmachin.run.defaults import DEFAULT_MAX_EPISODE_STEPS
@@ -84,6 +87,7 @@ class RunState:
     curve: List[List[float]] = field(default_factory=list)  # [env steps, mean training return]
     evals: List[Dict[str, float]] = field(default_factory=list)
     spaces: Dict[str, Any] = field(default_factory=dict)  # what the policy was trained on
+    best: Optional[Dict[str, Any]] = None  # log.best: env_steps, figure and value of checkpoints/best
 
 
 @dataclass(frozen=True)
@@ -152,6 +156,7 @@ class Runner:
         check_device(config.train.device if distributed is None else distributed.device)
         if config.model.kind == "rogue_net" and config.model.translation is not None:  # names the env's entities
             check_translation(config, EnvFactory(config.env).spaces()[0])
+        _check_evaluations(config)  # refused now, before the run directory is written
         # A run that fails before its first checkpoint takes away what it wrote (and the
         # directory, if it made it), so that starting again there needs no --force.
         self._created = not os.path.exists(run_dir)
@@ -173,8 +178,6 @@ class Runner:
         rank = 0 if self.dist is None else self.dist.rank
         if self.dist is not None and self.dist.device != config.train.device:  # "cuda" -> this rank's GPU
             config = dataclasses.replace(config, train=dataclasses.replace(config.train, device=self.dist.device))
-        for opponent in config.log.eval_opponents:  # refused now, not at the first evaluation
-            load_opponent(opponent, EnvFactory(config.env), 0)
         if self.dist is not None and config.selfplay.enabled:
             raise RunError(f"selfplay.seats: self-play trains in one process (rollout.processes: N steps its games in "
                            f"worker processes); under torchrun ({self.dist.world_size} ranks) each rank would keep a "
@@ -279,6 +282,9 @@ class Runner:
         except ValueError as e:
             raise RunError(f"--resume {self.run_dir}: {e}") from None
         runner = _decode_runner(loaded.extras.get("runner"), self.checkpoint_dir, version)
+        if self.config.log.best is not None:  # read and checked before anything changes
+            runner.best = read_best(self.frame, self.checkpoint_dir, self.config.log.best, runner.best,
+                                    f"--resume {self.run_dir}")
         pool = None
         if self.selfplay is not None:  # read and checked before anything changes
             if "selfplay" not in loaded.extras:
@@ -530,12 +536,21 @@ class Runner:
         logs.write_evals(self.run_dir, self.state)
         logger.info("evaluation at %d steps over %d episodes: mean %.3f, min %.3f, max %.3f", self.state.env_steps,
                     len(result.returns), result.mean, result.min, result.max)
+        if config.log.best is not None and improves(best := candidate(record, config.log.best), self.state.best):
+            self.state.best = best
+            publish_best(self.frame, self.checkpoint_dir, best, {"runner": self._runner_bytes()})
+            logger.info("checkpoints/best: the networks of %d steps (%s %.3f)", best["env_steps"],
+                        "mean return" if best["figure"] == "return" else f"win rate against {best['figure']}",
+                        best["value"])
         return record
 
     # ------------------------------------------------------------------------------- checkpoints
 
+    def _runner_bytes(self) -> bytes:
+        return json.dumps({"format": _RUNNER_FORMAT, **vars(self.state)}).encode()
+
     def _checkpoint(self) -> None:
-        extras = {"runner": json.dumps({"format": _RUNNER_FORMAT, **vars(self.state)}).encode()}
+        extras = {"runner": self._runner_bytes()}
         envs = None
         try:  # signed: resume unpickles only what this user's entmachin wrote
             envs = signing.sign(dill.dumps({"envs": self.envs.get_state(), "collector": self.collector.snapshot()}),
@@ -558,6 +573,30 @@ class Runner:
             keep = self.config.log.keep_checkpoints
             for version in manifest_versions(self.checkpoint_dir)[:-keep] if keep is not None else ():
                 remove_version(self.checkpoint_dir, version)
+
+
+def _check_evaluations(config: RunConfig) -> None:
+    """Refuses an opponent of ``log.eval_opponents`` the environment does not have, and ``log.best: return``
+    for a game of several players (its seats' returns cancel out), naming the field."""
+    factory = EnvFactory(config.env)
+    for opponent in config.log.eval_opponents:
+        try:
+            load_opponent(opponent, factory, 0)
+        except RunError as e:
+            fields = "log.eval_opponents" + (" and log.best" if opponent == config.log.best else "")
+            raise RunError(f"{fields}: {e}") from None
+    if config.log.best == "return" and _is_game(factory):
+        raise RunError(f"log.best: return is a one-player figure; {factory.name} is a game of several players, whose "
+                       f"seats' returns cancel out: name an opponent of log.eval_opponents "
+                       f"{list(config.log.eval_opponents)}")
+
+
+def _is_game(factory: EnvFactory) -> bool:
+    env = factory()
+    try:
+        return is_multi_agent(env)
+    finally:
+        env.close()
 
 
 def _cuda_devices() -> List[int]:

@@ -4,8 +4,9 @@ and for what entmachin would refuse to load, without unpickling anything.
 What it checks, by what ``PATH`` is:
 
 - a run directory: ``config.yaml`` (a run config), ``eval.json`` (JSON), every checkpoint version,
-  and ``policy.onnx`` where there is one;
-- a checkpoint directory (``checkpoints/``) or one manifest (``checkpoint_<steps>.json``): each
+  the best checkpoint (``checkpoints/best/``, ``log.best``) where there is one, and ``policy.onnx``
+  where there is one;
+- a checkpoint directory (``checkpoints/``, with its ``best/``) or one manifest (``checkpoint_<steps>.json``): each
   file's size and SHA-256 against its manifest; that each torch file is a whole zip archive whose
   pickle refers only to what ``torch.load(weights_only=True)`` accepts (its opcodes are read, never
   run); the runner's state (JSON); the environments' state: whether this user's key signed it
@@ -172,10 +173,14 @@ def _checkpoint_version(directory: str, version: int) -> List[Finding]:
 def _checkpoints(directory: str, versions: Optional[Iterable[int]] = None) -> List[Finding]:
     from entmachin.frame.checkpoint_files import manifest_versions
 
+    best = os.path.join(directory, "best")
+    below = _checkpoints(best) if versions is None and os.path.isdir(best) else []  # the run's best checkpoint
     versions = manifest_versions(directory) if versions is None else list(versions)
     if not versions:
+        if os.path.basename(os.path.normpath(directory)) == "best":  # a save stopped before it published
+            return [Finding(directory, "warning", "holds no published best checkpoint (checkpoint_<steps>.json)")]
         return [Finding(directory, "FAILED", "holds no checkpoint_<steps>.json: no checkpoint was published here")]
-    return [f for v in versions for f in _checkpoint_version(directory, v)]
+    return [f for v in versions for f in _checkpoint_version(directory, v)] + below
 
 
 def _export(path: str) -> List[Finding]:
