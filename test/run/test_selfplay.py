@@ -26,7 +26,7 @@ from test.run.test_resume import LOSSES
 
 TINY = ["--set", "model.d_model=16", "--set", "model.n_layer=1", "--set", "rollout.num_envs=4",
         "--set", "rollout.n_steps=16", "--set", "frame.batch_size=32", "--set", "log.eval_episodes=4",
-        "--set", "log.eval_opponents=[]", "--no-progress"]
+        "--set", "log.eval_opponents=[]", "--set", "log.best=null", "--no-progress"]
 MIN_WIN_RATE = {"ConnectFour": 0.7, "Skirmish": 0.7}  # after 10,240 steps (measured 0.92, 0.885; random: about 0.5)
 SELFPLAY = ["--set", "selfplay.seats=random", "--set", "selfplay.save_steps=64", "--set", "selfplay.swap_steps=64"]
 
@@ -309,7 +309,7 @@ def test_a_short_selfplay_run_of_the_bundled_config_beats_random(game, tmp_path)
     assert main(["train", game, "--run-dir", run_dir, "--no-progress", "--set", "train.total_steps=10240",
                  "--set", "frame.n_anneal_updates=5", "--set", "selfplay.save_steps=2048",
                  "--set", "selfplay.swap_steps=512", "--set", "log.eval_interval=10240", "--set",
-                 "log.eval_episodes=100", "--set", "log.eval_opponents=[random]"]) == 0
+                 "log.eval_episodes=100", "--set", "log.eval_opponents=[random]", "--set", "log.best=random"]) == 0
     assert scalars(run_dir)["selfplay/pool_size"][-1][1] == 5
     final = json.load(open(os.path.join(run_dir, "eval.json")))[-1]
     assert final["win_rate"]["random"] >= MIN_WIN_RATE[game], final
