@@ -145,6 +145,20 @@ class BCConfig(A2CConfig):
         1.0, "weight of the cross-entropy from the recorded probabilities, where the data has them (0: off)",
         kind="real", low=0.0)
 
+    #: A2C settings cloning has no use for: it fits recorded choices and returns, with no advantages,
+    #: entropy bonus, annealing, KL stop or value clipping. Given, they are refused rather than ignored.
+    unused: ClassVar[Tuple[str, ...]] = ("entropy_weight", "gae_lambda", "normalize_advantage", "value_clip",
+                                         "target_kl", "n_anneal_updates", "anneal_entropy")
+
+    def _check_rules(self) -> None:
+        super()._check_rules()
+        defaults = {f.name: f.default for f in dataclasses.fields(A2CConfig)}
+        for name in self.unused:
+            if getattr(self, name) != defaults[name]:
+                raise ValueError(f"{self._where(name)} is {getattr(self, name)!r}, but behaviour cloning does not use "
+                                 f"it (it fits recorded choices and returns: no advantages, entropy bonus, annealing, "
+                                 f"KL stop or value clipping); remove it")
+
 
 @dataclass(frozen=True, kw_only=True)
 class PPOConfig(A2CConfig):

@@ -255,3 +255,13 @@ def test_a_clone_of_a_steering_expert_drives_clearly_better_than_random(tmp_path
     # Measured (data and network seeds 0, 3, 4, 5): expert 0.97, clone 0.94-0.98 after 300 minibatches (0.6-0.9
     # after 150), uniformly random values 0.0-0.2.
     assert expert.mean_return > 0.9 and clone > 0.7 and clone > random + 0.4, (expert.mean_return, clone, random)
+
+
+@pytest.mark.parametrize("key, value", [("n_anneal_updates", 10), ("target_kl", 0.02), ("entropy_weight", -0.01),
+                                        ("value_clip", 0.2)])
+def test_a2c_settings_cloning_does_not_use_are_refused_not_ignored(key, value):
+    from entmachin.run.config import ConfigError, load_config
+    from entmachin.run.paths import bundled_config_path
+
+    with pytest.raises(ConfigError, match=rf"frame.{key} is .*behaviour cloning does not use it"):
+        load_config(bundled_config_path("MineSweeper", "BC"), [f"frame.{key}={value}"])
