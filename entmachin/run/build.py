@@ -18,7 +18,7 @@ from entmachin.env.examples import ENV_REGISTRY
 from entmachin.frame import A2C, BC, DQN, PPO, DQNPer
 from entmachin.frame.config import resolve
 from entmachin.model import DenseNet, RogueNet
-from entmachin.run.config import Q_FRAMES, ConfigError, EnvSection, RunConfig, update_times
+from entmachin.run.config import Q_FRAMES, ConfigError, EnvSection, RunConfig, overlap_refusal, update_times
 
 __all__ = ["EnvFactory", "GymnasiumMaker", "GYMNASIUM", "check_device", "check_translation", "decide_compile",
            "decide_overlap", "env_class", "make_envs", "make_frame", "seeds"]
@@ -277,12 +277,7 @@ def decide_overlap(config: RunConfig, n_cores: Optional[int] = None) -> Tuple[bo
                       "while the other half steps")
     if n_cores is None:
         n_cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    refused = ("behaviour cloning collects no rollouts" if config.frame.name == "BC" else
-               "Ray workers (rollout.workers) step every row at once" if rollout.workers is not None else
-               f"rollout.processes is {rollout.processes}; halves need two or more worker processes"
-               if rollout.processes < 2 else
-               "self-play's opponents act on the same steps" if config.selfplay.enabled else None)
-    if refused is not None:
+    if (refused := overlap_refusal(config)) is not None:
         return False, f"rollout.overlap: auto chose sequential: {refused}"
     why = (f"{rollout.num_envs} environments are too few (halves under {AUTO_OVERLAP_MIN_ENVS // 2} cost the policy "
            f"more in acting than they hide; auto overlaps from {AUTO_OVERLAP_MIN_ENVS})"

@@ -177,10 +177,6 @@ class RolloutSection:
                 raise ValueError(f"{name}: expected an int >= {low}, got {getattr(self, name)}")
         if self.workers is not None and self.workers != "auto" and not re.match(r"^ray://\S+$", self.workers):
             raise ValueError(f"workers: expected null, 'auto' (a local Ray) or 'ray://ADDRESS', got {self.workers!r}")
-        if self.overlap is True and self.processes < 2:
-            raise ValueError(f"overlap: true needs the environments in two or more worker processes to step in halves, "
-                             f"but processes is {self.processes}; set rollout.processes: 2 or more, or rollout.overlap: "
-                             "auto (or false)")
 
     @property
     def rows(self) -> int:
@@ -572,14 +568,21 @@ def _check_rules(config: RunConfig) -> None:
     if config.selfplay.enabled and frame.name in Q_FRAMES:
         raise ConfigError(f"selfplay.seats: {frame.name} does not support self-play (its replay would mix "
                           "opponents of every age); use frame.name: PPO or A2C, or selfplay.seats: all")
-    if config.rollout.overlap is True:
-        why = ("behaviour cloning collects no rollouts" if frame.name == "BC" else
-               "Ray workers (rollout.workers) step every row together" if config.rollout.workers is not None else
-               "self-play's opponents act on the same steps as the learner" if config.selfplay.enabled else None)
-        if why is not None:
-            raise ConfigError(f"rollout.overlap: true, but {why}; set rollout.overlap: auto (or false)")
+    if config.rollout.overlap is True and (why := overlap_refusal(config)) is not None:
+        raise ConfigError(f"rollout.overlap: true, but {why}; set rollout.overlap: auto (or false)")
     if config.train.total_steps < rows:
         raise ConfigError(f"train.total_steps: {config.train.total_steps} is less than one rollout ({rows} steps)")
+
+
+def overlap_refusal(config: RunConfig) -> Optional[str]:
+    """Why this run's steps cannot be taken in overlapped halves (None: they can): the one rule
+    ``rollout.overlap: true`` is refused by and ``auto`` falls back to sequential by."""
+    rollout = config.rollout
+    return ("behaviour cloning collects no rollouts" if config.frame.name == "BC" else
+            "Ray workers (rollout.workers) step every row at once" if rollout.workers is not None else
+            f"rollout.processes is {rollout.processes}; halves need two or more worker processes"
+            if rollout.processes < 2 else
+            "self-play's opponents act on the same steps as the learner" if config.selfplay.enabled else None)
 
 
 def config_to_dict(config: RunConfig) -> Dict[str, Any]:

@@ -45,18 +45,17 @@ def test_auto_is_the_default_and_self_play_and_cloning_collect_sequentially():
     selfplay = config_from_dict({"env": {"name": "RockPaperScissorsDuel"}, "selfplay": {"seats": "random"},
                                  "rollout": {"num_envs": 128, "processes": 2}, "frame": {"batch_size": 256}})
     assert decide_overlap(selfplay, n_cores=8) == (False, "rollout.overlap: auto chose sequential: self-play's "
-                                                          "opponents act on the same steps")
+                                                          "opponents act on the same steps as the learner")
     cloning = config_from_dict({"frame": {"name": "BC", "batch_size": 256}, "rollout": {"processes": 2}})
     assert decide_overlap(cloning, n_cores=8)[1].endswith("behaviour cloning collects no rollouts")
 
 
 @pytest.mark.parametrize("data,message", [
-    ({"rollout": {"overlap": True}}, r"^rollout.overlap: true needs the environments in two or more worker processes "
-                                     r"to step in halves, but processes is 0; set rollout.processes: 2 or more, or "
-                                     r"rollout.overlap: auto \(or false\)$"),
-    ({"rollout": {"overlap": True, "processes": 1}}, r"^rollout.overlap: true needs .* but processes is 1"),
+    ({"rollout": {"overlap": True}}, r"^rollout.overlap: true, but rollout.processes is 0; halves need two or more "
+                                     r"worker processes; set rollout.overlap: auto \(or false\)$"),
+    ({"rollout": {"overlap": True, "processes": 1}}, r"^rollout.overlap: true, but rollout.processes is 1"),
     ({"rollout": {"overlap": True, "processes": 2, "workers": "auto"}},
-     r"^rollout.overlap: true, but Ray workers \(rollout.workers\) step every row together; set rollout.overlap: auto"),
+     r"^rollout.overlap: true, but Ray workers \(rollout.workers\) step every row at once; set rollout.overlap: auto"),
     ({"rollout": {"overlap": True, "processes": 2}, "selfplay": {"seats": "random"}},
      r"^rollout.overlap: true, but self-play's opponents act on the same steps as the learner; set rollout.overlap"),
     ({"rollout": {"overlap": True, "processes": 2}, "frame": {"name": "BC"}},
