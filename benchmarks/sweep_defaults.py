@@ -49,6 +49,10 @@ CANDIDATES: Dict[str, Tuple[str, ...]] = {
     "8-epochs": _SHARED + ("frame.n_epochs=8",),
     "short-rollout": _SHARED + ("rollout.n_steps=4",),  # 128 rows: four times the updates (A2C: one step each)
     "lr-3e-3": _SHARED + ("frame.actor_learning_rate=0.003", "frame.critic_learning_rate=0.003"),
+    # A2C's defaults take one gradient step per rollout of 512 rows: 8 in Count's 4,096-step budget.
+    "a2c-minibatch-64": ("frame.batch_size=64",),  # eight steps per rollout, still one pass over it
+    "a2c-minibatch-64-no-entropy": ("frame.batch_size=64", "frame.entropy_weight=null"),
+    "a2c-minibatch-128": ("frame.batch_size=128",),  # four steps per rollout
 }
 SCREEN_BUDGET = 64_000
 
