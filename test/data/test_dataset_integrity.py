@@ -58,12 +58,17 @@ def _page_end(path):
     return start + column.total_compressed_size - 1
 
 
-def test_a_flipped_byte_in_a_data_page_is_named(tmp_path):
-    directory = write_dataset(tmp_path / "d")
-    part = os.path.join(directory, "part-00001.parquet")
+def flip_page_byte(part):
+    """Flips one bit inside ``part``'s first data page; returns the file's new bytes."""
     data = bytearray(open(part, "rb").read())
     data[_page_end(part)] ^= 0x01
     open(part, "wb").write(bytes(data))
+    return bytes(data)
+
+
+def test_a_flipped_byte_in_a_data_page_is_named(tmp_path):
+    directory = write_dataset(tmp_path / "d")
+    flip_page_byte(os.path.join(directory, "part-00001.parquet"))
     dataset = Dataset(directory)
     dataset.read_part(dataset.paths[0])  # the other part reads
     with pytest.raises(DatasetError, match="part-00001.parquet: damaged: its SHA-256 differs"):
@@ -72,12 +77,9 @@ def test_a_flipped_byte_in_a_data_page_is_named(tmp_path):
 
 def test_parquets_page_checksums_catch_what_a_rewritten_description_hides(tmp_path):
     directory = write_dataset(tmp_path / "d")
-    part = os.path.join(directory, "part-00000.parquet")
-    data = bytearray(open(part, "rb").read())
-    data[_page_end(part)] ^= 0x01
-    open(part, "wb").write(bytes(data))
+    data = flip_page_byte(os.path.join(directory, "part-00000.parquet"))
     document = description(directory)  # the checksum made to match, as someone would who edits both
-    document["parts"][0]["sha256"] = hashlib.sha256(bytes(data)).hexdigest()
+    document["parts"][0]["sha256"] = hashlib.sha256(data).hexdigest()
     rewrite_description(directory, document)
     with pytest.raises(DatasetError, match=r"part-00000.parquet: damaged part .*(CRC|checksum)"):
         Dataset(directory).read()

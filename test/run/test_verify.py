@@ -113,15 +113,12 @@ def test_exports_are_checked(run_dir, tmp_path):
 
 def test_datasets_are_checked(tmp_path):
     pytest.importorskip("pyarrow")
-    from test.data.test_dataset_integrity import _page_end, write_dataset
+    from test.data.test_dataset_integrity import flip_page_byte, write_dataset
 
     directory = write_dataset(tmp_path / "d")
     assert statuses(directory) == {("part-00000.parquet", "ok"), ("part-00001.parquet", "ok")}
     os.link(os.path.join(directory, "part-00000.parquet"), os.path.join(directory, "part-00009.parquet"))
-    part = os.path.join(directory, "part-00001.parquet")
-    data = bytearray(open(part, "rb").read())
-    data[_page_end(part)] ^= 0x01
-    open(part, "wb").write(bytes(data))
+    flip_page_byte(os.path.join(directory, "part-00001.parquet"))
     assert statuses(directory) == {("part-00000.parquet", "ok"), ("part-00001.parquet", "FAILED"),
                                    ("part-00009.parquet", "warning")}
 
