@@ -251,6 +251,9 @@ def test_overlap_falls_back_with_opponents(caplog):
         def learner_rows(self):
             return np.arange(4)
 
+        def current_rows(self):
+            return np.arange(4)
+
         def act(self, state):
             return []
 
