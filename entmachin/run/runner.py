@@ -34,7 +34,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-import dill
 import numpy as np
 import torch
 
@@ -52,9 +51,8 @@ from entmachin.run.best import candidate, improves, publish_best, read_best
 from entmachin.run.cloning import Cloning
 from entmachin.run.config import RunConfig, config_to_dict, dump_yaml
 from entmachin.run.defaults import DEFAULT_MAX_EPISODE_STEPS
-from entmachin.run import signing
-from entmachin.run.distributed import (DistributedRun, rank_seed, rank_state, ranks_from_bytes, ranks_to_bytes,
-                                       restore_rank_state)
+from entmachin.run import env_state
+from entmachin.run.distributed import DistributedRun, rank_seed, rank_state, ranks_to_bytes, restore_rank_state
 from entmachin.run.evaluation import eval_options, load_trained
 from entmachin.run.matches import load_opponent, match
 from entmachin.run.selfplay import SelfPlay
@@ -68,7 +66,6 @@ __all__ = ["Runner", "TrainResult", "RunError"]
 logger = logging.getLogger(__name__)
 
 _RUNNER_FORMAT = 1
-_ENVS = "envs"  # the purpose the environments' state is signed for
 _WINDOW = 100  # training episodes in the running mean return
 LONG_EPISODE = DEFAULT_MAX_EPISODE_STEPS  # steps without an end that make a run without a step limit warn
 
@@ -297,7 +294,7 @@ class Runner:
                                     loaded.extra_paths.get("ranks"))
         envs_path = loaded.extra_paths.get("ranks" if "ranks" in loaded.extras else "envs")
         restored = False
-        if envs_blob is not None and (snapshot := self._unpickle_envs(envs_blob, envs_path)) is not None:
+        if envs_blob is not None and (snapshot := env_state.read(envs_blob, envs_path, self.trust_checkpoint)):
             try:
                 self.envs.set_state(snapshot["envs"])
                 self.collector.restore(snapshot["collector"])
@@ -314,52 +311,11 @@ class Runner:
             self.selfplay.load(pool, games=restored)
         logger.info("resumed %s at %d environment steps (checkpoint %d)", self.run_dir, self.state.env_steps, version)
 
-    def _unpickle_envs(self, blob: bytes, path: Optional[str]) -> Optional[Dict[str, Any]]:
-        """The environments' state of a checkpoint, unpickled only when this user's key signed it (or
-        ``--trust-checkpoint`` says to); None, having said why, when it is not restored."""
-        try:
-            payload = signing.verify(blob, _ENVS)
-        except signing.SignatureError as e:
-            if not self.trust_checkpoint:
-                logger.warning("resume: %s is not restored: %s. Unpickling it could run any code its author put in "
-                               "it, so the environments restart their episodes (models, optimisers and counters "
-                               "are restored). If you trust who wrote it, resume with --trust-checkpoint", path, e)
-                return None
-            logger.warning("resume: --trust-checkpoint: unpickling %s although %s", path, e)
-            payload = signing.payload(blob)
-        try:
-            return dill.loads(payload)
-        except Exception as e:  # an environment that does not unpickle: restart its episodes
-            logger.warning("resume: the environments' state in %s could not be restored (%s: %s); they restart "
-                           "their episodes", path, type(e).__name__, e)
-            return None
-
-    def _pickled_ranks(self, blob: bytes, path: Optional[str]) -> List[Dict[str, Any]]:
-        """The ranks' state of a checkpoint that is not JSON (damaged, or pickled by an older
-        entmachin): unpickled only under ``--trust-checkpoint``; otherwise every rank restarts."""
-        if not self.trust_checkpoint:
-            logger.warning("resume: %s is not restored: it is not the JSON this entmachin writes (damaged, or a pickle "
-                           "from an older entmachin, and unpickling could run any code its author put in it); every "
-                           "rank restarts its environments and generators. If you trust who wrote it, resume with "
-                           "--trust-checkpoint", path)
-            return []
-        logger.warning("resume: --trust-checkpoint: unpickling %s", path)
-        try:
-            return list(dill.loads(blob))
-        except Exception as e:
-            logger.warning("resume: %s could not be unpickled (%s: %s); every rank restarts its environments and "
-                           "generators", path, type(e).__name__, e)
-            return []
-
     def _rank_envs(self, ranks_blob: Optional[bytes], envs_blob: Optional[bytes],
                    ranks_path: Optional[str]) -> Optional[bytes]:
         """This rank's environments in a checkpoint (None: restart them), its generators restored."""
-        saved = [{"envs": envs_blob}]
-        if ranks_blob is not None:
-            try:
-                saved = ranks_from_bytes(ranks_blob)
-            except (ValueError, UnicodeDecodeError):
-                saved = self._pickled_ranks(ranks_blob, ranks_path)
+        saved = [{"envs": envs_blob}] if ranks_blob is None else \
+            env_state.read_ranks(ranks_blob, ranks_path, self.trust_checkpoint)
         world_size = 1 if self.dist is None else self.dist.world_size
         if saved and len(saved) != world_size:
             logger.warning("resume: the checkpoint was written by %d rank(s), this run has %d; models, optimisers, "
@@ -551,16 +507,7 @@ class Runner:
 
     def _checkpoint(self) -> None:
         extras = {"runner": self._runner_bytes()}
-        envs = None
-        try:  # signed: resume unpickles only what this user's entmachin wrote
-            envs = signing.sign(dill.dumps({"envs": self.envs.get_state(), "collector": self.collector.snapshot()}),
-                                _ENVS)
-        except signing.SignatureError as e:
-            logger.warning("checkpoint: the environments' state is not kept, since it cannot be signed (%s); a "
-                           "resumed run restarts their episodes", e)
-        except Exception as e:
-            logger.warning("checkpoint: the environments cannot be pickled (%s: %s); a resumed run restarts their "
-                           "episodes", type(e).__name__, e)
+        envs = env_state.write(self.envs, self.collector)  # signed: resume unpickles only the user's own
         if self.dist is not None:  # every rank's environments and generators, in rank 0's checkpoint
             extras["ranks"] = ranks_to_bytes(self.dist.gather_bytes(rank_state(self.frame, envs)))
         if envs is not None:

@@ -111,9 +111,10 @@ def _torch_file(path: str, data: bytes) -> Optional[str]:
 
 def _envs(path: str, blob: bytes, what: str) -> Finding:
     from entmachin.run import signing
+    from entmachin.run.env_state import PURPOSE
 
     try:
-        signing.verify(blob, "envs")
+        signing.verify(blob, PURPOSE)
         return Finding(path, "ok", f"{what}: signed with your key ({signing.key_path()}); resume restores it")
     except signing.SignatureError as e:
         reason = str(e)
