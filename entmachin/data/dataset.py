@@ -281,7 +281,7 @@ class Dataset:
         import pyarrow.parquet as pq
 
         try:
-            found = pq.read_schema(pa.BufferReader(self._read_bytes(self.paths[0])))
+            found = pq.read_schema(self.paths[0])  # the footer alone: read_part checks the part's bytes
         except (pa.ArrowException, OSError) as e:
             raise DatasetError(f"{self.paths[0]}: damaged part ({type(e).__name__}: {e})") from None
         return {f.name[4:]: "int" if pa.types.is_integer(f.type.value_type) else "str"
@@ -314,7 +314,7 @@ class Dataset:
             table = pq.read_table(pa.BufferReader(data), page_checksum_verification=True)
         except (pa.ArrowException, OSError) as e:
             raise DatasetError(f"{path}: damaged part ({type(e).__name__}: {e})") from None
-        entry = (self._parts or {}).get(os.path.basename(path))
+        entry = self._entry(path)
         if entry is not None and table.num_rows != entry["rows"]:
             raise DatasetError(f"{path}: holds {table.num_rows} rows; {DESCRIPTION} records {entry['rows']}")
         id_kinds = {}
@@ -337,6 +337,10 @@ class Dataset:
         except (ValueError, TypeError, pa.ArrowException) as e:
             raise DatasetError(f"{path}: rows that do not fit the dataset's spaces ({e})") from None
 
+    def _entry(self, path: str) -> Optional[Dict[str, Any]]:
+        """What the description records of the part at ``path`` (None: a dataset from before it did)."""
+        return (self._parts or {}).get(os.path.basename(path))
+
     def _read_bytes(self, path: str) -> bytes:
         """A part's bytes, checked against the size and SHA-256 the description records for it."""
         try:
@@ -344,7 +348,7 @@ class Dataset:
                 data = f.read()
         except OSError as e:
             raise DatasetError(f"{path}: cannot be read ({e})") from None
-        entry = (self._parts or {}).get(os.path.basename(path))
+        entry = self._entry(path)
         if entry is not None:
             if len(data) != entry["bytes"]:
                 raise DatasetError(f"{path}: truncated or damaged: {DESCRIPTION} records {entry['bytes']} bytes, "

@@ -317,11 +317,11 @@ class Runner:
         saved = [{"envs": envs_blob}] if ranks_blob is None else \
             env_state.read_ranks(ranks_blob, ranks_path, self.trust_checkpoint)
         world_size = 1 if self.dist is None else self.dist.world_size
-        if saved and len(saved) != world_size:
-            logger.warning("resume: the checkpoint was written by %d rank(s), this run has %d; models, optimisers, "
-                           "statistics and counters are restored, the environments restart their episodes",
-                           len(saved), world_size)
-        if len(saved) != world_size:
+        if len(saved) != world_size:  # [] from read_ranks has said why already
+            if saved:
+                logger.warning("resume: the checkpoint was written by %d rank(s), this run has %d; models, "
+                               "optimisers, statistics and counters are restored, the environments restart their "
+                               "episodes", len(saved), world_size)
             if self.dist is not None and self.dist.rank > 0:  # not rank 0's generator: actions of its own
                 torch.manual_seed(rank_seed(self._seeds["torch"] + self.state.env_steps, self.dist.rank))
             return None
