@@ -20,7 +20,9 @@ what runs did before it (its declared ``before``); fields the run does not read 
 else does, learning rates, network, rollout sizes, environment and evaluation settings alike. The seed,
 the budget, ``train.init_from`` and ``bc.data`` are left out because a record states them itself. A
 record is current when today's rule gives its ``settings`` the fingerprint it gives the bundled config
-now, so a change of the rule applies to old records too; records from before ``settings`` existed got
+now, and the code revisions it stored (``revisions``: a code change that alters what a feature's configs
+learn bumps ``entmachin.run.fingerprint.REVISIONS``) are today's, so a change of the rule applies to old
+records too; records from before ``settings`` existed got
 theirs from the git history (``benchmarks/refingerprint_records.py``). ``CURRENT_SEEDS`` is how many
 current seeds each bundled config's row must have; ``AWAITING`` names the rows that have fewer, and why
 (a quick test holds both).
@@ -31,6 +33,10 @@ evaluation) reaches it within the budget. For a game of several players (one pol
 seat) the figure is the win rate against the ``random`` opponent (draws count half) instead of the
 return: the runner's evaluations against ``log.eval_opponents`` sampled, the final checkpoint's
 most likely actions, and a random player's own rate.
+
+"Steps to target" is the median seed's first evaluation on the way (ten per run, the runs' own
+evaluations: sampled, or most likely actions where the config says so) whose figure reaches the row's
+target, and whether that is within half the budget.
 
 A game whose config sets ``log.best`` (the run keeps ``checkpoints/best``, chosen by its own evaluations)
 reports what that choice is worth without the winner's curse: after the run, its best checkpoint and its
@@ -116,7 +122,10 @@ FRESH_GAMES = 1_000  # games the best and final checkpoints of a game with log.b
 # A bundled config's row is kept true by this many current seeds (test/test_benchmarks.py checks it).
 CURRENT_SEEDS = 3
 # Rows of TARGETS with fewer current seeds than CURRENT_SEEDS, and why; each waits for its jobs to run.
-AWAITING: Dict[Tuple[str, str], str] = {}
+AWAITING: Dict[Tuple[str, str], str] = {
+    ("ConnectFour", "PPO"): "self-play revision 2; its config changes with the candidates of benchmarks/results/"
+                            "selfplay_candidates.jsonl",
+}
 
 
 def bundled_data(env: str, frame: str) -> Dict[str, Any]:
@@ -155,11 +164,13 @@ def continuous_actions(env: Dict[str, Any]) -> bool:
     return _CONTINUOUS[key]
 
 
-def fingerprint(data: Dict[str, Any], continuous: Optional[bool] = None) -> str:
+def fingerprint(data: Dict[str, Any], continuous: Optional[bool] = None,
+                revised: Optional[Dict[str, int]] = None) -> str:
     """A short hash of what plain config ``data`` decides about learning (``entmachin.run.fingerprint``'s
     rule), the fields in ``_RECORDED`` left out; ``continuous``: whether the environment has a continuous
-    action (None: build the environment of ``data`` to see)."""
-    from entmachin.run.fingerprint import fingerprint as digest, learning_settings
+    action (None: build the environment of ``data`` to see); ``revised``: the code revisions a record was
+    made with (None: today's, ``entmachin.run.fingerprint.revisions``)."""
+    from entmachin.run.fingerprint import fingerprint as digest, learning_settings, revisions
 
     if continuous is None:
         continuous = continuous_actions(data["env"])
@@ -167,7 +178,15 @@ def fingerprint(data: Dict[str, Any], continuous: Optional[bool] = None) -> str:
     for section, names in _RECORDED.items():
         for name in names:
             kept.get(section, {}).pop(name, None)
-    return digest(kept)
+    return digest(kept, revisions(data) if revised is None else revised)
+
+
+def settings_of(data: Dict[str, Any]) -> Dict[str, Any]:
+    """What a record keeps of the config it trained: the plain data and today's code revisions of the
+    features it uses."""
+    from entmachin.run.fingerprint import revisions
+
+    return {"config": fingerprint(data), "settings": data, "revisions": revisions(data)}
 
 
 def run_job(env: str, frame: str, seed: int, budget: int, runs_dir: str,
@@ -180,8 +199,7 @@ def run_job(env: str, frame: str, seed: int, budget: int, runs_dir: str,
     if path is None:
         raise SystemExit(f"bench_learning: {env} has no bundled {frame} config")
     data = config_to_dict(load_config(path))
-    record = {"env": env, "frame": frame, "seed": seed, "config": fingerprint(data), "budget": budget,
-              "settings": data}
+    record = {"env": env, "frame": frame, "seed": seed, "budget": budget, **settings_of(data)}
     extra = []
     if (env, frame) in LOWER_IS_BETTER:  # RockPaperScissorsDuel: self-play from a rock thrower
         start = os.path.join(runs_dir, f"{env}-{frame}-{seed}-start")
@@ -250,9 +268,12 @@ def train_and_evaluate(data: Dict[str, Any], seed: int, budget: int, run_dir: st
     from entmachin.run.runner import Runner
 
     interval = max(budget // 10, 1)
+    # A run that keeps every checkpoint (a self-play game's, for ``entmachin league``) keeps its own interval;
+    # the others keep only the final one.
+    every = data.get("log", {}).get("keep_checkpoints", 5) is None
     config = config_from_dict(apply_overrides(data, [
         f"train.seed={seed}", f"train.total_steps={budget}", f"log.eval_interval={interval}",
-        f"log.checkpoint_interval={budget * 2}", "log.run_dir=null", *extra]))
+        *([] if every else [f"log.checkpoint_interval={budget * 2}"]), "log.run_dir=null", *extra]))
     started = time.perf_counter()
     runner = Runner(config, run_dir, force=True, progress=False)
     result = runner.train()
@@ -354,8 +375,8 @@ def record_runs(run_dirs: List[str], fresh_games: int = FRESH_GAMES) -> List[Dic
         events = EventAccumulator(run_dir, size_guidance={"scalars": 0})
         events.Reload()
         times = [e.wall_time for tag in events.Tags()["scalars"] for e in events.Scalars(tag)]
-        record = {"env": config.env.name, "frame": frame, "seed": config.train.seed, "config": fingerprint(data),
-                  "budget": config.train.total_steps, "settings": data}
+        record = {"env": config.env.name, "frame": frame, "seed": config.train.seed,
+                  "budget": config.train.total_steps, **settings_of(data)}
         if frame == "BC":
             record["data"] = demonstrator(config.bc.data)
         if config.train.init_from is not None:
@@ -396,9 +417,23 @@ def steps_to_90(record: Dict[str, Any]) -> Optional[int]:
     return next((step for step, mean in record["evals"] if mean >= goal), None) if goal > 0 else None
 
 
+def steps_to_target(record: Dict[str, Any], target: float, lower: bool = False) -> Optional[int]:
+    """Environment steps at the first evaluation on the way whose figure reaches ``target`` (at most it,
+    when lower is better); None: none did."""
+    return next((step for step, figure in record["evals"]
+                 if (figure <= target + 1e-9 if lower else figure >= target - 1e-9)), None)
+
+
+def median_steps(steps: List[Optional[int]]) -> Optional[int]:
+    """The median seed's steps (with an even count the faster of the middle two; a seed that never got there
+    counts as the slowest); None: the median seed never did."""
+    return sorted(steps, key=lambda s: float("inf") if s is None else s)[(len(steps) - 1) // 2]
+
+
 def current(records: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """The records trained with the bundled configs as they are now: today's rule gives a record's
-    ``settings`` the fingerprint it gives the bundled config (a record without ``settings`` is not)."""
+    ``settings`` and ``revisions`` the fingerprint it gives the bundled config (a record without
+    ``settings`` is not; one without ``revisions`` was made at revision 1 of every feature)."""
     prints: Dict[Tuple[str, str], Tuple[str, bool]] = {}
     kept = []
     for r in records:
@@ -408,7 +443,7 @@ def current(records: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
             continuous = continuous_actions(data["env"])
             prints[key] = (fingerprint(data, continuous), continuous)
         now, continuous = prints[key]
-        if r.get("settings") is not None and fingerprint(r["settings"], continuous) == now:
+        if r.get("settings") is not None and fingerprint(r["settings"], continuous, r.get("revisions", {})) == now:
             kept.append(r)
     return kept
 
@@ -422,7 +457,7 @@ def _met(median: float, target: Optional[float], lower: bool = False) -> str:
 
 def table(records: List[Dict[str, Any]]) -> str:
     lines = ["| env | frame | budget | target | seeds | sampled | deterministic | random | median | steps to 90% "
-             "| wall s | met |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| steps to target (median seed) | wall s | met |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for (env, frame), (budget, target, words) in TARGETS.items():
         rows = sorted((r for r in records if r["env"] == env and r["frame"] == frame and "warm" not in r),
                       key=lambda r: r["seed"])
@@ -439,8 +474,13 @@ def table(records: List[Dict[str, Any]]) -> str:
         reached = " / ".join("-" if s is None else f"{s:,}" for s in to90)
         random = statistics.mean(r["random"] for r in rows)
         wall = statistics.median(r["wall_s"] for r in rows)
+        to_target = "-"
+        if target is not None and all(r["evals"] for r in rows):
+            steps = median_steps([steps_to_target(r, target, lower) for r in rows])
+            to_target = "never" if steps is None else \
+                f"{steps:,} ({'within' if steps <= rows[0]['budget'] / 2 else 'past'} half)"
         lines.append(f"| {env} | {frame} | {rows[0]['budget']:,} | {words} | {seeds} | {sampled} | {deterministic} | "
-                     f"{random:.3f} | {median:.3f} | {reached} | {wall:.0f} | {met} |")
+                     f"{random:.3f} | {median:.3f} | {reached} | {to_target} | {wall:.0f} | {met} |")
     lines += ["", "| env | frame | opponent | target | seeds | sampled | deterministic | best: steps, fresh games "
               "| final: fresh games | median | met |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for (env, frame, opponent), (target, words) in OPPONENT_TARGETS.items():

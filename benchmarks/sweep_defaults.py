@@ -53,6 +53,12 @@ CANDIDATES: Dict[str, Tuple[str, ...]] = {
     "a2c-minibatch-64": ("frame.batch_size=64",),  # eight steps per rollout, still one pass over it
     "a2c-minibatch-64-no-entropy": ("frame.batch_size=64", "frame.entropy_weight=null"),
     "a2c-minibatch-128": ("frame.batch_size=128",),  # four steps per rollout
+    # PPO's generic defaults miss Xor and PickMatchingBalls (constant learning rates). Both budgets are 500k steps
+    # of 512-row rollouts: 977 updates, so these anneal to 0 at the end of those two rows only.
+    "anneal-977": ("frame.n_anneal_updates=977",),
+    "two-layers-anneal-977": ("model.n_layer=2", "frame.n_anneal_updates=977"),
+    # enn-trainer's generic choice: a ten times larger entropy bonus, annealed to 0 with the learning rates.
+    "entropy-0.1-anneal-977": ("frame.entropy_weight=-0.1", "frame.anneal_entropy=true", "frame.n_anneal_updates=977"),
 }
 SCREEN_BUDGET = 64_000
 

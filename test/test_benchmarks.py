@@ -3,6 +3,7 @@
 The figures themselves are never checked here: timing assertions have no place in tests on
 shared machines. What is checked is that each script finishes and prints its table.
 """
+import json
 import os
 import re
 import subprocess
@@ -105,6 +106,24 @@ def test_the_defaults_sweep_runs_and_prints_its_table(tmp_path):
     again = subprocess.run([sys.executable, str(BENCHMARKS / "sweep_defaults.py"), *args], capture_output=True,
                            text=True, timeout=300, cwd=BENCHMARKS, check=False)
     assert "0 jobs" in again.stdout and len(open(results).read().splitlines()) == 2  # done jobs are not run again
+
+
+@pytest.mark.slow
+def test_the_selfplay_candidates_record_best_final_and_held_out_figures(tmp_path):
+    results = str(tmp_path / "candidates.jsonl")
+    args = ["--candidate", "pointer", "--seeds", "0", "--budget", "4096", "--fresh-games", "20", "--results", results]
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "selfplay_candidates.py"), *args], capture_output=True,
+                          text=True, timeout=600, cwd=BENCHMARKS, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads(open(results).read())
+    assert record["changes"] == ["env.kwargs.choose=column"] and record["env_steps"] >= 4096
+    for which in ("best", "final"):
+        assert set(record[which]["win_rate"]) == {"random", "scripted"}
+        assert 0.0 <= record["held_out"]["win_rate"][which] <= 1.0
+    assert re.search(r"\| pointer \| 4,096 \| 0 \| [\d,]+ \| [\d.]+ / [\d.]+ / [\d.]+ \|", done.stdout), done.stdout
+    again = subprocess.run([sys.executable, str(BENCHMARKS / "selfplay_candidates.py"), *args], capture_output=True,
+                           text=True, timeout=300, cwd=BENCHMARKS, check=False)
+    assert "already recorded" in again.stdout and len(open(results).read().splitlines()) == 1
 
 
 def test_ragged_batches_round_trip(tmp_path):

@@ -259,6 +259,9 @@ class DistributedSection:
             raise ValueError(f"timeout: expected a number of seconds > 0, got {self.timeout}")
 
 
+SAMPLINGS = ("uniform", "pfsp")  # selfplay.sampling
+
+
 @documented
 @dataclass(frozen=True, kw_only=True)
 class SelfPlaySection:
@@ -276,6 +279,10 @@ class SelfPlaySection:
     swap_steps: int = setting(
         2_000, "environment steps between draws of the snapshots in play (games in progress keep theirs)")
     max_snapshots: int = setting(2, "snapshots in play at once (M); each acts in one batched forward pass per step")
+    sampling: str = setting(
+        "uniform", "how the snapshots in play are drawn from the pool: uniform; or pfsp, prioritised fictitious "
+        "self-play: weight (1 - p)^2, p the learner's expected score against the snapshot from their Elo ratings",
+        before="uniform")
     elo_initial: float = setting(
         1200.0, "the learner's Elo rating at the start (a snapshot starts at the learner's rating when taken)")
     elo_k: float = setting(16.0, "Elo K-factor: the most a rating moves after one game")
@@ -288,6 +295,8 @@ class SelfPlaySection:
         for name in ("save_steps", "window", "swap_steps", "max_snapshots"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: expected an int >= 1, got {getattr(self, name)}")
+        if self.sampling not in SAMPLINGS:
+            raise ValueError(f"sampling: expected one of {list(SAMPLINGS)}, got {self.sampling!r}")
         if not 0.0 <= self.play_against_latest <= 1.0:
             raise ValueError(f"play_against_latest: expected a probability in [0, 1], got {self.play_against_latest}")
         if not (self.elo_k > 0 and math.isfinite(self.elo_k) and math.isfinite(self.elo_initial)):

@@ -30,20 +30,39 @@ each field's declaration (``setting(...)``) says:
 
 A new field must therefore say, when it is declared, whether it is an execution setting or what runs
 did before it; a field that says neither counts as changing what is learned.
+
+Code can change what a config learns too. Such a change bumps its feature's entry in :data:`REVISIONS`;
+:func:`revisions` gives the revisions a config's runs learn with (the features it uses), and a record
+keeps them beside its settings. A record without them was made at revision 1 of every feature.
 """
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import json
-from typing import Any, Dict, Mapping
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from entmachin.run.config import FRAMES, MLP_ONLY, Q_FRAMES, ROGUE_NET_ONLY, FrameSection, RunConfig
 from entmachin.settings import NOT_DECLARED, marker_of
 
-__all__ = ["learning_settings", "fingerprint", "ABSENT"]
+__all__ = ["learning_settings", "fingerprint", "revisions", "REVISIONS", "ABSENT"]
 
 ABSENT = "<absent>"  # a field the data lacks and whose declaration gives no ``before``
+
+
+# Feature -> (its current revision, what the last bump changed). Bump an entry, with a line on what changed,
+# when code changes what the configs using the feature learn; every record of such a config goes stale.
+REVISIONS: Dict[str, Tuple[int, str]] = {
+    "selfplay": (2, "a pool run stores and trains on every row its current parameters act, both seats of a "
+                    "game against its current self"),
+}
+
+
+def revisions(data: Mapping[str, Any]) -> Dict[str, int]:
+    """``{feature: current revision}`` for the features of :data:`REVISIONS` that plain config ``data`` uses
+    (``selfplay``: a pool of past selves, ``selfplay.seats`` other than ``all``)."""
+    used = {"selfplay": data.get("selfplay", {}).get("seats", "all") != "all"}
+    return {feature: REVISIONS[feature][0] for feature, on in used.items() if on}
 
 
 def _plain(value: Any) -> Any:
@@ -121,6 +140,9 @@ def learning_settings(data: Mapping[str, Any], *, continuous_actions: bool) -> D
     return kept
 
 
-def fingerprint(settings: Mapping[str, Any]) -> str:
-    """A short hash of :func:`learning_settings`' result (with whatever else the caller leaves out)."""
-    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
+def fingerprint(settings: Mapping[str, Any], revised: Optional[Mapping[str, int]] = None) -> str:
+    """A short hash of :func:`learning_settings`' result (with whatever else the caller leaves out) and of
+    the code revisions ``revised`` (:func:`revisions`; revision 1, or none, leaves the hash as it was)."""
+    later = {feature: n for feature, n in (revised or {}).items() if n != 1}
+    hashed = {**settings, "revisions": later} if later else dict(settings)
+    return hashlib.sha256(json.dumps(hashed, sort_keys=True).encode()).hexdigest()[:12]

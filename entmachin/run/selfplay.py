@@ -17,7 +17,10 @@ current self), which keeps the latest ``window`` snapshots. Every ``swap_steps``
 play are drawn again from the pool, uniformly without replacement (one drawn again stays where
 it is); a snapshot drawn out of play leaves when its last game ends, and no new game starts
 against it meanwhile (such games play another snapshot in play, or the current self), so at most
-M are ever in play. The rows the current parameters act (the learner's seats, and every seat of a game
+M are ever in play. With ``sampling: pfsp`` (prioritised fictitious self-play, as AlphaStar's league
+draws) the draw weighs each snapshot by ``(1 - p)^2``, ``p`` the learner's expected score against it
+from their Elo ratings: the snapshots it still loses to are played most, the ones it beats surely
+hardly at all. The rows the current parameters act (the learner's seats, and every seat of a game
 against its current self) are stored and trained on; the snapshots' rows take part in GAE only as the
 other seats' steps, never in the losses (``RolloutCollector(opponents=...)``).
 
@@ -47,7 +50,7 @@ from entmachin.frame.collector import default_actions
 from entmachin.frame.safe_call import safe_call
 from entmachin.ragged import trees
 from entmachin.run.config import SelfPlaySection
-from entmachin.run.elo import updated
+from entmachin.run.elo import expected, updated
 from entmachin.run.logs import RunError, next_due
 from entmachin.run.spaces import space_differences
 
@@ -194,7 +197,8 @@ class SelfPlay:
             swap = True
             self.next_swap = next_due(self.next_swap, env_steps, section.swap_steps)
         if swap and self.window:
-            chosen = self.rng.choice(self.window, size=min(len(self.slots), len(self.window)), replace=False).tolist()
+            chosen = self.rng.choice(self.window, size=min(len(self.slots), len(self.window)), replace=False,
+                                     p=self.draw_weights()).tolist()
             staying = [slot for slot in self.slots if slot.snapshot in chosen]  # drawn again: no swap
             for slot in staying:
                 slot.due = -1
@@ -202,6 +206,16 @@ class SelfPlay:
             for slot, snapshot in zip([slot for slot in self.slots if slot not in staying], coming):
                 slot.due = snapshot
             self._fill_free_slots()
+
+    def draw_weights(self) -> Optional[np.ndarray]:
+        """float64 ``[len(window)]`` summing to 1: each pooled snapshot's chance to be drawn into play
+        (None: uniform). ``pfsp``: ``(1 - p)^2`` with ``p`` the learner's Elo-expected score, floored so
+        that every snapshot keeps a small chance."""
+        if self.section.sampling != "pfsp":
+            return None
+        p = np.array([expected(self.learner_elo, self.snapshots[s]["elo"]) for s in self.window])
+        weights = np.maximum((1.0 - p) ** 2, 1e-3)
+        return weights / weights.sum()
 
     def _take_snapshot(self, env_steps: int) -> None:
         weights = {k: v.detach().to("cpu", copy=True) for k, v in self.frame.actor.state_dict().items()}

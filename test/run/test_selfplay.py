@@ -173,6 +173,32 @@ def test_a_damaged_pool_or_one_of_other_spaces_is_refused_naming_the_file():
         selfplay.check_bytes(buffer.getvalue(), "pool.pt")
 
 
+def test_pfsp_draws_the_snapshots_the_learner_loses_to_most():
+    _, _, selfplay, _ = arena_selfplay(sampling="pfsp", window=3, max_snapshots=1)
+    assert arena_selfplay()[2].draw_weights() is None  # uniform
+    selfplay.learner_elo = 1200.0
+    selfplay.snapshots = [{"env_steps": 48 * (i + 1), "elo": elo} for i, elo in enumerate((1600.0, 1200.0, 400.0))]
+    selfplay.window = [0, 1, 2]
+    weights = selfplay.draw_weights()
+    p = np.array([expected(1200.0, elo) for elo in (1600.0, 1200.0, 400.0)])
+    raw = np.maximum((1 - p) ** 2, 1e-3)
+    np.testing.assert_allclose(weights, raw / raw.sum())
+    assert weights[0] > 0.75 and weights[2] > 0  # the strongest snapshot most; a sure win keeps a small chance
+    selfplay._weights = {i: {k: v.clone() for k, v in selfplay.frame.actor.state_dict().items()} for i in range(3)}
+    drawn, selfplay.next_save = [], 10**9  # no new snapshot: draws from these three only
+    for step in range(400):
+        selfplay.next_swap = step
+        selfplay.after_update(step)
+        drawn.append(selfplay.slots[0].due if selfplay.slots[0].due >= 0 else selfplay.slots[0].snapshot)
+    counts = np.bincount(drawn, minlength=3) / len(drawn)
+    assert counts[0] > 0.7 and counts[2] < 0.05, counts
+
+
+def test_an_unknown_sampling_is_refused_naming_the_choices():
+    with pytest.raises(ValueError, match=r"sampling: expected one of \['uniform', 'pfsp'\], got 'elo'"):
+        config_from_dict({"selfplay": {"seats": "random", "sampling": "elo"}})
+
+
 @pytest.mark.parametrize("seats, message", [(["p9"], "selfplay.seats: the game has no seat 'p9'"),
                                             (["p0", "p1"], "are all of the game's seats")])
 def test_a_selfplay_section_naming_unknown_seats_or_all_of_them_is_refused(seats, message):

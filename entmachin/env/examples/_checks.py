@@ -220,3 +220,14 @@ def check_bool(env_name: str, name: str, value: object) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{env_name}: `{name}` must be a bool, got {type(value).__name__}")
     return bool(value)
+
+
+def check_one_of(env_name: str, name: str, value: object, allowed: Sequence[str]) -> str:
+    """Return constructor argument ``value`` after checking it is one of the strings ``allowed``.
+
+    Raises:
+        ValueError: ``value`` is not one of them.
+    """
+    if not isinstance(value, str) or value not in allowed:
+        raise ValueError(f"{env_name}: `{name}` must be one of {list(allowed)}, got {value!r}")
+    return value

@@ -13,9 +13,13 @@ one ``Mover`` entity (id ``MOVER_ID``) with feature ``to_move`` (1.0 on the seat
 attention over (``col``, ``row``) each one sees the pieces a drop there would join in a line; the
 ``Mover`` takes the action and attends to them all.
 
-Actions (categorical, taken by the ``Mover`` of the seat to move): ``drop`` with choices ``"0"``
-.. ``"6"`` (the column); full columns are masked. The seat not to move, and every seat once the
-game is over, has no actors; ``act`` takes an empty mapping (or a ``drop`` without actors) for it.
+Actions (taken by the ``Mover`` of the seat to move), as ``ConnectFour(choose=...)`` says:
+``"drop"`` (the default): ``drop`` is categorical with choices ``"0"`` .. ``"6"`` (the column); full
+columns are masked. ``"column"``: ``drop`` selects one of the ``Column`` entities (ids
+``COLUMN_IDS``; the full ones are not selectable), so that a policy scores each column from that
+column's own embedding (a pointer over the columns) instead of from the ``Mover``'s alone. The seat
+not to move, and every seat once the game is over, has no actors; ``act`` takes an empty mapping (or
+a ``drop`` without actors) for it.
 
 Reward: on the final step +1 to the winner and -1 to the loser (0 each for a draw), stated as
 each seat's ``result`` (``"win"``, ``"loss"``, ``"draw"``); 0 on every other step.
@@ -35,10 +39,13 @@ from entmachin.env.action import (
     CategoricalAction,
     CategoricalActionMask,
     CategoricalActionSpace,
+    SelectEntityAction,
+    SelectEntityActionMask,
+    SelectEntityActionSpace,
 )
 from entmachin.env.common import ActionName
 from entmachin.env.environment import Entity, Observation, ObsSpace
-from entmachin.env.examples._checks import check_choice, expect_action_type, expect_one_choice, seat_action
+from entmachin.env.examples._checks import check_choice, check_one_of, expect_action_type, expect_one_choice, seat_action
 from entmachin.env.multi_agent import MultiAgentEnvironment, Seat, SeatActions, check_by_seat
 
 ROWS, COLS = 6, 7
@@ -46,6 +53,8 @@ SEATS = ["0", "1"]
 DROP = "drop"
 COLUMNS = [str(c) for c in range(COLS)]
 MOVER_ID = 0
+COLUMN_IDS = list(range(1, COLS + 1))  # the Column entities' ids with ``choose="column"``: column c is id c + 1
+CHOOSE = ("drop", "column")
 _SHIFTS = (1, 7, 6, 8)  # bitboard steps: up a column, along a row, and the two diagonals
 
 
@@ -76,7 +85,12 @@ class ConnectFour(MultiAgentEnvironment):
         ``[1, 1]``; ``drop`` mask ``[1, 7]`` for the seat to move, ``[0, 7]`` otherwise.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, choose: str = "drop") -> None:
+        """Args:
+            choose: how the seat to move names its column: ``"drop"``, a categorical choice of the
+                ``Mover``; ``"column"``, the ``Mover`` selects a ``Column`` entity (module docstring).
+        """
+        self.choose = check_one_of("ConnectFour", "choose", choose, CHOOSE)
         self.rng = np.random.default_rng()
         self.reset()
 
@@ -94,6 +108,8 @@ class ConnectFour(MultiAgentEnvironment):
         )
 
     def action_space(self) -> Dict[ActionName, ActionSpace]:
+        if self.choose == "column":
+            return {DROP: SelectEntityActionSpace()}
         return {DROP: CategoricalActionSpace(list(COLUMNS))}
 
     def reset(self) -> Dict[Seat, Observation]:
@@ -118,9 +134,17 @@ class ConnectFour(MultiAgentEnvironment):
         seat, waiting = SEATS[self.turn], SEATS[1 - self.turn]
         _expect_idle(actions[waiting], waiting, seat)
         key = seat_action(seat, DROP)
-        drop = expect_action_type("ConnectFour", key, actions[seat].get(DROP), CategoricalAction)
-        expect_one_choice("ConnectFour", key, drop, MOVER_ID)
-        col = check_choice("ConnectFour", key, drop.indices[0], COLS)
+        if self.choose == "column":
+            drop = expect_action_type("ConnectFour", key, actions[seat].get(DROP), SelectEntityAction)
+            expect_one_choice("ConnectFour", key, drop, MOVER_ID)
+            if drop.actees[0] not in COLUMN_IDS:
+                raise ValueError(f"ConnectFour.act: actions['{key}'] selected entity {drop.actees[0]!r}, which is "
+                                 f"not a Column (ids {COLUMN_IDS[0]}..{COLUMN_IDS[-1]})")
+            col = COLUMN_IDS.index(drop.actees[0])
+        else:
+            drop = expect_action_type("ConnectFour", key, actions[seat].get(DROP), CategoricalAction)
+            expect_one_choice("ConnectFour", key, drop, MOVER_ID)
+            col = check_choice("ConnectFour", key, drop.indices[0], COLS)
         row = self.heights[col]
         if row == ROWS:
             raise ValueError(f"ConnectFour.act: actions['{seat}']['{DROP}'] chose column {col}, which is full")
@@ -157,9 +181,8 @@ class ConnectFour(MultiAgentEnvironment):
                     "Column": self.columns,  # [7, 2]
                     "Mover": _TO_MOVE if moves else _WAITING,  # [1, 1]
                 },
-                ids={"Mover": [MOVER_ID]},
-                actions={DROP: CategoricalActionMask(actor_ids=[MOVER_ID] if moves else [],
-                                                     mask=self.free if moves else _NO_CHOICES)},
+                ids={"Mover": [MOVER_ID], **({"Column": COLUMN_IDS} if self.choose == "column" else {})},
+                actions={DROP: self._mask(moves)},
                 reward=reward,
                 done=self.over,
                 result=result,
@@ -167,10 +190,18 @@ class ConnectFour(MultiAgentEnvironment):
         return out
 
 
+    def _mask(self, moves: bool) -> Any:
+        """The ``drop`` mask of a seat that ``moves`` (or not)."""
+        if self.choose == "column":
+            legal = [COLUMN_IDS[c] for c in np.flatnonzero(self.free[0])] if moves else []
+            return SelectEntityActionMask(actor_ids=[MOVER_ID] if moves else [], actee_ids=legal)
+        return CategoricalActionMask(actor_ids=[MOVER_ID] if moves else [], mask=self.free if moves else _NO_CHOICES)
+
+
 def _expect_idle(actions: SeatActions, seat: Seat, mover: Seat) -> None:
     """Raise unless ``actions`` (of the seat not to move) is empty or a ``drop`` without actors."""
     for name, action in actions.items():
-        if name != DROP or not isinstance(action, CategoricalAction) or len(action.actors):
+        if name != DROP or not isinstance(action, (CategoricalAction, SelectEntityAction)) or len(action.actors):
             raise ValueError(
                 f"ConnectFour.act: actions['{seat}']['{name}'] is given, but seat '{seat}' is not to move "
                 f"(seat '{mover}' is); give it an empty mapping"
@@ -183,7 +214,8 @@ def connect_four_opponent(
     """Win if a drop wins, else block the other seat's winning drop, else a random legal column.
 
     Reads only ``observation``: the board from its ``Mine`` / ``Theirs`` entities, the legal
-    columns and the actor from its ``drop`` mask. Returns ``{}`` when the seat is not to move.
+    columns and the actor from its ``drop`` mask (either kind of ``choose``). Returns ``{}`` when the
+    seat is not to move.
     """
     return _tactical(observation, action_space, lambda legal: rng.choice(legal))
 
@@ -204,7 +236,11 @@ def _tactical(observation: Observation, action_space: Mapping[ActionName, Action
     amask = observation.actions[DROP]
     if not len(amask.actor_ids):
         return {}
-    legal = np.flatnonzero(np.asarray(amask.mask).reshape(-1))
+    pointer = isinstance(action_space[DROP], SelectEntityActionSpace)
+    if pointer:
+        legal = np.array([COLUMN_IDS.index(i) for i in amask.actee_ids], dtype=np.int64)
+    else:
+        legal = np.flatnonzero(np.asarray(amask.mask).reshape(-1))
     mine, theirs = (np.asarray(observation.features[t], dtype=np.int64).reshape(-1, 2) for t in ("Mine", "Theirs"))
     heights = np.bincount(np.concatenate([mine[:, 1], theirs[:, 1]]), minlength=COLS)
     boards = [int(np.bitwise_or.reduce(np.left_shift(1, 7 * p[:, 1] + p[:, 0]), initial=0)) for p in (mine, theirs)]
@@ -216,6 +252,8 @@ def _tactical(observation: Observation, action_space: Mapping[ActionName, Action
             break
     if choice is None:
         choice = otherwise(legal)
+    if pointer:
+        return {DROP: SelectEntityAction([amask.actor_ids[0]], [COLUMN_IDS[int(choice)]])}
     labels = action_space[DROP].index_to_label
     return {DROP: CategoricalAction([amask.actor_ids[0]], np.array([choice], dtype=np.int64), list(labels))}
 

@@ -170,3 +170,35 @@ def test_the_centre_opponent_wins_blocks_and_otherwise_plays_nearest_the_centre(
     assert choice([0, 0, 1, 1, 2, 2]) == 3  # its own win first
     assert choice([0, 6, 0, 6, 0]) == 0  # a block
     assert choice([]) == 3 and choice([3] * 6) == 2  # the centre; then the lower of the nearest two
+
+
+def test_choose_column_selects_column_entities_and_plays_the_same_game():
+    from entmachin.env import SelectEntityAction, SelectEntityActionSpace
+    from entmachin.env.examples.connect_four import COLUMN_IDS, centre_opponent
+
+    drop, column = ConnectFour(), ConnectFour(choose="column")
+    assert isinstance(column.action_space()["drop"], SelectEntityActionSpace)
+    obs = column.reset()
+    assert list(obs["0"].ids["Column"]) == COLUMN_IDS and list(obs["0"].actions["drop"].actee_ids) == COLUMN_IDS
+    for col in [3, 3, 3, 3, 3, 3]:  # fill column 3: it is no longer selectable
+        seat = "0" if column.turn == 0 else "1"
+        obs = column.act({seat: {"drop": SelectEntityAction([MOVER_ID], [COLUMN_IDS[col]])},
+                          "1" if seat == "0" else "0": {}})
+        for s, o in obs.items():
+            validate_observation(o, column.obs_space(), column.action_space(), where=f"seat {s}")
+    assert COLUMN_IDS[3] not in obs["0"].actions["drop"].actee_ids and len(obs["0"].actions["drop"].actee_ids) == 6
+    with pytest.raises(ValueError, match=r"selected entity 0, which is not a Column \(ids 1..7\)"):
+        column.act({"0": {"drop": SelectEntityAction([MOVER_ID], [MOVER_ID])}, "1": {}})
+    with pytest.raises(TypeError, match="must be a SelectEntityAction, got CategoricalAction"):
+        column.act({"0": _drop(2), "1": {}})
+    # the scripted opponents play either kind, the same games for the same draws
+    for opponent in (connect_four_opponent, centre_opponent):
+        results = []
+        for env in (drop, column):
+            rng, obs = np.random.default_rng(5), env.reset()
+            while not obs["0"].done:
+                obs = env.act({s: opponent(o, env.action_space(), rng) for s, o in obs.items()})
+            results.append((env.bits, obs["0"].result))
+        assert results[0] == results[1]
+    with pytest.raises(ValueError, match=r"`choose` must be one of \['drop', 'column'\], got 'pointer'"):
+        ConnectFour(choose="pointer")

@@ -1,0 +1,141 @@
+"""Self-play candidates on ConnectFour: one change at a time to the bundled config, each seed a record.
+
+    python benchmarks/selfplay_candidates.py --candidate pointer --seeds 0 [--budget 1000000]
+    python benchmarks/selfplay_candidates.py --table-only
+
+Each job trains the bundled ConnectFour config with the candidate's changes (``--set`` style), as
+``bench_learning.py`` trains a row (ten evaluations against ``random`` and ``scripted`` on the way,
+``checkpoints/best`` chosen against ``scripted``), then plays the best and the final checkpoints on
+fresh games against ``random``, ``scripted`` and the held-out ``centre_opponent`` (win, else block, else
+the centre-most column: never used in training or in choosing the best checkpoint). Each finished job
+appends one JSON line to ``benchmarks/results/selfplay_candidates.jsonl``, kept or not, so the next
+person knows what was ruled out; jobs already there (same candidate, seed, budget and config) are skipped.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from typing import Any, Dict, List, Optional, Tuple
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+from bench_learning import bundled_data, fingerprint, read_results, train_and_evaluate  # noqa: E402
+
+RESULTS = os.path.join(HERE, "results", "selfplay_candidates.jsonl")
+ENV, FRAME = "ConnectFour", "PPO"
+HELD_OUT = "entmachin.env.examples.connect_four:centre_opponent"
+FRESH_GAMES = 1000
+
+# Candidate -> its changes to the bundled config. Each names what it adds to the one it builds on.
+POINTER = ("env.kwargs.choose=column",)
+CANDIDATES: Dict[str, Tuple[str, ...]] = {
+    "bundled": (),
+    # The Mover selects a Column entity: each column scored from its own embedding, which sees the pieces
+    # a drop there would join, instead of seven logits from the Mover's one embedding.
+    "pointer": POINTER,
+    "pointer-d64": POINTER + ("model.d_model=64", "model.n_head=4"),
+    # Snapshots in play drawn by prioritised fictitious self-play (weights (1 - p)^2 from Elo).
+    "pointer-pfsp": POINTER + ("selfplay.sampling=pfsp",),
+}
+
+
+def held_out_rates(run_dir: str, games: int, seed: int) -> Dict[str, float]:
+    """The best and final checkpoints' win rates against :data:`HELD_OUT` over ``games`` fresh games."""
+    from entmachin.run.evaluation import load_trained
+    from entmachin.run.logs import load_run_config
+    from entmachin.run.build import EnvFactory
+    from entmachin.run.matches import match
+
+    import torch
+
+    config = load_run_config(run_dir)
+    factory = EnvFactory(config.env)
+    out = {}
+    for which in ("best", None):
+        frame, _, _ = load_trained(run_dir, factory, which) if which else load_trained(run_dir, factory)
+        torch.manual_seed(seed)
+        out[which or "final"] = match(frame, factory, HELD_OUT, games, config.log.eval_deterministic, seed).win_rate
+    return out
+
+
+def candidate_data(candidate: str) -> Dict[str, Any]:
+    """The bundled config with ``candidate``'s changes, as plain data."""
+    from entmachin.run.config import apply_overrides, config_from_dict, config_to_dict
+
+    return config_to_dict(config_from_dict(apply_overrides(bundled_data(ENV, FRAME), list(CANDIDATES[candidate]))))
+
+
+def run_one(candidate: str, seed: int, budget: int, runs_dir: str, games: int = FRESH_GAMES) -> Dict[str, Any]:
+    import torch
+
+    torch.set_num_threads(1)
+    data = candidate_data(candidate)
+    run_dir = os.path.join(runs_dir, f"{candidate}-{seed}-{budget}")
+    code = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True,
+                          text=True).stdout.strip()
+    record = {"candidate": candidate, "changes": list(CANDIDATES[candidate]), "env": ENV, "frame": FRAME,
+              "seed": seed, "budget": budget, "config": fingerprint(data), "code": code, "run_dir": run_dir}
+    record.update(train_and_evaluate(data, seed, budget, run_dir, fresh_games=games))
+    record["held_out"] = {"opponent": HELD_OUT, "games": games,
+                          "win_rate": held_out_rates(run_dir, games, record["fresh"]["seed"])}
+    return record
+
+
+def table(records: List[Dict[str, Any]]) -> str:
+    """One row per candidate and budget: the best and final checkpoints' fresh-game win rates (medians)."""
+    rows: Dict[Tuple[str, int], List[Dict[str, Any]]] = {}
+    for r in records:
+        if "held_out" in r:
+            rows.setdefault((r["candidate"], r["budget"]), []).append(r)
+    lines = ["| candidate | budget | seeds | best at steps | best vs random / scripted / held-out | "
+             "final vs random / scripted / held-out | wall s |", "|---|---|---|---|---|---|---|"]
+
+    def rates(rs: List[Dict[str, Any]], which: str) -> str:
+        columns = [[r[which]["win_rate"][o] for r in rs] for o in ("random", "scripted")]
+        columns.append([r["held_out"]["win_rate"][which] for r in rs])
+        return " / ".join(f"{statistics.median(c):.3f}" for c in columns)
+
+    for (candidate, budget), rs in sorted(rows.items()):
+        lines.append(f"| {candidate} | {budget:,} | {','.join(str(r['seed']) for r in rs)} | "
+                     f"{' / '.join(format(r['best']['env_steps'], ',') for r in rs)} | {rates(rs, 'best')} | "
+                     f"{rates(rs, 'final')} | {statistics.median(r['wall_s'] for r in rs):.0f} |")
+    return "\n".join(lines)
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--candidate", choices=sorted(CANDIDATES))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--budget", type=int, default=1_000_000)
+    parser.add_argument("--results", default=RESULTS)
+    parser.add_argument("--fresh-games", type=int, default=FRESH_GAMES, help="games of each fresh evaluation")
+    parser.add_argument("--runs-dir", default=None, help="keep the run directories here (default: a temp dir)")
+    parser.add_argument("--table-only", action="store_true")
+    args = parser.parse_args(argv)
+    if not args.table_only:
+        if args.candidate is None:
+            parser.error("--candidate is required unless --table-only")
+        runs_dir = args.runs_dir or tempfile.mkdtemp(prefix="selfplay-candidates-")
+        for seed in args.seeds:
+            data = candidate_data(args.candidate)
+            done = [r for r in read_results(args.results) if (r.get("candidate"), r.get("seed"), r.get("budget"),
+                    r.get("config")) == (args.candidate, seed, args.budget, fingerprint(data))]
+            if done:
+                print(f"{args.candidate} seed {seed} at {args.budget:,} steps: already recorded")
+                continue
+            print(f"running {args.candidate} seed {seed} for {args.budget:,} steps", flush=True)
+            record = run_one(args.candidate, seed, args.budget, runs_dir, args.fresh_games)
+            with open(args.results, "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+    print(table(read_results(args.results)))
+
+
+if __name__ == "__main__":
+    main()
