@@ -45,7 +45,9 @@ games none of the run's evaluations played (seed ``seeds(config)["fresh"]``, ``t
 the run's evaluations use ``train.seed + 1,000,003``), with the run's ``log.eval_deterministic``. The
 record's ``best`` (its steps, the figure that chose it, and these win rates) and ``final`` (the same for the
 final checkpoint) stand beside each other in the opponents table; where every seed of a row has them,
-the row's median and "met" are the best checkpoint's fresh win rate. Older records lack them ("-").
+the row's median and "met" are the best checkpoint's fresh win rate. Older records lack them ("-"). Both
+checkpoints also play the game's ``HELD_OUT`` opponent (one training never meets nor picks the best
+checkpoint by), sampling their actions, on the same fresh games.
 
 ``--record RUN_DIR ...`` adds the records of runs already trained with ``entmachin train ENV --set
 train.seed=S`` (the bundled config and its ``train.total_steps``), for seeds run side by side.
@@ -109,6 +111,10 @@ OPPONENT_TARGETS: Dict[Tuple[str, str, str], Tuple[Optional[float], str]] = {
     ("Skirmish", "PPO", "scripted"): (0.60, "win rate vs scripted (charges, hits the nearest) >= 0.60 within the "
                                              "bundled budget (at most 3M)"),
 }
+# Games: an opponent of the game's own that training never plays nor chooses the best checkpoint by (the learner
+# must be strong, not tuned to its evaluation opponent); the best and final checkpoints play it on fresh games.
+HELD_OUT: Dict[str, str] = {"ConnectFour": "entmachin.env.examples.connect_four:centre_opponent",
+                            "Skirmish": "entmachin.env.examples.skirmish:focus_opponent"}
 ROCK_START = 0.8  # RockPaperScissorsDuel's learner starts throwing rock with at least this probability
 # Behaviour cloning, (env, the demonstrator) -> the share of the demonstrator's return the median seed reaches.
 DATA_TARGETS: Dict[Tuple[str, str], float] = {
@@ -306,9 +312,29 @@ def fresh_figures(config: Any, run_dir: str, final: Any, factory: Any, games: in
             out[opponent] = match(frame, factory, opponent, games, deterministic, seed).win_rate
         return out
 
-    return {"fresh": {"seed": seed, "games": games, "deterministic": deterministic},
-            "best": {"env_steps": steps, "chosen_by": chosen_by, "win_rate": rates(best)},
-            "final": {"env_steps": latest_version(checkpoints), "win_rate": rates(final)}}
+    out = {"fresh": {"seed": seed, "games": games, "deterministic": deterministic},
+           "best": {"env_steps": steps, "chosen_by": chosen_by, "win_rate": rates(best)},
+           "final": {"env_steps": latest_version(checkpoints), "win_rate": rates(final)}}
+    if config.env.name in HELD_OUT:
+        out["held_out"] = held_out_rates(config, {"best": best, "final": final}, factory, games)
+    return out
+
+
+def held_out_rates(config: Any, frames: Dict[str, Any], factory: Any, games: int) -> Dict[str, Any]:
+    """``frames`` (``{"best": frame, "final": frame}``) against the game's :data:`HELD_OUT` opponent on ``games``
+    fresh games, sampling their actions (the held-out opponents are deterministic where the game is not: two
+    deterministic ConnectFour players would repeat the same two games)."""
+    import torch
+
+    from entmachin.run.build import seeds
+    from entmachin.run.matches import match
+
+    seed, spec = seeds(config)["fresh"], HELD_OUT[config.env.name]
+    rates = {}
+    for which, frame in frames.items():
+        torch.manual_seed(seed)
+        rates[which] = match(frame, factory, spec, games, False, seed).win_rate
+    return {"opponent": spec, "games": games, "sampled": True, "win_rate": rates}
 
 
 def evaluate_run(config: Any, run_dir: str, env_steps: int, evals: List[Dict[str, Any]], wall: float,
@@ -482,7 +508,8 @@ def table(records: List[Dict[str, Any]]) -> str:
         lines.append(f"| {env} | {frame} | {rows[0]['budget']:,} | {words} | {seeds} | {sampled} | {deterministic} | "
                      f"{random:.3f} | {median:.3f} | {reached} | {to_target} | {wall:.0f} | {met} |")
     lines += ["", "| env | frame | opponent | target | seeds | sampled | deterministic | best: steps, fresh games "
-              "| final: fresh games | median | met |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "| final: fresh games | held out: best / final | median | met |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for (env, frame, opponent), (target, words) in OPPONENT_TARGETS.items():
         rows = sorted((r for r in records if r["env"] == env and r["frame"] == frame
                        and opponent in r.get("opponents", {})), key=lambda r: r["seed"])
@@ -497,10 +524,12 @@ def table(records: List[Dict[str, Any]]) -> str:
                           if opponent in r.get("best", {}).get("win_rate", {}) else "-" for r in rows)
         final = " / ".join(f"{r['final']['win_rate'][opponent]:.3f}"
                            if opponent in r.get("final", {}).get("win_rate", {}) else "-" for r in rows)
+        held = " / ".join(f"{r['held_out']['win_rate']['best']:.3f}, {r['held_out']['win_rate']['final']:.3f}"
+                          if "held_out" in r else "-" for r in rows)
         lines.append(f"| {env} | {frame} | {opponent} | {words} | {','.join(str(r['seed']) for r in rows)} | "
                      + " / ".join(f"{f['sampled']:.3f}" for f in figures) + " | "
                      + " / ".join(f"{f['deterministic']:.3f}" for f in figures)
-                     + f" | {best} | {final} | {median:.3f}{' (best, fresh)' if fresh else ''} | {met} |")
+                     + f" | {best} | {final} | {held} | {median:.3f}{' (best, fresh)' if fresh else ''} | {met} |")
     return "\n".join(lines + ["", data_table(records)])
 
 

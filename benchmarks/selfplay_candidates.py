@@ -7,14 +7,15 @@ Each job trains the bundled ConnectFour config with the candidate's changes (``-
 ``bench_learning.py`` trains a row (ten evaluations against ``random`` and ``scripted`` on the way,
 ``checkpoints/best`` chosen against ``scripted``), then plays the best and the final checkpoints on
 fresh games against ``random``, ``scripted`` and the held-out ``centre_opponent`` (win, else block, else
-the centre-most column: never used in training or in choosing the best checkpoint). Each finished job
-appends one JSON line to ``benchmarks/results/selfplay_candidates.jsonl``, kept or not, so the next
+the centre-most column: never used in training or in choosing the best checkpoint; ``bench_learning.HELD_OUT``).
+Each finished job appends one JSON line to ``benchmarks/results/selfplay_candidates.jsonl``, kept or not, so the next
 person knows what was ruled out; jobs already there (same candidate, seed, budget and config) are skipped.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -30,7 +31,6 @@ from bench_learning import bundled_data, fingerprint, read_results, train_and_ev
 
 RESULTS = os.path.join(HERE, "results", "selfplay_candidates.jsonl")
 ENV, FRAME = "ConnectFour", "PPO"
-HELD_OUT = "entmachin.env.examples.connect_four:centre_opponent"
 FRESH_GAMES = 1000
 
 # Candidate -> its changes to the bundled config. Each names what it adds to the one it builds on.
@@ -46,45 +46,29 @@ CANDIDATES: Dict[str, Tuple[str, ...]] = {
 }
 
 
-def held_out_rates(run_dir: str, games: int, seed: int) -> Dict[str, float]:
-    """The best and final checkpoints' win rates against :data:`HELD_OUT` over ``games`` fresh games."""
-    from entmachin.run.evaluation import load_trained
-    from entmachin.run.logs import load_run_config
-    from entmachin.run.build import EnvFactory
-    from entmachin.run.matches import match
-
-    import torch
-
-    config = load_run_config(run_dir)
-    factory = EnvFactory(config.env)
-    out = {}
-    for which in ("best", None):
-        frame, _, _ = load_trained(run_dir, factory, which) if which else load_trained(run_dir, factory)
-        torch.manual_seed(seed)
-        out[which or "final"] = match(frame, factory, HELD_OUT, games, config.log.eval_deterministic, seed).win_rate
-    return out
-
-
-def candidate_data(candidate: str) -> Dict[str, Any]:
-    """The bundled config with ``candidate``'s changes, as plain data."""
+def candidate_data(candidate: str, budget: int) -> Dict[str, Any]:
+    """The bundled config with ``candidate``'s changes, as plain data; its annealing stretched to ``budget``
+    (``frame.n_anneal_updates``: the budget's rollouts, so that learning rates reach 0 at its end, as the
+    bundled config's do at its own budget)."""
     from entmachin.run.config import apply_overrides, config_from_dict, config_to_dict
 
-    return config_to_dict(config_from_dict(apply_overrides(bundled_data(ENV, FRAME), list(CANDIDATES[candidate]))))
+    data = apply_overrides(bundled_data(ENV, FRAME), list(CANDIDATES[candidate]))
+    rollout = data["rollout"]
+    data["frame"]["n_anneal_updates"] = math.ceil(budget / (rollout["num_envs"] * rollout["n_steps"]))
+    return config_to_dict(config_from_dict(data))
 
 
 def run_one(candidate: str, seed: int, budget: int, runs_dir: str, games: int = FRESH_GAMES) -> Dict[str, Any]:
     import torch
 
     torch.set_num_threads(1)
-    data = candidate_data(candidate)
+    data = candidate_data(candidate, budget)
     run_dir = os.path.join(runs_dir, f"{candidate}-{seed}-{budget}")
     code = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True,
                           text=True).stdout.strip()
     record = {"candidate": candidate, "changes": list(CANDIDATES[candidate]), "env": ENV, "frame": FRAME,
               "seed": seed, "budget": budget, "config": fingerprint(data), "code": code, "run_dir": run_dir}
-    record.update(train_and_evaluate(data, seed, budget, run_dir, fresh_games=games))
-    record["held_out"] = {"opponent": HELD_OUT, "games": games,
-                          "win_rate": held_out_rates(run_dir, games, record["fresh"]["seed"])}
+    record.update(train_and_evaluate(data, seed, budget, run_dir, fresh_games=games))  # held_out included
     return record
 
 
@@ -124,7 +108,7 @@ def main(argv: Optional[List[str]] = None) -> None:
             parser.error("--candidate is required unless --table-only")
         runs_dir = args.runs_dir or tempfile.mkdtemp(prefix="selfplay-candidates-")
         for seed in args.seeds:
-            data = candidate_data(args.candidate)
+            data = candidate_data(args.candidate, args.budget)
             done = [r for r in read_results(args.results) if (r.get("candidate"), r.get("seed"), r.get("budget"),
                     r.get("config")) == (args.candidate, seed, args.budget, fingerprint(data))]
             if done:

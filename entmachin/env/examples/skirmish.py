@@ -278,4 +278,41 @@ def skirmish_opponent(
     }
 
 
+def focus_opponent(
+    observation: Observation, action_space: Mapping[ActionName, ActionSpace], rng: np.random.Generator
+) -> Dict[ActionName, Action]:
+    """Focus fire: each attacker hits the enemy in its range with the fewest hit points (ties: the
+    nearest); each other unit moves toward the weakest enemy of all (ties: the one nearest the squad's
+    centre). A second scripted opponent, for measuring a policy against one it never trained with
+    (``--opponent entmachin.env.examples.skirmish:focus_opponent``). Reads only ``observation``."""
+    units, enemies = (np.asarray(observation.features[t], dtype=np.float32).reshape(-1, 3) for t in ("Unit", "Enemy"))
+    unit_row = {eid: i for i, eid in enumerate(observation.ids["Unit"])}
+    enemy_row = {eid: i for i, eid in enumerate(observation.ids["Enemy"])}
+
+    def distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:  # Chebyshev, then Manhattan: sortable keys
+        d = np.abs(a - b)
+        return d.max(axis=-1) * 1000 + d.sum(axis=-1)
+
+    amask = observation.actions[ATTACK]
+    targets = []
+    for i, actor in enumerate(amask.actor_ids):
+        allowed = [eid for eid, ok in zip(amask.actee_ids, np.asarray(amask.mask)[i]) if ok]
+        rows = [enemy_row[eid] for eid in allowed]
+        keys = enemies[rows, 2] * 1e6 + distance(units[unit_row[actor], :2], enemies[rows, :2])
+        targets.append(allowed[int(np.argmin(keys))])
+    mmask = observation.actions[MOVE]
+    choices = []
+    if len(mmask.actor_ids):
+        centre = units[:, :2].mean(axis=0)
+        weakest = enemies[int(np.argmin(enemies[:, 2] * 1e6 + distance(centre, enemies[:, :2]))), :2]
+        for i, actor in enumerate(mmask.actor_ids):
+            keys = distance(units[unit_row[actor], :2] + MOVE_DELTAS, weakest).astype(np.float64)  # [5]
+            keys[~np.asarray(mmask.mask, dtype=np.bool_)[i]] = np.inf
+            choices.append(int(np.argmin(keys)))
+    return {
+        MOVE: CategoricalAction(list(mmask.actor_ids), np.array(choices, dtype=np.int64), list(action_space[MOVE].index_to_label)),
+        ATTACK: SelectEntityAction(list(amask.actor_ids), targets),
+    }
+
+
 Skirmish.scripted_opponent = staticmethod(skirmish_opponent)

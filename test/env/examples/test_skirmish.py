@@ -164,6 +164,27 @@ def test_opponent_prefers_the_nearest_then_weakest_target():
     assert list(action["attack"].actees)[0] == ("Enemy", 1)  # equally near by Chebyshev, nearer by Manhattan
 
 
+def test_the_focus_opponent_hits_the_weakest_in_range_and_closes_on_the_weakest_enemy():
+    from entmachin.env.examples.skirmish import focus_opponent
+
+    env = Skirmish()
+    obs = _place(env, [(3, 3), (0, 0)], [(5, 5), (4, 4)], hp1=[1, 3])
+    action = focus_opponent(obs["0"], env.action_space(), np.random.default_rng(0))
+    assert list(action["attack"].actees) == [("Enemy", 0)]  # weaker, though farther (skirmish_opponent: Enemy 1)
+    assert list(action["move"].actors) == [("Unit", 1)] and action["move"].labels[0] in ("up", "right")
+    obs = _place(env, [(0, 0), (1, 0)], [(7, 7), (0, 7)], hp1=[3, 1])
+    action = focus_opponent(obs["0"], env.action_space(), np.random.default_rng(0))
+    assert not list(action["attack"].actors) and list(action["move"].labels) == ["up", "up"]  # toward (0, 7)
+    rng, games = np.random.default_rng(0), {"win": 0, "loss": 0, "draw": 0}
+    for _ in range(20):  # it plays whole games, and holds its own against the scripted opponent
+        obs = env.reset()
+        while not obs["0"].done:
+            obs = env.act({"0": focus_opponent(obs["0"], env.action_space(), rng),
+                           "1": skirmish_opponent(obs["1"], env.action_space(), rng)})
+        games[obs["0"].result] += 1
+    assert sum(games.values()) == 20 and games["win"] + games["draw"] >= 5, games
+
+
 def test_constructor_arguments_are_checked():
     with pytest.raises(ValueError, match="`max_units` must be between 3 and 16"):
         Skirmish(min_units=3, max_units=2)
