@@ -1,18 +1,20 @@
-"""Self-play's cost: Skirmish with a pool of past selves against one policy acting for every seat.
+"""Self-play's cost: a game's bundled config with a pool of past selves against one policy acting for every seat.
 
-    python benchmarks/bench_selfplay.py                 # the bundled Skirmish config, 6 rounds
+    python benchmarks/bench_selfplay.py                 # Skirmish's bundled config, 6 rounds
+    python benchmarks/bench_selfplay.py --env ConnectFour --previous env.kwargs.choose=drop
     python benchmarks/bench_selfplay.py --rounds 2 --iterations 2 --num-envs 16   # a quick look
 
-Three set-ups train on the same environments with the same settings (the bundled config) and
-alternate, a few iterations (rollout + update) each per round, so that the machine's noise falls
-on all alike:
+The set-ups train on the same environments with the same settings (the bundled config) and alternate, a
+few iterations (rollout + update) each per round, so that the machine's noise falls on all alike:
 
 * ``one policy``: no pool; the learner acts for every seat and stores every seat's rows;
 * ``pool M=2`` (the default ``max_snapshots``) and ``pool M=1``: the learner plays one random
   seat per game; the pool (filled with snapshots beforehand, so that M of them are in play) or,
-  in half the games, the current policy plays the other; only the learner's rows are stored.
+  in half the games, the current policy plays the other; the rows the current policy acts are stored;
+* with ``--previous KEY=VALUE ...``: ``previous``, the pool of the bundled config as it was before those
+  settings changed (the config with them set back).
 
-Printed: environment steps/s of each (the median round), the pool's ratio to one policy (the target is
+Printed: environment steps/s of each (the median round), the ratio to one policy (the target is
 >= 80% with the default M), and per set-up the seconds per iteration of each phase: env (``VecEnv.act``),
 learner act (``frame.act`` on the learner's rows and the conversion of its actions), opponent act
 (the pool's and the current self's forward passes on the other rows, merging included), state (observations
@@ -98,6 +100,9 @@ def main(argv: List[str] = None) -> None:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--iterations", type=int, default=3, help="rollouts + updates per set-up per round")
     parser.add_argument("--num-envs", type=int, default=None, help="default: the bundled config's")
+    parser.add_argument("--env", default="Skirmish", choices=["Skirmish", "ConnectFour"])
+    parser.add_argument("--previous", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="a 'previous' pool set-up: the bundled config with these settings")
     add_device_argument(parser)
     args = parser.parse_args(argv)
     now = clock(checked_device(args.device))
@@ -110,10 +115,13 @@ def main(argv: List[str] = None) -> None:
     overrides = [f"train.device={args.device}"]
     if args.num_envs is not None:
         overrides += [f"rollout.num_envs={args.num_envs}", f"frame.batch_size={min(1024, args.num_envs * 16)}"]
-    config = load_config(bundled_config_path("Skirmish", "PPO"), overrides)
+    config = load_config(bundled_config_path(args.env, "PPO"), overrides)
     setups = {"one policy": build(config, False, 1),
               f"pool M={config.selfplay.max_snapshots}": build(config, True, config.selfplay.max_snapshots),
               "pool M=1": build(config, True, 1)}
+    if args.previous:
+        previous = load_config(bundled_config_path(args.env, "PPO"), overrides + args.previous)
+        setups["previous (" + " ".join(args.previous) + ")"] = build(previous, True, previous.selfplay.max_snapshots)
     for setup in setups.values():  # warm-up: one iteration each
         setup["collector"].collect()
         setup["update"]()
@@ -129,7 +137,7 @@ def main(argv: List[str] = None) -> None:
             setup["rates"].append(steps / elapsed)
             setup["steps"] += steps
     n_iterations = args.rounds * args.iterations
-    print(f"Skirmish, the bundled config: {config.rollout.num_envs} environments x {config.rollout.n_steps} steps per "
+    print(f"{args.env}, the bundled config: {config.rollout.num_envs} environments x {config.rollout.n_steps} steps per "
           f"rollout, {args.rounds} rounds x {args.iterations} iterations per set-up, alternating; "
           f"torch {torch.__version__}, 1 thread, {describe(checked_device(args.device))}; load average {os.getloadavg()[0]:.2f}")
     base = statistics.median(setups["one policy"]["rates"])

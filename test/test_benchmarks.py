@@ -126,6 +126,18 @@ def test_the_selfplay_candidates_record_best_final_and_held_out_figures(tmp_path
     assert "already recorded" in again.stdout and len(open(results).read().splitlines()) == 1
 
 
+def test_the_tactics_probe_trains_on_labelled_positions_and_records_its_figures(tmp_path):
+    results = str(tmp_path / "tactics.jsonl")
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "probe_connect_four_tactics.py"), "--train", "300",
+                           "--epochs", "1", "--set", "env.kwargs.choose=column", "--results", results],
+                          capture_output=True, text=True, timeout=300, cwd=BENCHMARKS, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads(open(results).read())
+    assert record["changes"] == ["env.kwargs.choose=column"] and record["test"] == 100
+    assert 0.0 <= record["win"] <= 1.0 and 0.0 <= record["block"] <= 1.0 and record["test_nll"] > 0
+    assert re.search(r"picks the winning drop [\d.]+, the blocking drop [\d.]+ of the time", done.stdout)
+
+
 def test_ragged_batches_round_trip(tmp_path):
     """What one side of bench_rogue_net writes, the other reads back unchanged (dtypes, widths, lengths)."""
     from _ragged_batches import load_workload, n_items, save_workload
