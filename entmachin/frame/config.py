@@ -121,7 +121,8 @@ class A2CConfig(SettingsChecks):
         None, "stop an update before a minibatch whose approximate KL from the update's start passes this; None: never",
         kind="real", low=0.0, open_low=True, optional=True)
     n_anneal_updates: Optional[int] = setting(
-        None, "learning rates fall linearly to 0 over this many update() calls; None: constant (not with lr_scheduler)",
+        None, "learning rates fall linearly to 0 over this many update() calls; None: constant (not with lr_scheduler); "
+              "a run config's auto: over the whole run",
         kind="int", low=1, optional=True)
     anneal_entropy: bool = setting(False, "entropy_weight falls to 0 with the learning rates (needs n_anneal_updates)",
                                    kind="bool")

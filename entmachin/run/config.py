@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import os
 import re
 import typing
 from dataclasses import dataclass, field
@@ -482,7 +483,20 @@ def _dataclass_from(cls: type, value: Any, path: str) -> Any:
         raise ConfigError(f"{path}: {message}") from None
 
 
-def _frame_from(value: Any, rows: int) -> FrameSection:
+def _anneal_updates(value: Any, rows: int, total_steps: int) -> Any:
+    """``frame.n_anneal_updates: auto``: the run's updates, so that the learning rates (and, with
+    ``anneal_entropy``, the entropy bonus) reach 0 at ``train.total_steps``: ``ceil(total_steps / (rows x
+    ranks))``, ``rows`` the environment steps one update collects and ranks torchrun's ``WORLD_SIZE``
+    (every rank loads the config; each collects its own rows, and ``total_steps`` counts them all)."""
+    if isinstance(value, str) and value != "auto":
+        raise ConfigError(f"frame.n_anneal_updates: expected an int, null or auto, got {value!r}")
+    if value != "auto":
+        return value
+    ranks = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    return max(1, math.ceil(total_steps / (rows * ranks)))
+
+
+def _frame_from(value: Any, rows: int, total_steps: int = 0) -> FrameSection:
     value = dict(value or {})
     name = value.get("name", "PPO")
     if name not in FRAMES:
@@ -507,6 +521,8 @@ def _frame_from(value: Any, rows: int) -> FrameSection:
         return FrameSection(name=name, n_epochs=None, optimizer=optimizer, n_updates=n_updates,
                             settings=_dataclass_from(config_cls, value, "frame"))
     value = frame_defaults(value, rows)
+    if "n_anneal_updates" in value:
+        value["n_anneal_updates"] = _anneal_updates(value["n_anneal_updates"], rows, total_steps)
     n_epochs = _convert(value.pop("n_epochs"), Optional[int], "frame.n_epochs")
     if n_epochs is not None and n_epochs < 1:
         raise ConfigError(f"frame.n_epochs: expected an int >= 1 or null, got {n_epochs}")
@@ -541,7 +557,8 @@ def config_from_dict(data: Any, source: str = "config") -> RunConfig:
             raise ConfigError(f"{key}: unknown section{_did_you_mean(key, sections)}; allowed sections are {sections}")
     built = {name: _dataclass_from(cls, data.get(name) or {}, name) for name, cls in _SECTIONS.items()}
     name = (data.get("frame") or {}).get("name") if isinstance(data.get("frame"), Mapping) else None
-    frame = _frame_from(data.get("frame"), built["bc"].rows_per_update if name == "BC" else built["rollout"].rows)
+    frame = _frame_from(data.get("frame"), built["bc"].rows_per_update if name == "BC" else built["rollout"].rows,
+                        built["train"].total_steps)
     config = RunConfig(frame=frame, **built)
     _check_rules(config)
     return config

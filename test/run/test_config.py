@@ -72,6 +72,17 @@ def test_n_epochs_become_update_times():
     assert update_times(config) == (2, 5)
 
 
+def test_n_anneal_updates_auto_anneals_over_the_whole_run(monkeypatch):
+    data = {"rollout": {"num_envs": 8, "n_steps": 16}, "train": {"total_steps": 10_000},
+            "frame": {"n_anneal_updates": "auto", "anneal_entropy": True}}
+    assert config_from_dict(data).frame.settings.n_anneal_updates == 79  # ceil(10,000 / 128)
+    monkeypatch.setenv("WORLD_SIZE", "4")  # under torchrun each rank updates on its own 128 rows
+    assert config_from_dict(data).frame.settings.n_anneal_updates == 20
+    with pytest.raises(ConfigError, match="frame.n_anneal_updates: expected an int, null or auto, got 'end'"):
+        config_from_dict({"frame": {"n_anneal_updates": "end"}})
+    assert config_from_dict({"frame": {"n_anneal_updates": 7}}).frame.settings.n_anneal_updates == 7
+
+
 def test_overrides_are_yaml_scalars_at_dotted_paths():
     data = apply_overrides({"frame": {"discount": 0.9}}, ["frame.discount=0.995", "rollout.num_envs=64",
                                                           "model.pooling=mean", "env.max_episode_steps="])
