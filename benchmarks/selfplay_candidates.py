@@ -69,6 +69,8 @@ def run_one(candidate: str, seed: int, budget: int, runs_dir: str, games: int = 
     record = {"candidate": candidate, "changes": list(CANDIDATES[candidate]), "env": ENV, "frame": FRAME,
               "seed": seed, "budget": budget, "config": fingerprint(data), "code": code, "run_dir": run_dir}
     record.update(train_and_evaluate(data, seed, budget, run_dir, fresh_games=games))  # held_out included
+    if record["env_steps"] < budget:  # a stop signal ended it: its figures are of a shorter run
+        record["stopped"] = f"at {record['env_steps']:,} of {budget:,} steps, by a stop signal"
     return record
 
 
@@ -87,7 +89,8 @@ def table(records: List[Dict[str, Any]]) -> str:
         return " / ".join(f"{statistics.median(c):.3f}" for c in columns)
 
     for (candidate, budget), rs in sorted(rows.items()):
-        lines.append(f"| {candidate} | {budget:,} | {','.join(str(r['seed']) for r in rs)} | "
+        stopped = "".join(f" (seed {r['seed']} stopped {r['stopped']})" for r in rs if "stopped" in r)
+        lines.append(f"| {candidate} | {budget:,}{stopped} | {','.join(str(r['seed']) for r in rs)} | "
                      f"{' / '.join(format(r['best']['env_steps'], ',') for r in rs)} | {rates(rs, 'best')} | "
                      f"{rates(rs, 'final')} | {statistics.median(r['wall_s'] for r in rs):.0f} |")
     return "\n".join(lines)

@@ -158,18 +158,20 @@ def test_opponent_beats_a_random_player():
     assert wins >= 180, wins
 
 
-def test_the_centre_opponent_wins_blocks_and_otherwise_plays_nearest_the_centre():
+def test_the_centre_opponent_wins_blocks_and_otherwise_favours_the_centre():
     from entmachin.env.examples.connect_four import centre_opponent
 
-    def choice(cols):
+    def choice(cols, seed=0):
         env = ConnectFour()
         obs = _play(env, cols)
         seat = "0" if env.turn == 0 else "1"
-        return int(centre_opponent(obs[seat], env.action_space(), np.random.default_rng(0))["drop"].indices[0])
+        return int(centre_opponent(obs[seat], env.action_space(), np.random.default_rng(seed))["drop"].indices[0])
 
     assert choice([0, 0, 1, 1, 2, 2]) == 3  # its own win first
     assert choice([0, 6, 0, 6, 0]) == 0  # a block
-    assert choice([]) == 3 and choice([3] * 6) == 2  # the centre; then the lower of the nearest two
+    counts = np.bincount([choice([], seed) for seed in range(1600)], minlength=7) / 1600
+    np.testing.assert_allclose(counts, np.array([1, 2, 3, 4, 3, 2, 1]) / 16, atol=0.03)  # 4 - |column - 3|
+    assert 3 not in {choice([3] * 6, seed) for seed in range(50)}  # never a full column
 
 
 def test_choose_column_selects_column_entities_and_plays_the_same_game():
