@@ -129,8 +129,8 @@ FRESH_GAMES = 1_000  # games the best and final checkpoints of a game with log.b
 CURRENT_SEEDS = 3
 # Rows of TARGETS with fewer current seeds than CURRENT_SEEDS, and why; each waits for its jobs to run.
 AWAITING: Dict[Tuple[str, str], str] = {
-    ("ConnectFour", "PPO"): "self-play revision 2; its config changes with the candidates of benchmarks/results/"
-                            "selfplay_candidates.jsonl",
+    ("ConnectFour", "PPO"): "choose: column since the candidates of benchmarks/results/selfplay_candidates.jsonl; "
+                            "seed 0 recorded, seeds 1 and 2 (38 minutes each on one core) not yet run",
 }
 
 
