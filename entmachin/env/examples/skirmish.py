@@ -36,7 +36,7 @@ a win, -1 for a loss and 0 for a draw on the final step, which states each seat'
 """
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -241,6 +241,40 @@ def _expect_actors(key: str, actors: object, expected: Mapping[EntityID, object]
                          f"{list(expected)}, once")
 
 
+def _distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Sortable keys of the distances between ``[..., 2]`` positions: Chebyshev, ties broken by Manhattan."""
+    d = np.abs(a - b)
+    return d.max(axis=-1) * 1000 + d.sum(axis=-1)
+
+
+def _orders(observation: Observation, action_space: Mapping[ActionName, ActionSpace],
+            attack_key: Callable[[np.ndarray, np.ndarray], np.ndarray],
+            goal: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]) -> Dict[ActionName, Action]:
+    """A scripted squad's actions: each attacker hits the allowed enemy of least ``attack_key(position,
+    enemies [k, 3])``; each other unit takes the allowed move that brings it nearest to ``goal(position,
+    units [n, 3], enemies [m, 3])``. Reads only ``observation``."""
+    units, enemies = (np.asarray(observation.features[t], dtype=np.float32).reshape(-1, 3) for t in ("Unit", "Enemy"))
+    unit_row = {eid: i for i, eid in enumerate(observation.ids["Unit"])}
+    enemy_row = {eid: i for i, eid in enumerate(observation.ids["Enemy"])}
+    amask = observation.actions[ATTACK]
+    targets = []
+    for i, actor in enumerate(amask.actor_ids):
+        allowed = [eid for eid, ok in zip(amask.actee_ids, np.asarray(amask.mask)[i]) if ok]
+        keys = attack_key(units[unit_row[actor], :2], enemies[[enemy_row[eid] for eid in allowed]])
+        targets.append(allowed[int(np.argmin(keys))])
+    mmask = observation.actions[MOVE]
+    choices = []
+    for i, actor in enumerate(mmask.actor_ids):
+        here = units[unit_row[actor], :2]
+        keys = _distance(here + MOVE_DELTAS, goal(here, units, enemies)).astype(np.float64)  # [5]
+        keys[~np.asarray(mmask.mask, dtype=np.bool_)[i]] = np.inf
+        choices.append(int(np.argmin(keys)))
+    return {
+        MOVE: CategoricalAction(list(mmask.actor_ids), np.array(choices, dtype=np.int64), list(action_space[MOVE].index_to_label)),
+        ATTACK: SelectEntityAction(list(amask.actor_ids), targets),
+    }
+
+
 def skirmish_opponent(
     observation: Observation, action_space: Mapping[ActionName, ActionSpace], rng: np.random.Generator
 ) -> Dict[ActionName, Action]:
@@ -249,33 +283,9 @@ def skirmish_opponent(
 
     Distances are Chebyshev, ties broken by Manhattan distance. Reads only ``observation``.
     """
-    units, enemies = (np.asarray(observation.features[t], dtype=np.float32).reshape(-1, 3) for t in ("Unit", "Enemy"))
-    unit_row = {eid: i for i, eid in enumerate(observation.ids["Unit"])}
-    enemy_row = {eid: i for i, eid in enumerate(observation.ids["Enemy"])}
-
-    def distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:  # [..., 2] x [..., 2] -> [...] sortable keys
-        d = np.abs(a - b)
-        return d.max(axis=-1) * 1000 + d.sum(axis=-1)
-
-    amask = observation.actions[ATTACK]
-    targets = []
-    for i, actor in enumerate(amask.actor_ids):
-        allowed = [eid for eid, ok in zip(amask.actee_ids, np.asarray(amask.mask)[i]) if ok]
-        rows = [enemy_row[eid] for eid in allowed]
-        keys = distance(units[unit_row[actor], :2], enemies[rows, :2]) * 100 + enemies[rows, 2]
-        targets.append(allowed[int(np.argmin(keys))])
-    mmask = observation.actions[MOVE]
-    choices = []
-    for i, actor in enumerate(mmask.actor_ids):
-        here = units[unit_row[actor], :2]
-        nearest = enemies[int(np.argmin(distance(here, enemies[:, :2]))), :2]
-        keys = distance(here + MOVE_DELTAS, nearest).astype(np.float64)  # [5]
-        keys[~np.asarray(mmask.mask, dtype=np.bool_)[i]] = np.inf
-        choices.append(int(np.argmin(keys)))
-    return {
-        MOVE: CategoricalAction(list(mmask.actor_ids), np.array(choices, dtype=np.int64), list(action_space[MOVE].index_to_label)),
-        ATTACK: SelectEntityAction(list(amask.actor_ids), targets),
-    }
+    return _orders(observation, action_space,
+                   lambda here, targets: _distance(here, targets[:, :2]) * 100 + targets[:, 2],
+                   lambda here, units, enemies: enemies[int(np.argmin(_distance(here, enemies[:, :2]))), :2])
 
 
 def focus_opponent(
@@ -285,34 +295,12 @@ def focus_opponent(
     nearest); each other unit moves toward the weakest enemy of all (ties: the one nearest the squad's
     centre). A second scripted opponent, for measuring a policy against one it never trained with
     (``--opponent entmachin.env.examples.skirmish:focus_opponent``). Reads only ``observation``."""
-    units, enemies = (np.asarray(observation.features[t], dtype=np.float32).reshape(-1, 3) for t in ("Unit", "Enemy"))
-    unit_row = {eid: i for i, eid in enumerate(observation.ids["Unit"])}
-    enemy_row = {eid: i for i, eid in enumerate(observation.ids["Enemy"])}
+    def weakest(here: np.ndarray, units: np.ndarray, enemies: np.ndarray) -> np.ndarray:
+        keys = enemies[:, 2] * 1e6 + _distance(units[:, :2].mean(axis=0), enemies[:, :2])
+        return enemies[int(np.argmin(keys)), :2]
 
-    def distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:  # Chebyshev, then Manhattan: sortable keys
-        d = np.abs(a - b)
-        return d.max(axis=-1) * 1000 + d.sum(axis=-1)
-
-    amask = observation.actions[ATTACK]
-    targets = []
-    for i, actor in enumerate(amask.actor_ids):
-        allowed = [eid for eid, ok in zip(amask.actee_ids, np.asarray(amask.mask)[i]) if ok]
-        rows = [enemy_row[eid] for eid in allowed]
-        keys = enemies[rows, 2] * 1e6 + distance(units[unit_row[actor], :2], enemies[rows, :2])
-        targets.append(allowed[int(np.argmin(keys))])
-    mmask = observation.actions[MOVE]
-    choices = []
-    if len(mmask.actor_ids):
-        centre = units[:, :2].mean(axis=0)
-        weakest = enemies[int(np.argmin(enemies[:, 2] * 1e6 + distance(centre, enemies[:, :2]))), :2]
-        for i, actor in enumerate(mmask.actor_ids):
-            keys = distance(units[unit_row[actor], :2] + MOVE_DELTAS, weakest).astype(np.float64)  # [5]
-            keys[~np.asarray(mmask.mask, dtype=np.bool_)[i]] = np.inf
-            choices.append(int(np.argmin(keys)))
-    return {
-        MOVE: CategoricalAction(list(mmask.actor_ids), np.array(choices, dtype=np.int64), list(action_space[MOVE].index_to_label)),
-        ATTACK: SelectEntityAction(list(amask.actor_ids), targets),
-    }
+    return _orders(observation, action_space,
+                   lambda here, targets: targets[:, 2] * 1e6 + _distance(here, targets[:, :2]), weakest)
 
 
 Skirmish.scripted_opponent = staticmethod(skirmish_opponent)
