@@ -60,3 +60,18 @@ def test_fields_the_run_does_not_read_are_left_out():
     assert _print(_data(selfplay={"window": 3})) == _print(base)  # seats: all, no pool
     assert _print(_data(model={"continuous": "beta"})) == _print(base)  # no continuous action
     assert _print(_data(model={"continuous": "beta"}), True) != _print(base, True)
+
+
+def test_a_code_revision_of_a_feature_stales_the_configs_that_use_it_only():
+    from entmachin.run.fingerprint import REVISIONS, revisions
+
+    pool = _data(selfplay={"seats": "random"})
+    assert revisions(pool) == {"selfplay": REVISIONS["selfplay"][0]} and REVISIONS["selfplay"][0] >= 2
+    assert revisions(_data()) == {}  # one policy for every seat: no pool, nothing revised
+    settings = learning_settings(pool, continuous_actions=False)
+    old, now = fingerprint(settings, {}), fingerprint(settings, revisions(pool))
+    assert old != now and fingerprint(settings, {"selfplay": 1}) == old  # a record without revisions: revision 1
+    plain = learning_settings(_data(), continuous_actions=False)
+    assert fingerprint(plain, revisions(_data())) == fingerprint(plain)
+    assert _print(_data(selfplay={"seats": "random", "sampling": "uniform"})) == _print(pool)  # `before` keeps it
+    assert _print(_data(selfplay={"seats": "random", "sampling": "pfsp"})) != _print(pool)
