@@ -322,8 +322,8 @@ def fresh_figures(config: Any, run_dir: str, final: Any, factory: Any, games: in
 
 def held_out_rates(config: Any, frames: Dict[str, Any], factory: Any, games: int) -> Dict[str, Any]:
     """``frames`` (``{"best": frame, "final": frame}``) against the game's :data:`HELD_OUT` opponent on ``games``
-    fresh games, sampling their actions (the held-out opponents are deterministic where the game is not: two
-    deterministic ConnectFour players would repeat the same two games)."""
+    fresh games, sampling their actions (a near-certain policy playing its most likely actions replays few
+    distinct games against an opponent that mostly plays its own most likely ones too)."""
     import torch
 
     from entmachin.run.build import seeds

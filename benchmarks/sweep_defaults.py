@@ -59,6 +59,7 @@ CANDIDATES: Dict[str, Tuple[str, ...]] = {
     "two-layers-anneal-977": ("model.n_layer=2", "frame.n_anneal_updates=977"),
     # enn-trainer's generic choice: a ten times larger entropy bonus, annealed to 0 with the learning rates.
     "entropy-0.1-anneal-977": ("frame.entropy_weight=-0.1", "frame.anneal_entropy=true", "frame.n_anneal_updates=977"),
+    "entropy-0.3-anneal-977": ("frame.entropy_weight=-0.3", "frame.anneal_entropy=true", "frame.n_anneal_updates=977"),
 }
 SCREEN_BUDGET = 64_000
 
