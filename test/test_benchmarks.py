@@ -126,6 +126,7 @@ def test_the_selfplay_candidates_record_best_final_and_held_out_figures(tmp_path
     assert "already recorded" in again.stdout and len(open(results).read().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_the_tactics_probe_trains_on_labelled_positions_and_records_its_figures(tmp_path):
     results = str(tmp_path / "tactics.jsonl")
     done = subprocess.run([sys.executable, str(BENCHMARKS / "probe_connect_four_tactics.py"), "--train", "300",
