@@ -1,9 +1,10 @@
-"""Self-play candidates on ConnectFour: one change at a time to the bundled config, each seed a record.
+"""Self-play candidates: one change at a time to a game's bundled config, each seed a record.
 
     python benchmarks/selfplay_candidates.py --candidate pointer --seeds 0 [--budget 1000000]
+    python benchmarks/selfplay_candidates.py --env Skirmish --candidate one-policy --seeds 0 1 2 --budget 200000
     python benchmarks/selfplay_candidates.py --table-only
 
-Each job trains the bundled ConnectFour config with the candidate's changes (``--set`` style), as
+Each job trains the game's bundled config (ConnectFour unless ``--env``) with the candidate's changes (``--set`` style), as
 ``bench_learning.py`` trains a row (ten evaluations against ``random`` and ``scripted`` on the way,
 ``checkpoints/best`` chosen against ``scripted``), then plays the best and the final checkpoints on
 fresh games against ``random``, ``scripted`` and the held-out ``centre_opponent`` (win, else block, else
@@ -30,43 +31,49 @@ sys.path.insert(0, HERE)
 from bench_learning import bundled_data, fingerprint, read_results, train_and_evaluate  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results", "selfplay_candidates.jsonl")
-ENV, FRAME = "ConnectFour", "PPO"
+FRAME = "PPO"
 FRESH_GAMES = 1000
 
 # Candidate -> its changes to the bundled config. Each names what it adds to the one it builds on.
 POINTER = ("env.kwargs.choose=column",)
-CANDIDATES: Dict[str, Tuple[str, ...]] = {
-    "bundled": (),
-    # The Mover selects a Column entity: each column scored from its own embedding, which sees the pieces
+CONNECT_FOUR: Dict[str, Tuple[str, ...]] = {
+    "drop": ("env.kwargs.choose=drop",),  # the bundled config before it chose columns
+    # The Mover selects a Column entity (the bundled config since): each column scored from its own embedding, which sees the pieces
     # a drop there would join, instead of seven logits from the Mover's one embedding.
     "pointer": POINTER,
     "pointer-d64": POINTER + ("model.d_model=64", "model.n_head=4"),
     # Snapshots in play drawn by prioritised fictitious self-play (weights (1 - p)^2 from Elo).
     "pointer-pfsp": POINTER + ("selfplay.sampling=pfsp",),
 }
+# Game -> candidate -> changes. "one-policy": one policy for every seat (no pool), at the same budget.
+CANDIDATES: Dict[str, Dict[str, Tuple[str, ...]]] = {
+    "ConnectFour": {**CONNECT_FOUR, "one-policy": POINTER + ("selfplay.seats=all",)},
+    "Skirmish": {"bundled": (), "one-policy": ("selfplay.seats=all",)},
+}
 
 
-def candidate_data(candidate: str, budget: int) -> Dict[str, Any]:
+def candidate_data(env: str, candidate: str, budget: int) -> Dict[str, Any]:
     """The bundled config with ``candidate``'s changes, as plain data; its annealing stretched to ``budget``
     (``frame.n_anneal_updates``: the budget's rollouts, so that learning rates reach 0 at its end, as the
     bundled config's do at its own budget)."""
     from entmachin.run.config import apply_overrides, config_from_dict, config_to_dict
 
-    data = apply_overrides(bundled_data(ENV, FRAME), list(CANDIDATES[candidate]))
+    data = apply_overrides(bundled_data(env, FRAME), list(CANDIDATES[env][candidate]))
     rollout = data["rollout"]
     data["frame"]["n_anneal_updates"] = math.ceil(budget / (rollout["num_envs"] * rollout["n_steps"]))
     return config_to_dict(config_from_dict(data))
 
 
-def run_one(candidate: str, seed: int, budget: int, runs_dir: str, games: int = FRESH_GAMES) -> Dict[str, Any]:
+def run_one(env: str, candidate: str, seed: int, budget: int, runs_dir: str,
+            games: int = FRESH_GAMES) -> Dict[str, Any]:
     import torch
 
     torch.set_num_threads(1)
-    data = candidate_data(candidate, budget)
-    run_dir = os.path.join(runs_dir, f"{candidate}-{seed}-{budget}")
+    data = candidate_data(env, candidate, budget)
+    run_dir = os.path.join(runs_dir, f"{env}-{candidate}-{seed}-{budget}")
     code = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True,
                           text=True).stdout.strip()
-    record = {"candidate": candidate, "changes": list(CANDIDATES[candidate]), "env": ENV, "frame": FRAME,
+    record = {"candidate": candidate, "changes": list(CANDIDATES[env][candidate]), "env": env, "frame": FRAME,
               "seed": seed, "budget": budget, "config": fingerprint(data), "code": code, "run_dir": run_dir}
     record.update(train_and_evaluate(data, seed, budget, run_dir, fresh_games=games))  # held_out included
     if record["env_steps"] < budget:  # a stop signal ended it: its figures are of a shorter run
@@ -75,22 +82,22 @@ def run_one(candidate: str, seed: int, budget: int, runs_dir: str, games: int = 
 
 
 def table(records: List[Dict[str, Any]]) -> str:
-    """One row per candidate and budget: the best and final checkpoints' fresh-game win rates (medians)."""
-    rows: Dict[Tuple[str, int], List[Dict[str, Any]]] = {}
+    """One row per game, candidate and budget: the best and final checkpoints' fresh-game win rates (medians)."""
+    rows: Dict[Tuple[str, str, int], List[Dict[str, Any]]] = {}
     for r in records:
         if "held_out" in r:
-            rows.setdefault((r["candidate"], r["budget"]), []).append(r)
-    lines = ["| candidate | budget | seeds | best at steps | best vs random / scripted / held-out | "
-             "final vs random / scripted / held-out | wall s |", "|---|---|---|---|---|---|---|"]
+            rows.setdefault((r["env"], r["candidate"], r["budget"]), []).append(r)
+    lines = ["| game | candidate | budget | seeds | best at steps | best vs random / scripted / held-out | "
+             "final vs random / scripted / held-out | wall s |", "|---|---|---|---|---|---|---|---|"]
 
     def rates(rs: List[Dict[str, Any]], which: str) -> str:
         columns = [[r[which]["win_rate"][o] for r in rs] for o in ("random", "scripted")]
         columns.append([r["held_out"]["win_rate"][which] for r in rs])
         return " / ".join(f"{statistics.median(c):.3f}" for c in columns)
 
-    for (candidate, budget), rs in sorted(rows.items()):
+    for (env, candidate, budget), rs in sorted(rows.items()):
         stopped = "".join(f" (seed {r['seed']} stopped {r['stopped']})" for r in rs if "stopped" in r)
-        lines.append(f"| {candidate} | {budget:,}{stopped} | {','.join(str(r['seed']) for r in rs)} | "
+        lines.append(f"| {env} | {candidate} | {budget:,}{stopped} | {','.join(str(r['seed']) for r in rs)} | "
                      f"{' / '.join(format(r['best']['env_steps'], ',') for r in rs)} | {rates(rs, 'best')} | "
                      f"{rates(rs, 'final')} | {statistics.median(r['wall_s'] for r in rs):.0f} |")
     return "\n".join(lines)
@@ -98,7 +105,8 @@ def table(records: List[Dict[str, Any]]) -> str:
 
 def main(argv: Optional[List[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--candidate", choices=sorted(CANDIDATES))
+    parser.add_argument("--env", default="ConnectFour", choices=sorted(CANDIDATES))
+    parser.add_argument("--candidate", help="one of the game's CANDIDATES")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--budget", type=int, default=1_000_000)
     parser.add_argument("--results", default=RESULTS)
@@ -107,18 +115,18 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--table-only", action="store_true")
     args = parser.parse_args(argv)
     if not args.table_only:
-        if args.candidate is None:
-            parser.error("--candidate is required unless --table-only")
+        if args.candidate not in CANDIDATES[args.env]:
+            parser.error(f"--candidate: one of {sorted(CANDIDATES[args.env])} for {args.env}")
         runs_dir = args.runs_dir or tempfile.mkdtemp(prefix="selfplay-candidates-")
         for seed in args.seeds:
-            data = candidate_data(args.candidate, args.budget)
-            done = [r for r in read_results(args.results) if (r.get("candidate"), r.get("seed"), r.get("budget"),
-                    r.get("config")) == (args.candidate, seed, args.budget, fingerprint(data))]
-            if done:
-                print(f"{args.candidate} seed {seed} at {args.budget:,} steps: already recorded")
+            data = candidate_data(args.env, args.candidate, args.budget)
+            key = (args.env, args.candidate, seed, args.budget, fingerprint(data))
+            if any((r.get("env"), r.get("candidate"), r.get("seed"), r.get("budget"), r.get("config")) == key
+                   for r in read_results(args.results)):
+                print(f"{args.env} {args.candidate} seed {seed} at {args.budget:,} steps: already recorded")
                 continue
-            print(f"running {args.candidate} seed {seed} for {args.budget:,} steps", flush=True)
-            record = run_one(args.candidate, seed, args.budget, runs_dir, args.fresh_games)
+            print(f"running {args.env} {args.candidate} seed {seed} for {args.budget:,} steps", flush=True)
+            record = run_one(args.env, args.candidate, seed, args.budget, runs_dir, args.fresh_games)
             with open(args.results, "a", encoding="utf-8") as f:
                 f.write(json.dumps(record) + "\n")
     print(table(read_results(args.results)))

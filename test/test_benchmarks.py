@@ -120,7 +120,7 @@ def test_the_selfplay_candidates_record_best_final_and_held_out_figures(tmp_path
     for which in ("best", "final"):
         assert set(record[which]["win_rate"]) == {"random", "scripted"}
         assert 0.0 <= record["held_out"]["win_rate"][which] <= 1.0
-    assert re.search(r"\| pointer \| 4,096 \| 0 \| [\d,]+ \| [\d.]+ / [\d.]+ / [\d.]+ \|", done.stdout), done.stdout
+    assert re.search(r"\| ConnectFour \| pointer \| 4,096 \| 0 \| [\d,]+ \| [\d.]+ / [\d.]+ / [\d.]+ \|", done.stdout), done.stdout
     again = subprocess.run([sys.executable, str(BENCHMARKS / "selfplay_candidates.py"), *args], capture_output=True,
                            text=True, timeout=300, cwd=BENCHMARKS, check=False)
     assert "already recorded" in again.stdout and len(open(results).read().splitlines()) == 1
