@@ -276,7 +276,7 @@ def train_and_evaluate(data: Dict[str, Any], seed: int, budget: int, run_dir: st
     interval = max(budget // 10, 1)
     # A run that keeps every checkpoint (a self-play game's, for ``entmachin league``) keeps its own interval;
     # the others keep only the final one.
-    every = data.get("log", {}).get("keep_checkpoints", 5) is None
+    every = data["log"]["keep_checkpoints"] is None
     config = config_from_dict(apply_overrides(data, [
         f"train.seed={seed}", f"train.total_steps={budget}", f"log.eval_interval={interval}",
         *([] if every else [f"log.checkpoint_interval={budget * 2}"]), "log.run_dir=null", *extra]))
@@ -289,7 +289,8 @@ def train_and_evaluate(data: Dict[str, Any], seed: int, budget: int, run_dir: st
 
 def fresh_figures(config: Any, run_dir: str, final: Any, factory: Any, games: int) -> Dict[str, Any]:
     """A game with ``log.best``: its best checkpoint and its final one (``final``, loaded) against each of
-    ``log.eval_opponents`` on ``games`` games none of its evaluations played (the module doc)."""
+    ``log.eval_opponents`` on ``games`` games none of its evaluations played, and against the game's
+    :data:`HELD_OUT` opponent, sampling (the module doc)."""
     from entmachin.frame.checkpoint import latest_version
     from entmachin.frame.checkpoint_files import read_blob, read_manifest
     from entmachin.run.best import best_dir, best_version
@@ -305,36 +306,23 @@ def fresh_figures(config: Any, run_dir: str, final: Any, factory: Any, games: in
     directory, steps = best_dir(checkpoints), best_version(checkpoints)
     chosen_by = json.loads(read_blob(directory, read_manifest(directory, steps), "runner"))["best"]
 
-    def rates(frame: Any) -> Dict[str, float]:
-        out = {}
-        for opponent in config.log.eval_opponents:
-            torch.manual_seed(seed)  # sampled actions: both checkpoints draw alike
-            out[opponent] = match(frame, factory, opponent, games, deterministic, seed).win_rate
-        return out
+    def rate(frame: Any, opponent: str, sampled_only: bool = False) -> float:
+        torch.manual_seed(seed)  # sampled actions: both checkpoints draw alike
+        return match(frame, factory, opponent, games, deterministic and not sampled_only, seed).win_rate
 
+    checkpoint = {"best": best, "final": final}
     out = {"fresh": {"seed": seed, "games": games, "deterministic": deterministic},
-           "best": {"env_steps": steps, "chosen_by": chosen_by, "win_rate": rates(best)},
-           "final": {"env_steps": latest_version(checkpoints), "win_rate": rates(final)}}
+           "best": {"env_steps": steps, "chosen_by": chosen_by},
+           "final": {"env_steps": latest_version(checkpoints)}}
+    for which, frame in checkpoint.items():
+        out[which]["win_rate"] = {opponent: rate(frame, opponent) for opponent in config.log.eval_opponents}
     if config.env.name in HELD_OUT:
-        out["held_out"] = held_out_rates(config, {"best": best, "final": final}, factory, games)
+        # sampling: a near-certain policy playing its most likely actions replays few distinct games against an
+        # opponent that mostly plays its own most likely ones too
+        spec = HELD_OUT[config.env.name]
+        out["held_out"] = {"opponent": spec, "games": games, "sampled": True,
+                           "win_rate": {which: rate(frame, spec, True) for which, frame in checkpoint.items()}}
     return out
-
-
-def held_out_rates(config: Any, frames: Dict[str, Any], factory: Any, games: int) -> Dict[str, Any]:
-    """``frames`` (``{"best": frame, "final": frame}``) against the game's :data:`HELD_OUT` opponent on ``games``
-    fresh games, sampling their actions (a near-certain policy playing its most likely actions replays few
-    distinct games against an opponent that mostly plays its own most likely ones too)."""
-    import torch
-
-    from entmachin.run.build import seeds
-    from entmachin.run.matches import match
-
-    seed, spec = seeds(config)["fresh"], HELD_OUT[config.env.name]
-    rates = {}
-    for which, frame in frames.items():
-        torch.manual_seed(seed)
-        rates[which] = match(frame, factory, spec, games, False, seed).win_rate
-    return {"opponent": spec, "games": games, "sampled": True, "win_rate": rates}
 
 
 def evaluate_run(config: Any, run_dir: str, env_steps: int, evals: List[Dict[str, Any]], wall: float,

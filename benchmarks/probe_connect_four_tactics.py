@@ -32,8 +32,7 @@ RESULTS = os.path.join(HERE, "results", "connect_four_tactics.jsonl")
 def positions(env: Any, n: int, rng: np.random.Generator) -> Tuple[List[Any], np.ndarray, np.ndarray]:
     """``n`` observations of the player to move with one winning (else one blocking) drop, the drop as the
     action's index (the column; with ``choose: column`` its place among the selectable columns), and its kind."""
-    from entmachin.env import CategoricalAction, SelectEntityAction
-    from entmachin.env.examples.connect_four import COLS, COLUMN_IDS, COLUMNS, DROP, _connected
+    from entmachin.env.examples.connect_four import COLS, _connected, drop_action
 
     observations, labels, kinds = [], [], []
     while len(observations) < n:
@@ -49,9 +48,7 @@ def positions(env: Any, n: int, rng: np.random.Generator) -> Tuple[List[Any], np
                 labels.append(legal.index(target[0]) if env.choose == "column" else target[0])
                 kinds.append("win" if wins else "block")
             c = int(rng.choice(legal))  # the game goes on at random
-            drop = SelectEntityAction([0], [COLUMN_IDS[c]]) if env.choose == "column" else \
-                CategoricalAction([0], np.array([c], dtype=np.int64), COLUMNS)
-            obs = env.act({str(me): {DROP: drop}, str(1 - me): {}})
+            obs = env.act({str(me): drop_action(env.action_space(), c), str(1 - me): {}})
     return observations, np.array(labels), np.array(kinds)
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import statistics
 import subprocess
@@ -54,14 +53,13 @@ CANDIDATES: Dict[str, Dict[str, Tuple[str, ...]]] = {
 
 def candidate_data(env: str, candidate: str, budget: int) -> Dict[str, Any]:
     """The bundled config with ``candidate``'s changes, as plain data; its annealing stretched to ``budget``
-    (``frame.n_anneal_updates``: the budget's rollouts, so that learning rates reach 0 at its end, as the
+    (``frame.n_anneal_updates: auto`` over ``budget`` steps: learning rates reach 0 at its end, as the
     bundled config's do at its own budget)."""
     from entmachin.run.config import apply_overrides, config_from_dict, config_to_dict
 
-    data = apply_overrides(bundled_data(env, FRAME), list(CANDIDATES[env][candidate]))
-    rollout = data["rollout"]
-    data["frame"]["n_anneal_updates"] = math.ceil(budget / (rollout["num_envs"] * rollout["n_steps"]))
-    return config_to_dict(config_from_dict(data))
+    stretch = [f"train.total_steps={budget}", "frame.n_anneal_updates=auto"]
+    return config_to_dict(config_from_dict(apply_overrides(bundled_data(env, FRAME),
+                                                           [*CANDIDATES[env][candidate], *stretch])))
 
 
 def run_one(env: str, candidate: str, seed: int, budget: int, runs_dir: str,

@@ -496,7 +496,7 @@ def _anneal_updates(value: Any, rows: int, total_steps: int) -> Any:
     return max(1, math.ceil(total_steps / (rows * ranks)))
 
 
-def _frame_from(value: Any, rows: int, total_steps: int = 0) -> FrameSection:
+def _frame_from(value: Any, rows: int, total_steps: int) -> FrameSection:
     value = dict(value or {})
     name = value.get("name", "PPO")
     if name not in FRAMES:

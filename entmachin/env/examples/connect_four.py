@@ -45,7 +45,8 @@ from entmachin.env.action import (
 )
 from entmachin.env.common import ActionName
 from entmachin.env.environment import Entity, Observation, ObsSpace
-from entmachin.env.examples._checks import check_choice, check_one_of, expect_action_type, expect_one_choice, seat_action
+from entmachin.env.examples._checks import (check_choice, check_one_of, expect_action_type, expect_one_choice,
+                                            seat_action)
 from entmachin.env.multi_agent import MultiAgentEnvironment, Seat, SeatActions, check_by_seat
 
 ROWS, COLS = 6, 7
@@ -242,8 +243,7 @@ def _tactical(observation: Observation, action_space: Mapping[ActionName, Action
     amask = observation.actions[DROP]
     if not len(amask.actor_ids):
         return {}
-    pointer = isinstance(action_space[DROP], SelectEntityActionSpace)
-    if pointer:
+    if isinstance(action_space[DROP], SelectEntityActionSpace):
         legal = np.array([COLUMN_IDS.index(i) for i in amask.actee_ids], dtype=np.int64)
     else:
         legal = np.flatnonzero(np.asarray(amask.mask).reshape(-1))
@@ -258,10 +258,16 @@ def _tactical(observation: Observation, action_space: Mapping[ActionName, Action
             break
     if choice is None:
         choice = otherwise(legal)
-    if pointer:
-        return {DROP: SelectEntityAction([amask.actor_ids[0]], [COLUMN_IDS[int(choice)]])}
+    return drop_action(action_space, int(choice), amask.actor_ids[0])
+
+
+def drop_action(action_space: Mapping[ActionName, ActionSpace], column: int,
+                actor: Any = MOVER_ID) -> Dict[ActionName, Action]:
+    """The actions of a seat that drops into ``column``, in the kind ``action_space`` says (either ``choose``)."""
+    if isinstance(action_space[DROP], SelectEntityActionSpace):
+        return {DROP: SelectEntityAction([actor], [COLUMN_IDS[column]])}
     labels = action_space[DROP].index_to_label
-    return {DROP: CategoricalAction([amask.actor_ids[0]], np.array([choice], dtype=np.int64), list(labels))}
+    return {DROP: CategoricalAction([actor], np.array([column], dtype=np.int64), list(labels))}
 
 
 ConnectFour.scripted_opponent = staticmethod(connect_four_opponent)
