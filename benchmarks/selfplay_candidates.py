@@ -43,6 +43,8 @@ CONNECT_FOUR: Dict[str, Tuple[str, ...]] = {
     "pointer-d64": POINTER + ("model.d_model=64", "model.n_head=4"),
     # Snapshots in play drawn by prioritised fictitious self-play (weights (1 - p)^2 from Elo).
     "pointer-pfsp": POINTER + ("selfplay.sampling=pfsp",),
+    # Every stored row and its mirror image (the board reflected left to right) trained on: twice the rows per update.
+    "pointer-mirror": POINTER + ("rollout.symmetries=[mirror]",),
 }
 # Game -> candidate -> changes. "one-policy": one policy for every seat (no pool), at the same budget.
 CANDIDATES: Dict[str, Dict[str, Tuple[str, ...]]] = {
@@ -120,7 +122,7 @@ def main(argv: Optional[List[str]] = None) -> None:
             data = candidate_data(args.env, args.candidate, args.budget)
             key = (args.env, args.candidate, seed, args.budget, fingerprint(data))
             if any((r.get("env"), r.get("candidate"), r.get("seed"), r.get("budget"), r.get("config")) == key
-                   for r in read_results(args.results)):
+                   and "stopped" not in r for r in read_results(args.results)):  # a stopped run is run again
                 print(f"{args.env} {args.candidate} seed {seed} at {args.budget:,} steps: already recorded")
                 continue
             print(f"running {args.env} {args.candidate} seed {seed} for {args.budget:,} steps", flush=True)

@@ -22,6 +22,7 @@ from entmachin.env.action import (
     ActionMask,
 )
 from entmachin.env.common import GLOBAL_ENTITY, ActionName, EntityID, EntityName, Features
+from entmachin.env.symmetry import Symmetry
 
 
 @dataclass
@@ -268,6 +269,11 @@ class Environment(ABC):
     def render(self, **kwargs: Any) -> npt.NDArray[np.uint8]:
         """An RGB image of the current state."""
         raise NotImplementedError(f"{type(self).__name__} does not implement render()")
+
+    def symmetries(self) -> Dict[str, Symmetry]:
+        """The game's symmetries by name (``entmachin.env.symmetry``): transformations of its observations
+        that leave its rules unchanged, which ``rollout.symmetries`` trains on; none unless overridden."""
+        return {}
 
     def close(self) -> None:
         """Release resources held by the environment."""

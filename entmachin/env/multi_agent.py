@@ -33,6 +33,7 @@ import numpy.typing as npt
 from entmachin.env.action import Action, ActionSpace
 from entmachin.env.common import ActionName
 from entmachin.env.environment import Observation, ObsSpace, filter_observation
+from entmachin.env.symmetry import Symmetry
 
 Seat = str
 SeatActions = Mapping[ActionName, Action]
@@ -99,6 +100,11 @@ class MultiAgentEnvironment(ABC):
     def render(self, **kwargs: Any) -> npt.NDArray[np.uint8]:
         """An RGB image of the current state."""
         raise NotImplementedError(f"{type(self).__name__} does not implement render()")
+
+    def symmetries(self) -> Dict[str, Symmetry]:
+        """The game's symmetries by name (``entmachin.env.symmetry``): transformations of its observations
+        that leave its rules unchanged, which ``rollout.symmetries`` trains on; none unless overridden."""
+        return {}
 
     def close(self) -> None:
         """Release resources held by the environment."""

@@ -11,6 +11,7 @@ from entmachin.env.adapters import ensure_environment
 from entmachin.env.common import ActionName
 from entmachin.env.environment import Environment, Observation, ObsSpace
 from entmachin.env.multi_agent import MultiAgentEnvironment, Seat, SeatActions, is_multi_agent
+from entmachin.env.symmetry import Symmetry
 
 
 class TimeLimit(Environment):
@@ -44,6 +45,9 @@ class TimeLimit(Environment):
 
     def action_space(self) -> Dict[ActionName, ActionSpace]:
         return self.env.action_space()
+
+    def symmetries(self) -> Dict[str, Symmetry]:
+        return self.env.symmetries()
 
     def seed(self, seed: Optional[int]) -> None:
         self.env.seed(seed)
@@ -88,6 +92,9 @@ class MultiAgentTimeLimit(MultiAgentEnvironment):
 
     def action_space(self) -> Dict[ActionName, ActionSpace]:
         return self.env.action_space()
+
+    def symmetries(self) -> Dict[str, Symmetry]:
+        return self.env.symmetries()
 
     def seed(self, seed: Optional[int]) -> None:
         self.env.seed(seed)

@@ -27,6 +27,8 @@ import numpy as np
 import torch
 
 from entmachin.env import GLOBAL_ENTITY, VecEnv, VecObs, to_state, to_vec_actions
+from entmachin.env.symmetry import Symmetry
+from entmachin.frame.augment import augment
 from entmachin.ragged import trees
 from entmachin.ragged.array import RaggedArrayI64
 from entmachin.ragged.arrays import concat
@@ -172,6 +174,9 @@ class RolloutCollector:
             of their rows while the caller works (``envs.parts(2)`` gives one part: ``EnvList``, a
             ``ParallelEnvList`` of one worker, ``RayEnvList``) and games with ``opponents`` fall back to the
             sequential loop, with a warning; :attr:`overlap` says which loop runs.
+        symmetries: the game's symmetries (``entmachin.env.symmetry.Symmetry``) whose images of every row are
+            stored too (``entmachin.frame.augment``): each rollout stores ``1 + len(symmetries)`` times the rows;
+            the frame's ``replay_size`` must hold them.
 
     **Overlapped sampling** (``overlap=True``): the rows split into halves A and B of whole workers
     (``envs.parts(2)``). Each step receives A's observations, acts on A and sends A's actions, then does the
@@ -196,13 +201,14 @@ class RolloutCollector:
 
     def __init__(self, frame: Any, envs: VecEnv, n_steps: int, *, state_fn: Optional[StateFn] = None,
                  action_fn: Optional[ActionFn] = None, before_store: Optional[Callable[[], None]] = None,
-                 opponents: Optional[Opponents] = None, overlap: bool = False) -> None:
+                 opponents: Optional[Opponents] = None, overlap: bool = False,
+                 symmetries: Sequence[Symmetry] = ()) -> None:
         if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 1:
             raise ValueError(f"RolloutCollector: n_steps must be an int >= 1, got {n_steps!r}")
         if not isinstance(overlap, bool):
             raise TypeError(f"RolloutCollector: overlap must be a bool, got {overlap!r}")
         self.frame, self.envs, self.n_steps, self.before_store = frame, envs, n_steps, before_store
-        self.opponents = opponents
+        self.opponents, self.symmetries = opponents, list(symmetries)
         self._halves: Optional[List[Tuple[int, int]]] = None
         if overlap:
             halves = envs.parts(2)
@@ -389,6 +395,8 @@ class RolloutCollector:
                   "truncated": truncated[t]} for t, (s, a, n) in enumerate(zip(states, actions, next_states))]
         for step, stored in zip(steps, chosen[0] if chosen else ()):
             step["stored"] = stored
+        if self.symmetries:
+            steps = augment(steps, self.symmetries, self.envs.obs_space())
         if self.before_store is not None:
             self.before_store()
         self.frame.store_rollout(steps)

@@ -6,7 +6,7 @@ import logging
 import math
 import os
 import warnings
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 from torch import nn
@@ -14,6 +14,7 @@ from torch import nn
 from entmachin.env import EnvList, Environment, GymnasiumVecEnv, ParallelEnvList, TimeLimit, VecEnv
 from entmachin.env.adapters import GymnasiumEnvironment
 from entmachin.env.multi_agent import is_multi_agent
+from entmachin.env.symmetry import Symmetry, check_symmetries
 from entmachin.env.examples import ENV_REGISTRY
 from entmachin.frame import A2C, BC, DQN, PPO, DQNPer
 from entmachin.frame.config import resolve
@@ -297,7 +298,8 @@ def make_frame(config: RunConfig, obs_space: Any, action_space: Any, writer: Any
 
     ``rank``: a data-parallel rank other than 0 shuffles its minibatches with a seed of its own.
     ``rows_per_env``: rows each environment stores per step (its seats, for a game of several
-    players): a rollout stores ``rollout.num_envs x rollout.n_steps x rows_per_env`` rows.
+    players): a rollout stores ``rollout.num_envs x rollout.n_steps x rows_per_env`` rows, and as many again
+    for each of ``rollout.symmetries``.
     ``compiled``: the RogueNets run compiled (what :func:`decide_compile` resolved ``model.compile``
     to for a run; eager elsewhere, e.g. evaluating a checkpoint).
     """
@@ -307,7 +309,7 @@ def make_frame(config: RunConfig, obs_space: Any, action_space: Any, writer: Any
     device = torch.device(config.train.device)
     net.to(device)
     critic.to(device)
-    rows = config.rows_per_update * (1 if config.frame.name == "BC" else rows_per_env)
+    rows = config.rows_per_update * (1 if config.frame.name == "BC" else rows_per_env * config.rollout.images)
     actor_times, critic_times = update_times(config, rows)
     settings = dict(vars(config.frame.settings))
     settings.update(actor_update_times=actor_times, critic_update_times=critic_times,
@@ -323,6 +325,33 @@ def make_frame(config: RunConfig, obs_space: Any, action_space: Any, writer: Any
                 f"{config.frame.n_epochs} x ceil({rows} rows / batch_size "
                 f"{config.frame.settings.batch_size}) = {config.frame.n_epochs * per_epoch} minibatch steps per update")
     return frame, note
+
+
+def symmetries_of(config: RunConfig) -> List[Symmetry]:
+    """The environment's symmetries that ``rollout.symmetries`` names, in that order (a run resolves them
+    before it writes its directory).
+
+    Raises:
+        ConfigError: a name the environment's ``symmetries()`` does not have (the message lists those it
+            has), or a symmetry that names entities, features or actions the environment does not have.
+    """
+    if not config.rollout.symmetries:
+        return []
+    env = EnvFactory(config.env)()
+    try:
+        offered = getattr(env, "symmetries", dict)()  # an environment of no entmachin base offers none
+        obs_space, action_space = env.obs_space(), env.action_space()
+    finally:
+        env.close()
+    unknown = [n for n in config.rollout.symmetries if n not in offered]
+    if unknown:
+        has = f"it offers {sorted(offered)}" if offered else "it offers none (its symmetries() is empty)"
+        raise ConfigError(f"rollout.symmetries: {unknown} are not symmetries of {config.env.name}; {has}")
+    try:
+        check_symmetries(offered, obs_space, action_space, f"{config.env.name}.symmetries()")
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"rollout.symmetries: {e}") from None
+    return [offered[n] for n in config.rollout.symmetries]
 
 
 def check_translation(config: RunConfig, obs_space: Any) -> None:

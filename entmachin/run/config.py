@@ -171,8 +171,13 @@ class RolloutSection:
         "auto", "the policy acts on one half of the worker processes while the other half steps (same rows; a seed's "
                 "sampled actions differ): auto where it pays (the log says which it chose and why); true; false",
         execution=True, before=False)
+    symmetries: Tuple[str, ...] = setting(
+        (), "the environment's symmetries (its symmetries() names, e.g. [mirror]) whose images of every stored row "
+            "are trained on too (PPO, A2C): more rows per environment step", before=())
 
     def __post_init__(self) -> None:
+        if len(set(self.symmetries)) != len(self.symmetries):
+            raise ValueError(f"symmetries: {list(self.symmetries)} names a symmetry twice")
         for name, low in (("num_envs", 1), ("n_steps", 1), ("processes", 0)):
             if getattr(self, name) < low:
                 raise ValueError(f"{name}: expected an int >= {low}, got {getattr(self, name)}")
@@ -181,8 +186,13 @@ class RolloutSection:
 
     @property
     def rows(self) -> int:
-        """Rows stored per rollout: ``num_envs * n_steps``."""
+        """Environment steps per rollout (per rank): ``num_envs * n_steps``."""
         return self.num_envs * self.n_steps
+
+    @property
+    def images(self) -> int:
+        """Rows stored per seat's step: the row and its image under each of ``symmetries``."""
+        return 1 + len(self.symmetries)
 
 
 @documented
@@ -591,6 +601,9 @@ def _check_rules(config: RunConfig) -> None:
         why = "learns Q-values with RogueNet Q-heads" if frame.name in Q_FRAMES else "clones into a RogueNet"
         raise ConfigError(f"model.kind: mlp trains with frame.name PPO or A2C; {frame.name} {why}: use model.kind: "
                           "rogue_net")
+    if config.rollout.symmetries and frame.name not in ("PPO", "A2C"):
+        raise ConfigError(f"rollout.symmetries: {frame.name} does not train on symmetric images (its rows are not "
+                          "rollouts' rows); use frame.name: PPO or A2C, or rollout.symmetries: []")
     if config.selfplay.enabled and frame.name in Q_FRAMES:
         raise ConfigError(f"selfplay.seats: {frame.name} does not support self-play (its replay would mix "
                           "opponents of every age); use frame.name: PPO or A2C, or selfplay.seats: all")

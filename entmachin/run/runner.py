@@ -46,7 +46,7 @@ from entmachin.frame.summary import log_update
 from entmachin.model.compiled import recompiles
 from entmachin.run import logs, startup
 from entmachin.run.build import (EnvFactory, check_device, check_translation, decide_compile, decide_overlap, make_envs,
-                                  make_frame, seeds)
+                                  make_frame, seeds, symmetries_of)
 from entmachin.run.best import candidate, improves, publish_best, read_best
 from entmachin.run.cloning import Cloning
 from entmachin.run.config import RunConfig, config_to_dict, dump_yaml
@@ -154,6 +154,7 @@ class Runner:
         if config.model.kind == "rogue_net" and config.model.translation is not None:  # names the env's entities
             check_translation(config, EnvFactory(config.env).spaces()[0])
         _check_evaluations(config)  # refused now, before the run directory is written
+        self.symmetries = symmetries_of(config)
         # A run that fails before its first checkpoint takes away what it wrote (and the
         # directory, if it made it), so that starting again there needs no --force.
         self._created = not os.path.exists(run_dir)
@@ -217,7 +218,8 @@ class Runner:
             self.collector = RolloutCollector(self.frame, self.envs, n_steps=config.rollout.n_steps,
                                               state_fn=self.tracker.state_fn, action_fn=self.tracker.action_fn,
                                               before_store=None if self.dist is None else self._merge_input_stats,
-                                              opponents=self.selfplay, overlap=overlap)
+                                              opponents=self.selfplay, overlap=overlap,
+                                              symmetries=self.symmetries)
         self._stats_before: List[torch.Tensor] = []
         if self.resume:
             self._load_latest()

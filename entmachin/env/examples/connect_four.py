@@ -21,6 +21,9 @@ column's own embedding (a pointer over the columns) instead of from the ``Mover`
 not to move, and every seat once the game is over, has no actors; ``act`` takes an empty mapping (or
 a ``drop`` without actors) for it.
 
+Symmetry: ``mirror``, the board reflected left to right (``symmetries()``; ``rollout.symmetries: [mirror]``
+trains on every row and its mirror image).
+
 Reward: on the final step +1 to the winner and -1 to the loser (0 each for a draw), stated as
 each seat's ``result`` (``"win"``, ``"loss"``, ``"draw"``); 0 on every other step.
 
@@ -48,6 +51,7 @@ from entmachin.env.environment import Entity, Observation, ObsSpace
 from entmachin.env.examples._checks import (check_choice, check_one_of, expect_action_type, expect_one_choice,
                                             seat_action)
 from entmachin.env.multi_agent import MultiAgentEnvironment, Seat, SeatActions, check_by_seat
+from entmachin.env.symmetry import Symmetry
 
 ROWS, COLS = 6, 7
 SEATS = ["0", "1"]
@@ -112,6 +116,12 @@ class ConnectFour(MultiAgentEnvironment):
         if self.choose == "column":
             return {DROP: SelectEntityActionSpace()}
         return {DROP: CategoricalActionSpace(list(COLUMNS))}
+
+    def symmetries(self) -> Dict[str, Symmetry]:
+        """``mirror``: the board reflected left to right (column ``c`` becomes ``6 - c``; with ``choose="drop"``
+        the choice of column ``c`` becomes ``6 - c``; a selected Column entity stays selected, its ``col`` mirrored)."""
+        flip = {t: {"col": (-1.0, float(COLS - 1))} for t in ("Mine", "Theirs", "Column")}
+        return {"mirror": Symmetry(flip, {} if self.choose == "column" else {DROP: list(range(COLS))[::-1]})}
 
     def reset(self) -> Dict[Seat, Observation]:
         self.bits = [0, 0]
