@@ -1,24 +1,30 @@
 """What a run config builds: the environment factory, the environments, the networks and the frame."""
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import logging
 import math
 import os
+import time
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+import numpy as np
 import torch
 from torch import nn
 
-from entmachin.env import EnvList, Environment, GymnasiumVecEnv, ParallelEnvList, TimeLimit, VecEnv
+from entmachin.env import (EnvList, Environment, GymnasiumVecEnv, ParallelEnvList, TimeLimit, VecEnv, random_actions,
+                           to_state)
 from entmachin.env.adapters import GymnasiumEnvironment
 from entmachin.env.multi_agent import is_multi_agent
 from entmachin.env.symmetry import Symmetry, check_symmetries
 from entmachin.env.examples import ENV_REGISTRY
 from entmachin.frame import A2C, BC, DQN, PPO, DQNPer
 from entmachin.frame.config import resolve
+from entmachin.frame.safe_call import safe_call
 from entmachin.model import DenseNet, RogueNet
+from entmachin.ragged.tensor import tree_to_torch
 from entmachin.run.config import Q_FRAMES, ConfigError, EnvSection, RunConfig, overlap_refusal, update_times
 
 __all__ = ["EnvFactory", "GymnasiumMaker", "GYMNASIUM", "check_device", "check_translation", "decide_compile",
@@ -199,21 +205,24 @@ def make_envs(config: RunConfig, seed: int) -> VecEnv:
     """The environments of a rollout section: ``EnvList`` (``GymnasiumVecEnv`` for a gymnasium
     environment, the same ``VecObs`` from flat arrays), ``ParallelEnvList``, or with ``workers``
     set, a ``RayEnvList`` of ``max(1, processes)`` Ray actors (``auto``: the Ray this process is
-    connected to, or a new local one; ``ray://ADDRESS``: that cluster)."""
+    connected to, or a new local one; ``ray://ADDRESS``: that cluster). ``processes: auto`` is decided here
+    (:func:`decide_processes`, logged) unless the caller resolved it."""
     factory = EnvFactory(config.env)
-    workers = config.rollout.workers
+    workers, processes = config.rollout.workers, config.rollout.processes
+    if processes == "auto":
+        processes, note = decide_processes(config)
+        logger.info(note)
     if workers is not None:
         from entmachin.env.ray_env_list import RayEnvList  # Ray only where asked for
 
-        return RayEnvList(factory, config.rollout.num_envs, max(1, config.rollout.processes), seed=seed,
+        return RayEnvList(factory, config.rollout.num_envs, max(1, processes), seed=seed,
                           address=None if workers == "auto" else workers, check_finite=config.env.check_finite)
-    if config.rollout.processes == 0:
+    if processes == 0:
         if factory.gymnasium is not None:
             return GymnasiumVecEnv(factory.gymnasium_env, config.rollout.num_envs, seed=seed,
                                    check_finite=config.env.check_finite)
         return EnvList(factory, config.rollout.num_envs, seed=seed, check_finite=config.env.check_finite)
-    return ParallelEnvList(factory, config.rollout.num_envs, config.rollout.processes, seed=seed,
-                           check_finite=config.env.check_finite)
+    return ParallelEnvList(factory, config.rollout.num_envs, processes, seed=seed, check_finite=config.env.check_finite)
 
 
 # model.compile: auto compiles only runs long enough for compiling to have been measured to pay.
@@ -263,6 +272,99 @@ def decide_compile(config: RunConfig) -> Tuple[bool, str]:
 AUTO_OVERLAP_MIN_ENVS = 64
 
 
+# rollout.processes: auto starts worker processes only where they pay. Workers step the environments in
+# parallel, but every vector step costs a round trip to each of them, and a worker without a core of its own
+# takes the learner's: on 2 cores the MineSweeper workload trained at 1,127-1,286 env steps/s with
+# processes: 2 against 1,445-1,509 in this process (alternating, the other core busy). So auto keeps a core
+# for the learner and chooses the number of workers P that minimises the time per step it predicts from a
+# probe of the run's own environments and network: acting + update + environments / P + P x WORKER_ROUND_TRIP_S,
+# the update's share counted as UPDATE_PER_ACT times the acting forward (a profile of the MineSweeper workload:
+# update 40% of the wall time, acting 13%), since workers do not shorten it.
+AUTO_PROCESSES_MIN_CORES = 3  # the learner's core and two workers'
+AUTO_PROCESSES_MIN_GAIN = 1.25  # the predicted speed-up of training that starting workers needs
+UPDATE_PER_ACT = 3.0
+WORKER_ROUND_TRIP_S = 4e-4  # per worker and vector step (benchmarks/bench_parallel_env_list.py)
+PROBE_S = 0.25  # about this long stepping the environments in the probe
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its affinity where the platform says), shared among the data-parallel
+    ranks of this machine (``LOCAL_WORLD_SIZE`` under torchrun)."""
+    n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, n // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)))
+
+
+def measure_step_costs(config: RunConfig, budget_s: float = PROBE_S) -> Tuple[float, float]:
+    """``(environments, act)``: seconds per vector step of ``rollout.num_envs`` environments stepped in this
+    process with random actions (at least 3 steps, then until ``budget_s``), and of a freshly built policy's
+    forward on their rows."""
+    envs = make_envs(dataclasses.replace(config, rollout=dataclasses.replace(config.rollout, processes=0,
+                                                                             workers=None)), seed=0)
+    try:
+        rng, space = np.random.default_rng(0), envs.action_space()
+        obs, n, env_s = envs.reset(), 0, 0.0
+        while n < 3 or (env_s < budget_s and n < 100):
+            actions = random_actions(obs, space, rng)
+            start = time.perf_counter()
+            obs = envs.act(actions)
+            env_s += time.perf_counter() - start
+            n += 1
+        net, _ = _networks(config, envs.obs_space(), space)
+        state = tree_to_torch(to_state(obs, space))
+        with torch.no_grad():
+            safe_call(net, state)  # the first call pays for what is done once
+            start = time.perf_counter()
+            for _ in range(3):
+                safe_call(net, state)
+            act_s = (time.perf_counter() - start) / 3
+        return env_s / n, act_s
+    finally:
+        envs.close()
+
+
+def decide_processes(config: RunConfig, n_cores: Optional[int] = None,
+                     costs: Optional[Tuple[float, float]] = None) -> Tuple[int, str]:
+    """What ``rollout.processes`` resolves to for this run, and a line saying why.
+
+    ``auto``: no workers for behaviour cloning (it steps no environments while it trains) or on fewer than
+    ``AUTO_PROCESSES_MIN_CORES`` cores (``n_cores``, default :func:`available_cores`); with Ray workers, one per
+    core beside the learner's; otherwise the number the step costs (``costs``, default
+    :func:`measure_step_costs`) predict fastest, if that step is ``AUTO_PROCESSES_MIN_GAIN`` times faster
+    than stepping in this process, else none.
+    """
+    rollout = config.rollout
+    if rollout.processes != "auto":
+        return rollout.processes, (f"rollout.processes: {rollout.processes} worker processes" if rollout.processes else
+                                   "rollout.processes: 0: the environments step in this process")
+    if config.frame.name == "BC":
+        return 0, "rollout.processes: auto chose 0: behaviour cloning steps no environments while it trains"
+    n_cores = available_cores() if n_cores is None else n_cores
+    if rollout.workers is not None:
+        n = max(1, min(rollout.num_envs, n_cores - 1))
+        return n, (f"rollout.processes: auto chose {n} Ray workers, one per core of this machine beside the learner's "
+                   f"({n_cores} cores); set rollout.processes to use a cluster's cores")
+    if n_cores < AUTO_PROCESSES_MIN_CORES:
+        return 0, (f"rollout.processes: auto chose 0 (the environments step in this process): {n_cores} core"
+                   f"{'s' if n_cores != 1 else ''} leave worker processes no core of their own beside the learner's "
+                   f"(auto starts workers from {AUTO_PROCESSES_MIN_CORES} cores)")
+    env_s, act_s = measure_step_costs(config) if costs is None else costs
+    learner_s = act_s * (1.0 + UPDATE_PER_ACT)  # acting and the update's share per step
+
+    def step(p: int) -> float:
+        return learner_s + (env_s if p == 0 else env_s / p + WORKER_ROUND_TRIP_S * p)
+
+    best = min(range(2, min(n_cores - 1, rollout.num_envs) + 1), key=step, default=0)
+    gain = step(0) / step(best)
+    costs_said = (f"a step of the {rollout.num_envs} environments takes {env_s * 1e3:.2f} ms, the policy's forward "
+                  f"{act_s * 1e3:.2f} ms (with the update's share, {env_s / step(0):.0%} of the time is the "
+                  f"environments'), {n_cores} cores")
+    if gain < AUTO_PROCESSES_MIN_GAIN:
+        return 0, (f"rollout.processes: auto chose 0 (the environments step in this process): {costs_said}; worker "
+                   f"processes would train at most {gain:.2f}x faster (auto starts them from "
+                   f"{AUTO_PROCESSES_MIN_GAIN}x)")
+    return best, f"rollout.processes: auto chose {best} worker processes: {costs_said}; predicted {gain:.2f}x faster"
+
+
 def decide_overlap(config: RunConfig, n_cores: Optional[int] = None) -> Tuple[bool, str]:
     """What ``rollout.overlap`` resolves to for this run, and a line saying why.
 
@@ -274,10 +376,13 @@ def decide_overlap(config: RunConfig, n_cores: Optional[int] = None) -> Tuple[bo
     if choice is False:
         return False, "rollout.overlap: false: every row steps at once"
     if choice is True:
+        if (refused := overlap_refusal(config)) is not None:  # rollout.processes: auto chose fewer than two
+            raise ConfigError(f"rollout.overlap: true, but {refused}; set rollout.processes to 2 or more, or "
+                              "rollout.overlap: auto")
         return True, (f"rollout.overlap: true: the policy acts on one half of the {rollout.processes} worker processes "
                       "while the other half steps")
     if n_cores is None:
-        n_cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        n_cores = available_cores()
     if (refused := overlap_refusal(config)) is not None:
         return False, f"rollout.overlap: auto chose sequential: {refused}"
     why = (f"{rollout.num_envs} environments are too few (halves under {AUTO_OVERLAP_MIN_ENVS // 2} cost the policy "

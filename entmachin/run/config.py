@@ -162,8 +162,9 @@ class RolloutSection:
 
     num_envs: int = setting(32, "environments stepped together (per rank under torchrun)")
     n_steps: int = setting(16, "steps per environment in each rollout (one update per rollout)")
-    processes: int = setting(
-        0, "0: step in this process (EnvList); N: N worker processes (ParallelEnvList, or Ray workers)", execution=True)
+    processes: Union[int, Literal["auto"]] = setting(  # type: ignore[assignment]
+        "auto", "0: step in this process (EnvList); N: N worker processes (ParallelEnvList, or Ray workers); auto: "
+                "chosen from the cores and the measured costs of a step (the log says what and why)", execution=True)
     workers: Optional[str] = setting(
         None, "null: workers on this machine; auto: a local Ray; ray://ADDRESS: a Ray cluster (entmachin[ray])",
         execution=True)
@@ -179,7 +180,7 @@ class RolloutSection:
         if len(set(self.symmetries)) != len(self.symmetries):
             raise ValueError(f"symmetries: {list(self.symmetries)} names a symmetry twice")
         for name, low in (("num_envs", 1), ("n_steps", 1), ("processes", 0)):
-            if getattr(self, name) < low:
+            if getattr(self, name) != "auto" and getattr(self, name) < low:
                 raise ValueError(f"{name}: expected an int >= {low}, got {getattr(self, name)}")
         if self.workers is not None and self.workers != "auto" and not re.match(r"^ray://\S+$", self.workers):
             raise ValueError(f"workers: expected null, 'auto' (a local Ray) or 'ray://ADDRESS', got {self.workers!r}")
@@ -586,7 +587,7 @@ def _check_rules(config: RunConfig) -> None:
         raise ConfigError(f"frame.batch_size: {frame.settings.batch_size} is more than the {rows} rows one rollout "
                           f"stores (rollout.num_envs x rollout.n_steps = {config.rollout.num_envs} x "
                           f"{config.rollout.n_steps}); lower it or collect more rows")
-    if config.rollout.processes > config.rollout.num_envs:
+    if config.rollout.processes != "auto" and config.rollout.processes > config.rollout.num_envs:
         raise ConfigError(f"rollout.processes: {config.rollout.processes} worker processes for "
                           f"{config.rollout.num_envs} environments; use at most rollout.num_envs")
     if isinstance(frame.settings, A2CConfig) and config.model.critic == "shared" and \
@@ -620,7 +621,7 @@ def overlap_refusal(config: RunConfig) -> Optional[str]:
     return ("behaviour cloning collects no rollouts" if config.frame.name == "BC" else
             "Ray workers (rollout.workers) step every row at once" if rollout.workers is not None else
             f"rollout.processes is {rollout.processes}; halves need two or more worker processes"
-            if rollout.processes < 2 else
+            if rollout.processes != "auto" and rollout.processes < 2 else
             "self-play's opponents act on the same steps as the learner" if config.selfplay.enabled else None)
 
 

@@ -45,7 +45,8 @@ from entmachin.frame.checkpoint_files import manifest_versions, remove_version
 from entmachin.frame.summary import log_update
 from entmachin.model.compiled import recompiles
 from entmachin.run import logs, startup
-from entmachin.run.build import (EnvFactory, check_device, check_translation, decide_compile, decide_overlap, make_envs,
+from entmachin.run.build import (EnvFactory, check_device, check_translation, decide_compile, decide_overlap,
+                                  decide_processes, make_envs,
                                   make_frame, seeds, symmetries_of)
 from entmachin.run.best import candidate, improves, publish_best, read_best
 from entmachin.run.cloning import Cloning
@@ -180,6 +181,9 @@ class Runner:
             raise RunError(f"selfplay.seats: self-play trains in one process (rollout.processes: N steps its games in "
                            f"worker processes); under torchrun ({self.dist.world_size} ranks) each rank would keep a "
                            "pool and Elo ratings of its own, which are not merged yet")
+        processes, self.processes_note = decide_processes(config)
+        logger.info(self.processes_note)
+        config = dataclasses.replace(config, rollout=dataclasses.replace(config.rollout, processes=processes))
         self.envs, self.frame, note = self._envs_and_frame(config, rank)
         if self.dist is not None and config.frame.name not in ("PPO", "A2C"):
             raise RunError(f"frame.name: {config.frame.name} trains in one process; data-parallel training "
@@ -344,7 +348,7 @@ class Runner:
             self._build()
             if self.lead:  # on resume too: the settings it may change, and what auto chose this time
                 logs.write_config(self.run_dir, config, world_size=1 if self.dist is None else self.dist.world_size,
-                                  notes=[self.compile_note, self.overlap_note])
+                                  notes=[self.compile_note, self.processes_note, self.overlap_note])
             writer = logs.make_writer(self.run_dir, purge_step=self.state.env_steps + 1 if self.resume else None) \
                 if self.lead else logs.NullWriter()
             if not self.resume and self.lead:

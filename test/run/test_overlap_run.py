@@ -51,7 +51,7 @@ def test_auto_is_the_default_and_self_play_and_cloning_collect_sequentially():
 
 
 @pytest.mark.parametrize("data,message", [
-    ({"rollout": {"overlap": True}}, r"^rollout.overlap: true, but rollout.processes is 0; halves need two or more "
+    ({"rollout": {"overlap": True, "processes": 0}}, r"^rollout.overlap: true, but rollout.processes is 0; halves need two or more "
                                      r"worker processes; set rollout.overlap: auto \(or false\)$"),
     ({"rollout": {"overlap": True, "processes": 1}}, r"^rollout.overlap: true, but rollout.processes is 1"),
     ({"rollout": {"overlap": True, "processes": 2, "workers": "auto"}},
