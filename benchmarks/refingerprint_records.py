@@ -2,6 +2,7 @@
 
     python benchmarks/refingerprint_records.py            # writes benchmarks/results/learning.jsonl in place
     python benchmarks/refingerprint_records.py --check    # only reports what it would do
+    python benchmarks/refingerprint_records.py --sweep    # the same for benchmarks/results/sweep.jsonl
 
 Records written before ``settings`` existed carry only ``config``, a fingerprint under the rule of their
 day, which hashed every field (so adding a field with a default changed every fingerprint). To judge them
@@ -13,6 +14,9 @@ by today's rule (``entmachin.run.fingerprint``), this script finds the config ea
    ``config`` (a record's fingerprint is taken before its job trains, so a config edited in the same
    commit as its rows were added matches that commit's parent);
 3. that commit's ``config_to_dict(load_config(bundled config))``, computed by that commit's own code.
+
+With ``--sweep`` a record of ``sweep_defaults.py`` is matched the same way by that commit's
+``sweep_defaults.fingerprint_by_env(candidate)``, and gains that commit's ``job_config`` of its candidate.
 
 The record gains ``settings`` (that plain config) and ``settings_from`` (the commit); ``config`` is left as
 it was. A record no commit matches is left without ``settings`` and reported: today's rule cannot vouch for
@@ -31,11 +35,12 @@ from typing import Any, Dict, List, Optional, Tuple
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 RESULTS = os.path.join("benchmarks", "results", "learning.jsonl")
+SWEEP = os.path.join("benchmarks", "results", "sweep.jsonl")
 # What decides a bundled config as the benchmark read it: the YAML files, the sections' declarations and
 # defaults, and the fingerprint itself.
 RELEVANT = ["entmachin/run/configs", "entmachin/run/config.py", "entmachin/run/defaults.py",
             "entmachin/frame/config.py", "entmachin/model/config.py", "entmachin/settings.py",
-            "benchmarks/bench_learning.py"]
+            "benchmarks/bench_learning.py", "benchmarks/sweep_defaults.py"]
 MAX_BACK = 12  # relevant commits tried before a record is given up as matching none
 
 _PROBE = r"""
@@ -55,10 +60,15 @@ from entmachin.run.cli import bundled_config_path
 from entmachin.run.config import config_to_dict, load_config
 out = {}
 for key in json.loads(sys.argv[2]):
-    env, frame = key.split("/")
+    env, frame, *candidate = key.split("/")
     try:
-        out[key] = {"fingerprint": bench_learning.config_fingerprint(env, frame),
-                    "settings": config_to_dict(load_config(bundled_config_path(env, frame)))}
+        if candidate:  # a sweep record: that commit's own job of the candidate
+            import sweep_defaults
+            out[key] = {"fingerprint": sweep_defaults.fingerprint_by_env(candidate[0])[(env, frame)],
+                        "settings": sweep_defaults.job_config(env, frame, sweep_defaults.CANDIDATES[candidate[0]])}
+        else:
+            out[key] = {"fingerprint": bench_learning.config_fingerprint(env, frame),
+                        "settings": config_to_dict(load_config(bundled_config_path(env, frame)))}
     except (Exception, SystemExit) as e:
         out[key] = {"error": f"{type(e).__name__}: {e}"}
 print(json.dumps(out))
@@ -69,11 +79,11 @@ def git(*args: str) -> str:
     return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True, text=True).stdout
 
 
-def line_commits() -> Dict[str, str]:
+def line_commits(results: str) -> Dict[str, str]:
     """Each line of the results file -> the latest commit that added it."""
     added: Dict[str, str] = {}
     commit = None
-    for line in git("log", "--reverse", "-p", "--format=COMMIT %H", "--", RESULTS).splitlines():
+    for line in git("log", "--reverse", "-p", "--format=COMMIT %H", "--", results).splitlines():
         if line.startswith("COMMIT "):
             commit = line.split()[1]
         elif line.startswith("+{"):
@@ -102,7 +112,7 @@ def find_settings(record: Dict[str, Any], commit: str, cache: Dict[Tuple[str, st
                   ) -> Tuple[Optional[str], Optional[Dict[str, Any]], List[str]]:
     """The commit (from ``commit`` back) whose bundled config has the record's fingerprint, its plain config,
     and what each commit tried gave."""
-    key = f"{record['env']}/{record['frame']}"
+    key = "/".join([record["env"], record["frame"]] + ([record["candidate"]] if "candidate" in record else []))
     tried = []
     candidates = git("log", "--format=%H", f"-{MAX_BACK}", commit, "--", *RELEVANT).split()
     if commit not in candidates:
@@ -119,16 +129,19 @@ def find_settings(record: Dict[str, Any], commit: str, cache: Dict[Tuple[str, st
 def main(argv: Optional[List[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="report only; leave the results file as it is")
+    parser.add_argument("--sweep", action="store_true", help="the records of sweep_defaults.py (sweep.jsonl)")
     args = parser.parse_args(argv)
-    path = os.path.join(ROOT, RESULTS)
+    results = SWEEP if args.sweep else RESULTS
+    path = os.path.join(ROOT, results)
     with open(path, encoding="utf-8") as f:
         lines = [line.rstrip("\n") for line in f if line.strip()]
-    added = line_commits()
+    added = line_commits(results)
     cache: Dict[Tuple[str, str], Dict[str, Any]] = {}
     out, report = [], []
     for line in lines:
         record = json.loads(line)
-        where = f"{record['env']} {record['frame']} seed {record['seed']} config {record['config']}"
+        where = (f"{record.get('candidate', '')} {record['env']} {record['frame']} seed {record['seed']} "
+                 f"config {record['config']}").strip()
         if "settings" in record:
             out.append(line)
             continue
@@ -150,7 +163,8 @@ def main(argv: Optional[List[str]] = None) -> None:
         with open(path + ".tmp", "w", encoding="utf-8") as f:
             f.write("\n".join(out) + "\n")
         os.replace(path + ".tmp", path)
-        with open(os.path.join(HERE, "results", "refingerprint_records.txt"), "w", encoding="utf-8") as f:
+        report_file = "refingerprint_sweep.txt" if args.sweep else "refingerprint_records.txt"
+        with open(os.path.join(HERE, "results", report_file), "w", encoding="utf-8") as f:
             f.write("\n".join(report) + "\n")
 
 

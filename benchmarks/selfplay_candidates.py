@@ -3,6 +3,7 @@
     python benchmarks/selfplay_candidates.py --candidate pointer --seeds 0 [--budget 1000000]
     python benchmarks/selfplay_candidates.py --env Skirmish --candidate one-policy --seeds 0 1 2 --budget 200000
     python benchmarks/selfplay_candidates.py --table-only
+    python benchmarks/selfplay_candidates.py --promote pointer-entropy   # its runs become the bundled config's rows
 
 Each job trains the game's bundled config (ConnectFour unless ``--env``) with the candidate's changes (``--set`` style), as
 ``bench_learning.py`` trains a row (ten evaluations against ``random`` and ``scripted`` on the way,
@@ -27,9 +28,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
-from bench_learning import bundled_data, fingerprint, read_results, train_and_evaluate  # noqa: E402
+from bench_learning import bundled_data, fingerprint, read_results, settings_of, train_and_evaluate  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results", "selfplay_candidates.jsonl")
+LEARNING = os.path.join(HERE, "results", "learning.jsonl")
 FRAME = "PPO"
 FRESH_GAMES = 1000
 
@@ -79,7 +81,7 @@ def run_one(env: str, candidate: str, seed: int, budget: int, runs_dir: str,
     code = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True,
                           text=True).stdout.strip()
     record = {"candidate": candidate, "changes": list(CANDIDATES[env][candidate]), "env": env, "frame": FRAME,
-              "seed": seed, "budget": budget, "config": fingerprint(data), "code": code, "run_dir": run_dir}
+              "seed": seed, "budget": budget, **settings_of(data), "code": code, "run_dir": run_dir}
     record.update(train_and_evaluate(data, seed, budget, run_dir, fresh_games=games))  # held_out included
     if record["env_steps"] < budget:  # a stop signal ended it: its figures are of a shorter run
         record["stopped"] = f"at {record['env_steps']:,} of {budget:,} steps, by a stop signal"
@@ -112,6 +114,36 @@ def table(records: List[Dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def promote(env: str, candidate: str, results: str, learning: str) -> List[Dict[str, Any]]:
+    """Once the bundled config is the candidate's (the same fingerprint at the bundled budget), its finished runs are
+    the bundled config's: they are appended to the learning table's records (``bench_learning``), where they were
+    not already, with the bundled config's settings. Returns the records appended.
+
+    Raises:
+        SystemExit: the bundled config is not the candidate's, or the candidate has no finished run.
+    """
+    bundled = bundled_data(env, FRAME)
+    budget = bundled["train"]["total_steps"]
+    data = candidate_data(env, candidate, budget)
+    if fingerprint(data) != fingerprint(bundled):
+        raise SystemExit(f"--promote {candidate}: the bundled {env} config is not the candidate's at its "
+                         f"{budget:,} steps (fingerprints {fingerprint(bundled)} and {fingerprint(data)})")
+    runs = [r for r in read_results(results) if (r["env"], r["candidate"], r["budget"]) == (env, candidate, budget)
+            and "stopped" not in r and "held_out" in r and r.get("config") == fingerprint(data)]
+    if not runs:
+        raise SystemExit(f"--promote {candidate}: no finished run of it at {budget:,} steps in {results}")
+    have = {(r["env"], r["frame"], r["seed"], r["config"]) for r in read_results(learning)}
+    added = []
+    for r in runs:
+        if (env, FRAME, r["seed"], r["config"]) in have:
+            continue
+        record = {**r, "frame": FRAME, **settings_of(bundled)}
+        with open(learning, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+        added.append(record)
+    return added
+
+
 def main(argv: Optional[List[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--env", default="ConnectFour", choices=sorted(CANDIDATES))
@@ -122,7 +154,14 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--fresh-games", type=int, default=FRESH_GAMES, help="games of each fresh evaluation")
     parser.add_argument("--runs-dir", default=None, help="keep the run directories here (default: a temp dir)")
     parser.add_argument("--table-only", action="store_true")
+    parser.add_argument("--promote", metavar="CANDIDATE", help="the candidate the bundled config now is: its finished "
+                        "runs become the learning table's records of the game")
+    parser.add_argument("--learning", default=LEARNING, help="the learning table's records (for --promote)")
     args = parser.parse_args(argv)
+    if args.promote:
+        added = promote(args.env, args.promote, args.results, args.learning)
+        print(f"{len(added)} runs of {args.promote} added to {args.learning}: seeds {[r['seed'] for r in added]}")
+        return
     if not args.table_only:
         if args.candidate not in CANDIDATES[args.env]:
             parser.error(f"--candidate: one of {sorted(CANDIDATES[args.env])} for {args.env}")

@@ -9,8 +9,8 @@ section (name, kwargs, step limit: they define the task) is kept, and everything
 ``entmachin init`` / ``entmachin train package.module:Class`` give an environment without a
 bundled config (``entmachin.run.defaults.default_config``), plus the candidate's changes. Budgets and targets are the learning table's
 (``bench_learning.TARGETS``). Each finished job appends one JSON line to
-``benchmarks/results/sweep.jsonl`` (candidate, its changes, environment, seed, the fingerprint of
-the resolved config, returns), and jobs already there are skipped, so a sweep fills over several
+``benchmarks/results/sweep.jsonl`` (candidate, its changes, environment, seed, the resolved config and
+its fingerprint, returns), and jobs already there (by today's fingerprint rule) are skipped, so a sweep fills over several
 sittings. A job runs one torch thread; ``--jobs 2`` runs two at once (the returns do not depend
 on it: a seed's run repeats exactly on one thread).
 
@@ -33,7 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
-from bench_learning import TARGETS, fingerprint, read_results, train_and_evaluate  # noqa: E402
+from bench_learning import TARGETS, fingerprint, read_results, settings_of, train_and_evaluate  # noqa: E402
 
 # Candidate -> changes to the defaults (``--set`` style). "generic" is the defaults as they are. The
 # screen's other candidates each change one thing of "shared-critic", the defaults it started from.
@@ -84,7 +84,7 @@ def run_one(candidate: str, changes: Sequence[str], env: str, frame: str, seed: 
     data = job_config(env, frame, changes)
     run_dir = os.path.join(runs_dir, f"{candidate}-{env}-{frame}-{seed}")
     record = {"candidate": candidate, "changes": list(changes), "env": env, "frame": frame, "seed": seed,
-              "config": fingerprint(data), "budget": budget}
+              "budget": budget, **settings_of(data)}
     return {**record, **train_and_evaluate(data, seed, budget, run_dir)}
 
 
@@ -98,7 +98,7 @@ def jobs_to_run(stage: str, candidates: Sequence[str], envs: Optional[Sequence[s
         for candidate in candidates:
             config = fingerprint_by_env(candidate)[(env, frame)]
             for seed in seeds:
-                if not any(r["config"] == config and r["env"] == env and r["frame"] == frame and r["seed"] == seed
+                if not any(print_of(r) == config and r["env"] == env and r["frame"] == frame and r["seed"] == seed
                            and r["budget"] == scaled for r in done):
                     todo.append((candidate, CANDIDATES[candidate], env, frame, seed, scaled))
     return todo
@@ -120,7 +120,7 @@ def table(records: List[Dict[str, Any]], candidates: Sequence[str]) -> str:
         cells, randoms, any_rows = [], [], False
         for c in candidates:
             rows = [r for r in records if r["env"] == env and r["frame"] == frame
-                    and r["config"] == current[c].get((env, frame))]
+                    and print_of(r) == current[c].get((env, frame))]
             if not rows:
                 cells.append("")
                 continue
@@ -151,6 +151,18 @@ def table(records: List[Dict[str, Any]], candidates: Sequence[str]) -> str:
 
 
 _PRINTS: Dict[str, Dict[Tuple[str, str], str]] = {}
+_RECORD_PRINTS: Dict[str, str] = {}
+
+
+def print_of(record: Dict[str, Any]) -> str:
+    """A record's fingerprint by today's rule: of the settings and code revisions it keeps (a record without
+    ``revisions`` was made at revision 1 of every feature), else the fingerprint it was written with."""
+    if "settings" not in record:
+        return record["config"]
+    key = json.dumps([record["settings"], record.get("revisions", {})], sort_keys=True)
+    if key not in _RECORD_PRINTS:
+        _RECORD_PRINTS[key] = fingerprint(record["settings"], revised=record.get("revisions", {}))
+    return _RECORD_PRINTS[key]
 
 
 def fingerprint_by_env(candidate: str) -> Dict[Tuple[str, str], str]:
@@ -191,7 +203,7 @@ def main(argv: Optional[List[str]] = None) -> None:
                 print(f"{record['candidate']} {record['env']} {record['frame']} seed {record['seed']}: "
                       f"{record['sampled']:.3f} / {record['deterministic']:.3f} (random {record['random']:.3f}) "
                       f"in {record['wall_s']:.0f} s", flush=True)
-    shown = [c for c in candidates if any(r["config"] in fingerprint_by_env(c).values() for r in done)]
+    shown = [c for c in candidates if any(print_of(r) in fingerprint_by_env(c).values() for r in done)]
     print(table(done, shown))
 
 

@@ -126,6 +126,24 @@ def test_the_selfplay_candidates_record_best_final_and_held_out_figures(tmp_path
     assert "already recorded" in again.stdout and len(open(results).read().splitlines()) == 1
 
 
+def test_a_promoted_candidates_runs_become_the_bundled_configs_records(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import selfplay_candidates as sc
+
+    results, learning = tmp_path / "candidates.jsonl", tmp_path / "learning.jsonl"
+    data = sc.candidate_data("ConnectFour", "pointer", 1_000_000)  # the bundled config chooses columns
+    run = {"env": "ConnectFour", "candidate": "pointer", "budget": 1_000_000, "seed": 1, "held_out": {},
+           "config": sc.fingerprint(data), "best": {}, "final": {}}
+    results.write_text("\n".join(json.dumps(r) for r in (run, {**run, "seed": 2, "stopped": "at 5 steps"},
+                                                          {**run, "candidate": "drop"})) + "\n")
+    added = sc.promote("ConnectFour", "pointer", str(results), str(learning))
+    assert [r["seed"] for r in added] == [1]  # a stopped run and another candidate's are not the bundled config's
+    assert added[0]["settings"] == sc.bundled_data("ConnectFour", "PPO") and added[0]["frame"] == "PPO"
+    assert sc.promote("ConnectFour", "pointer", str(results), str(learning)) == []  # once
+    with pytest.raises(SystemExit, match="the bundled ConnectFour config is not the candidate's"):
+        sc.promote("ConnectFour", "drop", str(results), str(learning))
+
+
 @pytest.mark.slow
 def test_the_tactics_probe_trains_on_labelled_positions_and_records_its_figures(tmp_path):
     results = str(tmp_path / "tactics.jsonl")

@@ -309,13 +309,15 @@ def measure_step_costs(config: RunConfig, budget_s: float = PROBE_S) -> Tuple[fl
             obs = envs.act(actions)
             env_s += time.perf_counter() - start
             n += 1
-        net, _ = _networks(config, envs.obs_space(), space)
+        net = _networks(config, envs.obs_space(), space)[0].to(torch.device(config.train.device))
         state = tree_to_torch(to_state(obs, space))
-        with torch.no_grad():
+        with torch.no_grad():  # safe_call moves the state to the network's device, as acting does
             safe_call(net, state)  # the first call pays for what is done once
             start = time.perf_counter()
             for _ in range(3):
                 safe_call(net, state)
+            if config.train.device.startswith("cuda"):
+                torch.cuda.synchronize()
             act_s = (time.perf_counter() - start) / 3
         return env_s / n, act_s
     finally:
