@@ -128,10 +128,7 @@ FRESH_GAMES = 1_000  # games the best and final checkpoints of a game with log.b
 # A bundled config's row is kept true by this many current seeds (test/test_benchmarks.py checks it).
 CURRENT_SEEDS = 3
 # Rows of TARGETS with fewer current seeds than CURRENT_SEEDS, and why; each waits for its jobs to run.
-AWAITING: Dict[Tuple[str, str], str] = {
-    ("ConnectFour", "PPO"): "choose: column since the candidates of benchmarks/results/selfplay_candidates.jsonl; "
-                            "seed 0 recorded, seeds 1 and 2 (38 minutes each on one core) not yet run",
-}
+AWAITING: Dict[Tuple[str, str], str] = {}
 
 
 def bundled_data(env: str, frame: str) -> Dict[str, Any]:

@@ -35,23 +35,28 @@ LEARNING = os.path.join(HERE, "results", "learning.jsonl")
 FRAME = "PPO"
 FRESH_GAMES = 1000
 
-# Candidate -> its changes to the bundled config. Each names what it adds to the one it builds on.
-POINTER = ("env.kwargs.choose=column",)
+# Candidate -> its changes to the bundled config, each stated in full (the bundled config moves on; a candidate's
+# changes keep meaning what they meant when its runs were recorded). Each names what it adds to the one it builds on.
+COLUMN = ("env.kwargs.choose=column",)
+SMALL_ENTROPY = ("frame.entropy_weight=-0.01", "frame.anneal_entropy=false")  # the bundled bonus before pointer-entropy
 ENTROPY = ("frame.entropy_weight=-0.1", "frame.anneal_entropy=true")
+MIRROR = ("rollout.symmetries=[mirror]",)
+POINTER = COLUMN + SMALL_ENTROPY
 CONNECT_FOUR: Dict[str, Tuple[str, ...]] = {
-    "drop": ("env.kwargs.choose=drop",),  # the bundled config before it chose columns
-    # The Mover selects a Column entity (the bundled config since): each column scored from its own embedding, which sees the pieces
-    # a drop there would join, instead of seven logits from the Mover's one embedding.
+    "drop": ("env.kwargs.choose=drop",) + SMALL_ENTROPY,  # the bundled config before it chose columns
+    # The Mover selects a Column entity: each column scored from its own embedding, which sees the pieces a drop there
+    # would join, instead of seven logits from the Mover's one embedding.
     "pointer": POINTER,
     "pointer-d64": POINTER + ("model.d_model=64", "model.n_head=4"),
     # Snapshots in play drawn by prioritised fictitious self-play (weights (1 - p)^2 from Elo).
     "pointer-pfsp": POINTER + ("selfplay.sampling=pfsp",),
     # Every stored row and its mirror image (the board reflected left to right) trained on: twice the rows per update.
-    "pointer-mirror": POINTER + ("rollout.symmetries=[mirror]",),
+    "pointer-mirror": POINTER + MIRROR,
     # A ten times larger entropy bonus, annealed to 0 with the learning rates (enn-trainer's generic choice): the
     # pointer runs' entropy fell to 0.06 by 377k steps (the mirror's to 0.001 by 205k), their games then repeat.
-    "pointer-entropy": POINTER + ENTROPY,
-    "pointer-mirror-entropy": POINTER + ("rollout.symmetries=[mirror]",) + ENTROPY,
+    # The bundled config since.
+    "pointer-entropy": COLUMN + ENTROPY,
+    "pointer-mirror-entropy": COLUMN + MIRROR + ENTROPY,
 }
 # Game -> candidate -> changes. "one-policy": one policy for every seat (no pool), at the same budget.
 CANDIDATES: Dict[str, Dict[str, Tuple[str, ...]]] = {

@@ -131,15 +131,17 @@ def test_a_promoted_candidates_runs_become_the_bundled_configs_records(tmp_path,
     import selfplay_candidates as sc
 
     results, learning = tmp_path / "candidates.jsonl", tmp_path / "learning.jsonl"
-    data = sc.candidate_data("ConnectFour", "pointer", 1_000_000)  # the bundled config chooses columns
-    run = {"env": "ConnectFour", "candidate": "pointer", "budget": 1_000_000, "seed": 1, "held_out": {},
-           "config": sc.fingerprint(data), "best": {}, "final": {}}
+    bundled = sc.fingerprint(sc.bundled_data("ConnectFour", "PPO"))
+    prints = {c: sc.fingerprint(sc.candidate_data("ConnectFour", c, 1_000_000)) for c in sc.CANDIDATES["ConnectFour"]}
+    promoted = next(c for c, p in prints.items() if p == bundled)  # the candidate the bundled config is
+    run = {"env": "ConnectFour", "candidate": promoted, "budget": 1_000_000, "seed": 1, "held_out": {},
+           "config": bundled, "best": {}, "final": {}}
     results.write_text("\n".join(json.dumps(r) for r in (run, {**run, "seed": 2, "stopped": "at 5 steps"},
                                                           {**run, "candidate": "drop"})) + "\n")
-    added = sc.promote("ConnectFour", "pointer", str(results), str(learning))
+    added = sc.promote("ConnectFour", promoted, str(results), str(learning))
     assert [r["seed"] for r in added] == [1]  # a stopped run and another candidate's are not the bundled config's
     assert added[0]["settings"] == sc.bundled_data("ConnectFour", "PPO") and added[0]["frame"] == "PPO"
-    assert sc.promote("ConnectFour", "pointer", str(results), str(learning)) == []  # once
+    assert sc.promote("ConnectFour", promoted, str(results), str(learning)) == []  # once
     with pytest.raises(SystemExit, match="the bundled ConnectFour config is not the candidate's"):
         sc.promote("ConnectFour", "drop", str(results), str(learning))
 

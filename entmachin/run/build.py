@@ -283,7 +283,10 @@ AUTO_OVERLAP_MIN_ENVS = 64
 AUTO_PROCESSES_MIN_CORES = 3  # the learner's core and two workers'
 AUTO_PROCESSES_MIN_GAIN = 1.25  # the predicted speed-up of training that starting workers needs
 UPDATE_PER_ACT = 3.0
-WORKER_ROUND_TRIP_S = 4e-4  # per worker and vector step (benchmarks/bench_parallel_env_list.py)
+# Per worker and vector step: on 2 cores, ParallelEnvList's step took 0.16 ms per worker beyond the environments'
+# work with one environment per worker and 0.32 ms with 16 (their rows pickled and merged; 0.05 ms of work per
+# act, `python benchmarks/bench_parallel_env_list.py --num-envs 2 32 --work-ms 0.05 --env-steps 6400`).
+WORKER_ROUND_TRIP_S = 3e-4
 PROBE_S = 0.25  # about this long stepping the environments in the probe
 
 
