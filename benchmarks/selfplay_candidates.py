@@ -60,7 +60,7 @@ CONNECT_FOUR: Dict[str, Tuple[str, ...]] = {
 }
 # Game -> candidate -> changes. "one-policy": one policy for every seat (no pool), at the same budget.
 CANDIDATES: Dict[str, Dict[str, Tuple[str, ...]]] = {
-    "ConnectFour": {**CONNECT_FOUR, "one-policy": POINTER + ("selfplay.seats=all",)},
+    "ConnectFour": {**CONNECT_FOUR, "one-policy": COLUMN + ENTROPY + ("selfplay.seats=all",)},
     "Skirmish": {"bundled": (), "one-policy": ("selfplay.seats=all",)},
 }
 
