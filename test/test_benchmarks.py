@@ -116,7 +116,8 @@ def test_the_selfplay_candidates_record_best_final_and_held_out_figures(tmp_path
                           text=True, timeout=600, cwd=BENCHMARKS, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     record = json.loads(open(results).read())
-    assert record["changes"] == ["env.kwargs.choose=column"] and record["env_steps"] >= 4096
+    assert record["changes"] == ["env.kwargs.choose=column", "frame.entropy_weight=-0.01", "frame.anneal_entropy=false"]
+    assert record["env_steps"] >= 4096 and record["settings"]["env"]["kwargs"] == {"choose": "column"}
     for which in ("best", "final"):
         assert set(record[which]["win_rate"]) == {"random", "scripted"}
         assert 0.0 <= record["held_out"]["win_rate"][which] <= 1.0
