@@ -3,7 +3,7 @@
     python benchmarks/selfplay_candidates.py --candidate pointer --seeds 0 [--budget 1000000]
     python benchmarks/selfplay_candidates.py --env Skirmish --candidate one-policy --seeds 0 1 2 --budget 200000
     python benchmarks/selfplay_candidates.py --table-only
-    python benchmarks/selfplay_candidates.py --promote pointer-entropy   # its runs become the bundled config's rows
+    python benchmarks/selfplay_candidates.py --promote pointer-entropy  # its runs: the bundled config's rows
 
 Each job trains the game's bundled config (ConnectFour unless ``--env``) with the candidate's changes (``--set`` style), as
 ``bench_learning.py`` trains a row (ten evaluations against ``random`` and ``scripted`` on the way,

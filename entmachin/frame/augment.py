@@ -31,7 +31,8 @@ class _Compiled:
             for feature, (s, o) in maps.items():
                 scale[names.index(feature)], offset[names.index(feature)] = float(s), float(o)
             self.features[entity] = (scale, offset)
-        self.choices = {a: torch.as_tensor([int(c) for c in perm], dtype=torch.int64) for a, perm in sym.choices.items()}
+        self.choices = {a: torch.as_tensor([int(c) for c in perm], dtype=torch.int64)
+                        for a, perm in sym.choices.items()}
         self.inverse = {a: torch.argsort(p) for a, p in self.choices.items()}
 
     def state(self, state: Mapping[str, Any]) -> Dict[str, Any]:

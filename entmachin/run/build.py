@@ -349,8 +349,9 @@ def decide_processes(config: RunConfig, n_cores: Optional[int] = None,
         return n, (f"rollout.processes: auto chose {n} Ray workers, one per core of this machine beside the learner's "
                    f"({n_cores} cores); set rollout.processes to use a cluster's cores")
     if n_cores < AUTO_PROCESSES_MIN_CORES:
-        return 0, (f"rollout.processes: auto chose 0 (the environments step in this process): {n_cores} core"
-                   f"{'s' if n_cores != 1 else ''} leave worker processes no core of their own beside the learner's "
+        leave = f"{n_cores} cores leave" if n_cores != 1 else "1 core leaves"
+        return 0, (f"rollout.processes: auto chose 0 (the environments step in this process): {leave} worker "
+                   "processes no core of their own beside the learner's "
                    f"(auto starts workers from {AUTO_PROCESSES_MIN_CORES} cores)")
     env_s, act_s = measure_step_costs(config) if costs is None else costs
     learner_s = act_s * (1.0 + UPDATE_PER_ACT)  # acting and the update's share per step

@@ -28,9 +28,10 @@ def test_auto_is_the_default_and_a_number_is_taken_as_it_is(no_probe):
     assert decide_processes(config(processes=0), n_cores=64)[0] == 0
 
 
-def test_on_two_cores_auto_steps_in_this_process_without_measuring(no_probe):
-    n, note = decide_processes(config(), n_cores=2)
-    assert n == 0 and "auto chose 0" in note and "2 cores leave worker processes no core of their own" in note
+@pytest.mark.parametrize("cores, said", [(2, "2 cores leave"), (1, "1 core leaves")])
+def test_on_one_or_two_cores_auto_steps_in_this_process_without_measuring(no_probe, cores, said):
+    n, note = decide_processes(config(), n_cores=cores)
+    assert n == 0 and "auto chose 0" in note and f"{said} worker processes no core of their own" in note
 
 
 def test_behaviour_cloning_and_ray_workers_need_no_probe(no_probe):
