@@ -73,16 +73,26 @@ def augment(steps: Sequence[Mapping[str, Any]], symmetries: Sequence[Symmetry], 
     ``terminal``, ``truncated`` and ``stored`` are repeated (the images are the same games).
     """
     compiled = [_Compiled(sym, obs_space) for sym in symmetries]
+    # A step's next_state is usually the next step's state, the same object (the collector's): both get
+    # one stacked tree, transformed and copied once, as before they shared one (``steps`` keeps every tree
+    # alive for the call, so an id names one tree).
+    stacked: Dict[int, Dict[str, Any]] = {}
+
+    def with_images(tree: Mapping[str, Any], where: str) -> Dict[str, Any]:
+        if id(tree) not in stacked:
+            torch_tree = tree_to_torch(tree)
+            stacked[id(tree)] = trees.stack([torch_tree, *(c.state(torch_tree) for c in compiled)],
+                                            lambda i: f"{where} image {i}")
+        return stacked[id(tree)]
+
     out = []
     for t, step in enumerate(steps):
-        state, next_state = tree_to_torch(step["state"]), tree_to_torch(step["next_state"])
         action = tree_to_torch(step["action"])
-        where = lambda i, key: f"augment: step {t} {key} image {i}"  # noqa: E731
         new = {
-            "state": trees.stack([state, *(c.state(state) for c in compiled)], lambda i: where(i, "state")),
-            "next_state": trees.stack([next_state, *(c.state(next_state) for c in compiled)],
-                                      lambda i: where(i, "next_state")),
-            "action": trees.stack([action, *(c.action(action) for c in compiled)], lambda i: where(i, "action")),
+            "state": with_images(step["state"], f"augment: step {t} state"),
+            "next_state": with_images(step["next_state"], f"augment: step {t} next_state"),
+            "action": trees.stack([action, *(c.action(action) for c in compiled)],
+                                  lambda i: f"augment: step {t} action image {i}"),
         }
         for key in ("reward", "terminal", "truncated", "stored"):
             if key in step:

@@ -91,6 +91,7 @@ def test_the_collector_stores_each_row_and_its_image():
     assert stats.n_env_steps == 12  # environment steps are counted once
     assert len(seen[0]) == 4 and all(len(s["reward"]) == 12 for s in seen[0])
     assert frame.replay_buffer.size() == 48
+    assert all(seen[0][t]["next_state"] is seen[0][t + 1]["state"] for t in range(3))  # shared, as the collector's
     first = seen[0][0]["state"]["entities"]["Column"]
     assert torch.equal(first[6].data[:, 1], 6 - first[0].data[:, 1])  # row 6 is row 0's mirror image
     frame.update()  # trains on every row and image
