@@ -57,6 +57,11 @@ CONNECT_FOUR: Dict[str, Tuple[str, ...]] = {
     # The bundled config since.
     "pointer-entropy": COLUMN + ENTROPY,
     "pointer-mirror-entropy": COLUMN + MIRROR + ENTROPY,
+    # pointer-entropy with its snapshots in play drawn by prioritised fictitious self-play.
+    "pointer-entropy-pfsp": COLUMN + ENTROPY + ("selfplay.sampling=pfsp",),
+    # pointer-entropy with twice the gradient steps per rollout: minibatches of 512 rows, four epochs (12 steps of
+    # ~1,500 stored rows, against 6).
+    "pointer-entropy-minibatch": COLUMN + ENTROPY + ("frame.batch_size=512", "frame.n_epochs=4"),
 }
 # Game -> candidate -> changes. "one-policy": one policy for every seat (no pool), at the same budget.
 CANDIDATES: Dict[str, Dict[str, Tuple[str, ...]]] = {
