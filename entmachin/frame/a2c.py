@@ -271,9 +271,13 @@ class A2C(Frame):
         cfg, name = self.config, steps.where
         n_policy, n_value = cfg.actor_update_times, cfg.critic_update_times
         schedule = minibatch_schedule(rollout.n_rows, cfg.batch_size, max(n_policy, n_value), self._rng)
+        # Rows without actors (a seat waiting for its turn) add nothing to the policy's terms: the actor skips them.
+        acting = None if self._joint else acting_rows(rollout.action, rollout.n_rows)  # [N] bool, or None: every row
         old = position = None
         if n_policy and self._needs_old_log_probs():
             visited = np.unique(np.concatenate(schedule[:n_policy]))  # [n_visited]
+            if acting is not None:
+                visited = visited[acting[visited]]
             old = old_log_probs(self.eval_act, rollout.state, rollout.action, visited, cfg.batch_size, name)
             position = np.full(rollout.n_rows, -1, dtype=np.int64)  # [N]: row -> place in `visited`
             position[visited] = np.arange(visited.shape[0])
@@ -281,9 +285,13 @@ class A2C(Frame):
         stopped, ran = False, 0
         with self._training(steps.guard):
             for i, rows in enumerate(schedule):
-                old_rows = None if old is None or i >= n_policy else old_units(old, torch.from_numpy(position[rows]))
+                actors = None if acting is None else np.flatnonzero(acting[rows])  # [b_acting] places in `rows`
+                old_rows = None
+                if old is not None and i < n_policy:
+                    old_rows = old_units(old, torch.from_numpy(position[rows if actors is None else rows[actors]]))
                 losses = self._minibatch(rollout.minibatch(torch.from_numpy(rows)), old_rows, i < n_policy,
-                                         i < n_value, entropy_scale)
+                                         i < n_value, entropy_scale,
+                                         None if actors is None else torch.from_numpy(actors))
                 kl = losses.approx_kl
                 if cfg.target_kl is not None and kl is not None and float(kl) > cfg.target_kl:
                     stopped = True
@@ -304,7 +312,7 @@ class A2C(Frame):
         )
 
     def _minibatch(self, batch: Rollout, old: Optional[torch.Tensor], policy: bool, value: bool,
-                   entropy_scale: float) -> Losses:
+                   entropy_scale: float, actors: Optional[torch.Tensor] = None) -> Losses:
         """One minibatch's losses and diagnostics, each None where not computed.
 
         The policy loss (when ``policy``) is ``-objective + entropy_weight * entropy``; each actor
@@ -313,21 +321,31 @@ class A2C(Frame):
         The value loss (when ``value``) is ``criterion(target, value) * value_weight``, with
         predictions kept within ``value_clip`` of the stored values when it is set.
 
+        With ``actors`` (the places of the rows that have actors), the actor sees only those rows;
+        the others would add nothing to the policy's terms.
+
         Shape:
-            batch: ``b`` rows; old: ``[n_units]`` old log-probabilities, or None.
+            batch: ``b`` rows; old: ``[n_units]`` old log-probabilities, or None; actors: int64 ``[b_acting]`` or None.
         """
         cfg = self.config
-        if policy and value:
+        if actors is not None and actors.numel() == 0:
+            actors = None  # no actor here: one pass over every row gives the differentiable zero
+        if policy and value and actors is None:
             result, predicted = self._eval_act_and_criticize(batch.state, batch.action)
-        elif policy:
-            result = self.eval_act(batch.state, batch.action)
         else:
-            predicted = self.criticize(batch.state)  # [b, 1]
+            if policy:
+                result = self.eval_act(*((batch.state, batch.action) if actors is None else
+                                         (batch.state[actors], batch.action[actors])))
+            if value:
+                predicted = self.criticize(batch.state)  # [b, 1]
         policy_loss = value_loss = entropy = approx_kl = clip_fraction = None
         parts: Dict[str, torch.Tensor] = {}
         n_units = 0
         if policy:
-            units = units_of(result, batch.n_rows, cfg.entropy_weight is not None, f"{type(self).__name__}.update")
+            units = units_of(result, batch.n_rows if actors is None else actors.shape[0],
+                             cfg.entropy_weight is not None, f"{type(self).__name__}.update")
+            if actors is not None:  # each unit's row in the minibatch
+                units = units._replace(row=actors.to(units.row.device)[units.row])
             log_prob = units.log_prob  # [n_units]
             n_units = log_prob.shape[0]
             advantage = batch.advantage.reshape(-1).to(log_prob.device)  # [b]
@@ -488,6 +506,25 @@ def units_of(result: Any, n_rows: int, need_entropy: bool, where: str) -> Units:
     flat = _dense(log_prob, n_rows, f"{where}: log_prob")  # [B]
     ent = None if entropy is None else _dense(entropy, n_rows, f"{where}: entropy")  # [B]
     return Units(flat, ent, None, None)
+
+
+def acting_rows(action: Any, n_rows: int) -> Optional[np.ndarray]:
+    """Bool ``[n_rows]``: the rows of an entity action tree (every leaf a ``RaggedTensor`` of actors) with at
+    least one actor; None where every row has one or the actions are dense (every row is a unit)."""
+    leaves: List[RaggedTensor] = []
+    pending = [action]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, RaggedTensor):
+            leaves.append(node)
+        elif isinstance(node, Mapping):
+            pending.extend(node.values())
+        else:
+            return None
+    if not leaves:
+        return None
+    acting = (sum(leaf.lengths for leaf in leaves) > 0).cpu().numpy()  # [N]
+    return None if acting.all() else acting
 
 
 def old_log_probs(eval_act: Callable[[Any, Any], Any], state: Any, action: Any, rows: np.ndarray,

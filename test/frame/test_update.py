@@ -18,7 +18,7 @@ from entmachin.frame.ppo import PPO
 from entmachin.frame.collector import RolloutCollector
 from entmachin.frame.rollout import minibatch_schedule
 from entmachin.model import MLPActor
-from test.frame._frames import D_STATE, LinearCritic, Sparse, dense_episode, dense_frame, entity_frame
+from test.frame._frames import D_STATE, LinearCritic, Sparse, dense_episode, dense_frame, entity_frame, small_net
 
 
 class RecordingWriter:
@@ -117,6 +117,43 @@ def test_shared_network_runs_its_trunk_once_per_minibatch():
     assert joint_calls == 1 + 3 + 1 and separate_calls == 1 + 3 * 2 + 1
     for a, b in zip(joint.actor.parameters(), separate.actor.parameters()):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+def _separate_entity_update(skip, monkeypatch):
+    """A float64 update of a RogueNet actor with a critic of its own, over Sparse's rows (about half of them
+    without actors); the rows and actors of each ``eval_act`` call. ``skip=False``: the actor sees every row,
+    as it did before it skipped the rows without actors."""
+    envs = EnvList(Sparse, 4, seed=0)
+    actor, critic = small_net(envs).double(), small_net(envs).critic().double()
+    frame = PPO(actor, critic, torch.optim.Adam, torch.nn.MSELoss(), seed=0, actor_update_times=3,
+                critic_update_times=4, batch_size=6, entropy_weight=-0.01)
+    assert frame._joint is False
+    RolloutCollector(frame, envs, n_steps=6).collect()
+    if not skip:
+        monkeypatch.setattr("entmachin.frame.a2c.acting_rows", lambda action, n_rows: None)
+    calls, eval_act = [], frame.eval_act
+
+    def counted(state, action):
+        moves = action["action"]["move"]
+        calls.append((len(moves), int(moves.lengths.gt(0).sum())))
+        return eval_act(state, action)
+
+    frame.eval_act = counted
+    frame.update()
+    return frame, calls
+
+
+def test_the_actor_skips_rows_without_actors_with_the_same_update(monkeypatch):
+    skipped, skipped_calls = _separate_entity_update(True, monkeypatch)
+    full, full_calls = _separate_entity_update(False, monkeypatch)
+    assert all(rows == acting for rows, acting in skipped_calls)  # old log-probs and minibatches: acting rows only
+    assert sum(rows for rows, _ in full_calls) > sum(rows for rows, _ in skipped_calls)
+    assert [acting for _, acting in full_calls] == [acting for _, acting in skipped_calls]
+    for a, b in zip([*skipped.actor.parameters(), *skipped.critic.parameters()],
+                    [*full.actor.parameters(), *full.critic.parameters()]):
+        torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-10)
+    for key in ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction"):
+        assert getattr(skipped.last_update, key) == pytest.approx(getattr(full.last_update, key), rel=1e-10, abs=1e-12)
 
 
 def test_separate_critic_is_not_evaluated_jointly():
