@@ -62,6 +62,10 @@ CONNECT_FOUR: Dict[str, Tuple[str, ...]] = {
     # pointer-entropy with twice the gradient steps per rollout: minibatches of 512 rows, four epochs (12 steps of
     # ~1,500 stored rows, against 6).
     "pointer-entropy-minibatch": COLUMN + ENTROPY + ("frame.batch_size=512", "frame.n_epochs=4"),
+    # pointer-entropy against snapshots that play their most likely moves: every loss of its best checkpoints to
+    # scripted began with a one-move mistake, most often a missed block (benchmarks/connect_four_mistakes.py); a
+    # sampling snapshot often misses the win that would punish it.
+    "pointer-entropy-sharp": COLUMN + ENTROPY + ("selfplay.snapshot_actions=most_likely",),
 }
 # Game -> candidate -> changes. "one-policy": one policy for every seat (no pool), at the same budget.
 CANDIDATES: Dict[str, Dict[str, Tuple[str, ...]]] = {

@@ -272,6 +272,7 @@ class DistributedSection:
 
 
 SAMPLINGS = ("uniform", "pfsp")  # selfplay.sampling
+SNAPSHOT_ACTIONS = ("sample", "most_likely")  # selfplay.snapshot_actions
 
 
 @documented
@@ -295,6 +296,9 @@ class SelfPlaySection:
         "uniform", "how the snapshots in play are drawn from the pool: uniform; or pfsp, prioritised fictitious "
         "self-play: weight (1 - p)^2, p the learner's expected score against the snapshot from their Elo ratings",
         before="uniform")
+    snapshot_actions: str = setting(
+        "sample", "how the snapshots in play choose: sample, as the learner does; or most_likely, each actor's most "
+        "likely allowed choice (a sharper opponent, which takes the wins it sees)", before="sample")
     elo_initial: float = setting(
         1200.0, "the learner's Elo rating at the start (a snapshot starts at the learner's rating when taken)")
     elo_k: float = setting(16.0, "Elo K-factor: the most a rating moves after one game")
@@ -309,6 +313,8 @@ class SelfPlaySection:
                 raise ValueError(f"{name}: expected an int >= 1, got {getattr(self, name)}")
         if self.sampling not in SAMPLINGS:
             raise ValueError(f"sampling: expected one of {list(SAMPLINGS)}, got {self.sampling!r}")
+        if self.snapshot_actions not in SNAPSHOT_ACTIONS:
+            raise ValueError(f"snapshot_actions: expected one of {list(SNAPSHOT_ACTIONS)}, got {self.snapshot_actions!r}")
         if not 0.0 <= self.play_against_latest <= 1.0:
             raise ValueError(f"play_against_latest: expected a probability in [0, 1], got {self.play_against_latest}")
         if not (self.elo_k > 0 and math.isfinite(self.elo_k) and math.isfinite(self.elo_initial)):

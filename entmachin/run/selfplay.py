@@ -20,7 +20,8 @@ against it meanwhile (such games play another snapshot in play, or the current s
 M are ever in play. With ``sampling: pfsp`` (prioritised fictitious self-play, as AlphaStar's league
 draws) the draw weighs each snapshot by ``(1 - p)^2``, ``p`` the learner's expected score against it
 from their Elo ratings: the snapshots it still loses to are played most, the ones it beats surely
-hardly at all. The rows the current parameters act (the learner's seats, and every seat of a game
+hardly at all. With ``snapshot_actions: most_likely`` the snapshots play their most likely choices instead
+of sampling: sharper opponents, which punish a missed block whenever they see the win. The rows the current parameters act (the learner's seats, and every seat of a game
 against its current self) are stored and trained on; the snapshots' rows take part in GAE only as the
 other seats' steps, never in the losses (``RolloutCollector(opponents=...)``).
 
@@ -106,6 +107,12 @@ class SelfPlay:
             self._fixed = np.array([[seats.index(name) for name in section.seats] for seats in rows.seats],
                                    dtype=np.int64)
         self.n_learner = 1 if self._fixed is None else self._fixed.shape[1]  # L
+        self._snapshot_options: Dict[str, Any] = {}  # the snapshots' forward keywords
+        if section.snapshot_actions == "most_likely":
+            if not getattr(frame, "_takes_deterministic", False):
+                raise RunError(f"selfplay.snapshot_actions: most_likely needs an actor whose forward takes "
+                               f"'deterministic'; {type(frame.actor).__name__}'s does not (say sample)")
+            self._snapshot_options = {"deterministic": True}
         self.rng = np.random.default_rng(seed)
         self.learner_elo = float(section.elo_initial)
         self.snapshots: List[Dict[str, Any]] = []  # every snapshot taken: {"env_steps", "elo"} (index: its id)
@@ -151,7 +158,7 @@ class SelfPlay:
 
     def act(self, state: Mapping[str, Any]) -> List[Tuple[np.ndarray, Dict[str, Any]]]:
         """The actions of the snapshots' rows (every row not in :meth:`current_rows`): one forward
-        pass per snapshot in play."""
+        pass per snapshot in play, sampled or most likely as ``selfplay.snapshot_actions`` says."""
         owner = self._opponent[self.rows.env]  # [n_rows]: each row's game's opponent
         others = np.ones(len(self.rows), dtype=np.bool_)
         others[self.current_rows()] = False
@@ -159,7 +166,7 @@ class SelfPlay:
         for who in np.unique(owner[others]).tolist():
             rows = np.flatnonzero(others & (owner == who))
             with torch.no_grad():
-                result = safe_call(self.slots[who].module, trees.take(state, rows))
+                result = safe_call(self.slots[who].module, trees.take(state, rows), self._snapshot_options)
             pieces.append((rows, default_actions(result)[1]))
         return pieces
 

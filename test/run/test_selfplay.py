@@ -194,6 +194,36 @@ def test_pfsp_draws_the_snapshots_the_learner_loses_to_most():
     assert counts[0] > 0.7 and counts[2] < 0.05, counts
 
 
+def _snapshot_choices(snapshot_actions):
+    """The snapshots' actions on one state of a rollout, asked three times."""
+    envs, frame, selfplay, collector = arena_selfplay(snapshot_actions=snapshot_actions, play_against_latest=0.0,
+                                                      num_envs=12)
+    steps = 0
+    while not any(slot.snapshot >= 0 for slot in selfplay.slots):
+        steps += collector.collect().n_env_steps
+        frame.update()
+        selfplay.after_update(steps)
+    states, act = [], selfplay.act
+    selfplay.act = lambda state: states.append(state) or act(state)
+    collector.collect()
+    state = states[-1]
+    return [np.concatenate([np.asarray(a["move"].data).reshape(-1) for _, a in act(state)]) for _ in range(3)]
+
+
+def test_snapshots_play_their_most_likely_choices_when_the_config_says_so():
+    most_likely = _snapshot_choices("most_likely")
+    assert len(most_likely[0]) > 0 and all(np.array_equal(most_likely[0], c) for c in most_likely[1:])
+    sampled = _snapshot_choices("sample")
+    assert not all(np.array_equal(sampled[0], c) for c in sampled[1:])  # an untrained policy's draws differ
+    with pytest.raises(ValueError, match=r"snapshot_actions: expected one of \['sample', 'most_likely'\], got 'max'"):
+        config_from_dict({"selfplay": {"seats": "random", "snapshot_actions": "max"}})
+    envs, frame, selfplay, _ = arena_selfplay()
+    frame._takes_deterministic = False  # an actor whose forward has no 'deterministic'
+    with pytest.raises(RunError, match="snapshot_actions: most_likely needs an actor whose forward takes"):
+        SelfPlay(selfplay.section.__class__(seats="random", snapshot_actions="most_likely"), frame,
+                 envs.row_index(), seed=0)
+
+
 def test_an_unknown_sampling_is_refused_naming_the_choices():
     with pytest.raises(ValueError, match=r"sampling: expected one of \['uniform', 'pfsp'\], got 'elo'"):
         config_from_dict({"selfplay": {"seats": "random", "sampling": "elo"}})
