@@ -280,3 +280,27 @@ def test_every_learning_row_has_its_current_seeds():
     assert not short, f"rows with fewer than {bench_learning.CURRENT_SEEDS} current seeds (seeds they have): {short}"
     done = [key for key in bench_learning.AWAITING if len(seeds.get(key, ())) >= bench_learning.CURRENT_SEEDS]
     assert not done, f"AWAITING lists rows that have their seeds: {done}"
+
+
+def _position(mine, theirs):
+    """A ConnectFour observation of the seat to move, its pieces and the other's as (row, col) pairs."""
+    from entmachin.env.environment import Observation
+
+    def pieces(cells):
+        return np.array(cells, dtype=np.float32).reshape(-1, 2)
+
+    return Observation(features={"Mine": pieces(mine), "Theirs": pieces(theirs)}, actions={}, reward=0.0, done=False)
+
+
+def test_the_mistakes_classifier_names_a_missed_win_a_missed_block_and_a_move_under_a_threat():
+    from connect_four_mistakes import classify
+
+    three_up = [(0, 0), (1, 0), (2, 0)]  # rows 0-2 of column 0
+    win = _position(three_up, [(0, 1), (0, 2), (1, 1)])
+    assert classify(win, 0) == "sound" and classify(win, 3) == "missed win"
+    block = _position([(0, 1), (0, 2)], three_up)
+    assert classify(block, 0) == "sound" and classify(block, 4) == "missed block"
+    # Theirs: row 1 at columns 1-3 (on a row 0 of mine, theirs, mine); columns 0 and 4 are empty, so a drop into
+    # either lets them complete row 1 on top of it.
+    threat = _position([(0, 1), (0, 3)], [(0, 2), (1, 1), (1, 2), (1, 3)])
+    assert classify(threat, 4) == classify(threat, 0) == "under a threat" and classify(threat, 5) == "sound"
