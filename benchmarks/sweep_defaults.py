@@ -60,6 +60,12 @@ CANDIDATES: Dict[str, Tuple[str, ...]] = {
     # enn-trainer's generic choice: a ten times larger entropy bonus, annealed to 0 with the learning rates.
     "entropy-0.1-anneal-977": ("frame.entropy_weight=-0.1", "frame.anneal_entropy=true", "frame.n_anneal_updates=977"),
     "entropy-0.3-anneal-977": ("frame.entropy_weight=-0.3", "frame.anneal_entropy=true", "frame.n_anneal_updates=977"),
+    # The annealed bonus fixed Xor and hurt PickMatchingBalls (0.75, seed 0), whose bundled config also learns from
+    # rollouts twice as large and a wider trunk: each beside it, annealed over whatever budget a run has (auto).
+    "entropy-0.1-anneal-1024-rows": ("frame.entropy_weight=-0.1", "frame.anneal_entropy=true",
+                                     "frame.n_anneal_updates=auto", "rollout.num_envs=64"),
+    "entropy-0.1-anneal-d64": ("frame.entropy_weight=-0.1", "frame.anneal_entropy=true", "frame.n_anneal_updates=auto",
+                               "model.d_model=64"),
 }
 SCREEN_BUDGET = 64_000
 
