@@ -39,8 +39,9 @@ import torch
 from torch import nn
 
 from entmachin.buffer import RolloutBuffer
-from entmachin.frame.base import Frame, make_optimizer
+from entmachin.frame.base import Frame
 from entmachin.frame.config import A2CConfig
+from entmachin.frame.optimizers import LazyOptimizers
 from entmachin.frame.rollout import MAJOR_ATTRS, Rollout, Steps, minibatch_schedule, to_rollout, value_targets
 from entmachin.frame.safe_call import safe_call
 from entmachin.frame.stepping import InterruptGuard, OptimizerStep, UpdateSteps
@@ -104,13 +105,12 @@ class A2C(Frame):
             if critic_only:
                 groups.append({"params": critic_only, "lr": config.critic_learning_rate})
             self._params = self._critic_params = self._actor_params + critic_only
-            self.actor_optim = self.critic_optim = make_optimizer(optimizer, groups, config.actor_learning_rate)
+            specs = [(groups, config.actor_learning_rate)]
         else:
             self._critic_params = critic_params
-            self.actor_optim = make_optimizer(optimizer, self._actor_params, config.actor_learning_rate)
-            self.critic_optim = make_optimizer(optimizer, critic_params, config.critic_learning_rate)
+            specs = [(self._actor_params, config.actor_learning_rate), (critic_params, config.critic_learning_rate)]
+        self._optimizers = LazyOptimizers(optimizer, specs, on_built=self._read_initial_lrs)
         self._setup_schedulers(lr_scheduler, lr_scheduler_args, lr_scheduler_kwargs)
-        self._initial_lrs = [[g["lr"] for g in opt.param_groups] for opt in self.optimizers]
         self._actor_norms = self._input_norms(actor)
         self._critic_only_norms = self._input_norms(critic, but=tuple(self._actor_norms))
         self._takes_deterministic = _accepts(actor, "deterministic")
@@ -121,9 +121,19 @@ class A2C(Frame):
     # -------------------------------------------------------------------- Machin surface
 
     @property
-    def optimizers(self) -> List[torch.optim.Optimizer]:
-        """The optimizers: ``[actor_optim, critic_optim]``, or one when parameters are shared."""
-        return [self.actor_optim] if self.shared_parameters else [self.actor_optim, self.critic_optim]
+    def actor_optim(self) -> torch.optim.Optimizer:
+        """The actor's optimizer (of both networks when they share parameters); ``optimizers`` is
+        ``[actor_optim, critic_optim]``, or ``[actor_optim]`` when parameters are shared."""
+        return self.optimizers[0]
+
+    @property
+    def critic_optim(self) -> torch.optim.Optimizer:
+        """The critic's optimizer (``actor_optim`` when parameters are shared)."""
+        return self.optimizers[-1]
+
+    def _read_initial_lrs(self, optimizers: List[torch.optim.Optimizer]) -> None:
+        """The learning rates annealing starts from, read from the optimizers as built."""
+        self._initial_lrs = [[g["lr"] for g in opt.param_groups] for opt in optimizers]
 
     def act(self, state: Mapping[str, Any], deterministic: bool = False, *, collect_stats: bool = True) -> Any:
         """Runs the actor on ``state`` without gradients and returns its result unchanged.

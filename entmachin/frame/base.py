@@ -46,19 +46,6 @@ OBJECT_KEYWORDS: Dict[str, str] = {
 }
 
 
-def make_optimizer(optimizer: Any, params: Any, lr: float) -> torch.optim.Optimizer:
-    """``optimizer(params, lr=lr)``; a ``torch.optim`` class with a fused implementation (``Adam``, ``AdamW``,
-    ``SGD``, ``Adagrad``: one kernel for every parameter, the same arithmetic) gets it unless it refuses
-    ``fused=True`` for these parameters. Factories (``functools.partial``, lambdas) are called as given."""
-    if not (isinstance(optimizer, type) and issubclass(optimizer, torch.optim.Optimizer)
-            and "fused" in inspect.signature(optimizer.__init__).parameters):
-        return optimizer(params, lr=lr)
-    try:
-        return optimizer(params, lr=lr, fused=True)
-    except (RuntimeError, ValueError, TypeError):
-        return optimizer(params, lr=lr)
-
-
 def _scheduler_arguments(value: Any, default: Any, n: int, where: str) -> List[Any]:
     """Machin's per-optimizer scheduler args / kwargs: a tuple of ``n`` tuples (dicts); None or ()
     means defaults."""
@@ -238,6 +225,12 @@ class Frame:
             self.replay_buffer.append(TransitionBase.from_data(data, majors))
 
     # ------------------------------------------------------------------ Machin surface
+
+    @property
+    def optimizers(self) -> List[torch.optim.Optimizer]:
+        """The optimizers, built on first use (``entmachin.frame.optimizers``): a frame that only acts never
+        imports what torch's optimizers import."""
+        return self._optimizers.get()
 
     @property
     def lr_schedulers(self) -> List[Any]:

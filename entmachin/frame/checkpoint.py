@@ -23,7 +23,7 @@ import logging
 import os
 import re
 from collections.abc import Mapping
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -69,9 +69,10 @@ def _encode(obj: Any) -> bytes:
     return buffer.getvalue()
 
 
-def _frame_state(frame: Any) -> Dict[str, Any]:
+def _frame_state(frame: Any, optimizers: bool = True) -> Dict[str, Any]:
+    """The frame's state as a checkpoint holds it (without the optimizers' unless ``optimizers``)."""
     return {"format": _FORMAT, "frame": type(frame).__name__,
-            "optimizers": [opt.state_dict() for opt in frame.optimizers],
+            **({"optimizers": frame._optimizers.state_dicts()} if optimizers else {}),
             "lr_schedulers": [s.state_dict() for s in frame.lr_schedulers],
             **frame.training_counters(),  # n_updates, skipped_updates, shuffle_rng
             "torch_rng": torch.get_rng_state(),
@@ -137,25 +138,26 @@ def check_state_dict(path: str, what: str, saved: Any, module: torch.nn.Module) 
                                   f"and {tuple(tensor.shape)} in this frame's {what} (another model config?)")
 
 
-def _check_optimizer(path: str, i: int, saved: Any, opt: torch.optim.Optimizer) -> None:
-    where = f"{path!r}: optimizer {i} ({type(opt).__name__})"
+def _check_optimizer(path: str, i: int, saved: Any, kind: str, param_groups: List[List[torch.Tensor]]) -> None:
+    """``saved`` against optimizer ``i``: a ``kind`` (its class name) over ``param_groups``."""
+    where = f"{path!r}: optimizer {i} ({kind})"
     if not isinstance(saved, Mapping) or not isinstance(saved.get("param_groups"), list) \
             or not isinstance(saved.get("state"), Mapping):
         raise CheckpointError(f"{where}: expected an optimizer state_dict with 'state' and 'param_groups', "
                               f"found {type(saved).__name__}")
-    groups = [len(g["params"]) for g in opt.param_groups]
+    groups = [len(g) for g in param_groups]
     found = [len(g.get("params", ())) if isinstance(g, Mapping) else None for g in saved["param_groups"]]
     if found != groups:
         raise CheckpointError(f"{where}: expected {len(groups)} parameter group(s) of sizes {groups}, found "
                               f"{found} (another model, or shared vs separate parameters?)")
-    params = [p for g in opt.param_groups for p in g["params"]]
+    params = [p for g in param_groups for p in g]
     ids = [i for g in saved["param_groups"] for i in g["params"]]
     for index, entry in saved["state"].items():
         if index not in ids or not isinstance(entry, Mapping):
             raise CheckpointError(f"{where}: state for parameter {index!r}, which no parameter group names")
         param = params[ids.index(index)]
         for name, value in entry.items():
-            if type(opt).__name__ in _ELEMENTWISE and isinstance(value, torch.Tensor) and value.dim() > 0 \
+            if kind in _ELEMENTWISE and isinstance(value, torch.Tensor) and value.dim() > 0 \
                     and value.shape != param.shape:
                 raise CheckpointError(f"{where}: state {name!r} of parameter {index} has shape {tuple(value.shape)}; "
                                       f"the parameter has shape {tuple(param.shape)}")
@@ -173,12 +175,12 @@ def _check_header(path: str, state: Any, frame: Any) -> None:
 
 def _check_frame_state(path: str, state: Any, frame: Any) -> None:
     found = len(state["optimizers"]), len(state["lr_schedulers"])
-    own = len(frame.optimizers), len(frame.lr_schedulers)
+    own = len(frame._optimizers), len(frame.lr_schedulers)
     if found != own:
         raise CheckpointError(f"{path!r} holds {found[0]} optimizer(s) and {found[1]} scheduler(s); this frame has "
                               f"{own[0]} and {own[1]} (shared parameters and lr_scheduler must match the saved frame)")
-    for i, (saved, opt) in enumerate(zip(state["optimizers"], frame.optimizers)):
-        _check_optimizer(path, i, saved, opt)
+    for i, saved in enumerate(state["optimizers"]):
+        _check_optimizer(path, i, saved, frame._optimizers.class_name(i), frame._optimizers.param_groups(i))
     if any(not isinstance(s, Mapping) for s in state["lr_schedulers"]):
         raise CheckpointError(f"{path!r}: expected scheduler state_dicts, found {state['lr_schedulers']!r:.100}")
     n_updates, skipped = state["n_updates"], state.get("skipped_updates", {})
@@ -211,20 +213,24 @@ class LoadedCheckpoint:
     def apply(self) -> None:
         """Assigns everything to the frame; if any part fails, the frame is restored as it was."""
         frame = self.frame
+        optimizers = frame._optimizers.snapshot()  # builds nothing: a policy loaded to act never does
+        state = _frame_state(frame, optimizers=False)
         before = ({attr: copy.deepcopy(getattr(frame, attr).state_dict()) for attr in self._models},
-                  copy.deepcopy(_frame_state(frame)))
+                  copy.deepcopy(state))
         try:
             _assign(frame, self._models, self._state)
         except BaseException:
             _assign(frame, *before)
+            frame._optimizers.restore(optimizers)
             raise
 
 
 def _assign(frame: Any, models: Dict[str, Any], state: Dict[str, Any]) -> None:
     networks = [(getattr(frame, attr), state_dict) for attr, state_dict in models.items()]
-    for target, saved in [*networks, *zip(frame.optimizers, state["optimizers"]),
-                          *zip(frame.lr_schedulers, state["lr_schedulers"])]:
+    for target, saved in [*networks, *zip(frame.lr_schedulers, state["lr_schedulers"])]:
         target.load_state_dict(saved)
+    if "optimizers" in state:
+        frame._optimizers.load_state_dicts(state["optimizers"])
     frame.set_training_counters(state)  # skipped_updates is absent from checkpoints of entmachin 0.1
     torch.set_rng_state(state["torch_rng"])
     if state["cuda_rng"] and torch.cuda.is_available():

@@ -30,8 +30,9 @@ from torch import nn
 
 from entmachin.buffer import Buffer, PrioritizedBuffer
 from entmachin.frame import q_tables as qt
-from entmachin.frame.base import Frame, make_optimizer
+from entmachin.frame.base import Frame
 from entmachin.frame.config import DQNConfig, DQNPerConfig
+from entmachin.frame.optimizers import LazyOptimizers
 from entmachin.frame.safe_call import safe_call
 from entmachin.frame.stepping import InterruptGuard, OptimizerStep, UpdateSteps
 from entmachin.frame.store_checks import check_steps, trusted_inputs
@@ -91,7 +92,7 @@ class DQN(Frame):
             raise ValueError(f"{name}: qnet_target must have qnet's structure; loading qnet's weights into it "
                              f"failed: {str(e).splitlines()[0]}") from None
         self._params = list(qnet.parameters())
-        self.qnet_optim = make_optimizer(optimizer, self._params, config.learning_rate)
+        self._optimizers = LazyOptimizers(optimizer, [(self._params, config.learning_rate)])
         self._setup_schedulers(lr_scheduler, lr_scheduler_args, lr_scheduler_kwargs)
         self.epsilon = config.epsilon
         self._norms = self._input_norms(qnet)
@@ -110,9 +111,9 @@ class DQN(Frame):
         return self._buffer_cls(self.config.replay_size, self.config.replay_device, seed=self.config.seed)
 
     @property
-    def optimizers(self) -> List[torch.optim.Optimizer]:
-        """``[qnet_optim]``."""
-        return [self.qnet_optim]
+    def qnet_optim(self) -> torch.optim.Optimizer:
+        """The Q network's optimizer (``optimizers`` is ``[qnet_optim]``)."""
+        return self.optimizers[0]
 
     def _q(self, state: Mapping[str, Any], use_target: bool, where: str, checks: DeferredChecks) -> List[qt.QTable]:
         net = self.qnet_target if use_target else self.qnet
