@@ -41,10 +41,9 @@ from torch import nn
 from entmachin.buffer import RolloutBuffer
 from entmachin.frame.base import Frame
 from entmachin.frame.config import A2CConfig
-from entmachin.frame.optimizers import LazyOptimizers
 from entmachin.frame.rollout import MAJOR_ATTRS, Rollout, Steps, minibatch_schedule, to_rollout, value_targets
 from entmachin.frame.safe_call import safe_call
-from entmachin.frame.stepping import InterruptGuard, OptimizerStep, UpdateSteps
+from entmachin.frame.stepping import InterruptGuard, LazyOptimizers, OptimizerStep, UpdateSteps
 from entmachin.frame.store_checks import check_steps, trusted_inputs
 from entmachin.frame.summary import UpdateStats
 from entmachin.model.input_norm import collecting_stats_of

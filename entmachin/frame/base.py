@@ -228,7 +228,7 @@ class Frame:
 
     @property
     def optimizers(self) -> List[torch.optim.Optimizer]:
-        """The optimizers, built on first use (``entmachin.frame.optimizers``): a frame that only acts never
+        """The optimizers, built on first use (``entmachin.frame.stepping.LazyOptimizers``): a frame that only acts never
         imports what torch's optimizers import."""
         return self._optimizers.get()
 

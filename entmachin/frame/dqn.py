@@ -32,9 +32,8 @@ from entmachin.buffer import Buffer, PrioritizedBuffer
 from entmachin.frame import q_tables as qt
 from entmachin.frame.base import Frame
 from entmachin.frame.config import DQNConfig, DQNPerConfig
-from entmachin.frame.optimizers import LazyOptimizers
 from entmachin.frame.safe_call import safe_call
-from entmachin.frame.stepping import InterruptGuard, OptimizerStep, UpdateSteps
+from entmachin.frame.stepping import InterruptGuard, LazyOptimizers, OptimizerStep, UpdateSteps
 from entmachin.frame.store_checks import check_steps, trusted_inputs
 from entmachin.frame.rollout import Steps, tree_rows, value_targets
 from entmachin.frame.summary import QUpdateStats
