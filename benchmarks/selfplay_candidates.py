@@ -41,6 +41,7 @@ COLUMN = ("env.kwargs.choose=column",)
 SMALL_ENTROPY = ("frame.entropy_weight=-0.01", "frame.anneal_entropy=false")  # the bundled bonus before pointer-entropy
 ENTROPY = ("frame.entropy_weight=-0.1", "frame.anneal_entropy=true")
 MIRROR = ("rollout.symmetries=[mirror]",)
+MINIBATCH = ("frame.batch_size=512", "frame.n_epochs=4")
 POINTER = COLUMN + SMALL_ENTROPY
 CONNECT_FOUR: Dict[str, Tuple[str, ...]] = {
     "drop": ("env.kwargs.choose=drop",) + SMALL_ENTROPY,  # the bundled config before it chose columns
@@ -54,14 +55,14 @@ CONNECT_FOUR: Dict[str, Tuple[str, ...]] = {
     "pointer-mirror": POINTER + MIRROR,
     # A ten times larger entropy bonus, annealed to 0 with the learning rates (enn-trainer's generic choice): the
     # pointer runs' entropy fell to 0.06 by 377k steps (the mirror's to 0.001 by 205k), their games then repeat.
-    # The bundled config since.
+    # The bundled config until pointer-entropy-minibatch.
     "pointer-entropy": COLUMN + ENTROPY,
     "pointer-mirror-entropy": COLUMN + MIRROR + ENTROPY,
     # pointer-entropy with its snapshots in play drawn by prioritised fictitious self-play.
     "pointer-entropy-pfsp": COLUMN + ENTROPY + ("selfplay.sampling=pfsp",),
     # pointer-entropy with twice the gradient steps per rollout: minibatches of 512 rows, four epochs (12 steps of
-    # ~1,500 stored rows, against 6).
-    "pointer-entropy-minibatch": COLUMN + ENTROPY + ("frame.batch_size=512", "frame.n_epochs=4"),
+    # ~1,500 stored rows, against 6). The bundled config since.
+    "pointer-entropy-minibatch": COLUMN + ENTROPY + MINIBATCH,
     # pointer-entropy against snapshots that play their most likely moves: every loss of its best checkpoints to
     # scripted began with a one-move mistake, most often a missed block (benchmarks/connect_four_mistakes.py); a
     # sampling snapshot often misses the win that would punish it.
@@ -69,7 +70,7 @@ CONNECT_FOUR: Dict[str, Tuple[str, ...]] = {
 }
 # Game -> candidate -> changes. "one-policy": one policy for every seat (no pool), at the same budget.
 CANDIDATES: Dict[str, Dict[str, Tuple[str, ...]]] = {
-    "ConnectFour": {**CONNECT_FOUR, "one-policy": COLUMN + ENTROPY + ("selfplay.seats=all",)},
+    "ConnectFour": {**CONNECT_FOUR, "one-policy": COLUMN + ENTROPY + MINIBATCH + ("selfplay.seats=all",)},
     "Skirmish": {"bundled": (), "one-policy": ("selfplay.seats=all",)},
 }
 
