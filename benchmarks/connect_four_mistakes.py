@@ -32,11 +32,9 @@ KINDS = ("missed win", "missed block", "under a threat", "sound")
 
 def classify(observation, column: int) -> str:
     """The kind of the move ``column`` from ``observation`` (the mover's own)."""
-    from entmachin.env.examples.connect_four import COLS, ROWS, _connected
+    from entmachin.env.examples.connect_four import COLS, ROWS, _connected, read_board
 
-    mine, theirs = (np.asarray(observation.features[t], dtype=np.int64).reshape(-1, 2) for t in ("Mine", "Theirs"))
-    heights = np.bincount(np.concatenate([mine[:, 1], theirs[:, 1]]), minlength=COLS)
-    ours, other = (int(np.bitwise_or.reduce(np.left_shift(1, 7 * p[:, 1] + p[:, 0]), initial=0)) for p in (mine, theirs))
+    heights, ours, other = read_board(observation)
     legal = [c for c in range(COLS) if heights[c] < ROWS]
     cell = {c: 1 << (7 * c + int(heights[c])) for c in legal}
     wins = [c for c in legal if _connected(ours | cell[c])]
@@ -92,7 +90,8 @@ def main(argv: List[str] = None) -> None:
             action = player.choose([observations[mover]], [mover])[0]
             if mover == ours:
                 choice = action["drop"]
-                column = COLUMN_IDS.index(int(choice.actees[0])) if hasattr(choice, "actees") else int(choice.indices[0])
+                column = (COLUMN_IDS.index(int(choice.actees[0])) if hasattr(choice, "actees")
+                          else int(choice.indices[0]))
                 kind = classify(observations[mover], column)
                 moves[kind] += 1
                 if kind != "sound" and mistake is None:

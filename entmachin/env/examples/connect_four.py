@@ -32,7 +32,7 @@ column), so a four-in-a-line test is four shift-and-mask pairs (``_connected``).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -257,9 +257,7 @@ def _tactical(observation: Observation, action_space: Mapping[ActionName, Action
         legal = np.array([COLUMN_IDS.index(i) for i in amask.actee_ids], dtype=np.int64)
     else:
         legal = np.flatnonzero(np.asarray(amask.mask).reshape(-1))
-    mine, theirs = (np.asarray(observation.features[t], dtype=np.int64).reshape(-1, 2) for t in ("Mine", "Theirs"))
-    heights = np.bincount(np.concatenate([mine[:, 1], theirs[:, 1]]), minlength=COLS)
-    boards = [int(np.bitwise_or.reduce(np.left_shift(1, 7 * p[:, 1] + p[:, 0]), initial=0)) for p in (mine, theirs)]
+    heights, *boards = read_board(observation)
     choice = None
     for bits in boards:  # first a winning drop of ours, then one of theirs to block
         wins = [c for c in legal if _connected(bits | 1 << (7 * int(c) + int(heights[c])))]
@@ -269,6 +267,15 @@ def _tactical(observation: Observation, action_space: Mapping[ActionName, Action
     if choice is None:
         choice = otherwise(legal)
     return drop_action(action_space, int(choice), amask.actor_ids[0])
+
+
+def read_board(observation: Observation) -> Tuple[np.ndarray, int, int]:
+    """``(heights, ours, theirs)`` from a seat's ``observation``: int64 ``[COLS]`` pieces in each column,
+    and the seat's and the other seat's bitboards (bit ``7 * col + row``)."""
+    mine, theirs = (np.asarray(observation.features[t], dtype=np.int64).reshape(-1, 2) for t in ("Mine", "Theirs"))
+    heights = np.bincount(np.concatenate([mine[:, 1], theirs[:, 1]]), minlength=COLS)
+    ours, other = (int(np.bitwise_or.reduce(np.left_shift(1, 7 * p[:, 1] + p[:, 0]), initial=0)) for p in (mine, theirs))
+    return heights, ours, other
 
 
 def drop_action(action_space: Mapping[ActionName, ActionSpace], column: int,
