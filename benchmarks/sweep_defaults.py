@@ -66,7 +66,8 @@ CANDIDATES: Dict[str, Tuple[str, ...]] = {
                                      "frame.n_anneal_updates=auto", "rollout.num_envs=64"),
     "entropy-0.1-anneal-d64": ("frame.entropy_weight=-0.1", "frame.anneal_entropy=true", "frame.n_anneal_updates=auto",
                                "model.d_model=64"),
-    # Each of those stalls on a plateau within 100k steps: whether a much larger bonus (PickMatchingBalls' own) lifts it.
+    # Each of those stalls on a plateau within 100k steps: whether a much larger bonus (PickMatchingBalls' own)
+    # lifts it.
     "entropy-0.5-anneal": ("frame.entropy_weight=-0.5", "frame.anneal_entropy=true", "frame.n_anneal_updates=auto"),
 }
 SCREEN_BUDGET = 64_000

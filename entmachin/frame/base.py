@@ -228,8 +228,8 @@ class Frame:
 
     @property
     def optimizers(self) -> List[torch.optim.Optimizer]:
-        """The optimizers, built on first use (``entmachin.frame.stepping.LazyOptimizers``): a frame that only acts never
-        imports what torch's optimizers import."""
+        """The optimizers, built on first use (``entmachin.frame.stepping.LazyOptimizers``): a frame that
+        only acts never imports what torch's optimizers import."""
         return self._optimizers.get()
 
     @property

@@ -375,14 +375,13 @@ class LazyOptimizers:
     def snapshot(self) -> Any:
         """What :meth:`restore` needs to put the optimizers' states back as they are now (builds nothing)."""
         if self._built is None:
-            return ("pending", copy.deepcopy(self._pending))
-        return ("built", copy.deepcopy([opt.state_dict() for opt in self._built]))
+            return False, copy.deepcopy(self._pending)
+        return True, copy.deepcopy([opt.state_dict() for opt in self._built])
 
     def restore(self, snapshot: Any) -> None:
-        kind, states = snapshot
-        if kind == "built":
+        """The optimizers' states as :meth:`snapshot` saw them (unbuilt then: unbuilt again, with what was pending)."""
+        built, states = snapshot
+        if built:
             self.load_state_dicts(states)
-        elif self._built is None:
-            self._pending = states
-        else:  # built since the snapshot was taken from fresh optimizers: nothing was loaded then
+        else:
             self._built, self._pending = None, states

@@ -314,7 +314,8 @@ class SelfPlaySection:
         if self.sampling not in SAMPLINGS:
             raise ValueError(f"sampling: expected one of {list(SAMPLINGS)}, got {self.sampling!r}")
         if self.snapshot_actions not in SNAPSHOT_ACTIONS:
-            raise ValueError(f"snapshot_actions: expected one of {list(SNAPSHOT_ACTIONS)}, got {self.snapshot_actions!r}")
+            raise ValueError(f"snapshot_actions: expected one of {list(SNAPSHOT_ACTIONS)}, "
+                             f"got {self.snapshot_actions!r}")
         if not 0.0 <= self.play_against_latest <= 1.0:
             raise ValueError(f"play_against_latest: expected a probability in [0, 1], got {self.play_against_latest}")
         if not (self.elo_k > 0 and math.isfinite(self.elo_k) and math.isfinite(self.elo_initial)):

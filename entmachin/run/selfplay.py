@@ -21,7 +21,8 @@ M are ever in play. With ``sampling: pfsp`` (prioritised fictitious self-play, a
 draws) the draw weighs each snapshot by ``(1 - p)^2``, ``p`` the learner's expected score against it
 from their Elo ratings: the snapshots it still loses to are played most, the ones it beats surely
 hardly at all. With ``snapshot_actions: most_likely`` the snapshots play their most likely choices instead
-of sampling: sharper opponents, which punish a missed block whenever they see the win. The rows the current parameters act (the learner's seats, and every seat of a game
+of sampling: sharper opponents, which punish a missed block whenever they see the win. The rows the current
+parameters act (the learner's seats, and every seat of a game
 against its current self) are stored and trained on; the snapshots' rows take part in GAE only as the
 other seats' steps, never in the losses (``RolloutCollector(opponents=...)``).
 
