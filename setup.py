@@ -32,6 +32,8 @@ setup(
             "pettingzoo>=1.24", "pygame>=2.5",
             # test_export: parity of exported policies (the export extra's packages); test/data: datasets.
             "onnx>=1.14", "onnxruntime>=1.15", "pyarrow>=14,<26",
+            # test_schema: `entmachin schema` checked with a JSON Schema validator (draft 2020-12).
+            "jsonschema>=4.18",
         ],
         # Optional: ragged-buffer's RaggedBuffer* values are then accepted and converted. Its
         # wheels stop at Python 3.11 (and numpy 1); entmachin's own arrays need neither.

@@ -72,8 +72,8 @@ def runner(config, phases: Dict[str, List[float]]) -> Dict[str, float]:
     directory = tempfile.mkdtemp(prefix="entmachin-bench-runner-")
     run = Runner(config, os.path.join(directory, "run"), progress=True)
     spent: Dict[str, float] = defaultdict(float)
-    for name in ("_evaluate", "_checkpoint"):
-        original = getattr(run, name)
+    for name, owner, method in (("evaluations", run.evaluations, "evaluate"), ("checkpoints", run.checkpoints, "save")):
+        original = getattr(owner, method)
 
         def timed(*args, _original=original, _name=name, **kwargs):
             t = time.perf_counter()
@@ -81,9 +81,9 @@ def runner(config, phases: Dict[str, List[float]]) -> Dict[str, float]:
                 return _original(*args, **kwargs)
             finally:
                 spent[_name] += time.perf_counter() - t
-                if _name == "_evaluate" and kwargs.get("final"):
+                if _name == "evaluations" and kwargs.get("final"):
                     spent["final evaluation"] += time.perf_counter() - t
-        setattr(run, name, timed)
+        setattr(owner, method, timed)
     started = time.perf_counter()
     with open(os.devnull, "w") as devnull:
         stderr, sys.stderr = sys.stderr, devnull  # the bar's output is not what is timed

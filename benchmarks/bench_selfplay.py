@@ -81,7 +81,7 @@ def build(config: Any, pool: bool, max_snapshots: int) -> Dict[str, Any]:
         selfplay = SelfPlay(section, frame, envs.row_index(), seeds(config)["selfplay"],
                             spaces_record(envs.obs_space(), envs.action_space()))
         for k in range(1, section.window + 1):  # a full pool, M snapshots in play
-            selfplay.after_update(k * max(section.save_steps, section.swap_steps))
+            selfplay.advance(k * max(section.save_steps, section.swap_steps))
     tracker = RolloutTracker(envs.action_space())
     phases = Phases(clock(checked_device(config.train.device)))
     collector = RolloutCollector(frame, envs, config.rollout.n_steps, state_fn=phases.wrap(tracker.state_fn, "state"),

@@ -124,3 +124,13 @@ def test_the_exported_policy_played_collect(namespace):
     assert len(shipped.returns) == 16 and np.isfinite(shipped.mean)
     assert set(namespace["sampled"]) == set(namespace["onnx_policy"].action_space)
 
+
+
+def test_the_callback_example_wrote_its_figure(namespace):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    seen = namespace["longest"].seen
+    assert seen and all(1 <= n <= 200 for n in seen)  # MineSweeper's bundled step limit
+    events = EventAccumulator(str(namespace["__directory__"] / "runs" / "ms-custom"), size_guidance={"scalars": 0})
+    events.Reload()
+    assert [e.value for e in events.Scalars("custom/longest_episode")] == seen

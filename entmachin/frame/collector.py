@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple, runtime_checkable
 
 import numpy as np
 import torch
@@ -36,8 +36,8 @@ from entmachin.ragged.tensor import tree_to_torch
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RolloutCollector", "RolloutStats", "Opponents", "default_actions", "global_state", "global_actions",
-           "merge_rows"]
+__all__ = ["Collector", "RolloutCollector", "RolloutStats", "Opponents", "default_actions", "global_state",
+           "global_actions", "merge_rows"]
 
 StateFn = Callable[[VecObs], Dict[str, Any]]
 ActionFn = Callable[[Any], Tuple[Dict[str, Any], Dict[str, Any]]]  # frame.act's result -> (stored action, env actions)
@@ -109,6 +109,24 @@ def global_actions(action_name: str = "action") -> ActionFn:
                                                                                ones)}
 
     return convert
+
+
+@runtime_checkable
+class Collector(Protocol):
+    """What a training loop collects with: :class:`RolloutCollector` steps environments; behaviour cloning's
+    ``Cloning`` (``entmachin.run.cloning``) hands over a dataset's rows. ``snapshot`` / ``restore`` carry its
+    state (and ``total_env_steps``, the steps or rows so far) through a checkpoint."""
+
+    total_env_steps: int
+
+    def collect(self) -> RolloutStats:
+        """Stores the next rows in the frame; what they held."""
+
+    def snapshot(self) -> Dict[str, Any]:
+        """Its state, for a checkpoint."""
+
+    def restore(self, snapshot: Mapping[str, Any]) -> None:
+        """Goes on from a :meth:`snapshot`."""
 
 
 class Opponents(Protocol):

@@ -23,17 +23,36 @@ use ``seeds(config)["fresh"]``), beside the final checkpoint's on the same games
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 from typing import Any, Dict, Mapping, Optional
 
 from entmachin.frame.checkpoint import read_frame_checkpoint, save_frame
 from entmachin.frame.checkpoint_files import CheckpointError, manifest_versions, remove_version
+from entmachin.run.callbacks.base import Callback
 from entmachin.run.logs import RunError
 
-__all__ = ["BEST", "best_dir", "best_version", "candidate", "improves", "publish_best", "read_best"]
+__all__ = ["BEST", "BestCheckpoint", "best_dir", "best_version", "candidate", "improves", "publish_best", "read_best"]
+
+logger = logging.getLogger(__name__)
 
 BEST = "best"  # the directory under checkpoints/, and how commands name it (--checkpoint best)
+
+
+class BestCheckpoint(Callback):
+    """Publishes ``checkpoints/best/`` after each evaluation that improves on ``figure`` (``log.best``)."""
+
+    def __init__(self, figure: str) -> None:
+        self.figure = figure
+
+    def on_evaluation(self, run: Any, record: Dict[str, Any]) -> None:
+        if improves(best := candidate(record, self.figure), run.state.best):
+            run.state.best = best
+            publish_best(run.frame, run.checkpoint_dir, best, {"runner": run.state.to_bytes()})
+            logger.info("checkpoints/best: the networks of %d steps (%s %.3f)", best["env_steps"],
+                        "mean return" if best["figure"] == "return" else f"win rate against {best['figure']}",
+                        best["value"])
 
 
 def best_dir(checkpoint_dir: str) -> str:

@@ -111,6 +111,7 @@ def _parser() -> argparse.ArgumentParser:
                                "wins, draws, losses and the win rate (draws count half) with its 95%% interval")
 
     commands.add_parser("envs", help="list the example environments and their spaces")
+    commands.add_parser("schema", help="print the run config's JSON Schema (for editors to complete and check YAML)")
 
     init = commands.add_parser("init", help="print a complete, commented config for an environment")
     init.add_argument("env", help="an example environment's name or 'package.module:Class'")
@@ -209,7 +210,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     startup.mark("importing torch and entmachin")
     try:
         return {"train": commands.train, "eval": commands.evaluate_run, "envs": commands.list_envs,
-                "init": commands.init, "play": commands.play,
+                "init": commands.init, "schema": commands.schema, "play": commands.play,
                 "league": commands.league, "export": commands.export,
                 "record": commands.record, "relabel": commands.relabel, "verify": commands.verify}[args.command](args)
     except KeyboardInterrupt:

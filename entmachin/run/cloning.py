@@ -10,13 +10,15 @@ accuracy counts discrete actors only, and is not written where the held-out rows
 """
 from __future__ import annotations
 
-from typing import Any, Dict, NamedTuple, Tuple
+from typing import Any, Dict
 
 import numpy as np
 
 from entmachin.data import Dataset, DatasetError, Rows
 from entmachin.data.relabel import next_rows
 from entmachin.frame.bc import Held
+from entmachin.frame.collector import RolloutStats
+from entmachin.run.callbacks.base import Callback
 from entmachin.run.config import RunConfig
 from entmachin.run.logs import RunError
 
@@ -24,15 +26,6 @@ __all__ = ["Cloning", "discounted_returns"]
 
 # Held-out rows scored after every update (a sample of them where there are more).
 _VALIDATION_ROWS = 2048
-
-
-class CloningStats(NamedTuple):
-    """What one ``collect()`` reports to the runner (as ``RolloutStats`` does)."""
-
-    n_env_steps: int
-    episode_returns: Tuple[float, ...] = ()
-    episode_lengths: Tuple[int, ...] = ()
-    longest_running: int = 0
 
 
 def discounted_returns(rows: Rows, discount: float) -> np.ndarray:
@@ -52,8 +45,9 @@ def _held(rows: Rows, returns: np.ndarray) -> Held:
     return Held(rows.state(), rows.action, returns, probs)
 
 
-class Cloning:
-    """The dataset side of a BC run (see the module docstring).
+class Cloning(Callback):
+    """The dataset side of a BC run (see the module docstring): a ``Collector``, and a callback that scores
+    the held-out rows after each update.
 
     Raises:
         RunError: no dataset there, a damaged one, spaces other than the environment's (named),
@@ -98,7 +92,7 @@ class Cloning:
         self._cursor = 0
         self.total_env_steps = 0
 
-    def collect(self) -> CloningStats:
+    def collect(self) -> RolloutStats:
         """The next ``rows_per_update`` training rows, stored in the frame."""
         index = []
         needed = self.rows_per_update
@@ -112,7 +106,10 @@ class Cloning:
         batch = self.train.take(np.concatenate(index))
         self.frame.store_rows(batch.state, batch.action, batch.returns, batch.probs or None)
         self.total_env_steps += self.rows_per_update
-        return CloningStats(self.rows_per_update)
+        return RolloutStats(self.rows_per_update, (), ())
+
+    def after_update(self, run: Any, stats: Any) -> None:
+        self.write(run.writer, run.state.env_steps)
 
     def write(self, writer: Any, step: int) -> Dict[str, float]:
         """``bc/validation_loss`` and ``bc/validation_accuracy`` on the held-out rows (the accuracy

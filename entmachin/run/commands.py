@@ -5,16 +5,16 @@ import argparse
 import logging
 import os
 import sys
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from entmachin.run.config import ConfigError, RunConfig, apply_overrides, config_from_dict, config_to_dict, load_config
 from entmachin.run.paths import bundled_config_path, default_run_dir
 
 logger = logging.getLogger("entmachin")
 
-# Fields a resumed run may change: how long it goes on, what it logs, and whether its network runs
-# compiled (the same weights and checkpoints either way).
-_RESUMABLE = ("train.total_steps", "log.", "model.compile")
+# Fields a resumed run may change: how long it goes on, what it logs and calls, and whether its network
+# runs compiled (the same weights and checkpoints either way).
+_RESUMABLE = ("train.total_steps", "train.callbacks", "log.", "model.compile")
 
 
 def one_line(error: BaseException) -> str:
@@ -29,18 +29,30 @@ def one_line(error: BaseException) -> str:
     return " ".join(text.split())
 
 
-def resolve_train_config(args: argparse.Namespace) -> RunConfig:
+def resolve_train_config(target: Optional[str], overrides: Sequence[str] = (), frame: str = "PPO") -> RunConfig:
     """The config ``entmachin train`` runs: a file, a bundled config by name, or MineSweeper's; an
     environment without a bundled config trains with the defaults ``entmachin init`` writes."""
-    target = args.target or "MineSweeper"
+    target = target or "MineSweeper"
     if os.path.exists(target) or target.endswith((".yaml", ".yml")):
-        return load_config(target, args.overrides)
-    data, source = starting_config(target, args.frame)
+        return load_config(target, overrides)
+    data, source = starting_config(target, frame)
     if source == "defaults":
         logger.info("%s has no bundled %s config: training with entmachin's defaults (`entmachin init %s%s > "
-                    "my.yaml` writes them to a file to edit)", target, args.frame, target,
-                    "" if args.frame == "PPO" else f" --frame {args.frame}")
-    return config_from_dict(apply_overrides(data, args.overrides), target)
+                    "my.yaml` writes them to a file to edit)", target, frame, target,
+                    "" if frame == "PPO" else f" --frame {frame}")
+    return config_from_dict(apply_overrides(data, overrides), target)
+
+
+def resumed_config(run_dir: str, overrides: Sequence[str] = ()) -> RunConfig:
+    """The config a resumed run goes on with: its own, with the few fields a resume may change."""
+    from entmachin.run.runner import load_run_config
+
+    stored = load_run_config(run_dir)
+    frozen = [o.partition("=")[0] for o in overrides if not o.partition("=")[0].startswith(_RESUMABLE)]
+    if frozen:
+        raise ConfigError(f"--set {frozen[0]}: a resumed run keeps its config; only train.total_steps, "
+                          "train.callbacks, log.* and model.compile may change")
+    return config_from_dict(apply_overrides(config_to_dict(stored), overrides), "--resume")
 
 
 def starting_config(env: str, frame: str) -> Tuple[Dict[str, Any], str]:
@@ -97,21 +109,16 @@ def train(args: argparse.Namespace) -> int:
 
 
 def _train_config(args: argparse.Namespace) -> RunConfig:
-    from entmachin.run.runner import RunError, load_run_config
+    from entmachin.run.runner import RunError
 
     if args.resume is None:
         if args.trust_checkpoint:
             raise RunError("--trust-checkpoint goes with --resume RUN_DIR: it says whose environment state a resumed "
                            "run may unpickle")
-        return resolve_train_config(args)
+        return resolve_train_config(args.target, args.overrides, args.frame)
     if args.target is not None:
         raise RunError("give a config or --resume RUN_DIR, not both (a resumed run keeps its config)")
-    stored = load_run_config(args.resume)
-    frozen = [o.partition("=")[0] for o in args.overrides if not o.partition("=")[0].startswith(_RESUMABLE)]
-    if frozen:
-        raise ConfigError(f"--set {frozen[0]}: a resumed run keeps its config; only train.total_steps, log.* "
-                          "and model.compile may change")
-    return config_from_dict(apply_overrides(config_to_dict(stored), args.overrides), "--resume")
+    return resumed_config(args.resume, args.overrides)
 
 
 def _train(args: argparse.Namespace, config: RunConfig, distributed: Any) -> Any:
@@ -129,6 +136,8 @@ def _train(args: argparse.Namespace, config: RunConfig, distributed: Any) -> Any
 
 
 def _report(result: Any, runner: Any) -> int:
+    if result.reason is not None:
+        print(f"stopped early by {result.reason}")
     if result.final_eval is not None:
         from entmachin.run.build import EnvFactory, seeds
         from entmachin.run.evaluation import random_policy_return
@@ -198,6 +207,15 @@ def init(args: argparse.Namespace) -> int:
     header = (f"# entmachin run config for {args.env} ({args.frame}), {source}.\n"
               f"# Train with: entmachin train THIS_FILE [--set section.field=value]")
     sys.stdout.write(commented_yaml(data, header))
+    return 0
+
+
+def schema(args: argparse.Namespace) -> int:
+    import json
+
+    from entmachin.run.schema import json_schema
+
+    sys.stdout.write(json.dumps(json_schema(), indent=1) + "\n")
     return 0
 
 

@@ -35,7 +35,7 @@ import math
 import os
 import re
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Dict, List, Literal, Mapping, Optional, Sequence, Tuple, Union
 
 import yaml
@@ -196,6 +196,30 @@ class RolloutSection:
         return 1 + len(self.symmetries)
 
 
+#: entmachin's callbacks a config may name without their module (``train.callbacks``)
+BUILTIN_CALLBACKS = {"StopWhen": "entmachin.run.callbacks.stop:StopWhen"}
+
+
+def parse_callback(spec: Any, where: str) -> Tuple[str, Dict[str, Any]]:
+    """``(pkg.mod:Class, kwargs)`` of one ``train.callbacks`` entry (``pkg.mod:Class``, ``{class: ..., kwargs:
+    {...}}`` or a name of :data:`BUILTIN_CALLBACKS`), refused with ``where`` if malformed."""
+    if isinstance(spec, Mapping):
+        unknown = sorted(set(spec) - {"class", "kwargs"})
+        if unknown or "class" not in spec:
+            raise ValueError(f"{where}: expected keys class and kwargs, got {sorted(spec)}")
+        target, kwargs = spec["class"], spec.get("kwargs") or {}
+        if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
+            raise ValueError(f"{where}.kwargs: expected a mapping of keyword arguments, got {kwargs!r}")
+    else:
+        target, kwargs = spec, {}
+    module, _, attr = target.partition(":") if isinstance(target, str) else ("", "", "")
+    reference = bool(module) and bool(attr) and all(p.isidentifier() for p in (*module.split("."), *attr.split(".")))
+    if not isinstance(target, str) or (target not in BUILTIN_CALLBACKS and not reference):
+        raise ValueError(f"{where}: expected pkg.mod:Class or one of entmachin's {sorted(BUILTIN_CALLBACKS)}, "
+                         f"got {target!r}")
+    return BUILTIN_CALLBACKS.get(target, target), dict(kwargs)
+
+
 @documented
 @dataclass(frozen=True, kw_only=True)
 class TrainSection:
@@ -205,11 +229,16 @@ class TrainSection:
     threads: int = setting(1, "torch CPU threads; 1 makes a seed's run repeat exactly", execution=True)
     init_from: Optional[str] = setting(
         None, "a run directory: start from its latest checkpoint's networks (not its optimisers or counters)")
+    callbacks: Tuple[Union[str, Dict[str, Any]], ...] = setting(
+        (), "the user's callbacks (entmachin.run.callbacks): pkg.mod:Class, {class: pkg.mod:Class, kwargs: {...}}, "
+            "or entmachin's by name (StopWhen)", before=())
 
     def __post_init__(self) -> None:
         for name, low in (("total_steps", 1), ("seed", 0), ("threads", 1)):
             if getattr(self, name) < low:
                 raise ValueError(f"{name}: expected an int >= {low}, got {getattr(self, name)}")
+        for i, spec in enumerate(self.callbacks):
+            parse_callback(spec, f"callbacks[{i}]")
         import torch
 
         try:
@@ -494,7 +523,7 @@ def _dataclass_from(cls: type, value: Any, path: str) -> Any:
         message = str(e)
         # "RogueNetConfig.n_layer: ...", "PPO: batch_size must ...", "n_steps: ..." -> "<path>.<field>..."
         names = {f.name for f in dataclasses.fields(cls)}
-        for pattern in (r"^(\w+)(?=[: ])", r"^\w+[.:] ?(\w+)(?=[: ])"):
+        for pattern in (r"^(\w+)(?=[: [])", r"^\w+[.:] ?(\w+)(?=[: ])"):
             match = re.match(pattern, message)
             if match and match.group(1) in names:
                 raise ConfigError(f"{path}.{message[match.start(1):]}") from None

@@ -51,6 +51,7 @@ from entmachin.frame.checkpoint import CheckpointError, check_state_dict
 from entmachin.frame.collector import default_actions
 from entmachin.frame.safe_call import safe_call
 from entmachin.ragged import trees
+from entmachin.run.callbacks.base import Callback
 from entmachin.run.config import SelfPlaySection
 from entmachin.run.elo import expected, updated
 from entmachin.run.logs import RunError, next_due
@@ -71,8 +72,9 @@ class _Slot:
     due: int = -1  # the snapshot that replaces it when its last game ends (-1: none)
 
 
-class SelfPlay:
-    """The opponents of the learner's games (an ``Opponents`` of ``RolloutCollector``), their pool and Elo.
+class SelfPlay(Callback):
+    """The opponents of the learner's games (an ``Opponents`` of ``RolloutCollector``), their pool and Elo
+    (a run's callback: after each update it advances the pool and writes ``selfplay/*``).
 
     Args:
         section: the run config's ``selfplay`` section (``seats`` other than ``all``).
@@ -192,7 +194,12 @@ class SelfPlay:
 
     # ------------------------------------------------------------------ the pool
 
-    def after_update(self, env_steps: int) -> None:
+    def after_update(self, run: Any, stats: Any) -> None:
+        """The run's callback: :meth:`advance` the pool, then its tensorboard figures."""
+        self.advance(run.state.env_steps)
+        self.write(run.writer, run.state.env_steps)
+
+    def advance(self, env_steps: int) -> None:
         """Takes a snapshot when ``save_steps`` have passed and draws the snapshots in play when
         ``swap_steps`` have (call after each update, with the run's environment steps)."""
         section = self.section

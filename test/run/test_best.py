@@ -26,7 +26,7 @@ RATES = {64: 0.5, 128: 0.75, 192: 0.75, 256: 0.25}
 
 def with_rates(monkeypatch, rates):
     """Makes the runner's evaluations against ``scripted`` report ``rates`` (env steps -> win rate)."""
-    import entmachin.run.runner as runner
+    import entmachin.run.callbacks.evaluations as runner
 
     real = runner.match
     steps = iter(sorted(rates))

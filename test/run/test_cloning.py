@@ -265,3 +265,18 @@ def test_a2c_settings_cloning_does_not_use_are_refused_not_ignored(key, value):
 
     with pytest.raises(ConfigError, match=rf"frame.{key} is .*behaviour cloning does not use it"):
         load_config(bundled_config_path("MineSweeper", "BC"), [f"frame.{key}={value}"])
+
+
+def test_cloning_is_the_runs_collector_and_a_callback(steady_data, tmp_path):
+    from entmachin.frame.collector import Collector
+    from entmachin.run.commands import resolve_train_config
+    from entmachin.run.runner import Runner
+
+    config = resolve_train_config("MineSweeper", [f"bc.data={steady_data}", "train.total_steps=8192",
+                                                  "log.eval_episodes=4"], "BC")
+    runner = Runner(config, str(tmp_path / "clone"), progress=False)
+    runner.train()
+    assert isinstance(runner.collector, Collector) and runner.collector in runner.callbacks.own
+    snapshot = runner.collector.snapshot()
+    runner.collector.restore(snapshot)
+    assert runner.collector.total_env_steps == 8192

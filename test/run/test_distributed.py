@@ -47,7 +47,7 @@ def _rank_main(rank, world_size, port, argv, out_dir, fail_rank):
         def broken(self):
             raise ValueError("environment exploded")
 
-        Runner._collect_and_update = broken
+        Runner._merge_input_stats = broken  # in the first rollout of a data-parallel run
     try:
         commands.train(cli._parser().parse_args(argv))
         outcome = "ok"

@@ -69,7 +69,7 @@ def test_opponents_and_seats_change_only_when_a_game_ends_and_at_most_m_snapshot
     for _ in range(24):
         steps += collector.collect().n_env_steps
         frame.update()
-        selfplay.after_update(steps)
+        selfplay.advance(steps)
     assert len(selfplay.snapshots) >= 5 and len(selfplay.window) <= selfplay.section.window
     changes = 0
     for t in range(len(watch.before) - 1):
@@ -102,7 +102,7 @@ def test_the_rows_the_current_parameters_act_are_stored_and_snapshots_rows_are_n
     while not any(slot.snapshot >= 0 for slot in selfplay.slots):
         steps += collector.collect().n_env_steps
         frame.update()
-        selfplay.after_update(steps)
+        selfplay.advance(steps)
     acted.clear()
     collector.collect()
     assert frame.replay_buffer.size() == sum(acted)  # one forward pass a step over exactly the stored rows
@@ -124,7 +124,7 @@ def test_snapshots_start_at_the_learners_rating_and_games_against_them_move_both
     for _ in range(6):
         steps += collector.collect().n_env_steps
         frame.update()
-        selfplay.after_update(steps)
+        selfplay.advance(steps)
         starts += [s["elo"] for s in selfplay.snapshots[len(starts):]]  # taken just now: no games yet
         assert starts[-1] == selfplay.learner_elo
         # every rated game moved the learner and one snapshot by the same amount, in opposite directions
@@ -139,7 +139,7 @@ def test_the_pool_file_loads_with_weights_only_and_restores_exactly():
     for _ in range(8):
         steps += collector.collect().n_env_steps
         frame.update()
-        selfplay.after_update(steps)
+        selfplay.advance(steps)
     data = selfplay.to_bytes()
     state = torch.load(io.BytesIO(data), weights_only=True)
     assert len(state["snapshots"]) == len(selfplay.snapshots) and state["learner_elo"] == selfplay.learner_elo
@@ -153,7 +153,7 @@ def test_the_pool_file_loads_with_weights_only_and_restores_exactly():
 def test_a_damaged_pool_or_one_of_other_spaces_is_refused_naming_the_file():
     envs, frame, selfplay, collector = arena_selfplay()
     collector.collect()
-    selfplay.after_update(48)
+    selfplay.advance(48)
     data = selfplay.to_bytes()
     with pytest.raises(RunError, match="pool.pt: the self-play pool cannot be read"):
         selfplay.check_bytes(data[: len(data) // 2], "pool.pt")
@@ -188,7 +188,7 @@ def test_pfsp_draws_the_snapshots_the_learner_loses_to_most():
     drawn, selfplay.next_save = [], 10**9  # no new snapshot: draws from these three only
     for step in range(400):
         selfplay.next_swap = step
-        selfplay.after_update(step)
+        selfplay.advance(step)
         drawn.append(selfplay.slots[0].due if selfplay.slots[0].due >= 0 else selfplay.slots[0].snapshot)
     counts = np.bincount(drawn, minlength=3) / len(drawn)
     assert counts[0] > 0.7 and counts[2] < 0.05, counts
@@ -202,7 +202,7 @@ def _snapshot_choices(snapshot_actions):
     while not any(slot.snapshot >= 0 for slot in selfplay.slots):
         steps += collector.collect().n_env_steps
         frame.update()
-        selfplay.after_update(steps)
+        selfplay.advance(steps)
     states, act = [], selfplay.act
     selfplay.act = lambda state: states.append(state) or act(state)
     collector.collect()

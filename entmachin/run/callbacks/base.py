@@ -1,0 +1,108 @@
+"""The callbacks' base class, their dispatch and ``train.callbacks``' loading (see the package)."""
+from __future__ import annotations
+
+import importlib
+import logging
+from typing import Any, Dict, Iterable, List, Sequence
+
+from entmachin.run.config import parse_callback
+from entmachin.run.logs import RunError
+
+__all__ = ["Callback", "CallbackError", "Callbacks", "EVENTS", "load_callbacks"]
+
+logger = logging.getLogger(__name__)
+
+EVENTS = ("on_start", "after_rollout", "after_update", "on_evaluation", "on_checkpoint", "on_end")
+
+
+class CallbackError(RunError):
+    """A user's callback raised; the message names it, the event and the environment steps."""
+
+
+class Callback:
+    """Base class of callbacks: every event does nothing (override the ones you need; see the package)."""
+
+    def on_start(self, run: Any) -> None:
+        pass
+
+    def after_rollout(self, run: Any, stats: Any) -> None:
+        pass
+
+    def after_update(self, run: Any, stats: Any) -> None:
+        pass
+
+    def on_evaluation(self, run: Any, record: Dict[str, Any]) -> None:
+        pass
+
+    def on_checkpoint(self, run: Any, env_steps: int) -> None:
+        pass
+
+    def on_end(self, run: Any, result: Any) -> None:
+        pass
+
+    def close(self, run: Any) -> None:
+        pass
+
+
+def _name(callback: Any) -> str:
+    return type(callback).__qualname__
+
+
+class Callbacks:
+    """A run's callbacks: entmachin's own, then the user's; :meth:`emit` calls one event on each."""
+
+    def __init__(self, own: Iterable[Any], users: Iterable[Any] = ()) -> None:
+        self.own, self.users = list(own), list(users)
+        for callback in self.users:
+            if not any(callable(getattr(callback, event, None)) for event in (*EVENTS, "close")):
+                raise RunError(f"callback {_name(callback)!r} has none of the events {list(EVENTS)}; subclass "
+                               "entmachin.run.callbacks.Callback and override the ones it needs")
+
+    def emit(self, event: str, run: Any, *args: Any) -> None:
+        for callback in self.own:
+            getattr(callback, event, _nothing)(run, *args)
+        for callback in self.users:
+            method = getattr(callback, event, None)
+            if method is None:
+                continue
+            try:
+                method(run, *args)
+            except Exception as e:
+                raise CallbackError(f"callback {_name(callback)}.{event} raised at {run.state.env_steps} environment "
+                                    f"steps: {type(e).__name__}: {e}") from e
+
+    def close(self, run: Any) -> None:
+        """Every callback's ``close``, each whatever the others do (a failure is logged, not raised: it
+        would hide why the run ended)."""
+        for callback in [*self.own, *self.users]:
+            try:
+                getattr(callback, "close", _nothing)(run)
+            except Exception as e:
+                logger.warning("callback %s.close raised %s: %s", _name(callback), type(e).__name__, e)
+
+
+def _nothing(*args: Any) -> None:
+    pass
+
+
+def load_callbacks(specs: Sequence[Any], field: str = "train.callbacks") -> List[Any]:
+    """Instances of the callbacks ``specs`` name (imported and built now; errors name the entry)."""
+    built = []
+    for i, spec in enumerate(specs):
+        where = f"{field}[{i}]"
+        try:
+            target, kwargs = parse_callback(spec, where)
+        except ValueError as e:
+            raise RunError(str(e)) from None
+        module, _, attr = target.partition(":")
+        try:
+            obj: Any = importlib.import_module(module)
+            for part in attr.split("."):
+                obj = getattr(obj, part)
+        except (ImportError, AttributeError) as e:
+            raise RunError(f"{where}: cannot import {target!r} ({type(e).__name__}: {e})") from None
+        try:
+            built.append(obj(**kwargs))
+        except Exception as e:
+            raise RunError(f"{where}: {target}(**{kwargs!r}) raised {type(e).__name__}: {e}") from None
+    return built
