@@ -69,6 +69,9 @@ CANDIDATES: Dict[str, Tuple[str, ...]] = {
     # Each of those stalls on a plateau within 100k steps: whether a much larger bonus (PickMatchingBalls' own)
     # lifts it.
     "entropy-0.5-anneal": ("frame.entropy_weight=-0.5", "frame.anneal_entropy=true", "frame.n_anneal_updates=auto"),
+    # PickMatchingBalls' bundled config has two layers beside that bonus (two layers alone hurt Xor: 0.55).
+    "two-layers-entropy-0.5-anneal": ("model.n_layer=2", "frame.entropy_weight=-0.5", "frame.anneal_entropy=true",
+                                      "frame.n_anneal_updates=auto"),
 }
 SCREEN_BUDGET = 64_000
 
