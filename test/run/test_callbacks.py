@@ -167,6 +167,11 @@ def test_stop_when_ends_the_run_at_its_threshold(tmp_path):
     result = Runner(tiny(), str(tmp_path / "run"), progress=False, callbacks=[stop]).train()
     assert result.env_steps == 64  # the evaluations at 32 and 64 both reach it
     assert result.reason.startswith("StopWhen: mean return") and "(2 evaluations in a row)" in result.reason
+    # the final evaluation is the one at 64 steps, not played again: the same policy, seed and games
+    evals = json.load(open(tmp_path / "run" / "eval.json"))
+    assert [(e["env_steps"], e["final"]) for e in evals] == [(32, False), (64, False), (64, True)]
+    assert {k: v for k, v in evals[2].items() if k != "final"} == {k: v for k, v in evals[1].items() if k != "final"}
+    assert result.final_eval == evals[2]
     never = entmachin.run.StopWhen(figure="return", at_least=math.inf)
     assert Runner(tiny(), str(tmp_path / "other"), progress=False, callbacks=[never]).train().env_steps == 96
 

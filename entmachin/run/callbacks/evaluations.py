@@ -45,6 +45,10 @@ class Evaluations(Callback):
         if not run.lead:
             return None
         config, step = run.config, run.state.env_steps
+        last = run.state.evals[-1] if run.state.evals else None
+        if final and last is not None and last["env_steps"] == step and not last["final"]:
+            # a run stopped right after an evaluation (StopWhen): the same policy, seed and games, so the same figures
+            return self._record(run, {**last, "final": True})
         episodes, deterministic = config.log.eval_episodes, config.log.eval_deterministic
         with torch.random.fork_rng(devices=_cuda_devices()):
             torch.manual_seed(self.seed)
@@ -62,11 +66,14 @@ class Evaluations(Callback):
                                   "episodes": len(result.returns), "final": final}
         if win_rates:
             record["win_rate"] = win_rates
-        run.state.evals.append(record)
         run.writer.add_scalar("eval/mean_return", result.mean, step)
-        logs.write_evals(run.run_dir, run.state)
         logger.info("evaluation at %d steps over %d episodes: mean %.3f, min %.3f, max %.3f", step,
                     len(result.returns), result.mean, result.min, result.max)
+        return self._record(run, record)
+
+    def _record(self, run: Any, record: Dict[str, Any]) -> Dict[str, Any]:
+        run.state.evals.append(record)
+        logs.write_evals(run.run_dir, run.state)
         run.callbacks.emit("on_evaluation", run, record)
         return record
 
