@@ -72,6 +72,10 @@ CANDIDATES: Dict[str, Tuple[str, ...]] = {
     # PickMatchingBalls' bundled config has two layers beside that bonus (two layers alone hurt Xor: 0.55).
     "two-layers-entropy-0.5-anneal": ("model.n_layer=2", "frame.entropy_weight=-0.5", "frame.anneal_entropy=true",
                                       "frame.n_anneal_updates=auto"),
+    # ... and gradients clipped at 2 instead of 0.5: with a bonus that large, the entropy's gradient fills most of
+    # a 0.5 norm, and clipping to it shrinks the policy's share.
+    "entropy-0.5-anneal-clip-2": ("frame.entropy_weight=-0.5", "frame.anneal_entropy=true",
+                                  "frame.n_anneal_updates=auto", "frame.gradient_max=2.0"),
 }
 SCREEN_BUDGET = 64_000
 
