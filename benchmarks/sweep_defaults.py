@@ -80,8 +80,10 @@ CANDIDATES: Dict[str, Tuple[str, ...]] = {
 SCREEN_BUDGET = 64_000
 
 
-def job_config(env: str, frame: str, changes: Sequence[str]) -> Dict[str, Any]:
-    """Plain config data: the bundled environment section, the defaults, the candidate's changes."""
+def job_config(env: str, frame: str, changes: Sequence[str], budget: Optional[int] = None) -> Dict[str, Any]:
+    """Plain config data: the bundled environment section, the defaults, the candidate's changes, and the
+    budget (``train.total_steps``): read before ``auto`` settings resolve, so that ``n_anneal_updates: auto``
+    anneals over the steps the job trains (None: the defaults' own total_steps)."""
     from entmachin.run.build import EnvFactory
     from entmachin.run.cli import bundled_config_path
     from entmachin.run.config import apply_overrides, config_from_dict, config_to_dict, load_config
@@ -89,7 +91,8 @@ def job_config(env: str, frame: str, changes: Sequence[str]) -> Dict[str, Any]:
 
     bundled = load_config(bundled_config_path(env, frame))
     data = default_config(config_to_dict(bundled)["env"], frame, EnvFactory(bundled.env).spaces()[0])
-    return config_to_dict(config_from_dict(apply_overrides(data, list(changes))))
+    budgeted = [] if budget is None else [f"train.total_steps={budget}"]
+    return config_to_dict(config_from_dict(apply_overrides(data, [*changes, *budgeted])))
 
 
 def run_one(candidate: str, changes: Sequence[str], env: str, frame: str, seed: int, budget: int,
@@ -97,7 +100,7 @@ def run_one(candidate: str, changes: Sequence[str], env: str, frame: str, seed: 
     import torch
 
     torch.set_num_threads(1)
-    data = job_config(env, frame, changes)
+    data = job_config(env, frame, changes, budget)
     run_dir = os.path.join(runs_dir, f"{candidate}-{env}-{frame}-{seed}")
     record = {"candidate": candidate, "changes": list(changes), "env": env, "frame": frame, "seed": seed,
               "budget": budget, **settings_of(data)}
@@ -112,7 +115,7 @@ def jobs_to_run(stage: str, candidates: Sequence[str], envs: Optional[Sequence[s
             continue
         scaled = max(int(budget * scale), 1)
         for candidate in candidates:
-            config = fingerprint_by_env(candidate)[(env, frame)]
+            config = fingerprint_by_env(candidate, scale)[(env, frame)]
             for seed in seeds:
                 if not any(print_of(r) == config and r["env"] == env and r["frame"] == frame and r["seed"] == seed
                            and r["budget"] == scaled for r in done):
@@ -166,7 +169,7 @@ def table(records: List[Dict[str, Any]], candidates: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
-_PRINTS: Dict[str, Dict[Tuple[str, str], str]] = {}
+_PRINTS: Dict[Tuple[str, float], Dict[Tuple[str, str], str]] = {}
 _RECORD_PRINTS: Dict[str, str] = {}
 
 
@@ -181,11 +184,14 @@ def print_of(record: Dict[str, Any]) -> str:
     return _RECORD_PRINTS[key]
 
 
-def fingerprint_by_env(candidate: str) -> Dict[Tuple[str, str], str]:
-    """The fingerprint each (env, frame) job of ``candidate`` has with the defaults as they are now."""
-    if candidate not in _PRINTS:
-        _PRINTS[candidate] = {key: fingerprint(job_config(*key, CANDIDATES[candidate])) for key in TARGETS}
-    return _PRINTS[candidate]
+def fingerprint_by_env(candidate: str, scale: float = 1.0) -> Dict[Tuple[str, str], str]:
+    """The fingerprint each (env, frame) job of ``candidate`` has with the defaults as they are now, at its
+    budget (scaled by ``scale``)."""
+    if (candidate, scale) not in _PRINTS:
+        _PRINTS[candidate, scale] = {key: fingerprint(job_config(*key, CANDIDATES[candidate],
+                                                                 max(int(budget * scale), 1)))
+                                     for key, (budget, _, _) in TARGETS.items()}
+    return _PRINTS[candidate, scale]
 
 
 def main(argv: Optional[List[str]] = None) -> None:

@@ -92,6 +92,20 @@ def test_compare_checkouts_runs_this_checkout_against_itself():
     assert re.search(r"ragged append of MineSweeper states, rows/s\s+[\d,.]+\s+[\d,.]+\s+[\d.]+x", done.stdout), done.stdout
 
 
+def test_a_sweep_job_anneals_auto_over_the_steps_it_trains():
+    """A candidate's ``n_anneal_updates: auto`` resolves at the job's budget, not at the defaults' 100,000 steps
+    (which froze every such screen at 100k: learning rates 0 from there)."""
+    import sweep_defaults
+
+    changes = sweep_defaults.CANDIDATES["entropy-0.5-anneal"]
+    data = sweep_defaults.job_config("Xor", "PPO", changes, 500_000)
+    assert data["train"]["total_steps"] == 500_000 and data["frame"]["n_anneal_updates"] == 977  # ceil(500k / 512)
+    assert sweep_defaults.job_config("Xor", "PPO", changes)["frame"]["n_anneal_updates"] == 196  # the defaults' 100k
+    # records of the 100k schedule no longer pass for the job's own
+    stale = sweep_defaults.fingerprint(sweep_defaults.job_config("Xor", "PPO", changes))
+    assert sweep_defaults.fingerprint_by_env("entropy-0.5-anneal")[("Xor", "PPO")] != stale
+
+
 @pytest.mark.slow
 def test_the_defaults_sweep_runs_and_prints_its_table(tmp_path):
     results = str(tmp_path / "sweep.jsonl")

@@ -35,6 +35,9 @@ def resolve_train_config(target: Optional[str], overrides: Sequence[str] = (), f
     target = target or "MineSweeper"
     if os.path.exists(target) or target.endswith((".yaml", ".yml")):
         return load_config(target, overrides)
+    own = bundled_config_path(target, frame) if "." not in target and ":" not in target else None
+    if own is not None:  # read with the overrides, as a file is: `auto` settings see the overridden budget
+        return load_config(own, overrides)
     data, source = starting_config(target, frame)
     if source == "defaults":
         logger.info("%s has no bundled %s config: training with entmachin's defaults (`entmachin init %s%s > "

@@ -83,6 +83,18 @@ def test_n_anneal_updates_auto_anneals_over_the_whole_run(monkeypatch):
     assert config_from_dict({"frame": {"n_anneal_updates": 7}}).frame.settings.n_anneal_updates == 7
 
 
+def test_a_bundled_config_by_name_anneals_over_an_overridden_budget():
+    """`entmachin train PickMatchingBalls --set train.total_steps=N`: auto sees N, as with the file's path
+    (it used to resolve at the bundled 500k first, leaving a longer run's second half at learning rate 0)."""
+    from entmachin.run.commands import resolve_train_config
+    from entmachin.run.paths import bundled_config_path
+
+    by_name = resolve_train_config("PickMatchingBalls", ["train.total_steps=1000000"])
+    by_path = resolve_train_config(bundled_config_path("PickMatchingBalls"), ["train.total_steps=1000000"])
+    assert by_name == by_path and by_name.frame.settings.n_anneal_updates == 977  # ceil(1M / 1,024 rows)
+    assert resolve_train_config("PickMatchingBalls").frame.settings.n_anneal_updates == 489  # its own 500k
+
+
 def test_overrides_are_yaml_scalars_at_dotted_paths():
     data = apply_overrides({"frame": {"discount": 0.9}}, ["frame.discount=0.995", "rollout.num_envs=64",
                                                           "model.pooling=mean", "env.max_episode_steps="])
