@@ -16,7 +16,7 @@ import dataclasses
 import inspect
 from typing import Any, Callable, Dict, List
 
-__all__ = ["setting", "doc_of", "docs_of", "field_lines", "documented", "marker_of", "NOT_DECLARED"]
+__all__ = ["setting", "doc_of", "docs_of", "default_of", "field_lines", "documented", "marker_of", "NOT_DECLARED"]
 
 _DOC = "doc"
 NOT_DECLARED = object()  # what marker_of returns for a marker no declaration of the field gives
@@ -63,14 +63,19 @@ def docs_of(cls: type) -> Dict[str, str]:
     return {f.name: doc_of(cls, f.name) for f in dataclasses.fields(cls)}
 
 
+def default_of(f: dataclasses.Field) -> Any:
+    """Field ``f``'s default (its ``default_factory()``'s value), or ``dataclasses.MISSING`` without one."""
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING
+
+
 def field_lines(cls: type, indent: str = "    ") -> List[str]:
     """One docstring line per field of dataclass ``cls``: ``name: description (default ...).``"""
     lines = []
     for f in dataclasses.fields(cls):
-        default = f.default if f.default is not dataclasses.MISSING else (
-            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
-        tail = "" if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING else \
-            f" (default {default!r})"
+        default = default_of(f)
+        tail = "" if default is dataclasses.MISSING else f" (default {default!r})"
         lines.append(f"{indent}{f.name}: {doc_of(cls, f.name)}{tail}.")
     return lines
 

@@ -19,9 +19,9 @@ import math
 import typing
 from typing import Any, Dict, List, Literal, Mapping, Tuple, Union
 
-from entmachin.run.config import _DERIVED, _SECTIONS, FRAMES, Q_FRAMES, FrameSection
+from entmachin.run.config import _DERIVED, _SECTIONS, FRAMES, Q_FRAMES, FrameSection, RunConfig
 from entmachin.run.defaults import GENERIC
-from entmachin.settings import doc_of
+from entmachin.settings import default_of, doc_of
 
 __all__ = ["json_schema"]
 
@@ -32,17 +32,11 @@ def json_schema() -> Dict[str, Any]:
     """The JSON Schema (draft 2020-12) of a run config."""
     properties = {name: _object(cls) for name, cls in _SECTIONS.items()}
     properties["frame"] = _frame()
-    order = [f.name for f in dataclasses.fields(_run_config())]
+    order = [f.name for f in dataclasses.fields(RunConfig)]
     return {"$schema": DIALECT, "title": "entmachin run config",
             "description": "A run of `entmachin train`: see `entmachin init ENV` for a complete, commented one.",
             "type": "object", "additionalProperties": False,
             "properties": {name: properties[name] for name in order}}
-
-
-def _run_config() -> type:
-    from entmachin.run.config import RunConfig
-
-    return RunConfig
 
 
 def _object(cls: type, skip: Tuple[str, ...] = (), defaults: Mapping[str, Any] = {}) -> Dict[str, Any]:
@@ -55,8 +49,7 @@ def _object(cls: type, skip: Tuple[str, ...] = (), defaults: Mapping[str, Any] =
         doc = doc_of(cls, f.name)
         if doc:
             schema["description"] = doc
-        default = defaults.get(f.name, f.default if f.default is not dataclasses.MISSING else (
-            f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING))
+        default = defaults.get(f.name, default_of(f))
         if default is not dataclasses.MISSING and not dataclasses.is_dataclass(default) and _json_safe(default):
             schema["default"] = _plain(default)
         properties[f.name] = schema
@@ -82,7 +75,7 @@ def _frame() -> Dict[str, Any]:
             test = {"anyOf": [test, {"not": {"required": ["name"]}}]}
         branches.append({"if": test, "then": {**fields, "properties": {**header, **fields["properties"]}}})
     names = list(FRAMES)
-    return {"type": "object", "description": doc_of(_run_config(), "frame"),
+    return {"type": "object", "description": doc_of(RunConfig, "frame"),
             "properties": {"name": {"enum": names, "default": "PPO", "description": doc_of(FrameSection, "name")}},
             "allOf": branches}
 

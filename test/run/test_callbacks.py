@@ -136,9 +136,10 @@ def test_callbacks_named_in_the_config_are_built_and_called(tmp_path):
 
 
 @pytest.mark.parametrize("specs, message", [
-    (["test.run.test_callbacks:Nope"], r"train\.callbacks\[0\]: cannot import 'test\.run\.test_callbacks:Nope'"),
-    (["no_such_package.mod:Thing"], r"train\.callbacks\[0\]: cannot import 'no_such_package\.mod:Thing' "
-                                    r"\(ModuleNotFoundError"),
+    (["test.run.test_callbacks:Nope"], r"train\.callbacks\[0\]: cannot find 'test\.run\.test_callbacks:Nope' "
+                                       r"\(module 'test\.run\.test_callbacks' has no attribute 'Nope'\)"),
+    (["no_such_package.mod:Thing"], r"train\.callbacks\[0\]: cannot find 'no_such_package\.mod:Thing' "
+                                    r"\(No module named 'no_such_package'\)"),
     ([{"class": "test.run.test_callbacks:StopAt", "kwargs": {"stpes": 3}}],
      r"train\.callbacks\[0\]: test\.run\.test_callbacks:StopAt\(\*\*\{'stpes': 3\}\) raised TypeError"),
     ([{"class": "StopWhen", "kwargs": {"evaluations": 0}}],

@@ -1,10 +1,10 @@
 """The callbacks' base class, their dispatch and ``train.callbacks``' loading (see the package)."""
 from __future__ import annotations
 
-import importlib
 import logging
 from typing import Any, Dict, Iterable, List, Sequence
 
+from entmachin.frame.config import resolve
 from entmachin.run.config import parse_callback
 from entmachin.run.logs import RunError
 
@@ -59,8 +59,8 @@ class Callbacks:
                                "entmachin.run.callbacks.Callback and override the ones it needs")
 
     def emit(self, event: str, run: Any, *args: Any) -> None:
-        for callback in self.own:
-            getattr(callback, event, _nothing)(run, *args)
+        for callback in self.own:  # entmachin's own: Callback subclasses, every event defined
+            getattr(callback, event)(run, *args)
         for callback in self.users:
             method = getattr(callback, event, None)
             if method is None:
@@ -94,13 +94,10 @@ def load_callbacks(specs: Sequence[Any], field: str = "train.callbacks") -> List
             target, kwargs = parse_callback(spec, where)
         except ValueError as e:
             raise RunError(str(e)) from None
-        module, _, attr = target.partition(":")
         try:
-            obj: Any = importlib.import_module(module)
-            for part in attr.split("."):
-                obj = getattr(obj, part)
-        except (ImportError, AttributeError) as e:
-            raise RunError(f"{where}: cannot import {target!r} ({type(e).__name__}: {e})") from None
+            obj = resolve(target, None, where)
+        except ValueError as e:
+            raise RunError(str(e)) from None
         try:
             built.append(obj(**kwargs))
         except Exception as e:
