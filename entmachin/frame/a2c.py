@@ -221,7 +221,7 @@ class A2C(Frame):
 
     def update(self, update_value: bool = True, update_policy: bool = True, concatenate_samples: bool = True,
                *, log_step: Optional[int] = None) -> Tuple[float, float]:
-        """Trains on every stored row, then clears the buffer.
+        """Trains on every stored row, then lets them go (clears the buffer; BC forgets its held rows).
 
         Minibatch ``i`` of shuffled epochs over the stored rows trains the policy while ``i < actor_update_times``
         and the value while ``i < critic_update_times``. An update that raises (``KeyboardInterrupt`` included)
@@ -246,10 +246,8 @@ class A2C(Frame):
             NonFiniteUpdateError: the failure rule of ``entmachin.frame.stepping``; the update itself completed.
         """
         name = self._update_name(concatenate_samples)
-        if self.replay_buffer.size() == 0:
-            raise RuntimeError(f"{name}: the replay buffer is empty; store transitions with store_episode or "
-                               "store_rollout before calling update()")
-        with InterruptGuard() as guard, trusted_inputs(self.actor, self.critic):  # checked when stored
+        rows = self._rows_to_train(name)
+        with InterruptGuard() as guard, self._inputs_checked_when_stored():
             lrs = [[group["lr"] for group in opt.param_groups] for opt in self.optimizers]
             committed = False
             try:
@@ -259,10 +257,10 @@ class A2C(Frame):
                         frac = max(0.0, 1.0 - self._n_updates / self.config.n_anneal_updates)
                         self._set_learning_rates([[lr * frac for lr in initial] for initial in self._initial_lrs])
                 steps = UpdateSteps(name, guard, self.config.gradient_max, self.data_parallel)
-                stats = self._train(Rollout.read(self.replay_buffer), steps, update_value, update_policy,
+                stats = self._train(rows, steps, update_value, update_policy,
                                     frac if self.config.anneal_entropy else 1.0)
                 with guard.step:  # the update counts: rows consumed and counters moved together
-                    self.replay_buffer.clear()
+                    self._let_go_of_rows()
                     self._n_updates += 1
                     self.last_update = stats
                     failing = steps.failing(self._skipped_updates)
@@ -273,6 +271,22 @@ class A2C(Frame):
                         self._set_learning_rates(lrs)
         self._report(stats, log_step, failing, stats.non_finite)
         return -stats.policy_loss, stats.value_loss
+
+    def _rows_to_train(self, name: str) -> Rollout:
+        """The rows the next update trains on (the stored rollout). Subclasses that hold rows elsewhere (BC)
+        override this, :meth:`_let_go_of_rows`, :meth:`_inputs_checked_when_stored` and :meth:`_train`."""
+        if self.replay_buffer.size() == 0:
+            raise RuntimeError(f"{name}: the replay buffer is empty; store transitions with store_episode or "
+                               "store_rollout before calling update()")
+        return Rollout.read(self.replay_buffer)
+
+    def _let_go_of_rows(self) -> None:
+        """Forgets the rows an update has trained on (inside the update's commit)."""
+        self.replay_buffer.clear()
+
+    def _inputs_checked_when_stored(self) -> Any:
+        """The networks' value checks are skipped during the update: ``store_*`` checked the rows."""
+        return trusted_inputs(self.actor, self.critic)
 
     def _train(self, rollout: Rollout, steps: UpdateSteps, update_value: bool, update_policy: bool,
                entropy_scale: float) -> UpdateStats:

@@ -1,8 +1,8 @@
 """Behaviour cloning: a RogueNet actor (and its critic) trained on recorded rows.
 
-``store_rows(state, action, returns, probs=None)`` holds rows; ``update()`` walks them in
-minibatches like A2C's update (``actor_update_times`` / ``critic_update_times`` minibatches of
-``batch_size`` rows, shuffled epochs), then clears them. Each minibatch's policy loss is the mean,
+``store_rows(state, action, returns, probs=None)`` holds rows; ``update()`` is A2C's (the same
+guard, optimizer steps and commit) over them: ``actor_update_times`` / ``critic_update_times``
+minibatches of ``batch_size`` rows, shuffled epochs, then the rows are let go. Each minibatch's policy loss is the mean,
 over every actor of every action (the units of PPO and A2C), of the negative log-likelihood of
 what it did: for a discrete action the negative log-probability of the recorded choice under its
 mask, plus ``distill_weight`` times the cross-entropy from the recorded probabilities where the
@@ -14,6 +14,7 @@ evaluation, the optimizers and their steps).
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 import numpy as np
@@ -23,7 +24,7 @@ from entmachin.env.action import CONTINUOUS_SPACES
 from entmachin.frame.a2c import A2C, explained_variance, mean_of
 from entmachin.frame.config import BCConfig
 from entmachin.frame.rollout import minibatch_schedule
-from entmachin.frame.stepping import InterruptGuard, UpdateSteps
+from entmachin.frame.stepping import UpdateSteps
 from entmachin.frame.summary import UpdateStats
 from entmachin.model.input_norm import collecting_stats_of
 from entmachin.model.rogue_net import RogueNet
@@ -113,50 +114,45 @@ class BC(A2C):
 
     # -------------------------------------------------------------------------- update
 
-    def update(self, update_value: bool = True, update_policy: bool = True, concatenate_samples: bool = True,
-               *, log_step: Optional[int] = None) -> Tuple[float, float]:
-        """Trains on the held rows in minibatches, then lets them go; returns ``(-policy loss,
-        value loss)`` means.
-
-        Raises:
-            RuntimeError: no rows are held.
-        """
-        name = self._update_name(concatenate_samples)
+    def _rows_to_train(self, name: str) -> Held:
         held = self._held
         if held is None or held.n_rows == 0:
             raise RuntimeError(f"{name}: no rows; store_rows(...) first")
+        return held
+
+    def _let_go_of_rows(self) -> None:
+        self._held = None
+
+    def _inputs_checked_when_stored(self) -> Any:
+        return contextlib.nullcontext()  # store_rows does not check values: the networks do
+
+    def _train(self, held: Held, steps: UpdateSteps, update_value: bool, update_policy: bool,
+               entropy_scale: float) -> UpdateStats:
+        """The minibatches of one update over the held rows (``A2C.update`` commits it): minibatch ``i`` of
+        shuffled epochs trains the policy while ``i < actor_update_times`` and the value while
+        ``i < critic_update_times``; what they measured."""
         cfg = self.config
         n_policy = cfg.actor_update_times if update_policy else 0
         n_value = cfg.critic_update_times if update_value else 0
         schedule = minibatch_schedule(held.n_rows, cfg.batch_size, max(n_policy, n_value, 1), self._rng)
         seen: Dict[str, list] = {"policy": [], "value": [], "entropy": []}
         targets, values = [], []
-        with InterruptGuard() as guard:
-            steps = UpdateSteps(name, guard, cfg.gradient_max, self.data_parallel)
-            with self._training(guard):
-                for i, rows in enumerate(schedule):
-                    batch = held.take(rows)
-                    policy, value, predicted, entropy = self._losses(batch, i < n_policy, i < n_value)
-                    for key, loss in (("policy", policy), ("value", value), ("entropy", entropy)):
-                        if loss is not None:
-                            seen[key].append(loss.detach())
-                    if predicted is not None:
-                        targets.append(torch.from_numpy(batch.returns))
-                        values.append(predicted.detach().reshape(-1).cpu())
-                    steps.step(self._optimizer_steps(policy, value), {} if policy is None else {"policy loss": policy})
-            with guard.step:
-                self._held = None
-                self._n_updates += 1
-                variance = explained_variance(torch.cat(targets), torch.cat(values)) if targets else float("nan")
-                stats = UpdateStats(mean_of(seen["policy"]), mean_of(seen["value"]), mean_of(seen["entropy"]),
-                                    float("nan"), float("nan"), variance,
-                                    float(self.optimizers[0].param_groups[0]["lr"]), steps.skipped, len(schedule),
-                                    False, {what: (c[0], c[1]) for what, c in steps.tally.items()},
-                                    tuple(steps.non_finite))
-                self.last_update = stats
-                failing = steps.failing(self._skipped_updates)
-        self._report(stats, log_step, failing, stats.non_finite)
-        return -stats.policy_loss, stats.value_loss
+        with self._training(steps.guard):
+            for i, rows in enumerate(schedule):
+                batch = held.take(rows)
+                policy, value, predicted, entropy = self._losses(batch, i < n_policy, i < n_value)
+                for key, loss in (("policy", policy), ("value", value), ("entropy", entropy)):
+                    if loss is not None:
+                        seen[key].append(loss.detach())
+                if predicted is not None:
+                    targets.append(torch.from_numpy(batch.returns))
+                    values.append(predicted.detach().reshape(-1).cpu())
+                steps.step(self._optimizer_steps(policy, value), {} if policy is None else {"policy loss": policy})
+        variance = explained_variance(torch.cat(targets), torch.cat(values)) if targets else float("nan")
+        return UpdateStats(mean_of(seen["policy"]), mean_of(seen["value"]), mean_of(seen["entropy"]),
+                           float("nan"), float("nan"), variance, float(self.optimizers[0].param_groups[0]["lr"]),
+                           steps.skipped, len(schedule), False, {what: (c[0], c[1]) for what, c in steps.tally.items()},
+                           tuple(steps.non_finite))
 
     def _losses(self, batch: Held, policy: bool, value: bool) -> Tuple[Optional[torch.Tensor], ...]:
         """``(policy loss, value loss, predicted values, entropy)`` of a minibatch (None where not computed)."""
