@@ -12,7 +12,7 @@ from typing import Any, Dict, Mapping
 
 import yaml
 
-from entmachin.run.config import FRAMES, MLP_ONLY, ROGUE_NET_ONLY, RunConfig
+from entmachin.run.sections import FRAMES, MLP_ONLY, ROGUE_NET_ONLY, RunConfig
 from entmachin.settings import docs_of
 
 __all__ = ["FIELD_DOCS", "field_docs", "commented_yaml"]

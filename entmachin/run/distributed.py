@@ -26,7 +26,7 @@ import torch
 from entmachin.frame import RolloutStats
 from entmachin.distributed.collectives import Collectives, report_failure
 from entmachin.distributed.data_parallel import DataParallel
-from entmachin.run.config import DistributedSection
+from entmachin.run.sections import DistributedSection
 
 __all__ = ["DistributedRun", "from_environment", "process_group_backend", "rank_device", "rank_seed",
            "resolve_backend"]

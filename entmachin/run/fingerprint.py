@@ -42,7 +42,7 @@ import hashlib
 import json
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from entmachin.run.config import FRAMES, MLP_ONLY, Q_FRAMES, ROGUE_NET_ONLY, FrameSection, RunConfig
+from entmachin.run.sections import FRAMES, MLP_ONLY, Q_FRAMES, ROGUE_NET_ONLY, FrameSection, RunConfig
 from entmachin.settings import NOT_DECLARED, marker_of
 
 __all__ = ["learning_settings", "fingerprint", "revisions", "REVISIONS", "ABSENT"]

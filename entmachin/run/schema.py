@@ -19,7 +19,8 @@ import math
 import typing
 from typing import Any, Dict, List, Literal, Mapping, Tuple, Union
 
-from entmachin.run.config import _DERIVED, _SECTIONS, FRAMES, Q_FRAMES, FrameSection, RunConfig
+from entmachin.run.config import _SECTIONS
+from entmachin.run.sections import _DERIVED, FRAMES, Q_FRAMES, FrameSection, RunConfig
 from entmachin.run.defaults import GENERIC
 from entmachin.settings import default_of, doc_of
 

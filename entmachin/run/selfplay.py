@@ -52,7 +52,7 @@ from entmachin.frame.collector import default_actions
 from entmachin.frame.safe_call import safe_call
 from entmachin.ragged import trees
 from entmachin.run.callbacks.base import Callback
-from entmachin.run.config import SelfPlaySection
+from entmachin.run.sections import SelfPlaySection
 from entmachin.run.elo import expected, updated
 from entmachin.run.logs import RunError, next_due
 from entmachin.run.spaces import space_differences

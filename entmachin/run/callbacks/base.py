@@ -5,7 +5,7 @@ import logging
 from typing import Any, Dict, Iterable, List, Sequence
 
 from entmachin.frame.config import resolve
-from entmachin.run.config import parse_callback
+from entmachin.run.sections import parse_callback
 from entmachin.run.logs import RunError
 
 __all__ = ["Callback", "CallbackError", "Callbacks", "EVENTS", "load_callbacks"]
