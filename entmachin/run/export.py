@@ -25,7 +25,8 @@ from entmachin.model.q_mlp import MLPQNet
 from entmachin.model.rogue_net import RogueNet
 from entmachin.model.wrappers import unwrap
 from entmachin.run.export_dense import dense_graph, dense_net_graph
-from entmachin.run.export_graph import RogueNetGraph, inverse_cdf_sample
+from entmachin.run.export_graph import RogueNetGraph
+from entmachin.run.export_ops import inverse_cdf_sample
 
 __all__ = ["FORMAT", "ExportError", "ExportResult", "export_policy", "export_run", "inverse_cdf_sample"]
 

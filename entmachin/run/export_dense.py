@@ -19,7 +19,7 @@ from torch import nn
 from entmachin.model.continuous import ContinuousHead
 from entmachin.model.dense import DenseNet
 from entmachin.model.q_mlp import MLPQNet
-from entmachin.run.export_graph import (
+from entmachin.run.export_ops import (
     _BOOL, _F32, _I64, _Rows, _dueling, _gelu, _input_norm, _linear, choices, continuous_head,
 )
 
