@@ -327,7 +327,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     NOW[0] = clock(device)
     import torch
 
-    from entmachin.run.build import EnvFactory
+    from entmachin.run.envs import EnvFactory
     from entmachin.run.config import load_config
     from entmachin.run.paths import bundled_config_path
 

@@ -224,7 +224,8 @@ def measure_env(name: str, args: argparse.Namespace, data_dir: str, worker: Any)
 
     from entmachin.deploy import OnnxPolicy
     from entmachin.env import to_state
-    from entmachin.run.build import EnvFactory, make_frame
+    from entmachin.run.build import make_frame
+    from entmachin.run.envs import EnvFactory
     from entmachin.run.config import load_config
     from entmachin.run.export import export_policy
     from entmachin.run.paths import bundled_config_path

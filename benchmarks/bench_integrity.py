@@ -100,7 +100,8 @@ def export_rounds(name: str, directory: str, rounds: int) -> Dict[str, object]:
 
     from entmachin import export_checksum
     from entmachin.deploy import OnnxPolicy
-    from entmachin.run.build import EnvFactory, make_frame
+    from entmachin.run.build import make_frame
+    from entmachin.run.envs import EnvFactory
     from entmachin.run.config import load_config
     from entmachin.run.export import export_policy
     from entmachin.run.paths import bundled_config_path

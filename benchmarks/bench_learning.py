@@ -158,7 +158,7 @@ def continuous_actions(env: Dict[str, Any]) -> bool:
     key = json.dumps(env, sort_keys=True)
     if key not in _CONTINUOUS:
         from entmachin.env.action import ContinuousActionSpace, GlobalContinuousActionSpace
-        from entmachin.run.build import EnvFactory
+        from entmachin.run.envs import EnvFactory
         from entmachin.run.config import EnvSection
 
         _, action_space = EnvFactory(EnvSection(**env)).spaces()
@@ -216,7 +216,8 @@ def rock_thrower(data: Dict[str, Any], run_dir: str, seed: int) -> float:
     """Writes a run directory whose policy throws rock with probability >= ``ROCK_START`` (the bundled
     config's networks, the throw head's weights zeroed and its rock bias raised); returns that probability."""
     from entmachin.frame.checkpoint import save_frame
-    from entmachin.run.build import EnvFactory, make_frame
+    from entmachin.run.build import make_frame
+    from entmachin.run.envs import EnvFactory
     from entmachin.run.config import apply_overrides, config_from_dict
     from entmachin.run.logs import write_config
 
@@ -328,7 +329,8 @@ def evaluate_run(config: Any, run_dir: str, env_steps: int, evals: List[Dict[str
     policy's (returns; for a game, win rates against ``random``); for a game with ``log.best``, its best and
     final checkpoints on ``fresh_games`` fresh games (:func:`fresh_figures`)."""
     from entmachin.frame import evaluate
-    from entmachin.run.build import EnvFactory, seeds
+    from entmachin.run.build import seeds
+    from entmachin.run.envs import EnvFactory
     from entmachin.run.evaluation import load_trained, random_policy_return
     from entmachin.run.matches import RandomPlayer, match, play_matches
 

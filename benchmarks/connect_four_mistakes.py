@@ -62,7 +62,7 @@ def main(argv: List[str] = None) -> None:
     import torch
 
     from entmachin.env.examples.connect_four import COLUMN_IDS, SEATS, centre_opponent
-    from entmachin.run.build import EnvFactory
+    from entmachin.run.envs import EnvFactory
     from entmachin.run.config import EnvSection
     from entmachin.run.matches import FunctionPlayer, load_opponent
 

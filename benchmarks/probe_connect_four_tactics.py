@@ -58,7 +58,8 @@ def probe(overrides: List[str], n_train: int = 20_000, n_test: int = 2_000, epoc
     from entmachin.env.batch import batch_obs
     from entmachin.env.canonical import to_state
     from entmachin.ragged.tensor import RaggedTensor
-    from entmachin.run.build import EnvFactory, make_frame
+    from entmachin.run.build import make_frame
+    from entmachin.run.envs import EnvFactory
     from entmachin.run.config import load_config
     from entmachin.run.paths import bundled_config_path
 

@@ -84,7 +84,7 @@ def job_config(env: str, frame: str, changes: Sequence[str], budget: Optional[in
     """Plain config data: the bundled environment section, the defaults, the candidate's changes, and the
     budget (``train.total_steps``): read before ``auto`` settings resolve, so that ``n_anneal_updates: auto``
     anneals over the steps the job trains (None: the defaults' own total_steps)."""
-    from entmachin.run.build import EnvFactory
+    from entmachin.run.envs import EnvFactory
     from entmachin.run.cli import bundled_config_path
     from entmachin.run.config import apply_overrides, config_from_dict, config_to_dict, load_config
     from entmachin.run.defaults import default_config

@@ -34,7 +34,8 @@ from entmachin.frame.ppo import PPO
 from entmachin.frame.collector import RolloutCollector
 from entmachin.model import RogueNet, RogueNetConfig
 from entmachin.ragged import RaggedArray
-from entmachin.run.build import EnvFactory, make_frame
+from entmachin.run.build import make_frame
+from entmachin.run.envs import EnvFactory
 from entmachin.run.config import EnvSection
 from entmachin.run.evaluation import evaluate_checkpoint
 from entmachin.run.play import play

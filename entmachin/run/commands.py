@@ -65,7 +65,7 @@ def starting_config(env: str, frame: str) -> Tuple[Dict[str, Any], str]:
     changed, else the defaults (``entmachin.run.defaults.default_config``) with a step limit
     (``env.max_episode_steps``: the class's own ``max_episode_steps`` attribute where it declares
     one, else 1000)."""
-    from entmachin.run.build import EnvFactory, env_class
+    from entmachin.run.envs import EnvFactory, env_class
     from entmachin.run.config import EnvSection
     from entmachin.run.defaults import GENERIC, default_config, default_env_section
 
@@ -142,7 +142,8 @@ def _report(result: Any, runner: Any) -> int:
     if result.reason is not None:
         print(f"stopped early by {result.reason}")
     if result.final_eval is not None:
-        from entmachin.run.build import EnvFactory, seeds
+        from entmachin.run.build import seeds
+        from entmachin.run.envs import EnvFactory
         from entmachin.run.evaluation import random_policy_return
 
         final = result.final_eval

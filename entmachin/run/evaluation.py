@@ -15,7 +15,8 @@ from entmachin.frame import EvalResult, evaluate
 from entmachin.frame.checkpoint import latest_version, read_frame_checkpoint
 from entmachin.frame.checkpoint_files import manifest_versions, read_blob, read_manifest
 from entmachin.run.best import BEST, best_dir, best_version
-from entmachin.run.build import EnvFactory, make_frame, seeds
+from entmachin.run.build import make_frame, seeds
+from entmachin.run.envs import EnvFactory
 from entmachin.run.config import RunConfig
 from entmachin.run.defaults import DEFAULT_MAX_EPISODE_STEPS
 from entmachin.run.logs import RunError, load_run_config

@@ -28,7 +28,8 @@ import torch
 from entmachin.env.multi_agent import is_multi_agent
 from entmachin.frame.checkpoint_files import manifest_versions
 from entmachin.run.best import BEST, best_version
-from entmachin.run.build import EnvFactory, seeds
+from entmachin.run.build import seeds
+from entmachin.run.envs import EnvFactory
 from entmachin.run.elo import INITIAL_ELO, fit_ratings
 from entmachin.run.evaluation import eval_envs, load_trained, run_dir_of
 from entmachin.files import atomic_write

@@ -27,7 +27,8 @@ from entmachin.env.env_list import row_choices, to_env_actions
 from entmachin.env.multi_agent import RESULTS, check_game_step, game_results, has_actors, is_multi_agent
 from entmachin.frame.collector import default_actions
 from entmachin.frame.config import resolve
-from entmachin.run.build import EnvFactory, seeds
+from entmachin.run.build import seeds
+from entmachin.run.envs import EnvFactory
 from entmachin.run.evaluation import Version, eval_envs, load_trained, run_dir_of
 from entmachin.run.logs import RunError
 

@@ -50,7 +50,7 @@ from entmachin.env.action import CONTINUOUS_SPACES
 from entmachin.env.vec_env import VecContinuousActionMask
 from entmachin.env import checked_choices, to_state
 from entmachin.ragged.arrays import ragged_from_arrays
-from entmachin.run.build import EnvFactory, env_class
+from entmachin.run.envs import EnvFactory, env_class
 from entmachin.run.config import EnvSection
 from entmachin.env.multi_agent import has_actors
 from entmachin.run.matches import PolicyPlayer, load_opponent

@@ -34,7 +34,7 @@ from entmachin.env import EnvList, ParallelEnvList, random_actions, to_state
 from entmachin.env.action import CONTINUOUS_SPACES, SelectEntityActionSpace
 from entmachin.env.vec_env import VecObs
 from entmachin.ragged.arrays import ragged_from_arrays
-from entmachin.run.build import EnvFactory, env_class
+from entmachin.run.envs import EnvFactory, env_class
 from entmachin.run.config import EnvSection
 from entmachin.run.export import inverse_cdf_sample
 from entmachin.run.logs import RunError

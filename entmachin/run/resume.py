@@ -21,7 +21,7 @@ import torch
 from entmachin.frame.checkpoint import latest_version, read_frame_checkpoint
 from entmachin.run import env_state
 from entmachin.run.best import read_best
-from entmachin.run.build import EnvFactory
+from entmachin.run.envs import EnvFactory
 from entmachin.run.distributed import rank_seed, restore_rank_state
 from entmachin.run.evaluation import load_trained
 from entmachin.run.logs import RunError

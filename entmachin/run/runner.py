@@ -44,9 +44,9 @@ from entmachin.env.main_guard import start_forkserver
 from entmachin.frame import RolloutCollector
 from entmachin.model.compiled import recompiles
 from entmachin.run import logs, startup
-from entmachin.run.build import (EnvFactory, check_device, check_translation, decide_compile, decide_overlap,
-                                  decide_processes, make_envs,
-                                  make_frame, seeds, symmetries_of)
+from entmachin.run.build import (check_device, check_translation, decide_compile, decide_overlap, decide_processes,
+                                  make_envs, make_frame, seeds, symmetries_of)
+from entmachin.run.envs import EnvFactory
 from entmachin.run.best import BestCheckpoint
 from entmachin.run.callbacks import Callbacks, load_callbacks
 from entmachin.run.callbacks.checkpoints import Checkpoints

@@ -32,7 +32,8 @@ from entmachin.env.action import CONTINUOUS_SPACES, GLOBAL_SPACES
 from entmachin.env.vec_env import VecContinuousActionMask, has_global_entity
 from entmachin.model.continuous import ContinuousHead, beta_parameters, gaussian_parameters
 from entmachin.ragged.arrays import ragged_from_arrays
-from entmachin.run.build import EnvFactory, make_frame
+from entmachin.run.build import make_frame
+from entmachin.run.envs import EnvFactory
 from entmachin.run.config import apply_overrides, config_from_dict, load_config
 from entmachin.run.export import _acting_model, export_policy, inverse_cdf_sample
 from entmachin.run.paths import bundled_config_path

@@ -9,8 +9,9 @@ from entmachin.env import EnvList, GlobalContinuousAction, GymnasiumVecEnv, Para
 from entmachin.env.adapters import GymnasiumEnvironment
 from entmachin.model import DenseNet, DenseNetCritic
 from entmachin.ragged.array import RaggedArrayF32
-from entmachin.run import build
-from entmachin.run.build import EnvFactory, GymnasiumMaker, env_class, make_envs, make_frame
+from entmachin.run import envs
+from entmachin.run.build import make_envs, make_frame
+from entmachin.run.envs import EnvFactory, GymnasiumMaker, env_class
 from entmachin.run.config import ConfigError, EnvSection, config_from_dict
 
 SMALL = {"rollout": {"num_envs": 2, "n_steps": 4}, "frame": {"batch_size": 8}}
@@ -43,7 +44,7 @@ def test_unknown_ids_list_close_registered_ones(name, match):
 
 
 def test_a_missing_gymnasium_says_how_to_install_it(monkeypatch):
-    monkeypatch.setattr(build, "_MAKERS", {})
+    monkeypatch.setattr(envs, "_MAKERS", {})
     monkeypatch.setitem(sys.modules, "gymnasium", None)  # import gymnasium now raises ImportError
     with pytest.raises(ConfigError, match=r"^env.name: 'gymnasium:Pendulum-v1' is a gymnasium environment, and "
                                           r"gymnasium is not installed: pip install entmachin\[gymnasium\]"):

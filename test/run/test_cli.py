@@ -125,7 +125,7 @@ def test_a_damaged_checkpoint_is_named(run_dir, tmp_path, capsys):
 
 
 def test_a_checkpoint_of_other_spaces_says_which_differ(run_dir, tmp_path):
-    from entmachin.run.build import EnvFactory
+    from entmachin.run.envs import EnvFactory
     from entmachin.run.config import EnvSection
     from entmachin.run.evaluation import load_trained
     from entmachin.run.runner import RunError

@@ -26,7 +26,8 @@ from entmachin.frame.checkpoint_files import manifest_versions  # noqa: E402
 from entmachin.model import MLPActor, RogueNet  # noqa: E402
 from entmachin.model.config import RogueNetConfig  # noqa: E402
 from entmachin.model.q_mlp import MLPQNet  # noqa: E402
-from entmachin.run.build import EnvFactory, seeds  # noqa: E402
+from entmachin.run.build import seeds  # noqa: E402
+from entmachin.run.envs import EnvFactory  # noqa: E402
 from entmachin.run.cli import main  # noqa: E402
 from entmachin.run.config import load_config  # noqa: E402
 from entmachin.run.evaluation import eval_options, evaluate_checkpoint, load_trained  # noqa: E402

@@ -8,7 +8,7 @@ import pytest
 
 from entmachin.env import CategoricalActionMask, CategoricalActionSpace, Entity, EnvList, Environment, Observation
 from entmachin.env import ObsSpace
-from entmachin.run.build import EnvFactory
+from entmachin.run.envs import EnvFactory
 from entmachin.run.cli import main
 from entmachin.run.config import EnvSection
 

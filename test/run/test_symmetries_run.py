@@ -58,7 +58,7 @@ def test_bad_symmetry_settings_are_named(data, message):
 
 
 def test_make_frame_holds_the_images(tmp_path):
-    from entmachin.run.build import EnvFactory
+    from entmachin.run.envs import EnvFactory
 
     config = game(symmetries=["mirror"])
     obs_space, action_space, seats = EnvFactory(config.env).layout()

@@ -15,7 +15,7 @@ import torch
 from entmachin.env.multi_agent import is_multi_agent
 from entmachin.frame import evaluate
 from entmachin.run import logs
-from entmachin.run.build import EnvFactory
+from entmachin.run.envs import EnvFactory
 from entmachin.run.callbacks.base import Callback
 from entmachin.run.config import RunConfig
 from entmachin.run.evaluation import eval_options
