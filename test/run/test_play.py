@@ -206,15 +206,15 @@ def test_the_shown_distribution_is_the_agents(run_dir):
     from entmachin.env import batch_obs, to_state
     from entmachin.ragged.arrays import ragged_from_arrays
     from entmachin.run.evaluation import load_trained
-    from entmachin.run.play import _entity_names, _turns, _with_probs
+    from entmachin.run.prompt import entity_names, turns_of, with_probs
 
     frame, _, factory = load_trained(run_dir)
     envs = EnvList(factory, 1, seed=3)
     vec = envs.reset()
     obs, obs_space, action_space = envs.last_obs[0], envs.obs_space(), envs.action_space()
-    turns = _turns(vec, action_space, _entity_names(obs, vec, obs_space))
+    turns = turns_of(vec, action_space, entity_names(obs, vec, obs_space))
     assert [len(turns[name]) for name in action_space] == [2, 1]
-    shown = _with_probs(frame, obs, obs_space, action_space, turns)
+    shown = with_probs(frame, obs, obs_space, action_space, turns)
     state = to_state(batch_obs([obs], obs_space, action_space), action_space)
     first = {name: [int(np.argmax(t.allowed)) for t in group] for name, group in turns.items()}
     greedy = frame.act(state, deterministic=True, collect_stats=False).action
@@ -234,7 +234,7 @@ def test_the_shown_distribution_is_the_agents(run_dir):
 
 
 def test_how_typed_text_names_a_choice():
-    from entmachin.run.play import Turn, _resolve
+    from entmachin.run.prompt import Turn, _resolve
 
     turn = Turn("Pick", "Player", ["('Cherry', 0)", "7", "Up", "up", "('Cherry', 1)"], np.array([1, 1, 1, 1, 0], bool))
     assert _resolve(turn, "cherry, 0") == 0 and _resolve(turn, "[Cherry 0]") == 0  # punctuation and case aside
