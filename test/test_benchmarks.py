@@ -97,10 +97,14 @@ def test_a_sweep_job_anneals_auto_over_the_steps_it_trains():
     (which froze every such screen at 100k: learning rates 0 from there)."""
     import sweep_defaults
 
+    from entmachin.run.config import config_from_dict
+
     changes = sweep_defaults.CANDIDATES["entropy-0.5-anneal"]
     data = sweep_defaults.job_config("Xor", "PPO", changes, 500_000)
-    assert data["train"]["total_steps"] == 500_000 and data["frame"]["n_anneal_updates"] == 977  # ceil(500k / 512)
-    assert sweep_defaults.job_config("Xor", "PPO", changes)["frame"]["n_anneal_updates"] == 196  # the defaults' 100k
+    assert data["train"]["total_steps"] == 500_000 and data["frame"]["n_anneal_updates"] == "auto"
+    assert config_from_dict(data).frame.settings.n_anneal_updates == 977  # ceil(500k / 512)
+    at_100k = config_from_dict(sweep_defaults.job_config("Xor", "PPO", changes))
+    assert at_100k.frame.settings.n_anneal_updates == 196  # the defaults' 100k
     # records of the 100k schedule no longer pass for the job's own
     stale = sweep_defaults.fingerprint(sweep_defaults.job_config("Xor", "PPO", changes))
     assert sweep_defaults.fingerprint_by_env("entropy-0.5-anneal")[("Xor", "PPO")] != stale

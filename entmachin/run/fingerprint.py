@@ -42,7 +42,9 @@ import hashlib
 import json
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from entmachin.run.sections import FRAMES, MLP_ONLY, Q_FRAMES, ROGUE_NET_ONLY, FrameSection, RunConfig
+from entmachin.run.config import anneal_updates
+from entmachin.run.sections import (FRAMES, MLP_ONLY, Q_FRAMES, ROGUE_NET_ONLY, FrameSection, RolloutSection, RunConfig,
+                                    TrainSection)
 from entmachin.settings import NOT_DECLARED, marker_of
 
 __all__ = ["learning_settings", "fingerprint", "revisions", "REVISIONS", "ABSENT"]
@@ -74,7 +76,9 @@ def _section_fields(section: str, values: Mapping[str, Any]) -> Dict[str, type]:
     """``{field name: declaring record}`` of a section; the frame section's depend on its frame."""
     if section == "frame":
         settings = FRAMES.get(values.get("name", "PPO"))
-        names = {f.name: FrameSection for f in dataclasses.fields(FrameSection) if f.name != "settings"}
+        # anneal_auto is not in plain data: auto is, resolved by _anneal_resolved
+        names = {f.name: FrameSection for f in dataclasses.fields(FrameSection)
+                 if f.name not in ("settings", "anneal_auto")}
         if settings is not None:
             names.update({f.name: settings for f in dataclasses.fields(settings)})
         return names
@@ -103,6 +107,18 @@ def _unread(data: Mapping[str, Any], continuous_actions: bool) -> Dict[str, Any]
     return unread
 
 
+def _anneal_resolved(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``data`` with ``frame.n_anneal_updates: auto`` as the count it resolves to: a run learns from the count,
+    and records written before ``config_to_dict`` kept ``auto`` hold the count."""
+    frame = data.get("frame") or {}
+    if frame.get("n_anneal_updates") != "auto":
+        return data
+    rollout, train = data.get("rollout") or {}, data.get("train") or {}
+    rows = rollout.get("num_envs", RolloutSection().num_envs) * rollout.get("n_steps", RolloutSection().n_steps)
+    total = train.get("total_steps", TrainSection().total_steps)
+    return {**data, "frame": {**frame, "n_anneal_updates": anneal_updates("auto", rows, total)}}
+
+
 def learning_settings(data: Mapping[str, Any], *, continuous_actions: bool) -> Dict[str, Dict[str, Any]]:
     """The part of plain config ``data`` that decides what a run learns and reports (the module's rule).
 
@@ -114,6 +130,7 @@ def learning_settings(data: Mapping[str, Any], *, continuous_actions: bool) -> D
     Returns:
         ``{section: {field: value}}``, sections and fields the rule leaves out removed.
     """
+    data = _anneal_resolved(data)
     unread = _unread(data, continuous_actions)
     kept: Dict[str, Dict[str, Any]] = {}
     for section in (f.name for f in dataclasses.fields(RunConfig)):

@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Literal, Mapping, Tuple, Union
 
 from entmachin.run.config import _SECTIONS
 from entmachin.run.sections import _DERIVED, FRAMES, Q_FRAMES, FrameSection, RunConfig
-from entmachin.run.defaults import GENERIC
+from entmachin.run.defaults import GENERIC, GENERIC_MODEL
 from entmachin.settings import default_of, doc_of
 
 __all__ = ["json_schema"]
@@ -33,6 +33,10 @@ def json_schema() -> Dict[str, Any]:
     """The JSON Schema (draft 2020-12) of a run config."""
     properties = {name: _object(cls) for name, cls in _SECTIONS.items()}
     properties["frame"] = _frame()
+    for frame, fields in GENERIC_MODEL.items():  # the model section's defaults that depend on the frame
+        for name, value in fields.items():
+            field = properties["model"]["properties"][name]
+            field["description"] = f"{field.get('description', '')} ({frame}'s default: {value})".lstrip()
     order = [f.name for f in dataclasses.fields(RunConfig)]
     return {"$schema": DIALECT, "title": "entmachin run config",
             "description": "A run of `entmachin train`: see `entmachin init ENV` for a complete, commented one.",
@@ -106,9 +110,9 @@ def _type(tp: Any) -> Dict[str, Any]:
 def _rule(rule: Mapping[str, Any]) -> Dict[str, Any]:
     """``setting(..., low=, high=, open_low=)`` as JSON Schema bounds."""
     out: Dict[str, Any] = {}
-    if "low" in rule:
+    if "low" in rule and math.isfinite(rule["low"]):  # an infinite bound bounds nothing (and is not JSON)
         out["exclusiveMinimum" if rule.get("open_low") else "minimum"] = rule["low"]
-    if "high" in rule:
+    if "high" in rule and math.isfinite(rule["high"]):
         out["exclusiveMaximum" if rule.get("open_high") else "maximum"] = rule["high"]
     return out
 

@@ -124,6 +124,8 @@ class FrameSection:
     settings: Union[A2CConfig, DQNConfig] = setting(
         default_factory=PPOConfig, doc="the frame's own settings (their fields sit beside these in YAML)")
     n_updates: int = setting(1, "DQN / DQNPer: update() calls (one sampled batch each) per rollout")
+    anneal_auto: bool = setting(False, "set by the loader: the config gave n_anneal_updates: auto (settings hold "
+                                       "the count it resolved to; the config is written back with auto)")
 
 
 @documented

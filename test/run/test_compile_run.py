@@ -15,7 +15,7 @@ from test.run.test_runner import final_actor
 CONFIG = """\
 env: {name: Count}
 rollout: {num_envs: 4, n_steps: 4}
-frame: {batch_size: 16}
+frame: {batch_size: 16, n_anneal_updates: null}  # constant rates: the first leg runs 64 steps, the straight run 128
 model: {d_model: 8, d_qk: 8, compile: true}
 train: {total_steps: 64}
 log: {checkpoint_interval: 32, eval_interval: 100000, eval_episodes: 2}

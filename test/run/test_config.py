@@ -15,7 +15,8 @@ CONFIGS = sorted(glob.glob(os.path.join(os.path.dirname(bundled_config_path("Cou
 
 def test_defaults_and_round_trip():
     config = config_from_dict({})
-    assert config == RunConfig(frame=config.frame) and config.frame.name == "PPO"
+    # the loader fills in the run layer's defaults (entmachin.run.defaults) for the frame and PPO's model
+    assert config == RunConfig(frame=config.frame, model=config.model) and config.frame.name == "PPO"
     data = config_to_dict(config)
     assert config_from_dict(yaml.safe_load(yaml.safe_dump(data))) == config
     assert "seed" not in data["frame"] and "replay_size" not in data["frame"]  # derived by the runner
@@ -93,6 +94,38 @@ def test_a_bundled_config_by_name_anneals_over_an_overridden_budget():
     by_path = resolve_train_config(bundled_config_path("PickMatchingBalls"), ["train.total_steps=1000000"])
     assert by_name == by_path and by_name.frame.settings.n_anneal_updates == 977  # ceil(1M / 1,024 rows)
     assert resolve_train_config("PickMatchingBalls").frame.settings.n_anneal_updates == 489  # its own 500k
+
+
+def test_auto_stays_auto_in_plain_data_so_a_new_budget_moves_it():
+    """A config written back (init, a run's config.yaml, --resume, entmachin.run.train(RunConfig, overrides=...))
+    says auto, not the count of the budget it was read with: a changed total_steps anneals over the new budget."""
+    config = config_from_dict({"rollout": {"num_envs": 8, "n_steps": 16}, "train": {"total_steps": 10_000},
+                               "frame": {"n_anneal_updates": "auto"}})
+    data = config_to_dict(config)
+    assert data["frame"]["n_anneal_updates"] == "auto" and config_from_dict(data) == config
+    longer = config_from_dict(apply_overrides(data, ["train.total_steps=100000"]))
+    assert longer.frame.settings.n_anneal_updates == 782  # ceil(100,000 / 128), not the 79 of 10,000 steps
+    fixed = config_from_dict({"frame": {"n_anneal_updates": 79}})
+    assert config_to_dict(fixed)["frame"]["n_anneal_updates"] == 79 and not fixed.frame.anneal_auto
+    with pytest.raises(ConfigError, match="frame.anneal_auto: unknown key"):  # the loader's to set, not a config's
+        config_from_dict({"frame": {"anneal_auto": True}})
+
+
+def test_ppo_defaults_anneal_a_large_bonus_with_two_layers_and_other_frames_keep_theirs():
+    ppo = config_from_dict({})
+    assert ppo.model.n_layer == 2 and ppo.frame.settings.entropy_weight == -0.5
+    assert ppo.frame.settings.anneal_entropy and ppo.frame.anneal_auto
+    assert ppo.frame.settings.n_anneal_updates == 196  # ceil(100,000 / 512): learning rates and bonus reach 0 at the end
+    a2c = config_from_dict({"frame": {"name": "A2C"}})
+    assert a2c.model.n_layer == 1 and a2c.frame.settings.entropy_weight == -0.01
+    assert not a2c.frame.settings.anneal_entropy and a2c.frame.settings.n_anneal_updates is None
+    assert config_from_dict({"model": {"n_layer": 3}}).model.n_layer == 3  # what a config states, it keeps
+    # a config that states no bonus, or no schedule, keeps its bonus constant rather than failing the rule
+    # "anneal_entropy needs both" for a default it never set
+    assert not config_from_dict({"frame": {"entropy_weight": None}}).frame.settings.anneal_entropy
+    assert not config_from_dict({"frame": {"n_anneal_updates": None}}).frame.settings.anneal_entropy
+    with pytest.raises(ConfigError, match="anneal_entropy"):  # stated, the rule holds
+        config_from_dict({"frame": {"entropy_weight": None, "anneal_entropy": True}})
 
 
 def test_overrides_are_yaml_scalars_at_dotted_paths():

@@ -14,7 +14,7 @@ from entmachin.run.runner import Runner
 CONFIG = """\
 env: {name: Count}
 rollout: {num_envs: 4, n_steps: 4}
-frame: {batch_size: 16}
+frame: {batch_size: 16, n_anneal_updates: null}
 model: {d_model: 8, d_qk: 8}
 train: {total_steps: 64}
 log: {checkpoint_interval: 32, eval_interval: 100000, eval_episodes: 2}
@@ -173,7 +173,8 @@ def _plain(config):
 
 def test_dqn_frames_refuse_data_parallel_training(tmp_path):
     config = tmp_path / "count-dqn.yaml"
-    config.write_text(CONFIG.replace("frame: {batch_size: 16}", "frame: {name: DQN, batch_size: 16, replay_size: 256}"))
+    config.write_text(CONFIG.replace("frame: {batch_size: 16, n_anneal_updates: null}",
+                                     "frame: {name: DQN, batch_size: 16, replay_size: 256}"))
     outcomes = spawn_ranks(["train", str(config), "--no-progress", "--run-dir", str(tmp_path / "run")],
                            str(tmp_path / "out"))
     for outcome in outcomes:

@@ -85,9 +85,13 @@ def test_a_class_without_a_bundled_config_trains_with_the_defaults_init_writes(t
     written = config_from_dict(yaml.safe_load(capsys.readouterr().out))
     assert written.frame == config_from_dict({"frame": {"name": "PPO"}}).frame  # the defaults, as trained
     assert trained.env == written.env and trained.frame.settings.batch_size == 16  # the 16 rows of the tiny rollout
-    assert dataclasses.replace(trained.frame.settings, batch_size=256, replay_size=512) == written.frame.settings
+    # the same defaults; the schedule is auto in both, resolved over each one's budget (32 steps; init's 100,000)
+    assert dataclasses.replace(trained.frame.settings, batch_size=256, replay_size=512, n_anneal_updates=196) == \
+        written.frame.settings
+    assert trained.frame.settings.n_anneal_updates == 2 and trained.frame.anneal_auto and written.frame.anneal_auto
     assert written.env.max_episode_steps == 1000  # the class declares no limit: init writes one
-    assert written.frame.settings.gae_lambda == 0.95 and written.frame.settings.entropy_weight == -0.01
+    assert written.frame.settings.gae_lambda == 0.95 and written.frame.settings.entropy_weight == -0.5
+    assert written.frame.settings.anneal_entropy and written.model.n_layer == 2 == trained.model.n_layer
     assert written.frame.settings.gradient_max == 0.5
     assert main(["init", "test.run.test_first_hour:EndlessWithItsOwnLimit"]) == 0
     assert yaml.safe_load(capsys.readouterr().out)["env"]["max_episode_steps"] == 50

@@ -30,6 +30,8 @@ def test_the_command_prints_the_schema(capsys):
     assert printed == json_schema() and printed["$schema"].endswith("2020-12/schema")
     assert printed["properties"]["train"]["properties"]["total_steps"] == {
         "type": "integer", "description": "environment steps to train for", "default": 100000}
+    json.dumps(printed, allow_nan=False)  # strict JSON: no Infinity from an unbounded side of a field's range
+    assert printed["properties"]["model"]["properties"]["n_layer"]["description"].endswith("(PPO's default: 2)")
 
 
 @pytest.mark.parametrize("path", BUNDLED, ids=os.path.basename)
