@@ -89,6 +89,7 @@ frame:
   actor_learning_rate: 0.003
   critic_learning_rate: 0.003
   entropy_weight: -0.01                  # Machin's sign: a negative weight rewards entropy
+  n_anneal_updates: null                 # constant learning rates (entmachin's defaults anneal)
   # A short horizon suits the game (no coin is more than 8 steps away), and a low lambda keeps
   # the magnet's immediate reward from drowning in the noise of later steps.
   discount: 0.95

@@ -114,6 +114,7 @@ frame:
   actor_learning_rate: 0.003
   critic_learning_rate: 0.003
   entropy_weight: -0.01                  # Machin's sign: a negative weight rewards entropy
+  n_anneal_updates: null                 # constant learning rates (entmachin's defaults anneal)
   discount: 0.97
   gae_lambda: 0.9
   gradient_max: 0.5
