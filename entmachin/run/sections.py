@@ -61,8 +61,8 @@ MLP_ONLY = ("d_hidden", "activation", "normalize_inputs")
 class ModelSection(RogueNetConfig):
     """The network: RogueNet's config (``kind: rogue_net``) or a dense MLP's (``kind: mlp``, for
     environments with global features and global actions only), plus where the critic lives (one
-    layer and a separate critic unless told: see entmachin.run.defaults). A field of the other kind
-    of network is refused unless it keeps its default."""
+    layer, two for PPO, and a separate critic unless told: see entmachin.run.defaults). A field of the
+    other kind of network is refused unless it keeps its default."""
 
     n_layer: int = 1  # described by RogueNetConfig; only the default differs
     critic: Literal["separate", "shared"] = setting(
