@@ -136,10 +136,11 @@ def met(record_best: float, target: Optional[float]) -> Optional[bool]:
     return None if target is None else record_best >= target - 1e-9
 
 
-def table(records: List[Dict[str, Any]], candidates: Sequence[str]) -> str:
+def table(records: List[Dict[str, Any]], candidates: Sequence[str], scale: float = 1.0) -> str:
     """Environments x candidates: the median over seeds of the better of sampled and deterministic
-    final return, with the number of seeds, and whether the target (or the random policy) is beaten."""
-    current = {c: fingerprint_by_env(c) for c in candidates}
+    final return, with the number of seeds, and whether the target (or the random policy) is beaten;
+    the records of budgets scaled by ``scale`` (a candidate's ``auto`` schedule depends on its budget)."""
+    current = {c: fingerprint_by_env(c, scale) for c in candidates}
     header = "| env | frame | budget | target | random | " + " | ".join(candidates) + " |"
     lines = [header, "|" + "---|" * (5 + len(candidates))]
     met_counts = {c: [0, 0] for c in candidates}
@@ -234,8 +235,9 @@ def main(argv: Optional[List[str]] = None) -> None:
                 print(f"{record['candidate']} {record['env']} {record['frame']} seed {record['seed']}: "
                       f"{record['sampled']:.3f} / {record['deterministic']:.3f} (random {record['random']:.3f}) "
                       f"in {record['wall_s']:.0f} s", flush=True)
-    shown = [c for c in candidates if any(print_of(r) in fingerprint_by_env(c).values() for r in done)]
-    print(table(done, shown))
+    shown = [c for c in candidates if any(print_of(r) in fingerprint_by_env(c, args.budget_scale).values()
+                                          for r in done)]
+    print(table(done, shown, args.budget_scale))
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from typing import Any, Iterable, List, Optional, Sequence
 import torch
 from torch import nn
 
-from entmachin.frame.units import Losses
+from entmachin.frame.gae import Losses
 from entmachin.distributed.collectives import Collectives
 from entmachin.frame.summary import UpdateStats
 from entmachin.model.input_norm import InputNorm
@@ -49,7 +49,7 @@ class DataParallel:
     # ------------------------------------------------------------------ hooks of A2C._minibatch / UpdateSteps.step
 
     def normalized(self, advantage: torch.Tensor, row: Optional[torch.Tensor]) -> torch.Tensor:
-        """:func:`entmachin.frame.units.normalized` with the moments of the rows that have units on all ranks.
+        """:func:`entmachin.frame.gae.normalized` with the moments of the rows that have units on all ranks.
 
         Shape:
             advantage: ``[B]``; row: ``[n_units]`` or None; returns ``[B]``.

@@ -18,7 +18,7 @@ instead; vectorised collection goes through ``store_rollout`` (``entmachin.frame
 Reading ``update()`` top to bottom: :meth:`A2C.update` anneals the learning rates and commits the
 update; :meth:`A2C._train` computes the old log-probabilities and walks the minibatches of the
 stored :class:`~entmachin.frame.rollout.Rollout`; :meth:`A2C._minibatch` is one minibatch's
-policy, entropy and value terms (over the units of ``entmachin.frame.units``), with
+policy, entropy and value terms (over the units of ``entmachin.frame.gae``), with
 :meth:`A2C._policy_objective` the one piece PPO overrides;
 :class:`~entmachin.frame.stepping.UpdateSteps` takes the optimizer steps.
 
@@ -41,13 +41,13 @@ from torch import nn
 from entmachin.buffer import RolloutBuffer
 from entmachin.frame.base import Frame
 from entmachin.frame.config import A2CConfig
+from entmachin.frame.gae import (REPORTED, Losses, acting_rows, explained_variance, mean_of, normalized, old_log_probs,
+                                 old_units, units_of)
 from entmachin.frame.rollout import MAJOR_ATTRS, Rollout, Steps, minibatch_schedule, to_rollout, value_targets
 from entmachin.frame.safe_call import safe_call
 from entmachin.frame.stepping import InterruptGuard, LazyOptimizers, OptimizerStep, UpdateSteps
 from entmachin.frame.store_checks import check_steps, trusted_inputs
 from entmachin.frame.summary import UpdateStats
-from entmachin.frame.units import (REPORTED, Losses, acting_rows, explained_variance, mean_of, normalized,
-                                   old_log_probs, old_units, units_of)
 from entmachin.model.input_norm import collecting_stats_of
 from entmachin.model.wrappers import unwrap
 

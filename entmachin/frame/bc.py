@@ -22,8 +22,8 @@ import torch
 
 from entmachin.env.action import CONTINUOUS_SPACES
 from entmachin.frame.a2c import A2C
-from entmachin.frame.units import explained_variance, mean_of
 from entmachin.frame.config import BCConfig
+from entmachin.frame.gae import explained_variance, mean_of
 from entmachin.frame.rollout import minibatch_schedule
 from entmachin.frame.stepping import UpdateSteps
 from entmachin.frame.summary import UpdateStats

@@ -275,7 +275,7 @@ def test_weigh_gives_every_rank_the_global_kl_and_its_share_of_the_minibatch(red
     """Rank 0 holds 1 actor in 2 rows, rank 1 3 actors in 6: policy and entropy are weighted by
     actors (1 x 2 / 4, 3 x 2 / 4), the value by rows (or by the world size for a summed loss), and
     both ranks get the actor-weighted KL, so that ``target_kl`` stops them at the same minibatch."""
-    from entmachin.frame.units import Losses
+    from entmachin.frame.gae import Losses
 
     def rank_weigh(dp):
         one = torch.tensor(1.0)

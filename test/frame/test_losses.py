@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import entmachin.frame.a2c as a2c_module
 from entmachin.frame.a2c import A2C
 from entmachin.frame.rollout import Rollout
-from entmachin.frame.units import cat_old, normalized, old_units, units_of
+from entmachin.frame.gae import cat_old, normalized, old_units, units_of
 from entmachin.frame.ppo import PPO
 from entmachin.ragged.tensor import RaggedTensor
 from test.frame._frames import dense_frame
