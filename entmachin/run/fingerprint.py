@@ -114,7 +114,7 @@ def _anneal_resolved(data: Mapping[str, Any]) -> Mapping[str, Any]:
     if frame.get("n_anneal_updates") != "auto":
         return data
     rollout, train = data.get("rollout") or {}, data.get("train") or {}
-    rows = rollout.get("num_envs", RolloutSection().num_envs) * rollout.get("n_steps", RolloutSection().n_steps)
+    rows = RolloutSection(**{k: rollout[k] for k in ("num_envs", "n_steps") if k in rollout}).rows
     total = train.get("total_steps", TrainSection().total_steps)
     return {**data, "frame": {**frame, "n_anneal_updates": anneal_updates("auto", rows, total)}}
 

@@ -115,7 +115,7 @@ def test_ppo_defaults_anneal_a_large_bonus_with_two_layers_and_other_frames_keep
     ppo = config_from_dict({})
     assert ppo.model.n_layer == 2 and ppo.frame.settings.entropy_weight == -0.5
     assert ppo.frame.settings.anneal_entropy and ppo.frame.anneal_auto
-    assert ppo.frame.settings.n_anneal_updates == 196  # ceil(100,000 / 512): learning rates and bonus reach 0 at the end
+    assert ppo.frame.settings.n_anneal_updates == 196  # ceil(100,000 / 512): rates and bonus reach 0 at the end
     a2c = config_from_dict({"frame": {"name": "A2C"}})
     assert a2c.model.n_layer == 1 and a2c.frame.settings.entropy_weight == -0.01
     assert not a2c.frame.settings.anneal_entropy and a2c.frame.settings.n_anneal_updates is None
