@@ -41,7 +41,8 @@ from torch import nn
 from entmachin.buffer import RolloutBuffer
 from entmachin.frame.base import Frame
 from entmachin.frame.config import A2CConfig
-from entmachin.frame.gae import (REPORTED, Losses, acting_rows, explained_variance, mean_of, normalized, old_log_probs,
+from entmachin.frame import memory
+from entmachin.frame.gae import (OLD_LOG_PROB_ROWS, REPORTED, Losses, acting_rows, explained_variance, mean_of, normalized, old_log_probs,
                                  old_units, units_of)
 from entmachin.frame.rollout import MAJOR_ATTRS, Rollout, Steps, minibatch_schedule, to_rollout, value_targets
 from entmachin.frame.safe_call import safe_call
@@ -111,6 +112,12 @@ class A2C(Frame):
         self._actor_norms = self._input_norms(actor)
         self._critic_only_norms = self._input_norms(critic, but=tuple(self._actor_norms))
         self._takes_deterministic = _accepts(actor, "deterministic")
+        self._memory = memory.memory_size(unwrap(actor))
+        if self._memory and not self._joint:
+            raise ValueError(f"{type(self).__name__}: the actor has memory, so the critic must be its own value path "
+                             "(net.critic(); model.critic: shared): the stored states are the actor's")
+        self._chunks: List[Tuple[int, int]] = []  # (T, B) of each stored rollout, for a network with memory
+        self._sequence: Dict[str, int] = {}  # while an update trains over sequences: {"sequence_length": L}
 
     def _default_buffer(self) -> RolloutBuffer:
         return RolloutBuffer(self.config.replay_size, self.config.replay_device)
@@ -157,18 +164,21 @@ class A2C(Frame):
 
     def eval_act(self, state: Mapping[str, Any], action: Mapping[str, Any]) -> Any:
         """Scores ``action`` in ``state`` with the actor (with gradients); returns its result."""
+        if self._sequence:
+            return safe_call(self.actor, state, action, self._sequence)
         return safe_call(self.actor, state, action)
 
     def criticize(self, state: Mapping[str, Any]) -> torch.Tensor:
         """The critic's value of ``state``, ``[B, 1]`` (the first element if it returns a tuple)."""
-        return self._value_of(safe_call(self.critic, state))
+        return self._value_of(safe_call(self.critic, state, self._sequence) if self._sequence else
+                              safe_call(self.critic, state))
 
     def _eval_act_and_criticize(self, state: Mapping[str, Any], action: Mapping[str, Any]) -> Tuple[Any, torch.Tensor]:
         """``(eval_act(state, action), criticize(state))``, in one pass of a shared network
         when the critic is a view of the actor (see the class docstring)."""
         if not self._joint:
             return self.eval_act(state, action), self.criticize(state)
-        result, value = safe_call(self.actor, state, action, method="forward_with_value")
+        result, value = safe_call(self.actor, state, action, self._sequence, method="forward_with_value")
         return result, self._value_of(value)
 
     def _value_of(self, value: Any) -> torch.Tensor:
@@ -197,15 +207,23 @@ class A2C(Frame):
             )
         if steps.n_stored == 0:  # every row was someone else's (self-play's frozen snapshots)
             return
+        criticize = self.criticize
+        if self._memory:
+            if steps.stored is not None:
+                raise ValueError(f"{name}: a network with memory trains on whole sequences of every row; this "
+                                 "rollout stores only some of its rows (self-play's snapshots play the others)")
+            criticize = memory.sequence_values(self._criticize_sequences, *steps.reward.shape[:1], steps.n_rows)
         # The critic's own statistics learn from this call; a call refused after the critic ran
         # (non-finite values, a buffer that refuses the rows) puts them back as they were.
         saved = [{k: v.clone() for k, v in norm.state_dict().items()} for norm in self._critic_only_norms]
         try:
             with collecting_stats_of(self._critic_only_norms):  # the actor's statistics learn in act()
                 returns, advantages = value_targets(
-                    steps, self.criticize, self.config.discount, self.config.gae_lambda, name
+                    steps, criticize, self.config.discount, self.config.gae_lambda, name
                 )
             self._append(to_rollout(steps, returns, advantages).buffer_data(), MAJOR_ATTRS)
+            if self._memory:
+                self._chunks.append(steps.reward.shape)
         except BaseException:
             for norm, state in zip(self._critic_only_norms, saved):
                 norm.load_state_dict(state)
@@ -278,9 +296,17 @@ class A2C(Frame):
                                "store_rollout before calling update()")
         return Rollout.read(self.replay_buffer)
 
+    def _criticize_sequences(self, state: Mapping[str, Any], length: int) -> torch.Tensor:
+        self._sequence = {"sequence_length": length}
+        try:
+            return self.criticize(state)
+        finally:
+            self._sequence = {}
+
     def _let_go_of_rows(self) -> None:
         """Forgets the rows an update has trained on (inside the update's commit)."""
         self.replay_buffer.clear()
+        self._chunks.clear()
 
     def _inputs_checked_when_stored(self) -> Any:
         """The networks' value checks are skipped during the update: ``store_*`` checked the rows."""
@@ -291,15 +317,35 @@ class A2C(Frame):
         """The minibatches of one update over ``rollout``, in train mode; what they measured."""
         cfg, name = self.config, steps.where
         n_policy, n_value = cfg.actor_update_times, cfg.critic_update_times
-        schedule = minibatch_schedule(rollout.n_rows, cfg.batch_size, max(n_policy, n_value), self._rng)
+        if self._memory:  # whole sequences, time-major, with the unroll's length passed to the networks
+            sequences = memory.sequence_rows(self._chunks, cfg.sequence_length, name)  # [n_sequences, L]
+            self._sequence = {"sequence_length": sequences.shape[1]}
+            picks = minibatch_schedule(sequences.shape[0], max(1, cfg.batch_size // sequences.shape[1]),
+                                       max(n_policy, n_value), self._rng)
+            schedule = [memory.time_major(sequences[p]) for p in picks]
+        else:
+            schedule = minibatch_schedule(rollout.n_rows, cfg.batch_size, max(n_policy, n_value), self._rng)
+        try:
+            return self._train_on(rollout, schedule, steps, update_value, update_policy, entropy_scale)
+        finally:
+            self._sequence = {}
+
+    def _train_on(self, rollout: Rollout, schedule: List[np.ndarray], steps: UpdateSteps, update_value: bool,
+                  update_policy: bool, entropy_scale: float) -> UpdateStats:
+        cfg, name = self.config, steps.where
+        n_policy, n_value = cfg.actor_update_times, cfg.critic_update_times
         # Rows without actors (a seat waiting for its turn) add nothing to the policy's terms: the actor skips them.
         acting = None if self._joint else acting_rows(rollout.action, rollout.n_rows)  # [N] bool, or None: every row
         old = position = None
         if n_policy and self._needs_old_log_probs():
             visited = np.unique(np.concatenate(schedule[:n_policy]))  # [n_visited]
+            chunk = cfg.batch_size
+            if self._memory:  # every row, in blocks of whole sequences
+                visited, chunk = memory.blocks(memory.sequence_rows(self._chunks, cfg.sequence_length, name),
+                                               max(chunk, OLD_LOG_PROB_ROWS))
             if acting is not None:
                 visited = visited[acting[visited]]
-            old = old_log_probs(self.eval_act, rollout.state, rollout.action, visited, cfg.batch_size, name)
+            old = old_log_probs(self.eval_act, rollout.state, rollout.action, visited, chunk, name)
             position = np.full(rollout.n_rows, -1, dtype=np.int64)  # [N]: row -> place in `visited`
             position[visited] = np.arange(visited.shape[0])
         seen: Dict[str, List[torch.Tensor]] = {k: [] for k in REPORTED}

@@ -29,6 +29,7 @@ import torch
 from entmachin.env import GLOBAL_ENTITY, VecEnv, VecObs, to_state, to_vec_actions
 from entmachin.env.symmetry import Symmetry
 from entmachin.frame.augment import augment
+from entmachin.frame.memory import memory_rows
 from entmachin.ragged import trees
 from entmachin.ragged.array import RaggedArrayI64
 from entmachin.ragged.arrays import concat
@@ -238,6 +239,11 @@ class RolloutCollector:
             else:
                 logger.warning("RolloutCollector: overlap=True, but %s; collecting sequentially", why)
         self._restart = False  # a failed overlapped step left the halves a step apart
+        self._memory = memory_rows(frame, len(envs))  # the rows' recurrent state, for a network with memory
+        if self._memory is not None and (opponents is not None or self._halves is not None or self.symmetries):
+            what = "self-play's opponents" if opponents is not None else "overlap" if self._halves else "symmetries"
+            raise ValueError(f"RolloutCollector: a network with memory is trained on whole sequences of every row; "
+                             f"{what} not with memory yet")
         space = envs.action_space()
         self.state_fn: StateFn = state_fn or (lambda obs: to_state(obs, space))
         self.action_fn: ActionFn = action_fn or default_actions
@@ -290,7 +296,8 @@ class RolloutCollector:
     def snapshot(self) -> Dict[str, Any]:
         """What :meth:`restore` needs to continue the episodes in progress (picklable)."""
         return {"state": self._state, "returns": self._returns.copy(), "lengths": self._lengths.copy(),
-                "total_env_steps": self.total_env_steps}
+                "total_env_steps": self.total_env_steps,
+                **({} if self._memory is None else {"memory": self._memory.snapshot()})}
 
     def restore(self, snapshot: Mapping[str, Any]) -> None:
         """Continues from :meth:`snapshot`'s episodes; the environments must be restored alike."""
@@ -301,6 +308,11 @@ class RolloutCollector:
         self._state = None if snapshot["state"] is None else tree_to_torch(snapshot["state"])
         self._returns, self._lengths = returns, np.asarray(snapshot["lengths"], dtype=np.int64)  # [B] each
         self.total_env_steps = int(snapshot["total_env_steps"])
+        if self._memory is not None:
+            if "memory" not in snapshot:
+                raise ValueError("RolloutCollector.restore: the snapshot holds no recurrent state, but this run's "
+                                 "network has memory (model.memory); resume a run with the same model")
+            self._memory.restore(snapshot["memory"], "RolloutCollector.restore")
 
     def _step_with_opponents(self, opponents: Opponents) -> Tuple[Any, ...]:
         """One step in which the frame plays ``opponents.current_rows()`` and the opponents the other rows;
@@ -324,11 +336,16 @@ class RolloutCollector:
             if self.opponents is not None:
                 seen.append(self._step_with_opponents(self.opponents))
                 continue
-            state = self._state
-            stored_action, env_actions = self.action_fn(self.frame.act(state))
+            state = self._state if self._memory is None else self._memory.state(self._state)
+            acted = self.frame.act(state)
+            stored_action, env_actions = self.action_fn(acted)
             obs = self.envs.act(env_actions)
             after = tree_to_torch(self.state_fn(obs))
-            seen.append((state, stored_action, self._next_state(obs, after), obs.reward, obs.done, obs.truncated))
+            next_state = self._next_state(obs, after)
+            if self._memory is not None:  # a truncated row's final observation is valued with the state it reached
+                carried = self._memory.advance(acted, obs.done)
+                next_state = {**next_state, "memory": carried, "episode_start": torch.zeros(len(obs), 1, dtype=torch.bool)}
+            seen.append((state, stored_action, next_state, obs.reward, obs.done, obs.truncated))
             self._state = after
 
     def _overlapped_steps(self, seen: List[Tuple[Any, ...]]) -> None:
@@ -387,6 +404,8 @@ class RolloutCollector:
         if self._state is None:
             self._state = tree_to_torch(self.state_fn(self.envs.reset()))
             self._returns[:], self._lengths[:] = 0.0, 0  # new episodes (after a failed overlapped step)
+            if self._memory is not None:
+                self._memory = memory_rows(self.frame, len(self.envs))
         # per step: state, stored action, next state, reward, done, truncated (with opponents: stored, learner rows)
         seen: List[Tuple[Any, ...]] = []
         try:

@@ -128,6 +128,10 @@ class A2CConfig(SettingsChecks):
                                    kind="bool")
     seed: Optional[int] = setting(None, "seeds the minibatch shuffling (None: fresh entropy)", kind="int", low=0,
                                   optional=True)
+    sequence_length: Optional[int] = setting(
+        None, "a network with memory (model.memory) trains on sequences of this many steps of one environment, "
+              "whole ones per minibatch (truncated back-propagation through time); it must divide the rollout's "
+              "steps. None: each rollout's steps are one sequence", kind="int", low=1, optional=True, before=None)
 
     def _check_rules(self) -> None:
         if self.anneal_entropy and (self.n_anneal_updates is None or self.entropy_weight is None):
@@ -149,7 +153,7 @@ class BCConfig(A2CConfig):
     #: A2C settings cloning has no use for: it fits recorded choices and returns, with no advantages,
     #: entropy bonus, annealing, KL stop or value clipping. Given, they are refused rather than ignored.
     unused: ClassVar[Tuple[str, ...]] = ("entropy_weight", "gae_lambda", "normalize_advantage", "value_clip",
-                                         "target_kl", "n_anneal_updates", "anneal_entropy")
+                                         "target_kl", "n_anneal_updates", "anneal_entropy", "sequence_length")
 
     def _check_rules(self) -> None:
         super()._check_rules()

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 from entmachin.env import Environment, to_state
 from entmachin.env.episodes import EvalResult, run_episodes
 from entmachin.frame.collector import ActionFn, StateFn, default_actions
+from entmachin.frame.memory import memory_rows
 
 __all__ = ["EvalResult", "evaluate"]
 
@@ -33,10 +34,19 @@ def evaluate(frame: Any, make_env: Callable[[], Environment], episodes: int, det
         ValueError: ``episodes``, ``num_envs`` or ``max_steps`` is not a positive int.
     """
     action_fn = action_fn or default_actions
+    carry: Dict[str, Any] = {}  # a network with memory: the rows' state ("rows") and the last result
 
     def act(obs: Any, space: Any) -> Any:
         state = state_fn(obs) if state_fn is not None else to_state(obs, space)
-        return action_fn(frame.act(state, deterministic, collect_stats=False))[1]
+        if "rows" not in carry:
+            carry["rows"] = memory_rows(frame, len(obs))
+        rows = carry["rows"]
+        if rows is None:
+            return action_fn(frame.act(state, deterministic, collect_stats=False))[1]
+        if "last" in carry:  # a row whose episode ended begins the next one
+            rows.advance(carry["last"], obs.done)
+        carry["last"] = frame.act(rows.state(state), deterministic, collect_stats=False)
+        return action_fn(carry["last"])[1]
 
     return run_episodes(act, make_env, episodes, seed, num_envs=num_envs, max_steps=max_steps,
                         check_finite=check_finite)

@@ -168,7 +168,7 @@ OldLogProbs = Union[torch.Tensor, Dict[str, RaggedTensor]]
 REPORTED = ("policy", "value", "entropy", "approx_kl", "clip_fraction")
 
 # Rows per no-grad pass when computing old log-probabilities (at least batch_size).
-_OLD_LOG_PROB_ROWS = 4096
+OLD_LOG_PROB_ROWS = 4096
 
 
 class Losses(NamedTuple):
@@ -284,7 +284,7 @@ def old_log_probs(eval_act: Callable[[Any, Any], Any], state: Any, action: Any, 
                   batch_size: int, where: str) -> OldLogProbs:
     """Log-probabilities of the stored actions at ``rows`` (sorted int64), without gradients, in
     passes of at least ``batch_size`` rows through ``eval_act(state, action)``."""
-    chunk = max(batch_size, _OLD_LOG_PROB_ROWS)
+    chunk = max(batch_size, OLD_LOG_PROB_ROWS)
     parts: List[Units] = []
     with torch.no_grad():
         for start in range(0, rows.shape[0], chunk):

@@ -15,6 +15,7 @@ Pooling = Literal["mean", "max", "meanmax"]
 POOLINGS: Tuple[str, ...] = ("mean", "max", "meanmax")
 Continuous = Literal["beta", "squashed_gaussian"]
 CONTINUOUS: Tuple[str, ...] = ("beta", "squashed_gaussian")
+MEMORY_KINDS: Tuple[str, ...] = ("gru", "lstm")
 
 
 def _names(value: Sequence[str], where: str) -> Tuple[str, ...]:
@@ -121,6 +122,31 @@ class TranslationConfig:
             )
 
 
+@dataclass(frozen=True, kw_only=True)
+class MemoryConfig:
+    """A recurrent core after RogueNet's trunk (``entmachin.model.memory``).
+
+    Attributes:
+        kind: ``gru`` or ``lstm``.
+        size: the width of the recurrent state (an LSTM carries two of them, ``h`` and ``c``).
+        per_entity: also keep one state per entity id; not built yet, so only ``false`` is accepted.
+    """
+
+    kind: Literal["gru", "lstm"] = "gru"
+    size: int = 64
+    per_entity: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in MEMORY_KINDS:
+            raise ValueError(f"MemoryConfig.kind: expected one of {list(MEMORY_KINDS)}, got {self.kind!r}")
+        _positive_int(self.size, "MemoryConfig.size")
+        if not isinstance(self.per_entity, bool):
+            raise TypeError(f"MemoryConfig.per_entity: expected a bool, got {self.per_entity!r}")
+        if self.per_entity:
+            raise ValueError("MemoryConfig.per_entity: one state per entity id is not available yet; set it to false "
+                             "(one state per game row, over the pooled embedding)")
+
+
 @documented
 @dataclass(frozen=True, kw_only=True)
 class RogueNetConfig:
@@ -143,6 +169,10 @@ class RogueNetConfig:
     input_clip: float = setting(5.0, "normalised inputs are clipped to [-input_clip, input_clip]")
     continuous: Continuous = setting(
         "squashed_gaussian", "distribution of continuous actions within their bounds: squashed_gaussian or beta")
+    memory: Optional[MemoryConfig] = setting(
+        None, "a recurrent state carried from step to step of each game row, e.g. {kind: gru, size: 64}; "
+              "null: none (a feed-forward policy). Trained over sequences of frame.sequence_length steps",
+        before=None)
     compile: bool = setting(
         False, "run the per-token arithmetic compiled with torch.compile (entmachin.model.compiled); the weights, "
                "and so checkpoints, are the same either way")
@@ -176,7 +206,8 @@ class RogueNetConfig:
             )
         if not self.input_clip > 0:
             raise ValueError(f"RogueNetConfig.input_clip: expected a positive number, got {self.input_clip!r}")
-        for name, cls in (("relpos_encoding", RelposEncodingConfig), ("translation", TranslationConfig)):
+        for name, cls in (("relpos_encoding", RelposEncodingConfig), ("translation", TranslationConfig),
+                          ("memory", MemoryConfig)):
             value = getattr(self, name)
             if value is not None and not isinstance(value, cls):
                 raise TypeError(
@@ -192,7 +223,8 @@ class RogueNetConfig:
             ValueError: an unknown key, named by its dotted path with the allowed keys.
         """
         values = dict(_check_keys(cls, values, where))
-        for name, sub in (("relpos_encoding", RelposEncodingConfig), ("translation", TranslationConfig)):
+        for name, sub in (("relpos_encoding", RelposEncodingConfig), ("translation", TranslationConfig),
+                          ("memory", MemoryConfig)):
             if isinstance(values.get(name), Mapping):
                 values[name] = sub(**_check_keys(sub, values[name], f"{where}.{name}"))
         return cls(**values)

@@ -26,6 +26,7 @@ from entmachin.model.continuous import ContinuousActionsUnsupported, ContinuousH
 from entmachin.model.embedding import EntityEmbedding, TokenBatch
 from entmachin.model.heads import CategoricalHead, CategoricalQHead, HeadOutput, SelectEntityHead, SelectEntityQHead
 from entmachin.model.input_norm import NormalisedModule
+from entmachin.model.memory import MemoryCore
 from entmachin.model.inputs import (
     DeferredChecks,
     ParsedMask,
@@ -49,6 +50,9 @@ class RogueNetOutput(NamedTuple):
         entropy: action name -> float32 ragged ``[n_actors, 1]``.
         log_prob_sum: ``[B, 1]`` sum of every actor's log-probability in each row.
         entropy_sum: ``[B, 1]`` sum of every actor's entropy in each row.
+        memory: with ``model.memory``, each sequence's state after its last step, float
+            ``[S, memory_size]`` (acting: ``[B, memory_size]``, the state the row's next step takes);
+            None without memory.
     """
 
     action: Dict[str, RaggedTensor]
@@ -56,6 +60,7 @@ class RogueNetOutput(NamedTuple):
     entropy: Dict[str, RaggedTensor]
     log_prob_sum: torch.Tensor
     entropy_sum: torch.Tensor
+    memory: Optional[torch.Tensor] = None
 
 
 class RogueNet(TrustedInputs, NormalisedModule):
@@ -120,6 +125,9 @@ class RogueNet(TrustedInputs, NormalisedModule):
                     f"RogueNet: action_space['{name}'] is a {type(space).__name__}; expected one of "
                     f"{[k.__name__ for k in kinds]}"
                 )
+        if q_head is not None and config.memory is not None:
+            raise ValueError("RogueNet: memory (config.memory) is trained over sequences by PPO and A2C; Q-heads "
+                             "(DQN) take single transitions: remove the memory or train with PPO or A2C")
         if q_head is not None:
             refuse_continuous(action_space, "RogueNet", "Q-heads give one value per choice and a continuous action "
                               "has no choices to take a max over: train it with PPO or A2C")
@@ -143,6 +151,7 @@ class RogueNet(TrustedInputs, NormalisedModule):
         self.action_names = list(action_space)
         # A list, not a ModuleDict: action names may contain dots.
         self.heads = nn.ModuleList([self._head(space) for space in action_space.values()])
+        self.memory = None if config.memory is None else MemoryCore(config.d_model, config.memory)
         self.value_head = nn.Linear(config.d_model, 1)
         nn.init.zeros_(self.value_head.weight)
         nn.init.zeros_(self.value_head.bias)
@@ -164,6 +173,11 @@ class RogueNet(TrustedInputs, NormalisedModule):
             return ContinuousHead(self.config.d_model, len(space), self.config.continuous)
         return CategoricalHead(self.config.d_model, len(space.index_to_label))
 
+    @property
+    def memory_size(self) -> int:
+        """Floats of recurrent state per row (``model.memory``); 0 without memory."""
+        return 0 if self.memory is None else self.memory.state_size
+
     def _device(self) -> torch.device:
         return self.value_head.weight.device
 
@@ -178,10 +192,15 @@ class RogueNet(TrustedInputs, NormalisedModule):
         masks: Optional[Dict[str, ParsedMask]] = None,
         given: Optional[Dict[str, torch.Tensor]] = None,
         checks: Optional[DeferredChecks] = None,
-    ) -> Tuple[TokenBatch, torch.Tensor]:
-        """Validates the inputs (one device sync for all value checks), embeds and runs the trunk.
+        recurrent: Tuple[Any, Any, int] = (None, None, 1),
+    ) -> Tuple[TokenBatch, torch.Tensor, Optional[torch.Tensor]]:
+        """Validates the inputs (one device sync for all value checks), embeds and runs the trunk, then the
+        memory core with ``recurrent`` (``memory``, ``episode_start``, ``sequence_length``) where there is one.
 
         With ``checks`` disabled (:meth:`trusted_inputs`), only the structural checks run.
+
+        Returns:
+            the tokens, the trunk's output ``[n_tokens, d_model]`` and the next state (None without memory).
         """
         checks = checks if checks is not None else self._checks()
         hint = len(next(iter(masks.values())).actors) if masks else None
@@ -200,7 +219,13 @@ class RogueNet(TrustedInputs, NormalisedModule):
         if self.trunk.relpos is not None:
             positions = self.trunk.relpos.token_positions(tokens.features, tokens.dest, tokens.token_type)
         x = self.trunk(tokens.x, tokens.layout, tokens.visible, positions)  # [n_tokens, d_model]
-        return tokens, x
+        if self.memory is None:
+            return tokens, x, None
+        layout = tokens.layout
+        recurrence = self.memory.recurrence(*recurrent[:2], layout.n_rows, recurrent[2], weight.device, "RogueNet")
+        pooled = segment_pool(x, layout.batch_index, layout.n_rows, "mean")  # [B, d_model]
+        added, state = self.memory(pooled, recurrence)  # [B, d_model], [S, memory_size]
+        return tokens, x + added.index_select(0, layout.batch_index), state
 
     def _check_compiler(self, device: torch.device) -> None:
         """Before the first forward on a device type: a network set to run compiled where the compiler
@@ -218,8 +243,11 @@ class RogueNet(TrustedInputs, NormalisedModule):
         action_masks: Mapping[str, Any],
         visible: Optional[Mapping[str, Any]] = None,
         action: Optional[Mapping[str, Any]] = None,
+        memory: Optional[torch.Tensor] = None,
+        episode_start: Optional[torch.Tensor] = None,
         *,
         deterministic: bool = False,
+        sequence_length: int = 1,
     ) -> RogueNetOutput:
         """Samples actions for every actor (or re-evaluates given ones).
 
@@ -232,6 +260,9 @@ class RogueNet(TrustedInputs, NormalisedModule):
                 to invisible ones.
             action: action name -> ragged int64 ``[n_actors, 1]`` (e.g. a previous output's
                 ``action``): score these instead of choosing.
+            memory / episode_start / sequence_length: with ``model.memory``, the rows' recurrent state, float
+                ``[B, memory_size]``, whether each row's step begins an episode, bool ``[B, 1]``, and the steps
+                of each sequence the rows make, time-major (``entmachin.model.memory``); acting passes 1.
             deterministic: choose each actor's most likely allowed choice instead of sampling.
 
         Raises:
@@ -240,8 +271,9 @@ class RogueNet(TrustedInputs, NormalisedModule):
                 actor without any allowed choice, or a given action its mask forbids (inside
                 :meth:`trusted_inputs`, only what the shapes tell).
         """
-        tokens, x, masks, given = self._encode_for_policy(entities, action_masks, visible, action)
-        return self._policy(tokens, x, masks, given, deterministic)
+        tokens, x, masks, given, state = self._encode_for_policy(entities, action_masks, visible, action,
+                                                                 (memory, episode_start, sequence_length))
+        return self._policy(tokens, x, masks, given, deterministic)._replace(memory=state)
 
     def forward_with_value(
         self,
@@ -249,8 +281,11 @@ class RogueNet(TrustedInputs, NormalisedModule):
         action_masks: Mapping[str, Any],
         visible: Optional[Mapping[str, Any]] = None,
         action: Optional[Mapping[str, Any]] = None,
+        memory: Optional[torch.Tensor] = None,
+        episode_start: Optional[torch.Tensor] = None,
         *,
         deterministic: bool = False,
+        sequence_length: int = 1,
     ) -> Tuple[RogueNetOutput, torch.Tensor]:
         """``(forward(...), value(entities))`` with the trunk run once when it can be.
 
@@ -261,23 +296,27 @@ class RogueNet(TrustedInputs, NormalisedModule):
         Returns:
             the :meth:`forward` output and the float ``[B, 1]`` value.
         """
+        recurrent = (memory, episode_start, sequence_length)
         if visible is not None:
-            return self.forward(entities, action_masks, visible, action, deterministic=deterministic), \
-                self.value(entities)
-        tokens, x, masks, given = self._encode_for_policy(entities, action_masks, None, action)
-        return self._policy(tokens, x, masks, given, deterministic), self._value_head(tokens, x)
+            return self.forward(entities, action_masks, visible, action, *recurrent[:2], deterministic=deterministic,
+                                sequence_length=sequence_length), self.value(entities, None, *recurrent[:2],
+                                                                             sequence_length=sequence_length)
+        tokens, x, masks, given, state = self._encode_for_policy(entities, action_masks, None, action, recurrent)
+        return self._policy(tokens, x, masks, given, deterministic)._replace(memory=state), \
+            self._value_head(tokens, x)
 
     def _encode_for_policy(
         self, entities: Mapping[str, Any], action_masks: Mapping[str, Any], visible: Optional[Mapping[str, Any]],
-        action: Optional[Mapping[str, Any]],
-    ) -> Tuple[TokenBatch, torch.Tensor, Dict[str, ParsedMask], Optional[Dict[str, torch.Tensor]]]:
+        action: Optional[Mapping[str, Any]], recurrent: Tuple[Any, Any, int] = (None, None, 1),
+    ) -> Tuple[TokenBatch, torch.Tensor, Dict[str, ParsedMask], Optional[Dict[str, torch.Tensor]],
+               Optional[torch.Tensor]]:
         device = self._device()
         # Value checks registered here are decided together with the entities' ones in _encode.
         checks = self._checks()
         masks = parse_action_masks(self.action_space, action_masks, device, checks)
         given = parse_actions(action, masks, device, checks) if action is not None else None
-        tokens, x = self._encode(entities, visible, masks, given, checks)
-        return tokens, x, masks, given
+        tokens, x, state = self._encode(entities, visible, masks, given, checks, recurrent)
+        return tokens, x, masks, given, state
 
     def _policy(self, tokens: TokenBatch, x: torch.Tensor, masks: Dict[str, ParsedMask],
                 given: Optional[Dict[str, torch.Tensor]], deterministic: bool) -> RogueNetOutput:
@@ -413,7 +452,7 @@ class RogueNet(TrustedInputs, NormalisedModule):
         a continuous action's ``[n_actors, 1]`` log-probability of ``continuous[name]``, or with
         ``draw`` its values ``[n_actors, n_values]`` drawn as :meth:`forward` draws them; also the
         tokens and the trunk's output they came from."""
-        tokens, x, masks, _ = self._encode_for_policy(entities, action_masks, visible, None)
+        tokens, x, masks, _, _ = self._encode_for_policy(entities, action_masks, visible, None)
         starts = tokens.layout.starts
         out: Dict[str, RaggedTensor] = {}
         for name, mask in masks.items():
@@ -446,16 +485,20 @@ class RogueNet(TrustedInputs, NormalisedModule):
             out[name] = actors.with_data(values)
         return out, tokens, x
 
-    def value(self, entities: Mapping[str, Any], visible: Optional[Mapping[str, Any]] = None) -> torch.Tensor:
+    def value(self, entities: Mapping[str, Any], visible: Optional[Mapping[str, Any]] = None,
+              memory: Optional[torch.Tensor] = None, episode_start: Optional[torch.Tensor] = None, *,
+              sequence_length: int = 1) -> torch.Tensor:
         """The value of each row: mean of all its token embeddings -> Linear (zero-initialised).
 
         The value sees every entity: ``visible`` is accepted (so that a whole state can be passed)
-        but does not restrict attention here.
+        but does not restrict attention here. ``memory``, ``episode_start`` and ``sequence_length`` are
+        :meth:`forward`'s (with ``model.memory``).
 
         Returns:
             float ``[B, 1]``.
         """
-        return self._value_head(*self._encode(entities, None))
+        tokens, x, _ = self._encode(entities, None, recurrent=(memory, episode_start, sequence_length))
+        return self._value_head(tokens, x)
 
     def _value_head(self, tokens: TokenBatch, x: torch.Tensor) -> torch.Tensor:
         pooled = segment_pool(x, tokens.layout.batch_index, tokens.layout.n_rows, "mean")  # [B, d_model]
@@ -475,6 +518,11 @@ class RogueNetCritic(CriticView):
     """
 
     network = RogueNet
+
+    def forward(self, entities: Mapping[str, Any], visible: Optional[Mapping[str, Any]] = None,
+                memory: Optional[torch.Tensor] = None, episode_start: Optional[torch.Tensor] = None, *,
+                sequence_length: int = 1) -> torch.Tensor:
+        return self.net.value(entities, visible, memory, episode_start, sequence_length=sequence_length)
 
 
 def _choice_log_probs(head: nn.Module, x: torch.Tensor, actors: Any, actees: Any, mask: ParsedMask) -> torch.Tensor:

@@ -44,6 +44,7 @@ import yaml
 
 from entmachin.frame.config import A2CConfig
 from entmachin.run.defaults import frame_defaults, model_defaults
+from entmachin.run.memory_rules import check_memory
 from entmachin.run.sections import (_DERIVED, FRAMES, Q_FRAMES, BCSection, ConfigError, DistributedSection,
                                     EnvSection, FrameSection, LogSection, ModelSection, RolloutSection, RunConfig,
                                     SelfPlaySection, TrainSection, update_times)
@@ -259,6 +260,7 @@ def config_from_dict(data: Any, source: str = "config") -> RunConfig:
 
 
 def _check_rules(config: RunConfig) -> None:
+    check_memory(config)
     rows, frame = config.rollout.rows, config.frame
     if frame.name == "BC":
         if config.selfplay.enabled:
@@ -305,7 +307,8 @@ def overlap_refusal(config: RunConfig) -> Optional[str]:
             "Ray workers (rollout.workers) step every row at once" if rollout.workers is not None else
             f"rollout.processes is {rollout.processes}; halves need two or more worker processes"
             if rollout.processes != "auto" and rollout.processes < 2 else
-            "self-play's opponents act on the same steps as the learner" if config.selfplay.enabled else None)
+            "self-play's opponents act on the same steps as the learner" if config.selfplay.enabled else
+            "the network's memory is carried over every row at once" if config.model.memory is not None else None)
 
 
 def config_to_dict(config: RunConfig) -> Dict[str, Any]:

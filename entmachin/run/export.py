@@ -57,6 +57,9 @@ def _acting_model(model: Any) -> Tuple[nn.Module, str]:
         model = unwrap(model.actor)
     model = unwrap(model)
     if isinstance(model, RogueNet):
+        if model.memory is not None:
+            raise ExportError("export: this network has memory (model.memory), whose state the ONNX graph does not "
+                              "carry yet")
         return model, "rogue-net policy"
     if isinstance(model, DenseNet):
         return model, "dense-net policy"

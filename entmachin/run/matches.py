@@ -29,6 +29,7 @@ from entmachin.frame.collector import default_actions
 from entmachin.frame.config import resolve
 from entmachin.run.build import seeds
 from entmachin.run.envs import EnvFactory
+from entmachin.frame.memory import refuse_memory
 from entmachin.run.evaluation import Version, eval_envs, load_trained, run_dir_of
 from entmachin.run.logs import RunError
 
@@ -131,6 +132,7 @@ def load_opponent(spec: str, factory: Callable[[], Any], seed: int, deterministi
         return FunctionPlayer(scripted, obs_space, action_space, rng, "scripted")
     if os.path.isdir(spec):
         frame, _, _ = load_trained(spec, factory)
+        refuse_memory(frame, "--opponent", RunError)
         return PolicyPlayer(frame, obs_space, action_space, deterministic, name=_run_name(spec))
     if ":" in spec:
         return FunctionPlayer(resolve_function(spec, "--opponent"), obs_space, action_space, rng, spec)
@@ -260,6 +262,7 @@ def match_checkpoint(path: str, opponent: str, games: int, deterministic: bool, 
 
 def match(frame: Any, factory: EnvFactory, opponent: Any, games: int, deterministic: bool, seed: int) -> MatchResult:
     """``games`` games of ``frame``'s policy against ``opponent`` (a name, or a player from ``load_opponent``)."""
+    refuse_memory(frame, "matches", RunError)
     obs_space, action_space = factory.spaces()
     player = load_opponent(opponent, factory, seed + 1, deterministic) if isinstance(opponent, str) else opponent
     agent = PolicyPlayer(frame, obs_space, action_space, deterministic)

@@ -74,9 +74,11 @@ def play(env: Optional[str], checkpoint: Optional[str], seed: Optional[int], sea
     if checkpoint is None:
         factory = EnvFactory(EnvSection(name=env))
     else:
+        from entmachin.frame.memory import refuse_memory
         from entmachin.run.evaluation import load_trained
 
         frame, config, factory = load_trained(checkpoint)
+        refuse_memory(frame, "play", PlayError)
         if env is not None and env_class(env) is not env_class(config.env.name):
             raise PlayError(f"play: {env} is not the environment {checkpoint} was trained on "
                             f"({config.env.name}); leave ENV out to play the run's own")

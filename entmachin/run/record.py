@@ -196,9 +196,11 @@ def _policy(spec: str, factory: EnvFactory, obs_space: Any, action_space: Mappin
                            f"scripted_policy); name another ({POLICY_KINDS})")
         return _Function(fn, "scripted", obs_space, action_space, rng)
     if os.path.isdir(spec):
+        from entmachin.frame.memory import refuse_memory
         from entmachin.run.evaluation import load_trained
 
         frame, _, _ = load_trained(spec, factory, version)
+        refuse_memory(frame, "record --policy", RunError)
         return _Checkpoint(frame, action_space, rng, deterministic)
     if ":" in spec:
         return _Function(resolve_function(spec, "record --policy"), spec, obs_space, action_space, rng)

@@ -52,7 +52,7 @@ class EnvSection:
 
 #: The model section's fields that only one kind of network reads; the other kind refuses them.
 ROGUE_NET_ONLY = ("d_model", "n_layer", "n_head", "d_qk", "embd_pdrop", "resid_pdrop", "attn_pdrop", "pooling",
-                  "relpos_encoding", "translation", "q_head", "compile")
+                  "relpos_encoding", "translation", "q_head", "compile", "memory")
 MLP_ONLY = ("d_hidden", "activation", "normalize_inputs")
 
 

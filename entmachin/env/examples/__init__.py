@@ -15,6 +15,7 @@ from entmachin.env.examples.multi_armed_bandit import MultiArmedBandit
 from entmachin.env.examples.multi_snake import MultiSnake
 from entmachin.env.examples.not_hotdog import NotHotdog
 from entmachin.env.examples.pick_matching_balls import PickMatchingBalls
+from entmachin.env.examples.recall import Recall
 from entmachin.env.examples.rock_paper_scissors import RockPaperScissors
 from entmachin.env.examples.rock_paper_scissors_duel import RockPaperScissorsDuel
 from entmachin.env.examples.skirmish import Skirmish
@@ -27,7 +28,7 @@ ENV_REGISTRY: Dict[str, Type[Union[Environment, MultiAgentEnvironment]]] = {
     for cls in (
         MineSweeper, MoveToOrigin, CherryPick, Count, FloorIsLava, MultiArmedBandit, NotHotdog,
         PickMatchingBalls, RockPaperScissors, Xor, MultiSnake, Minefield,
-        ConnectFour, Skirmish, RockPaperScissorsDuel, Vehicles, Turrets,
+        ConnectFour, Skirmish, RockPaperScissorsDuel, Vehicles, Turrets, Recall,
     )
 }
 #: The names of the registry's games of several players, sorted.

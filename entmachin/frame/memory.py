@@ -1,0 +1,146 @@
+"""Memory in the on-policy frames: the rows' recurrent state while acting, and sequences while training.
+
+A network with memory (``model.memory``, ``entmachin.model.memory``) takes each row's state (``memory``,
+float ``[B, memory_size]``) and whether its step begins an episode (``episode_start``, bool ``[B, 1]``),
+and returns the next state. While acting, :class:`MemoryRows` keeps them: it adds both to each state it is
+given and, after the step, keeps the network's next state, zeroed where an episode ended. Both are stored
+with every row (``state['memory']``, ``state['episode_start']``), so a rollout's rows carry the state
+their step was acted with.
+
+While training, the stored rows are cut into sequences of ``sequence_length`` steps of one environment
+row (:func:`sequence_rows`); a minibatch is whole sequences laid out time-major (:func:`time_major`), the
+unroll starts from the state stored at each sequence's first step and resets where ``episode_start`` says
+(truncated back-propagation through time): the states are stored, not recomputed from the rollout's start,
+so each sequence starts from the state its first step was acted with, and sequences can be shuffled freely.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+import numpy as np
+import torch
+
+from entmachin.model.memory import memory_size
+from entmachin.model.wrappers import unwrap
+from entmachin.ragged import trees
+
+__all__ = ["MemoryRows", "memory_rows", "refuse_memory", "sequence_rows", "time_major", "sequence_values",
+           "MEMORY_KEYS"]
+
+MEMORY_KEYS = ("memory", "episode_start")  # the state's entries a network with memory reads
+
+
+class MemoryRows:
+    """The recurrent state of ``n_rows`` rows between acting calls; all rows begin an episode.
+
+    Args:
+        size: the network's ``memory_size``.
+        n_rows: the rows acted on together.
+    """
+
+    def __init__(self, size: int, n_rows: int) -> None:
+        self.memory = torch.zeros(n_rows, size)  # [B, size]
+        self.episode_start = torch.ones(n_rows, 1, dtype=torch.bool)  # [B, 1]
+
+    def state(self, state: Mapping[str, Any]) -> Dict[str, Any]:
+        """``state`` with the rows' recurrent entries added."""
+        return {**state, "memory": self.memory, "episode_start": self.episode_start}
+
+    def advance(self, result: Any, done: Any) -> torch.Tensor:
+        """Keeps the next state of an acting call's ``result`` (its ``memory`` field), zeroed where ``done``
+        (bool ``[B]``: the row's episode ended, so its next step begins one); returns it as it came, before
+        the reset (the state a truncated row's final observation is valued with).
+
+        Raises:
+            ValueError: the result carries no state of the rows' shape.
+        """
+        after = getattr(result, "memory", None)
+        if not isinstance(after, torch.Tensor) or tuple(after.shape) != tuple(self.memory.shape):
+            got = None if after is None else tuple(getattr(after, "shape", ()))
+            raise ValueError(f"memory: the network returned the next state {got}; expected "
+                             f"{tuple(self.memory.shape)} (a RogueNet output's memory field)")
+        ended = torch.as_tensor(np.asarray(done, dtype=np.bool_)).reshape(-1, 1)  # [B, 1]
+        after = after.detach().to(self.memory.device, self.memory.dtype)
+        self.memory = after.masked_fill(ended, 0.0)
+        self.episode_start = ended
+        return after
+
+    def snapshot(self) -> Dict[str, torch.Tensor]:
+        return {"memory": self.memory.clone(), "episode_start": self.episode_start.clone()}
+
+    def restore(self, snapshot: Mapping[str, Any], where: str) -> None:
+        memory = torch.as_tensor(snapshot["memory"])
+        if tuple(memory.shape) != tuple(self.memory.shape):
+            raise ValueError(f"{where}: the saved recurrent state has shape {tuple(memory.shape)}; this run's is "
+                             f"{tuple(self.memory.shape)} (model.memory or the number of rows changed)")
+        self.memory = memory.float()
+        self.episode_start = torch.as_tensor(snapshot["episode_start"]).bool()
+
+
+def memory_rows(frame: Any, n_rows: int) -> Optional[MemoryRows]:
+    """A :class:`MemoryRows` for the frame's actor where it has memory, else None."""
+    size = memory_size(unwrap(getattr(frame, "actor", None)))
+    return MemoryRows(size, n_rows) if size else None
+
+
+def refuse_memory(frame: Any, what: str, error: type = ValueError) -> None:
+    """Raises ``error`` where the frame's actor has memory, which ``what`` (a command or a feature that
+    acts without carrying the rows' states) does not carry yet."""
+    if memory_rows(frame, 0) is not None:
+        raise error(f"{what}: this run's network has memory (model.memory), which {what} does not carry yet; "
+                    "entmachin eval and training do")
+
+
+def sequence_rows(chunks: List[Tuple[int, int]], length: Optional[int], where: str) -> np.ndarray:
+    """The rows of every sequence of stored rollouts, int64 ``[n_sequences, L]`` in time order.
+
+    Args:
+        chunks: ``(T, B)`` of each stored rollout, in storing order (its rows step-major after the previous ones).
+        length: ``frame.sequence_length``; None: each rollout's ``T`` steps are one sequence.
+
+    Raises:
+        ValueError: ``length`` does not divide a rollout's steps, or rollouts of different lengths with None.
+    """
+    out, offset = [], 0
+    steps = {t for t, _ in chunks}
+    if length is None and len(steps) > 1:
+        raise ValueError(f"{where}: the stored rollouts have {sorted(steps)} steps; with sequence_length null each "
+                         "rollout is one sequence, so they must be equally long (or set frame.sequence_length)")
+    for n_steps, n_envs in chunks:
+        size = n_steps if length is None else length
+        if n_steps % size:
+            raise ValueError(f"{where}: frame.sequence_length={size} does not divide the rollout's {n_steps} steps "
+                             "(rollout.n_steps); choose a divisor of it")
+        rows = offset + np.arange(n_steps * n_envs, dtype=np.int64).reshape(n_steps // size, size, n_envs)
+        out.append(rows.transpose(0, 2, 1).reshape(-1, size))  # [T / L * B, L]
+        offset += n_steps * n_envs
+    return np.concatenate(out)
+
+
+def time_major(sequences: np.ndarray) -> np.ndarray:
+    """The rows of ``[S, L]`` sequences laid out time-major: row ``t * S + s`` (int64 ``[L * S]``)."""
+    return np.ascontiguousarray(sequences.T).reshape(-1)
+
+
+def blocks(sequences: np.ndarray, rows_per_block: int) -> Tuple[np.ndarray, int]:
+    """Every row of ``sequences`` in blocks of whole sequences, each time-major, and the block size in rows
+    (at least ``rows_per_block``): what passes over all rows in chunks (old log-probabilities) take."""
+    length = sequences.shape[1]
+    per_block = max(1, math.ceil(rows_per_block / length))
+    parts = [time_major(sequences[i : i + per_block]) for i in range(0, sequences.shape[0], per_block)]
+    return np.concatenate(parts), per_block * length
+
+
+def sequence_values(criticize: Callable[..., torch.Tensor], n_steps: int, n_rows: int
+                    ) -> Callable[[Any], torch.Tensor]:
+    """A critic over a rollout's ``n_rows`` state rows (``T = n_steps`` steps of each row, step-major, which
+    is time-major with one sequence per row) followed by the next-state rows that bootstrap, each one step
+    from the state stored with it."""
+    def values(inputs: Mapping[str, Any]) -> torch.Tensor:
+        total = trees.n_rows(inputs, "the critic's inputs")
+        out = [criticize(trees.row_range(inputs, 0, n_rows), n_steps)]
+        if total > n_rows:
+            out.append(criticize(trees.row_range(inputs, n_rows, total), 1))
+        return torch.cat(out)
+    return values

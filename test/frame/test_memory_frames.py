@@ -1,0 +1,143 @@
+"""PPO and A2C with a network that has memory: states carried while collecting, whole sequences while training."""
+import pytest
+import torch
+from torch import nn
+
+from entmachin.env import EnvList
+from entmachin.env.examples import Recall
+from entmachin.frame import A2C, PPO, evaluate
+from entmachin.frame.collector import RolloutCollector
+from entmachin.frame.memory import MemoryRows, sequence_rows, time_major
+from entmachin.model.config import MemoryConfig, RogueNetConfig
+from entmachin.model.rogue_net import RogueNet
+
+
+def _frame(cls=PPO, env=Recall, **kwargs):
+    torch.manual_seed(0)
+    e = env()
+    net = RogueNet(e.obs_space(), e.action_space(), RogueNetConfig(d_model=16, n_layer=1,
+                                                                   memory=MemoryConfig(size=8)))
+    options = dict(batch_size=20, actor_learning_rate=3e-3, critic_learning_rate=3e-3, actor_update_times=2,
+                   critic_update_times=2, seed=0)
+    return cls(net, net.critic(), torch.optim.Adam, nn.MSELoss(), **{**options, **kwargs})
+
+
+def test_sequences_are_one_rows_steps_in_time_order_and_minibatches_are_time_major():
+    rows = sequence_rows([(4, 2)], 2, "update")  # rows t * 2 + b of 4 steps of 2 environments
+    assert rows.tolist() == [[0, 2], [1, 3], [4, 6], [5, 7]]
+    assert time_major(rows[[0, 3]]).tolist() == [0, 5, 2, 7]
+    assert sequence_rows([(4, 2), (4, 1)], None, "update").tolist() == [[0, 2, 4, 6], [1, 3, 5, 7],
+                                                                        [8, 9, 10, 11]]
+    with pytest.raises(ValueError, match="frame.sequence_length=3 does not divide the rollout's 4 steps"):
+        sequence_rows([(4, 2)], 3, "PPO.update")
+    with pytest.raises(ValueError, match=r"the stored rollouts have \[3, 4\] steps"):
+        sequence_rows([(4, 2), (3, 2)], None, "PPO.update")
+
+
+def test_the_collector_stores_each_rows_state_and_resets_it_where_an_episode_begins():
+    ppo = _frame(sequence_length=5)
+    envs = EnvList(Recall, 3, seed=0)
+    collector = RolloutCollector(ppo, envs, 10)
+    stored = []
+    ppo.store_rollout = stored.append  # what the frame is given
+    collector.collect()
+    steps = stored[0]
+    assert [s["state"]["episode_start"][:, 0].tolist() for s in steps[:6]] == \
+        [[True] * 3, [False] * 3, [False] * 3, [False] * 3, [False] * 3, [True] * 3]  # 5-step episodes
+    assert float(steps[5]["state"]["memory"].abs().sum()) == 0.0  # the next episode starts from zeros
+    assert float(steps[3]["state"]["memory"].abs().sum()) > 0.0
+    for t in range(9):  # the state a row acts with is the one its previous step returned
+        if not steps[t + 1]["state"]["episode_start"].any():
+            torch.testing.assert_close(steps[t]["next_state"]["memory"], steps[t + 1]["state"]["memory"])
+    snapshot = collector.snapshot()
+    again = RolloutCollector(ppo, EnvList(Recall, 3, seed=0), 10)
+    again.restore(snapshot)
+    torch.testing.assert_close(again._memory.memory, collector._memory.memory)
+    with pytest.raises(ValueError, match="holds no recurrent state"):
+        again.restore({k: v for k, v in snapshot.items() if k != "memory"})
+    envs.close()
+
+
+@pytest.mark.parametrize("cls", [PPO, A2C])
+def test_an_update_trains_on_whole_sequences_and_refuses_a_length_that_does_not_divide(cls):
+    frame = _frame(cls, sequence_length=5)
+    envs = EnvList(Recall, 8, seed=0)
+    collector = RolloutCollector(frame, envs, 10)
+    assert sum(collector.collect().episode_returns) > 0  # something to learn from
+    before = [p.detach().clone() for p in frame.actor.memory.parameters()]
+    frame.update()
+    assert any(not torch.equal(a, b) for a, b in zip(before, frame.actor.memory.parameters()))
+    assert frame.replay_buffer.size() == 0 and frame._chunks == []
+    bad = _frame(cls, sequence_length=3)
+    RolloutCollector(bad, envs, 10).collect()
+    with pytest.raises(ValueError, match="sequence_length=3 does not divide the rollout's 10 steps"):
+        bad.update()
+    assert bad.replay_buffer.size() == 80  # the update changed nothing
+    envs.close()
+
+
+def test_the_first_minibatch_of_an_update_sees_the_policy_it_acted_with():
+    """Old log-probabilities are recomputed over whole sequences from the stored states: at the first
+    minibatch the policy has not moved, so the ratio is 1 and the approximate KL 0."""
+    ppo = _frame(sequence_length=5, actor_update_times=1, critic_update_times=1)
+    ppo.writer = None
+    envs = EnvList(Recall, 4, seed=0)
+    RolloutCollector(ppo, envs, 10).collect()
+    seen = []
+    original = ppo._minibatch
+
+    def spy(batch, old, *args):
+        losses = original(batch, old, *args)
+        seen.append(float(losses.approx_kl))
+        return losses
+
+    ppo.config = ppo.config.__class__(**{**ppo.config.__dict__, "target_kl": 10.0})
+    ppo._minibatch = spy
+    ppo.update()
+    assert seen and abs(seen[0]) < 1e-6
+    envs.close()
+
+
+def test_memory_needs_the_actors_own_critic_and_every_row():
+    e = Recall()
+    net = RogueNet(e.obs_space(), e.action_space(), RogueNetConfig(memory=MemoryConfig(size=4)))
+    other = RogueNet(e.obs_space(), e.action_space(), RogueNetConfig())
+    with pytest.raises(ValueError, match="the critic must be its own value path"):
+        PPO(net, other.critic(), torch.optim.Adam, nn.MSELoss())
+    ppo = PPO(net, net.critic(), torch.optim.Adam, nn.MSELoss())
+    envs = EnvList(Recall, 2, seed=0)
+    with pytest.raises(ValueError, match="symmetries not with memory yet"):
+        RolloutCollector(ppo, envs, 5, symmetries=[object()])
+    envs.close()
+
+
+def test_evaluation_carries_the_state_across_steps_and_resets_it_between_episodes():
+    """A policy that reads its memory: evaluation must give it the states it produced (a network given
+    zeros every step could not be told apart from a feed-forward one)."""
+    ppo = _frame()
+    rows = MemoryRows(ppo.actor.memory_size, 2)
+    calls = []
+    act = ppo.act
+
+    def spy(state, *args, **kwargs):
+        calls.append((state["memory"].clone(), state["episode_start"].clone()))
+        return act(state, *args, **kwargs)
+
+    ppo.act = spy
+    torch.nn.init.normal_(ppo.actor.memory.out.weight)
+    result = evaluate(ppo, Recall, 4, seed=0, num_envs=2)
+    assert len(result.returns) == 4 and rows.memory.shape == (2, 8)
+    assert calls[0][1].all() and not calls[1][1].any() and calls[5][1].all()
+    assert float(calls[1][0].abs().sum()) > 0 and float(calls[5][0].abs().sum()) == 0
+
+
+@pytest.mark.slow
+def test_ppo_with_memory_learns_recall_and_a_feed_forward_policy_stays_at_its_bound(tmp_path):
+    """The bundled config (seed 0) against the same without memory, whose choice cannot see the cue."""
+    from entmachin.run import train
+
+    frame = train("Recall", progress=False, run_dir=str(tmp_path / "memory"))
+    assert evaluate(frame, Recall, 200, seed=7).mean >= 0.95
+    frame = train("Recall", overrides=["train.total_steps=10240", "model.memory=null", "frame.sequence_length=null"],
+                  progress=False, run_dir=str(tmp_path / "feed-forward"))
+    assert evaluate(frame, Recall, 400, seed=7).mean < 0.35  # 1/4 in expectation

@@ -1,0 +1,80 @@
+"""A run config with ``model.memory``: what it trains with, what it refuses by name, and resume."""
+import pytest
+import torch
+
+from entmachin.run import train
+from entmachin.run.commands import resolve_train_config
+from entmachin.run.config import ConfigError, config_from_dict, config_to_dict
+from entmachin.run.fingerprint import fingerprint, learning_settings
+
+RECALL = {"env": {"name": "Recall"}, "model": {"critic": "shared", "memory": {"kind": "gru", "size": 8}},
+          "frame": {"name": "PPO", "batch_size": 40, "sequence_length": 5},
+          "rollout": {"num_envs": 4, "n_steps": 10}}
+
+
+def _fingerprint(config):
+    return fingerprint(learning_settings(config_to_dict(config), continuous_actions=False))
+
+
+def _config(**changes):
+    data = {k: dict(v) for k, v in RECALL.items()}
+    for path, value in changes.items():
+        section, key = path.split("__")
+        if value is None and key in data.get(section, {}):
+            del data[section][key]
+        else:
+            data.setdefault(section, {})[key] = value
+    return data
+
+
+def test_the_bundled_recall_config_loads_with_memory():
+    config = resolve_train_config("Recall")
+    assert config.model.memory.kind == "gru" and config.frame.settings.sequence_length == 5
+    without = config_from_dict({**_config(model__memory=None), "frame": {"name": "PPO"}})
+    assert _fingerprint(config) != _fingerprint(without)  # memory changes what a run learns
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"frame__name": "DQN", "frame__sequence_length": None, "frame__batch_size": None},
+     "model.memory: DQN takes single transitions"),
+    ({"model__critic": "separate"}, "model.critic: separate, but a network with memory"),
+    ({"frame__sequence_length": 3}, r"frame.sequence_length: 3 does not divide rollout.n_steps \(10\)"),
+    ({"model__memory": None}, "frame.sequence_length: 5, but model.memory is null"),
+    ({"model__memory": {"kind": "gru", "per_entity": True}}, "model.memory.per_entity: one state per entity id"),
+    ({"model__memory": {"kind": "rnn"}}, "model.memory.kind: expected one of"),
+    ({"log__eval_opponents": ["random"]}, "log.eval_opponents: .* does not carry a recurrent state yet"),
+    ({"rollout__symmetries": ["mirror_x"]}, "rollout.symmetries stores images"),
+    ({"rollout__overlap": True, "rollout__processes": 2}, "rollout.overlap: true, but the network's memory"),
+])
+def test_what_does_not_go_with_memory_is_refused_by_its_setting(changes, message):
+    with pytest.raises(ConfigError, match=message):
+        config_from_dict(_config(**changes))
+
+
+def test_a_resumed_run_continues_with_the_states_its_rows_had(tmp_path):
+    """A run stopped at a checkpoint and resumed trains as the uninterrupted one: the rows' recurrent states
+    are part of the collector's snapshot (3-step episodes: the checkpoint falls inside episodes)."""
+    settings = ["env.kwargs.delay=2", "train.total_steps=80", "log.checkpoint_interval=40", "log.eval_interval=80",
+                "log.eval_episodes=4", "frame.n_anneal_updates=null", "train.seed=3"]
+    whole = train(_config(), overrides=settings, progress=False, run_dir=str(tmp_path / "whole"))
+    half = [s if not s.startswith("train.total_steps") else "train.total_steps=40" for s in settings]
+    train(_config(), overrides=half, progress=False, run_dir=str(tmp_path / "halves"))
+    resumed = train(resume=str(tmp_path / "halves"), overrides=["train.total_steps=80"], progress=False)
+    for a, b in zip(whole.actor.state_dict().values(), resumed.actor.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_commands_that_do_not_carry_the_state_refuse_a_run_with_memory(tmp_path):
+    from entmachin.run.export import ExportError, export_run
+    from entmachin.run.play import PlayError, play
+
+    run_dir = str(tmp_path / "run")
+    train(_config(), overrides=["train.total_steps=40", "log.eval_interval=40", "log.eval_episodes=2"],
+          progress=False, run_dir=run_dir)
+    with pytest.raises(ExportError, match="has memory .* ONNX graph does not carry"):
+        export_run(run_dir)
+    with pytest.raises(PlayError, match="play: this run's network has memory"):
+        play(None, run_dir, 0)
+    from entmachin.run.evaluation import evaluate_checkpoint
+    result = evaluate_checkpoint(run_dir, 4, True, 0)  # evaluation carries it
+    assert len(result.returns) == 4
