@@ -36,6 +36,7 @@ FORBIDDEN_PACKAGES = {
     "env": {"torch"}, "ragged/arrays.py": {"torch"}, "ragged/arrdict.py": {"torch"}, "ragged/trees.py": {"torch"},
     "ragged/array.py": {"torch"}, "deploy.py": {"torch"}, "data": {"torch"}, "ragged/interop.py": {"torch"}, "ragged/shim.py": {"torch"},
     "files.py": {"torch", "numpy"}, "export_checksum.py": {"torch", "numpy", "onnx"},
+    "ragged/layout.py": {"torch"}, "ragged/storage.py": {"torch"}, "ragged/arithmetic.py": {"torch"},
 }
 # The optional ragged-buffer package has one import site: every other module must not import it.
 RAGGED_BUFFER_SITE = "ragged/interop.py"

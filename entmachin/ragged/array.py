@@ -44,176 +44,33 @@ Example:
 from __future__ import annotations
 
 import copyreg
-import heapq
-import operator
 import sys
-from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, ClassVar, Dict, Sequence, Tuple
 
 import numpy as np
 
+from entmachin.ragged.arithmetic import RaggedArithmetic
+from entmachin.ragged.layout import IndexLike, as_lengths, gather_items, padpack, sequence_indices
+from entmachin.ragged.storage import RaggedStorage
+
 __all__ = [
+    "IndexLike",
     "RaggedArray",
     "RaggedArrayBool",
     "RaggedArrayF32",
     "RaggedArrayI64",
     "array_class",
+    "as_lengths",
     "as_ragged_array",
     "cat",
+    "gather_items",
     "is_foreign_ragged",
     "padpack",
+    "sequence_indices",
 ]
 
-IndexLike = Union[int, slice, Sequence[int], np.ndarray]
-_NO_ITEMS = np.zeros(0, dtype=np.int64)
-_NO_ITEMS.flags.writeable = False
 
-
-def _read_only(arr: np.ndarray) -> np.ndarray:
-    view = arr.view()
-    view.flags.writeable = False
-    return view
-
-
-def as_lengths(lengths: Any, where: str) -> np.ndarray:
-    """Validates sequence lengths and returns them as a contiguous int64 array.
-
-    Args:
-        lengths: 1-D non-negative integers (an empty list of any dtype is accepted).
-        where: prefix for error messages.
-
-    Shape:
-        returns ``[n_sequences]`` int64.
-    """
-    arr = np.asarray(lengths)
-    if arr.ndim != 1:
-        raise ValueError(f"{where}: lengths must be 1-D [n_sequences], got shape {arr.shape}")
-    if arr.size == 0:
-        return np.zeros(0, dtype=np.int64)  # [0]
-    if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
-        raise TypeError(f"{where}: lengths must hold integers, got dtype {arr.dtype}")
-    if arr.min() < 0:
-        raise ValueError(
-            f"{where}: lengths must be non-negative, got {int(arr.min())} "
-            f"at position {int(arr.argmin())}"
-        )
-    return np.ascontiguousarray(arr, dtype=np.int64)  # [n_sequences]
-
-
-def sequence_indices(index: IndexLike, n: int, where: str) -> Union[int, np.ndarray]:
-    """Resolves a sequence index against ``n`` sequences, rejecting negative entries.
-
-    Shared by ragged arrays, :func:`entmachin.ragged.arrays.take` and ``RaggedTensor`` so all
-    raise the same errors.
-
-    Args:
-        index: an int, a slice (Python semantics), a 1-D integer array/list, or a 1-D boolean
-            mask of length ``n``.
-        n: number of sequences.
-        where: prefix for error messages.
-
-    Returns:
-        An ``int`` for an integer index, else an int64 array ``[n_selected]``.
-
-    Raises:
-        ValueError: a negative index, or an index array that is not 1-D.
-        IndexError: an index ``>= n``, or a boolean mask of another length.
-        TypeError: an index of another kind.
-    """
-    if isinstance(index, np.ndarray) and index.ndim == 0 and index.dtype != np.bool_:
-        index = index.item()  # a 0-d array acts like the scalar it holds
-    if isinstance(index, (bool, np.bool_)):
-        raise TypeError(f"{where}: a bool is not a sequence index; use an int, slice or array")
-    if isinstance(index, (int, np.integer)):
-        i = int(index)
-        if i < 0:
-            raise ValueError(f"{where}: negative indices are not supported, got {i}")
-        if i >= n:
-            raise IndexError(f"{where}: index {i} is out of range for {n} sequences")
-        return i
-    if isinstance(index, slice):
-        return np.arange(*index.indices(n), dtype=np.int64)  # [n_selected]
-    if isinstance(index, (str, bytes, tuple)) or not hasattr(index, "__len__"):
-        raise TypeError(
-            f"{where}: expected an int, slice or 1-D integer array of sequence indices, "
-            f"got {type(index).__name__}"
-        )
-    arr = np.asarray(index)
-    if arr.ndim != 1:
-        raise ValueError(f"{where}: index arrays must be 1-D, got shape {arr.shape}")
-    if arr.dtype == np.bool_:
-        if arr.shape[0] != n:
-            raise IndexError(
-                f"{where}: boolean mask has length {arr.shape[0]}, expected {n} sequences"
-            )
-        return np.flatnonzero(arr).astype(np.int64)  # [n_selected]
-    if arr.size == 0:
-        return np.zeros(0, dtype=np.int64)  # [0]
-    if not np.issubdtype(arr.dtype, np.integer):
-        raise TypeError(f"{where}: index arrays must hold integers, got dtype {arr.dtype}")
-    low, high = int(arr.min()), int(arr.max())
-    if low < 0:
-        raise ValueError(f"{where}: negative indices are not supported, got {low}")
-    if high >= n:
-        raise IndexError(f"{where}: index {high} is out of range for {n} sequences")
-    return np.ascontiguousarray(arr, dtype=np.int64)  # [n_selected]
-
-
-def gather_items(offsets: np.ndarray, lengths: np.ndarray, index: np.ndarray) -> np.ndarray:
-    """The item rows of sequences ``index``, in that order, without a per-sequence loop.
-
-    Shape:
-        offsets: ``[n + 1]``; lengths: ``[n]``; index: ``[k]``; returns ``[sum(lengths[index])]``.
-    """
-    picked = lengths[index]  # [k]
-    total = int(picked.sum())
-    if total == 0:
-        return _NO_ITEMS
-    ends = np.cumsum(picked)  # [k]
-    # Item j of the result is item j of a run that starts at offsets[index[s]] for its sequence s:
-    # add, to 0..total-1, each run's start minus where the run lands in the result.
-    shift = offsets[index] - (ends - picked)  # [k]
-    return np.arange(total, dtype=np.int64) + np.repeat(shift, picked)  # [total]
-
-
-def padpack(lengths: np.ndarray) -> Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """ragged-buffer's ``padpack`` (which rogue-net attends over), for sequences of ``lengths``.
-
-    Each sequence, in order, goes into the packed row with the most free slots (the first such
-    row on ties) if it fits there, else into a new row; rows are as long as the longest
-    sequence. The same results as ragged-buffer 0.4.8's, quirks included (an empty first
-    sequence opens a row of padding), for any number of features.
-
-    Returns:
-        ``None`` when every sequence has the same length (nothing to pack), else
-        ``(index, batch, inverse)``: ``index`` ``[n_rows, max_len]`` int64, the item of each
-        slot (0 in padding); ``batch`` ``[n_rows, max_len]`` float32, the sequence of each slot
-        (NaN in padding); ``inverse`` ``[n_items]`` int64, each item's slot in the flattened
-        ``[n_rows * max_len]`` layout.
-    """
-    if lengths.size == 0 or (lengths == lengths[0]).all():
-        return None
-    max_len = int(lengths.max())
-    rooms: List[Tuple[int, int]] = []  # a heap of (-free slots, row): the emptiest row first
-    starts = np.empty(lengths.shape[0], dtype=np.int64)  # [n] slot of each sequence's first item
-    for seq, length in enumerate(lengths.tolist()):
-        if rooms and -rooms[0][0] >= length:
-            minus_room, row = heapq.heappop(rooms)
-            room = -minus_room
-        else:
-            room, row = max_len, len(rooms)
-        starts[seq] = row * max_len + max_len - room
-        heapq.heappush(rooms, (length - room, row))
-    n_rows, n_items = len(rooms), int(lengths.sum())
-    firsts = np.cumsum(lengths) - lengths  # [n] each sequence's first item
-    inverse = np.arange(n_items, dtype=np.int64) + np.repeat(starts - firsts, lengths)  # [n_items]
-    index = np.zeros(n_rows * max_len, dtype=np.int64)  # [n_rows * max_len]
-    index[inverse] = np.arange(n_items)
-    batch = np.full(n_rows * max_len, np.nan, dtype=np.float32)  # [n_rows * max_len]
-    batch[inverse] = np.repeat(np.arange(lengths.shape[0], dtype=np.float32), lengths)
-    return index.reshape(n_rows, max_len), batch.reshape(n_rows, max_len), inverse
-
-
-class RaggedArray:
+class RaggedArray(RaggedStorage, RaggedArithmetic):
     """Sequences of ``[len_i, n_features]`` items in one flat array; see the module docstring.
 
     Construct with :meth:`from_flattened` (copies, checks), :meth:`from_array`, or
@@ -292,122 +149,6 @@ class RaggedArray:
         data = np.array(arr.reshape(n * length, width), order="C")  # [n * length, n_features]
         return cls._wrap(data, np.full(n, length, dtype=np.int64))
 
-    # ------------------------------------------------------------------ sizes and views
-
-    def size0(self) -> int:
-        """The number of sequences."""
-        return self._n_seqs
-
-    def size1(self, i: Optional[int] = None) -> Any:
-        """Every sequence's length (a read-only int64 view ``[n_sequences]``), or sequence ``i``'s."""
-        if i is None:
-            if self._lengths_view is None:
-                self._lengths_view = _read_only(self._lengths[: self._n_seqs])
-            return self._lengths_view
-        return int(self._lengths[sequence_indices(i, self._n_seqs, f"{type(self).__name__}.size1")])
-
-    def size2(self) -> int:
-        """The number of features of every item."""
-        return self._data.shape[1]
-
-    def items(self) -> int:
-        """The number of items over all sequences."""
-        return self._n_items
-
-    def __len__(self) -> int:
-        """``n_items * n_features``, ragged-buffer's meaning; ``size0()`` counts sequences."""
-        return self._n_items * self._data.shape[1]
-
-    def as_array(self) -> np.ndarray:
-        """The items, a read-only view ``[n_items, n_features]`` (``np.array(...)`` copies)."""
-        if self._items_view is None:
-            self._items_view = _read_only(self._data[: self._n_items])
-        return self._items_view
-
-    @property
-    def data(self) -> np.ndarray:
-        """The items, a read-only view ``[n_items, n_features]``; the same as ``as_array()``."""
-        return self.as_array()
-
-    @property
-    def lengths(self) -> np.ndarray:
-        """Every sequence's length, a read-only int64 view ``[n_sequences]``."""
-        return self.size1()
-
-    @property
-    def offsets(self) -> np.ndarray:
-        """Where each sequence starts, and the end: read-only int64 ``[n_sequences + 1]``."""
-        if self._offsets is None:
-            offsets = np.zeros(self._n_seqs + 1, dtype=np.int64)  # [n + 1]
-            np.cumsum(self._lengths[: self._n_seqs], out=offsets[1:])
-            offsets.flags.writeable = False
-            self._offsets = offsets
-        return self._offsets
-
-    def clone(self) -> "RaggedArray":
-        """A copy that shares no memory with this array."""
-        return type(self)._wrap(self._data[: self._n_items].copy(), self._lengths[: self._n_seqs].copy())
-
-    def materialize(self) -> "RaggedArray":
-        """A copy (ragged-buffer's views needed one; entmachin's arrays are always whole)."""
-        return self.clone()
-
-    # ------------------------------------------------------------------ growing
-
-    def _reserve(self, n_items: int, n_seqs: int) -> None:
-        """Makes room for ``n_items`` more items and ``n_seqs`` more sequences (amortised O(1))."""
-        need = self._n_items + n_items
-        # A read-only buffer (items received from another process, say) is copied on first growth.
-        if need > self._data.shape[0] or not self._data.flags.writeable:
-            grown = np.empty((max(need, 2 * self._data.shape[0], 16), self._data.shape[1]), self.dtype)
-            grown[: self._n_items] = self._data[: self._n_items]
-            self._data = grown  # views handed out keep the old memory, which nothing writes again
-        need = self._n_seqs + n_seqs
-        if need > self._lengths.shape[0] or not self._lengths.flags.writeable:
-            grown = np.empty(max(need, 2 * self._lengths.shape[0], 16), np.int64)
-            grown[: self._n_seqs] = self._lengths[: self._n_seqs]
-            self._lengths = grown
-        self._offsets = self._items_view = self._lengths_view = None
-
-    def push(self, x: Any) -> None:
-        """Appends one sequence of ``[length, n_features]`` items (copied)."""
-        where = f"{type(self).__name__}.push"
-        arr = np.asarray(x)
-        if arr.ndim != 2:
-            raise ValueError(f"{where}: expected a 2-D [length, n_features] array, got shape {arr.shape}")
-        if arr.shape[1] != self._data.shape[1]:
-            raise ValueError(f"{where}: the array has {arr.shape[1]} features, this one has {self._data.shape[1]}")
-        if arr.dtype != self.dtype:
-            raise TypeError(f"{where}: expected {self.dtype} items, got {arr.dtype}; cast them first")
-        self._reserve(arr.shape[0], 1)
-        self._data[self._n_items : self._n_items + arr.shape[0]] = arr
-        self._lengths[self._n_seqs] = arr.shape[0]
-        self._n_items += arr.shape[0]
-        self._n_seqs += 1
-
-    def push_empty(self) -> None:
-        """Appends one sequence without items."""
-        self._reserve(0, 1)
-        self._lengths[self._n_seqs] = 0
-        self._n_seqs += 1
-
-    def extend(self, other: Any) -> None:
-        """Appends every sequence of ``other`` (the same class and number of features)."""
-        other = self._same_kind(other, f"{type(self).__name__}.extend")
-        n_items, n_seqs = other._n_items, other._n_seqs
-        self._reserve(n_items, n_seqs)
-        self._data[self._n_items : self._n_items + n_items] = other._data[:n_items]
-        self._lengths[self._n_seqs : self._n_seqs + n_seqs] = other._lengths[:n_seqs]
-        self._n_items += n_items
-        self._n_seqs += n_seqs
-
-    def clear(self) -> None:
-        """Removes every sequence (views handed out before keep their values)."""
-        self._data = np.zeros((0, self._data.shape[1]), dtype=self.dtype)  # [0, n_features]
-        self._lengths = np.zeros(0, dtype=np.int64)
-        self._n_items = self._n_seqs = 0
-        self._offsets = self._items_view = self._lengths_view = None
-
     def _same_kind(self, other: Any, where: str) -> "RaggedArray":
         if not isinstance(other, RaggedArray):
             other = as_ragged_array(other, where)
@@ -420,55 +161,7 @@ class RaggedArray:
             )
         return other
 
-    # ------------------------------------------------------------------ selection
-
-    def take(self, index: IndexLike, where: Optional[str] = None) -> "RaggedArray":
-        """The sequences ``index`` selects, in its order (an int selects one sequence).
-
-        A slice with step 1 returns a view-backed array (no copy); anything else gathers with
-        one vectorised index.
-
-        Args:
-            index: an int, a slice, a 1-D integer array or list, or a boolean mask over sequences.
-            where: names the caller in error messages (default: ``RaggedArrayF32[...]`` etc.).
-
-        Raises:
-            ValueError: a negative index ("negative indices are not supported").
-            IndexError: an index ``>= size0()``, naming it and the number of sequences.
-            TypeError: an index of another kind.
-        """
-        n = self._n_seqs
-        if isinstance(index, slice) and index.step in (None, 1):
-            start, stop, _ = index.indices(n)
-            stop = max(start, stop)
-            offsets = self.offsets
-            data = self._data[offsets[start] : offsets[stop]]  # [n_selected_items, n_features]
-            return type(self)._wrap(data, self._lengths[start:stop])
-        resolved = sequence_indices(index, n, where or f"{type(self).__name__}[...]")
-        if isinstance(resolved, int):
-            offsets = self.offsets
-            data = self._data[offsets[resolved] : offsets[resolved + 1]]  # [len_i, n_features]
-            return type(self)._wrap(data, self._lengths[resolved : resolved + 1])
-        rows = gather_items(self.offsets, self._lengths, resolved)  # [n_selected_items]
-        return type(self)._wrap(self._data[rows], self._lengths[resolved])
-
-    def __getitem__(self, index: Any) -> "RaggedArray":
-        """``a[seqs]`` as :meth:`take`; ``a[seqs, :, features]`` also selects features."""
-        if isinstance(index, tuple):
-            if len(index) == 1:
-                return self.take(index[0])
-            if len(index) == 3 and isinstance(index[1], slice) and index[1] == slice(None):
-                picked = self.take(index[0])
-                feats = index[2]
-                if isinstance(feats, (int, np.integer)):
-                    feats = [feats]
-                data = np.ascontiguousarray(picked._data[: picked._n_items][:, feats])  # [n_items, k]
-                return type(self)._wrap(data, picked._lengths[: picked._n_seqs])
-            raise TypeError(
-                f"{type(self).__name__}[...]: expected a[sequences] or a[sequences, :, features], "
-                f"got a tuple of {len(index)} indices"
-            )
-        return self.take(index)
+    # ------------------------------------------------------------------ indices of items
 
     def indices(self, dim: int) -> "RaggedArrayI64":
         """Per item, its sequence (``dim=0``) or its position in its sequence (``dim=1``).
@@ -490,53 +183,7 @@ class RaggedArray:
         flat = np.arange(self._n_items, dtype=np.int64).reshape(-1, 1)  # [n_items, 1]
         return RaggedArrayI64._wrap(flat, self._lengths[: self._n_seqs].copy())
 
-    def padpack(self) -> Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """Packs sequences into rows as long as the longest one: :func:`padpack` of the lengths."""
-        return padpack(self._lengths[: self._n_seqs])
-
-    # ------------------------------------------------------------------ arithmetic, equality
-
-    def _binary(self, other: Any, op: Callable[[Any, Any], Any], symbol: str) -> "RaggedArray":
-        where = f"{type(self).__name__} {symbol}"
-        if self.dtype == np.bool_:
-            raise TypeError(f"{where}: bool ragged arrays have no arithmetic")
-        data = self._data[: self._n_items]
-        if isinstance(other, (int, float, np.integer, np.floating)) and not isinstance(other, (bool, np.bool_)):
-            if self.dtype == np.int64 and not isinstance(other, (int, np.integer)):
-                raise TypeError(f"{where}: an int64 ragged array takes int operands, got {other!r}")
-            return type(self)._wrap(op(data, other).astype(self.dtype, copy=False), self._lengths[: self._n_seqs].copy())
-        other = self._same_kind(other, where)
-        mine, theirs = self.size1(), other.size1()
-        if np.array_equal(mine, theirs):
-            values = other._data[: other._n_items]  # [n_items, n_features]
-        elif other._n_seqs == self._n_seqs and (theirs == 1).all():
-            values = np.repeat(other._data[: other._n_items], mine, axis=0)  # one item per sequence, broadcast
-        elif self._n_seqs == other._n_seqs and (mine == 1).all():
-            return other._binary(self, lambda a, b: op(b, a), symbol)
-        else:
-            raise ValueError(
-                f"{where}: lengths differ ({mine.tolist()[:8]} vs {theirs.tolist()[:8]}); expected equal "
-                "lengths, or one item per sequence on one side"
-            )
-        return type(self)._wrap(op(data, values), mine.copy())
-
-    def __add__(self, other: Any) -> "RaggedArray":
-        return self._binary(other, operator.add, "+")
-
-    def __radd__(self, other: Any) -> "RaggedArray":
-        return self._binary(other, lambda a, b: b + a, "+")
-
-    def __mul__(self, other: Any) -> "RaggedArray":
-        return self._binary(other, operator.mul, "*")
-
-    def __rmul__(self, other: Any) -> "RaggedArray":
-        return self._binary(other, lambda a, b: b * a, "*")
-
-    def __sub__(self, other: Any) -> "RaggedArray":
-        return self._binary(other, operator.sub, "-")
-
-    def __isub__(self, other: Any) -> "RaggedArray":
-        return self._binary(other, operator.sub, "-")  # a new array: views of the old one keep their values
+    # ------------------------------------------------------------------ equality
 
     def __eq__(self, other: Any) -> bool:
         """Same class, lengths, features and values (NaN differs from NaN, as in ragged-buffer)."""

@@ -2,38 +2,22 @@
 
 from dataclasses import dataclass
 from collections.abc import Mapping
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 import torch
 
-from entmachin.ragged.interop import as_ragged_array, to_ragged_buffer
-from entmachin.ragged.arrays import (
-    RaggedArray,
-    is_ragged,
-    is_ragged_array,
-    ragged_from_arrays,
-    as_lengths,
-    sequence_indices,
-)
+from entmachin.ragged.interop import as_ragged_array
+from entmachin.ragged.arrays import as_lengths, is_ragged, is_ragged_array, sequence_indices
+from entmachin.ragged.tensor_views import RaggedTensorViews, batch_index_of, check_data, offsets_from_lengths
 
 __all__ = ["RaggedTensor", "is_ragged", "ragged_tensor_equal", "to_ragged_tensor", "tree_to_torch"]
 
-_BUFFER_DTYPES = (torch.float32, torch.int64, torch.bool)
 _FIELDS = ("data", "lengths", "offsets", "batch_index")
 
 
-def _offsets_from_lengths(lengths: torch.Tensor) -> torch.Tensor:
-    return torch.cat([lengths.new_zeros(1), torch.cumsum(lengths, dim=0)])  # [n + 1]
-
-
-def _batch_index(lengths: torch.Tensor, n_items: int) -> torch.Tensor:
-    sequence_ids = torch.arange(lengths.shape[0], device=lengths.device)  # [n]
-    return torch.repeat_interleave(sequence_ids, lengths, output_size=n_items)  # [n_items]
-
-
 @dataclass(frozen=True, eq=False, slots=True)
-class RaggedTensor:
+class RaggedTensor(RaggedTensorViews):
     """A batch of ``n`` sequences of ``[len_i, ...]`` items, stored back to back in ``data``.
 
     Build one with :meth:`from_lengths`, :meth:`from_ragged_array`, :meth:`from_list` or
@@ -83,7 +67,7 @@ class RaggedTensor:
                 raise TypeError(
                     f"RaggedTensor.{name}: expected a torch.Tensor, got {type(value).__name__}"
                 )
-        _check_data(self.data, "RaggedTensor.data")
+        check_data(self.data, "RaggedTensor.data")
         if self.lengths.dim() != 1:
             raise ValueError(
                 f"RaggedTensor.lengths: expected 1-D [n], got shape {tuple(self.lengths.shape)}"
@@ -136,7 +120,7 @@ class RaggedTensor:
             TypeError: lengths are not integers.
         """
         where = "RaggedTensor.from_lengths"
-        data = _check_data(torch.as_tensor(data), f"{where}: data")
+        data = check_data(torch.as_tensor(data), f"{where}: data")
         if isinstance(lengths, torch.Tensor):
             lengths = lengths.cpu()  # validated on the host: one small copy
         checked = as_lengths(lengths, where)  # [n]
@@ -147,7 +131,7 @@ class RaggedTensor:
                 f"(shape {tuple(data.shape)})"
             )
         lengths = torch.tensor(checked, dtype=torch.int64, device=data.device)  # [n], a copy
-        return cls(data, lengths, _offsets_from_lengths(lengths), _batch_index(lengths, total))
+        return cls(data, lengths, offsets_from_lengths(lengths), batch_index_of(lengths, total))
 
     @classmethod
     def from_ragged_array(cls, buf: Any, device: Any = None) -> "RaggedTensor":
@@ -248,7 +232,7 @@ class RaggedTensor:
             [rt.batch_index + shift for rt, shift in zip(raggeds, shifts)]
         )  # [n_items]
         data = torch.cat([rt.data for rt in raggeds])  # [n_items, ...]
-        return cls(data, lengths, _offsets_from_lengths(lengths), batch_index)
+        return cls(data, lengths, offsets_from_lengths(lengths), batch_index)
 
     @classmethod
     def _cat_rows(cls, raggeds: List["RaggedTensor"], rows: Sequence[Any]) -> "RaggedTensor":
@@ -256,7 +240,7 @@ class RaggedTensor:
         device = raggeds[0].device
         picks = [None if r is None else torch.as_tensor(r, dtype=torch.int64, device=device) for r in rows]
         lengths = torch.cat([rt.lengths if r is None else rt.lengths[r] for rt, r in zip(raggeds, picks)])  # [n]
-        offsets = _offsets_from_lengths(lengths)  # [n + 1]
+        offsets = offsets_from_lengths(lengths)  # [n + 1]
         n_items = int(offsets[-1])
         data = raggeds[0].data.new_empty((n_items, *raggeds[0].trailing_shape))  # [n_items, ...]
         at = 0
@@ -266,13 +250,13 @@ class RaggedTensor:
                 at += rt.n_items
                 continue
             part = rt.lengths[r]  # [m]
-            part_offsets = _offsets_from_lengths(part)  # [m + 1]
+            part_offsets = offsets_from_lengths(part)  # [m + 1]
             m_items = int(part_offsets[-1])
-            owner = _batch_index(part, m_items)  # [m_items]
+            owner = batch_index_of(part, m_items)  # [m_items]
             source = rt.starts[r][owner] + torch.arange(m_items, device=device) - part_offsets[owner]  # [m_items]
             torch.index_select(rt.data, 0, source, out=data[at:at + m_items])
             at += m_items
-        return cls.trusted(data, lengths, offsets, _batch_index(lengths, n_items))
+        return cls.trusted(data, lengths, offsets, batch_index_of(lengths, n_items))
 
     def row_range(self, start: int, stop: int) -> "RaggedTensor":
         """Sequences ``start`` to ``stop - 1`` as a view: ``data`` is shared, not copied.
@@ -289,102 +273,14 @@ class RaggedTensor:
     def _item_kind(self) -> str:
         return f"{self.trailing_shape} {self.dtype} on {self.device}"
 
-    # ------------------------------------------------------------------------- properties
-
-    @property
-    def starts(self) -> torch.Tensor:
-        """``[n]`` index in ``data`` of each sequence's first item (``offsets[:-1]``)."""
-        return self.offsets[:-1]
-
-    @property
-    def ends(self) -> torch.Tensor:
-        """``[n]`` index in ``data`` one past each sequence's last item (``offsets[1:]``)."""
-        return self.offsets[1:]
-
-    @property
-    def inverse(self) -> torch.Tensor:
-        """``[n_items]`` sequence of each item (``batch_index``)."""
-        return self.batch_index
-
-    @property
-    def positions(self) -> torch.Tensor:
-        """``[n_items]`` position of each item within its sequence."""
-        item_ids = torch.arange(self.n_items, device=self.device)  # [n_items]
-        return item_ids - self.offsets[self.batch_index]
-
-    @property
-    def device(self) -> torch.device:
-        return self.data.device
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.data.dtype
-
-    @property
-    def trailing_shape(self) -> Tuple[int, ...]:
-        """The per-item shape, ``data.shape[1:]``."""
-        return tuple(self.data.shape[1:])
-
-    @property
-    def n_items(self) -> int:
-        return self.data.shape[0]
-
-    @property
-    def max_length(self) -> int:
-        """The longest sequence's length (0 without sequences)."""
-        return int(self.lengths.max()) if len(self) else 0
-
-    def __len__(self) -> int:
-        return self.lengths.shape[0]
-
+    # Here rather than in RaggedTensorViews: @dataclass writes a __repr__ for a class that lacks its own.
     def __repr__(self) -> str:
         return (
             f"RaggedTensor(n_sequences={len(self)}, n_items={self.n_items}, "
             f"trailing_shape={self.trailing_shape}, dtype={self.dtype}, device={self.device})"
         )
 
-    # ------------------------------------------------------------------------ conversions
-
-    def to_ragged_array(self) -> RaggedArray:
-        """Copies to a ragged array on the CPU (2-D float32, int64 or bool data only)."""
-        where = "RaggedTensor.to_ragged_array"
-        if self.dtype not in _BUFFER_DTYPES:
-            raise TypeError(
-                f"{where}: data is {self.dtype}; ragged arrays hold float32, int64 or bool; "
-                "call .to(dtype) first"
-            )
-        if self.data.dim() != 2:
-            raise ValueError(
-                f"{where}: ragged arrays hold [n_items, n_features], but data has shape "
-                f"{tuple(self.data.shape)}; reshape the data first"
-            )
-        return ragged_from_arrays(self.data.detach().cpu().numpy(), self.lengths.cpu().numpy())
-
-    def to_ragged_buffer(self) -> Any:
-        """Copies to one of ragged-buffer's ``RaggedBuffer*`` (that optional package must be
-        installed); see :meth:`to_ragged_array` for entmachin's own."""
-        return to_ragged_buffer(self.to_ragged_array())
-
-    def to_list(self) -> List[torch.Tensor]:
-        """Splits into one ``[len_i, ...]`` tensor per sequence."""
-        return list(torch.split(self.data, self.lengths.tolist()))
-
-    def padded(self, pad_value: Any = 0) -> Tuple[torch.Tensor, torch.Tensor]:
-        """Pads every sequence to the longest one; differentiable with respect to ``data``.
-
-        Returns:
-            ``(padded, mask)`` with ``mask[i, j]`` True for real items.
-
-        Shape:
-            padded: ``[n, max_length, ...]``; mask: bool ``[n, max_length]``.
-        """
-        max_length = self.max_length
-        shape = (len(self), max_length, *self.trailing_shape)
-        padded = self.data.new_full(shape, pad_value)  # [n, max_length, ...]
-        padded[self.batch_index, self.positions] = self.data
-        steps = torch.arange(max_length, device=self.device)  # [max_length]
-        mask = steps[None, :] < self.lengths[:, None]  # [n, max_length]
-        return padded, mask
+    # ------------------------------------------------------------------------ new data
 
     def with_data(self, data: torch.Tensor) -> "RaggedTensor":
         """Returns a ragged tensor with the same sequences and new per-item ``data``.
@@ -427,21 +323,12 @@ class RaggedTensor:
     def _gather(self, index: torch.Tensor) -> "RaggedTensor":
         """Selects sequences ``index`` (int64, in range, on ``self.device``) in one gather."""
         lengths = self.lengths[index]  # [m]
-        offsets = _offsets_from_lengths(lengths)  # [m + 1]
+        offsets = offsets_from_lengths(lengths)  # [m + 1]
         n_items = int(offsets[-1])
-        batch_index = _batch_index(lengths, n_items)  # [n_items]
+        batch_index = batch_index_of(lengths, n_items)  # [n_items]
         item_ids = torch.arange(n_items, device=self.device)  # [n_items]
         source = self.starts[index][batch_index] + item_ids - offsets[batch_index]  # [n_items]
         return RaggedTensor(self.data[source], lengths, offsets, batch_index)
-
-
-def _check_data(data: torch.Tensor, where: str) -> torch.Tensor:
-    if data.dim() < 2:
-        raise ValueError(
-            f"{where} must be at least 2-D [n_items, ...], got shape {tuple(data.shape)}; "
-            "use data[:, None] for one feature per item"
-        )
-    return data
 
 
 def to_ragged_tensor(value: Any, device: Any = None, where: str = "to_ragged_tensor") -> RaggedTensor:
