@@ -30,8 +30,6 @@ without actors contribute nothing.
 """
 from __future__ import annotations
 
-import inspect
-from collections.abc import Mapping
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -45,7 +43,7 @@ from entmachin.frame import memory
 from entmachin.frame.gae import (OLD_LOG_PROB_ROWS, REPORTED, Losses, acting_rows, explained_variance, mean_of, normalized, old_log_probs,
                                  old_units, units_of)
 from entmachin.frame.rollout import MAJOR_ATTRS, Rollout, Steps, minibatch_schedule, to_rollout, value_targets
-from entmachin.frame.safe_call import safe_call
+from entmachin.frame.safe_call import ActorCriticCalls, accepts
 from entmachin.frame.stepping import InterruptGuard, LazyOptimizers, OptimizerStep, UpdateSteps
 from entmachin.frame.store_checks import check_steps, trusted_inputs
 from entmachin.frame.summary import UpdateStats
@@ -55,7 +53,7 @@ from entmachin.model.wrappers import unwrap
 __all__ = ["A2C"]
 
 
-class A2C(Frame):
+class A2C(ActorCriticCalls, Frame):
     """Advantage actor-critic (Machin 0.4.2's ``A2C`` keywords and meanings).
 
     The actor is called as ``actor(**state, **action)`` through ``safe_call`` and returns ``(action, log_prob,
@@ -111,7 +109,7 @@ class A2C(Frame):
         self._setup_schedulers(lr_scheduler, lr_scheduler_args, lr_scheduler_kwargs)
         self._actor_norms = self._input_norms(actor)
         self._critic_only_norms = self._input_norms(critic, but=tuple(self._actor_norms))
-        self._takes_deterministic = _accepts(actor, "deterministic")
+        self._takes_deterministic = accepts(actor, "deterministic")
         self._memory = memory.memory_size(unwrap(actor))
         if self._memory and not self._joint:
             raise ValueError(f"{type(self).__name__}: the actor has memory, so the critic must be its own value path "
@@ -135,62 +133,6 @@ class A2C(Frame):
         """The critic's optimizer (``actor_optim`` when parameters are shared)."""
         return self.optimizers[-1]
 
-    def _read_initial_lrs(self, optimizers: List[torch.optim.Optimizer]) -> None:
-        """The learning rates annealing starts from, read from the optimizers as built."""
-        self._initial_lrs = [[g["lr"] for g in opt.param_groups] for opt in optimizers]
-
-    def act(self, state: Mapping[str, Any], deterministic: bool = False, *, collect_stats: bool = True) -> Any:
-        """Runs the actor on ``state`` without gradients and returns its result unchanged.
-
-        Running input statistics of the actor learn from ``state`` (``collecting_stats``)
-        unless ``collect_stats=False`` (evaluation).
-
-        Raises:
-            TypeError: ``deterministic=True`` but the actor's forward has no ``deterministic``.
-        """
-        extra: Dict[str, Any] = {}
-        if deterministic:
-            if not self._takes_deterministic:
-                raise TypeError(
-                    f"{type(self).__name__}.act: deterministic=True, but {type(self.actor).__name__}.forward "
-                    "takes no 'deterministic' parameter"
-                )
-            extra["deterministic"] = True
-        if collect_stats and self._actor_norms:
-            with torch.no_grad(), collecting_stats_of(self._actor_norms):
-                return safe_call(self.actor, state, extra) if extra else safe_call(self.actor, state)
-        with torch.no_grad():  # no context to enter on the fast path: this runs once per environment step
-            return safe_call(self.actor, state, extra) if extra else safe_call(self.actor, state)
-
-    def eval_act(self, state: Mapping[str, Any], action: Mapping[str, Any]) -> Any:
-        """Scores ``action`` in ``state`` with the actor (with gradients); returns its result."""
-        if self._sequence:
-            return safe_call(self.actor, state, action, self._sequence)
-        return safe_call(self.actor, state, action)
-
-    def criticize(self, state: Mapping[str, Any]) -> torch.Tensor:
-        """The critic's value of ``state``, ``[B, 1]`` (the first element if it returns a tuple)."""
-        return self._value_of(safe_call(self.critic, state, self._sequence) if self._sequence else
-                              safe_call(self.critic, state))
-
-    def _eval_act_and_criticize(self, state: Mapping[str, Any], action: Mapping[str, Any]) -> Tuple[Any, torch.Tensor]:
-        """``(eval_act(state, action), criticize(state))``, in one pass of a shared network
-        when the critic is a view of the actor (see the class docstring)."""
-        if not self._joint:
-            return self.eval_act(state, action), self.criticize(state)
-        result, value = safe_call(self.actor, state, action, self._sequence, method="forward_with_value")
-        return result, self._value_of(value)
-
-    def _value_of(self, value: Any) -> torch.Tensor:
-        if isinstance(value, (tuple, list)):
-            value = value[0]
-        if not isinstance(value, torch.Tensor):
-            raise TypeError(
-                f"{type(self).__name__}.criticize: the critic returned a {type(value).__name__}; expected "
-                "a tensor [B, 1] or a tuple whose first element is one"
-            )
-        return value
-
     # ------------------------------------------------------------------------- storing
 
     def _store(self, steps: Steps, name: str) -> None:
@@ -207,12 +149,7 @@ class A2C(Frame):
             )
         if steps.n_stored == 0:  # every row was someone else's (self-play's frozen snapshots)
             return
-        criticize = self.criticize
-        if self._memory:
-            if steps.stored is not None:
-                raise ValueError(f"{name}: a network with memory trains on whole sequences of every row; this "
-                                 "rollout stores only some of its rows (self-play's snapshots play the others)")
-            criticize = memory.sequence_values(self._criticize_sequences, *steps.reward.shape[:1], steps.n_rows)
+        criticize = memory.sequence_values(self._criticize_sequences, steps, name) if self._memory else self.criticize
         # The critic's own statistics learn from this call; a call refused after the critic ran
         # (non-finite values, a buffer that refuses the rows) puts them back as they were.
         saved = [{k: v.clone() for k, v in norm.state_dict().items()} for norm in self._critic_only_norms]
@@ -296,13 +233,6 @@ class A2C(Frame):
                                "store_rollout before calling update()")
         return Rollout.read(self.replay_buffer)
 
-    def _criticize_sequences(self, state: Mapping[str, Any], length: int) -> torch.Tensor:
-        self._sequence = {"sequence_length": length}
-        try:
-            return self.criticize(state)
-        finally:
-            self._sequence = {}
-
     def _let_go_of_rows(self) -> None:
         """Forgets the rows an update has trained on (inside the update's commit)."""
         self.replay_buffer.clear()
@@ -318,11 +248,8 @@ class A2C(Frame):
         cfg, name = self.config, steps.where
         n_policy, n_value = cfg.actor_update_times, cfg.critic_update_times
         if self._memory:  # whole sequences, time-major, with the unroll's length passed to the networks
-            sequences = memory.sequence_rows(self._chunks, cfg.sequence_length, name)  # [n_sequences, L]
-            self._sequence = {"sequence_length": sequences.shape[1]}
-            picks = minibatch_schedule(sequences.shape[0], max(1, cfg.batch_size // sequences.shape[1]),
-                                       max(n_policy, n_value), self._rng)
-            schedule = [memory.time_major(sequences[p]) for p in picks]
+            schedule, self._sequence = memory.sequence_schedule(self._chunks, cfg.sequence_length, cfg.batch_size,
+                                                                max(n_policy, n_value), self._rng, name)
         else:
             schedule = minibatch_schedule(rollout.n_rows, cfg.batch_size, max(n_policy, n_value), self._rng)
         try:
@@ -341,8 +268,7 @@ class A2C(Frame):
             visited = np.unique(np.concatenate(schedule[:n_policy]))  # [n_visited]
             chunk = cfg.batch_size
             if self._memory:  # every row, in blocks of whole sequences
-                visited, chunk = memory.blocks(memory.sequence_rows(self._chunks, cfg.sequence_length, name),
-                                               max(chunk, OLD_LOG_PROB_ROWS))
+                visited, chunk = memory.blocks(self._chunks, cfg.sequence_length, max(chunk, OLD_LOG_PROB_ROWS), name)
             if acting is not None:
                 visited = visited[acting[visited]]
             old = old_log_probs(self.eval_act, rollout.state, rollout.action, visited, chunk, name)
@@ -470,18 +396,3 @@ class A2C(Frame):
         return ([OptimizerStep(self.actor_optim, self._actor_params, policy, "actor")] if policy else []) + \
             ([OptimizerStep(self.critic_optim, self._critic_params, value, "critic")] if value else [])
 
-    def _set_learning_rates(self, lrs: List[List[float]]) -> None:
-        for opt, values in zip(self.optimizers, lrs):
-            for group, lr in zip(opt.param_groups, values):
-                group["lr"] = lr
-
-
-def _accepts(model: Any, parameter: str) -> bool:
-    """Whether the model's ``forward`` takes ``parameter`` (or ``**kwargs``)."""
-    inner = unwrap(model)
-    fn = inner.forward if isinstance(inner, nn.Module) else inner
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
-    return parameter in params or any(p.kind is p.VAR_KEYWORD for p in params.values())

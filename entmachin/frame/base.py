@@ -242,6 +242,15 @@ class Frame:
         """``update()`` calls so far (restored by ``load``)."""
         return self._n_updates
 
+    def _read_initial_lrs(self, optimizers: List[torch.optim.Optimizer]) -> None:
+        """The learning rates annealing starts from, read from the optimizers as built."""
+        self._initial_lrs = [[g["lr"] for g in opt.param_groups] for opt in optimizers]
+
+    def _set_learning_rates(self, lrs: List[List[float]]) -> None:
+        for opt, values in zip(self.optimizers, lrs):
+            for group, lr in zip(opt.param_groups, values):
+                group["lr"] = lr
+
     def update_lr_scheduler(self) -> None:
         """Steps every learning-rate scheduler once."""
         for scheduler in self._schedulers:

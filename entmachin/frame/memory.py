@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 import torch
 
+from entmachin.frame.rollout import minibatch_schedule
 from entmachin.model.memory import memory_size
 from entmachin.model.wrappers import unwrap
 from entmachin.ragged import trees
@@ -118,25 +119,45 @@ def sequence_rows(chunks: List[Tuple[int, int]], length: Optional[int], where: s
     return np.concatenate(out)
 
 
+def sequence_schedule(chunks: List[Tuple[int, int]], length: Optional[int], batch_size: int, n_minibatches: int,
+                      rng: np.random.Generator, where: str) -> Tuple[List[np.ndarray], Dict[str, int]]:
+    """An update's minibatches of whole sequences (``batch_size // L`` of them, at least one), each
+    time-major, and the keyword that tells the networks the unroll's length (``{"sequence_length": L}``)."""
+    sequences = sequence_rows(chunks, length, where)  # [n_sequences, L]
+    size = sequences.shape[1]
+    picks = minibatch_schedule(sequences.shape[0], max(1, batch_size // size), n_minibatches, rng)
+    return [time_major(sequences[p]) for p in picks], {"sequence_length": size}
+
+
 def time_major(sequences: np.ndarray) -> np.ndarray:
     """The rows of ``[S, L]`` sequences laid out time-major: row ``t * S + s`` (int64 ``[L * S]``)."""
     return np.ascontiguousarray(sequences.T).reshape(-1)
 
 
-def blocks(sequences: np.ndarray, rows_per_block: int) -> Tuple[np.ndarray, int]:
-    """Every row of ``sequences`` in blocks of whole sequences, each time-major, and the block size in rows
-    (at least ``rows_per_block``): what passes over all rows in chunks (old log-probabilities) take."""
+def blocks(chunks: List[Tuple[int, int]], length: Optional[int], rows_per_block: int, where: str
+           ) -> Tuple[np.ndarray, int]:
+    """Every stored row in blocks of whole sequences, each time-major, and the block size in rows (at least
+    ``rows_per_block``): what passes over all rows in chunks (old log-probabilities) take."""
+    sequences = sequence_rows(chunks, length, where)  # [n_sequences, L]
     length = sequences.shape[1]
     per_block = max(1, math.ceil(rows_per_block / length))
     parts = [time_major(sequences[i : i + per_block]) for i in range(0, sequences.shape[0], per_block)]
     return np.concatenate(parts), per_block * length
 
 
-def sequence_values(criticize: Callable[..., torch.Tensor], n_steps: int, n_rows: int
-                    ) -> Callable[[Any], torch.Tensor]:
-    """A critic over a rollout's ``n_rows`` state rows (``T = n_steps`` steps of each row, step-major, which
-    is time-major with one sequence per row) followed by the next-state rows that bootstrap, each one step
-    from the state stored with it."""
+def sequence_values(criticize: Callable[..., torch.Tensor], steps: Any, where: str) -> Callable[[Any], torch.Tensor]:
+    """A critic over the state rows of a rollout's ``steps`` (``T`` steps of each row, step-major, which is
+    time-major with one sequence per row), then the next-state rows that bootstrap, each one step from the
+    state stored with it; ``criticize(state, L)`` values rows in sequences of ``L`` steps.
+
+    Raises:
+        ValueError: the rollout stores only some of its rows (they would not make whole sequences).
+    """
+    if steps.stored is not None:
+        raise ValueError(f"{where}: a network with memory trains on whole sequences of every row; this rollout "
+                         "stores only some of its rows (self-play's snapshots play the others)")
+    n_steps, n_rows = steps.reward.shape[0], steps.n_rows
+
     def values(inputs: Mapping[str, Any]) -> torch.Tensor:
         total = trees.n_rows(inputs, "the critic's inputs")
         out = [criticize(trees.row_range(inputs, 0, n_rows), n_steps)]

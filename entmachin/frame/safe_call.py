@@ -41,6 +41,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 import torch
 from torch import nn
 
+from entmachin.model.input_norm import collecting_stats_of
 from entmachin.model.wrappers import unwrap
 from entmachin.ragged.arrays import is_ragged_array
 from entmachin.ragged.arrdict import arrdict
@@ -291,3 +292,80 @@ def safe_call(model: Any, *named_dicts: Mapping[str, Any], method: str = "__call
         taken = set(kwargs).union(n for n, _ in sig.positional)
         kwargs.update((key, _move(value, input_device, True)) for key, value in merged.items() if key not in taken)
     return _move(fn(*args, **kwargs), output_device, False)
+
+
+def accepts(model: Any, parameter: str) -> bool:
+    """Whether the model's ``forward`` (a callable's signature) takes ``parameter`` (or ``**kwargs``)."""
+    inner = unwrap(model)
+    fn = inner.forward if isinstance(inner, nn.Module) else inner
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return parameter in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+class ActorCriticCalls:
+    """How an actor-critic frame (``A2C``, ``PPO``, ``BC``) calls its networks through :func:`safe_call`: acting
+    without gradients, scoring given actions, the critic's value, both in one pass of a shared network, and
+    the unroll length of a network with memory (``_sequence``: ``{}``, or ``{"sequence_length": L}`` while an
+    update trains on sequences)."""
+
+    def act(self, state: Mapping[str, Any], deterministic: bool = False, *, collect_stats: bool = True) -> Any:
+        """Runs the actor on ``state`` without gradients and returns its result unchanged.
+
+        Running input statistics of the actor learn from ``state`` (``collecting_stats``)
+        unless ``collect_stats=False`` (evaluation).
+
+        Raises:
+            TypeError: ``deterministic=True`` but the actor's forward has no ``deterministic``.
+        """
+        extra: Dict[str, Any] = {}
+        if deterministic:
+            if not self._takes_deterministic:
+                raise TypeError(
+                    f"{type(self).__name__}.act: deterministic=True, but {type(self.actor).__name__}.forward "
+                    "takes no 'deterministic' parameter"
+                )
+            extra["deterministic"] = True
+        if collect_stats and self._actor_norms:
+            with torch.no_grad(), collecting_stats_of(self._actor_norms):
+                return safe_call(self.actor, state, extra) if extra else safe_call(self.actor, state)
+        with torch.no_grad():  # no context to enter on the fast path: this runs once per environment step
+            return safe_call(self.actor, state, extra) if extra else safe_call(self.actor, state)
+
+    def eval_act(self, state: Mapping[str, Any], action: Mapping[str, Any]) -> Any:
+        """Scores ``action`` in ``state`` with the actor (with gradients); returns its result."""
+        if self._sequence:
+            return safe_call(self.actor, state, action, self._sequence)
+        return safe_call(self.actor, state, action)
+
+    def criticize(self, state: Mapping[str, Any]) -> torch.Tensor:
+        """The critic's value of ``state``, ``[B, 1]`` (the first element if it returns a tuple)."""
+        return self._value_of(safe_call(self.critic, state, self._sequence) if self._sequence else
+                              safe_call(self.critic, state))
+
+    def _eval_act_and_criticize(self, state: Mapping[str, Any], action: Mapping[str, Any]) -> Tuple[Any, torch.Tensor]:
+        """``(eval_act(state, action), criticize(state))``, in one pass of a shared network
+        when the critic is a view of the actor (see the class docstring)."""
+        if not self._joint:
+            return self.eval_act(state, action), self.criticize(state)
+        result, value = safe_call(self.actor, state, action, self._sequence, method="forward_with_value")
+        return result, self._value_of(value)
+
+    def _value_of(self, value: Any) -> torch.Tensor:
+        if isinstance(value, (tuple, list)):
+            value = value[0]
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(
+                f"{type(self).__name__}.criticize: the critic returned a {type(value).__name__}; expected "
+                "a tensor [B, 1] or a tuple whose first element is one"
+            )
+        return value
+
+    def _criticize_sequences(self, state: Mapping[str, Any], length: int) -> torch.Tensor:
+        self._sequence = {"sequence_length": length}
+        try:
+            return self.criticize(state)
+        finally:
+            self._sequence = {}
