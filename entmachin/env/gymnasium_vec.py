@@ -25,9 +25,9 @@ import numpy.typing as npt
 from entmachin.env.action import ActionSpace
 from entmachin.env.adapters import GymnasiumEnvironment, _numeric_info
 from entmachin.env.common import GLOBAL_ENTITY, ActionName, mark_environment
-from entmachin.env.env_list import check_actions
 from entmachin.env.environment import FeatureFilter, ObsSpace, compile_feature_filter
 from entmachin.env.finite import refuse_non_finite
+from entmachin.env.vec_actions import check_actions
 from entmachin.env.vec_env import (
     Metric,
     VecActionMask,

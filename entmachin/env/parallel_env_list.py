@@ -43,11 +43,11 @@ import numpy.typing as npt
 
 from entmachin.env.action import ActionSpace
 from entmachin.env.common import ActionName
-from entmachin.env.env_list import check_actions
 from entmachin.env.env_worker import CLOSE, PROTOCOL, worker_main
 from entmachin.env.environment import Environment, ObsSpace
 from entmachin.env.main_guard import guard_advice, refuse_while_bootstrapping, start_forkserver, unguarded_main_line
 from entmachin.env.parts import PartLedger
+from entmachin.env.vec_actions import check_actions
 from entmachin.env.vec_env import RowIndex, VecEnv, VecObs, env_seeds, ragged_actions, split_envs
 from entmachin.env.wire import pack_actions, unpack_many
 from entmachin.env.worker_error import EnvWorkerError, Problem, died, during, raised
