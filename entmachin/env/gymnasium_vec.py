@@ -4,7 +4,8 @@
 step and batches them with ``batch_obs``. A gymnasium environment only ever has one row of
 global features and one global actor per action, so ``GymnasiumVecEnv`` writes the
 observations straight into one ``[num_envs, n_features]`` array and builds the ``VecObs``
-from it; the result is the same, field by field, as ``EnvList``'s.
+from it; the result is the same, field by field, as ``EnvList``'s. ``entmachin.env.gymnasium_actions``
+turns the actions into each environment's ``step`` argument.
 
 Shape:
     features: ``VecObs.features["__global__"]`` float32 ``[1, n_features]`` per row.
@@ -25,9 +26,9 @@ import numpy.typing as npt
 from entmachin.env.action import ActionSpace
 from entmachin.env.adapters import GymnasiumEnvironment, _numeric_info
 from entmachin.env.common import GLOBAL_ENTITY, ActionName, mark_environment
-from entmachin.env.env_list import check_actions
 from entmachin.env.environment import FeatureFilter, ObsSpace, compile_feature_filter
 from entmachin.env.finite import refuse_non_finite
+from entmachin.env.gymnasium_actions import GymActions
 from entmachin.env.vec_env import (
     Metric,
     VecActionMask,
@@ -36,7 +37,6 @@ from entmachin.env.vec_env import (
     VecEnv,
     VecObs,
     env_seeds,
-    ragged_actions,
 )
 from entmachin.ragged.array import RaggedArray, RaggedArrayF32, RaggedArrayI64
 
@@ -100,30 +100,15 @@ class GymnasiumVecEnv(VecEnv):
         if seed is not None:
             for adapter, s in zip(self.adapters, env_seeds(seed, n)):
                 adapter.seed(s)
-        from gymnasium import spaces  # optional dependency; GymnasiumEnvironment imported it already
-
         self._names = list(self._action_space)
-        gym_space = first.env.action_space
-        self._discrete = isinstance(gym_space, spaces.Discrete)
         self._box = first.spaces.box  # the Box action's GlobalContinuousActionSpace, or None
-        if self._discrete:
-            self._start = int(gym_space.start)
-        elif self._box is not None:
-            self._act_shape = (n,) + tuple(gym_space.shape)  # [num_envs, *box.shape]
+        if self._box is not None:
             # Every row's bounds, the space's (as EnvList's batches carry them): [num_envs, n_values] each.
             self._bounds = tuple(np.tile(b, (n, 1)) for b in (self._box.low, self._box.high))
-        else:
-            self._act_dtype = gym_space.dtype
-            self._act_shape = (n,) + tuple(np.shape(gym_space.nvec))  # [num_envs, *nvec.shape]
-            self._act_start = np.asarray(getattr(gym_space, "start", 0), dtype=gym_space.dtype)
         self._obs_shape = tuple(first.env.observation_space.shape)
         self._n_features = first.n_features
-        # (name, n_choices) of each categorical action (a Box action has none).
-        self._limits = [] if self._box is not None else \
-            [(name, len(space.index_to_label)) for name, space in self._action_space.items()]
         self._ones = np.ones(n, dtype=np.int64)  # [num_envs], one item per row
         self._rows = np.arange(n, dtype=np.int64)  # [num_envs], the environment of each row
-        self._ones_list = [1] * n  # [num_envs], what size1() of a valid action lists
         self._actors = np.zeros((n, 1), dtype=np.int64)  # [num_envs, 1]: the __global__ entity, after no others
         self._buf = np.zeros((n,) + self._obs_shape, dtype=np.float32)  # [num_envs, *obs_shape]
         self._flat = self._buf.reshape(n, self._n_features)  # [num_envs, n_features], a view
@@ -132,10 +117,11 @@ class GymnasiumVecEnv(VecEnv):
         self._started = False
         # Constant masks for check_actions: never handed out, so no caller can extend them.
         actors = RaggedArrayI64.from_flattened(self._actors, self._ones)  # [num_envs, 1]
-        self._check_vec = VecObs(
+        check_vec = VecObs(
             features={}, visible={}, action_masks={name: self._mask(actors, self._ones) for name in self._names},
             reward=np.zeros(n, dtype=np.float32), done=np.zeros(n, dtype=np.bool_), metrics={},
         )
+        self._gym_actions = GymActions(first.env.action_space, self._action_space, self._box, n, check_vec)
 
     def obs_space(self) -> ObsSpace:
         return self._obs_space
@@ -288,51 +274,6 @@ class GymnasiumVecEnv(VecEnv):
         compiled: Optional[FeatureFilter] = compile_feature_filter(self._obs_space, obs_filter)
         self._selector = None if compiled is None else compiled.global_features
         self._obs_filter = obs_filter
-
-    def _gym_actions(self, actions: Mapping[ActionName, RaggedArray]) -> List[Any]:
-        """What each environment's ``step`` receives, after checking ``actions``."""
-        actions = ragged_actions(actions)
-        if self._box is not None:
-            return self._box_actions(actions)
-        chosen: List[List[int]] = []  # per action name: [num_envs] choices
-        for name, limit in self._limits:
-            act = actions.get(name)
-            # One actor (one value) in each environment's row: size1() lists num_envs ones.
-            if type(act) is not RaggedArrayI64 or act.size2() != 1 or act.size1().tolist() != self._ones_list:
-                return self._reject(actions)
-            values = act.as_array().ravel().tolist()  # [num_envs] Python ints
-            if min(values) < 0 or max(values) >= limit:
-                return self._reject(actions)
-            chosen.append(values)
-        if len(actions) != len(self._limits):
-            return self._reject(actions)
-        if self._discrete:
-            start = self._start  # Python ints, as GymnasiumEnvironment sends
-            return chosen[0] if start == 0 else [start + v for v in chosen[0]]
-        choice = np.array(chosen, dtype=self._act_dtype).T.reshape(self._act_shape)  # [num_envs, *nvec.shape]
-        return list(choice + self._act_start)
-
-    def _box_actions(self, actions: Mapping[ActionName, RaggedArray]) -> List[Any]:
-        """A ``Box`` action's float32 values of each environment, in the Box's shape."""
-        box = self._box
-        act = actions.get("action")
-        # One actor (one vector of the Box's width) in each environment's row.
-        if len(actions) != 1 or type(act) is not RaggedArrayF32 or act.size2() != len(box) \
-                or act.size1().tolist() != self._ones_list:
-            return self._reject(actions)
-        values = act.as_array()  # [num_envs, n_values]
-        if not ((values >= box.low) & (values <= box.high)).all():  # NaN fails too
-            return self._reject(actions)
-        return list(np.array(values, dtype=np.float32).reshape(self._act_shape))  # [num_envs, *box.shape], copied
-
-    def _reject(self, actions: Mapping[ActionName, RaggedArray]) -> List[Any]:
-        """Raise ``EnvList``'s error for ``actions`` (the fast checks in ``_gym_actions`` failed)."""
-        check_actions(actions, self._check_vec, self._action_space)
-        missing = [name for name in self._names if name not in actions]
-        if missing:
-            raise ValueError(f"GymnasiumVecEnv.act: actions {missing} are missing; got {list(actions)}")
-        wide = {name: actions[name].size2() for name, _ in self._limits}
-        raise ValueError(f"GymnasiumVecEnv.act: every action needs one value per actor; got widths {wide}")
 
     def _vec(self, flat: npt.NDArray[np.float32], reward: npt.NDArray[np.float32], done: npt.NDArray[np.bool_],
              truncated: npt.NDArray[np.bool_], metrics: Dict[str, Metric]) -> VecObs:

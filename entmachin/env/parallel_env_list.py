@@ -4,7 +4,8 @@ Worker ``k`` owns a contiguous slice of the environments and steps it with an ``
 built by ``EnvList._with_seeds``, so environment ``i`` receives ``env_seeds(seed, num_envs)[i]``
 whatever the number of workers: a seeded ``ParallelEnvList`` returns exactly what an
 ``EnvList`` with the same seed returns.
-The worker process itself is ``entmachin.env.env_worker``; this module is the parent's side.
+The worker process itself is ``entmachin.env.env_worker``; this module is the parent's side, its
+handles on the workers (replies awaited, processes reaped) in ``entmachin.env.worker_processes``.
 
 Wire format: each message is one pickle (protocol 5) frame sent with ``Connection.send_bytes``.
 A worker's actions and its ``VecObs`` travel as nested tuples of names, numbers and raw array
@@ -26,15 +27,9 @@ closes itself (the environments are left half-stepped) and reaps every worker.
 """
 from __future__ import annotations
 
-import logging
-import math
 import multiprocessing as mp
 import pickle
 import sys
-import time
-from dataclasses import dataclass
-from multiprocessing.connection import Connection, wait
-from multiprocessing.process import BaseProcess
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import dill
@@ -43,35 +38,16 @@ import numpy.typing as npt
 
 from entmachin.env.action import ActionSpace
 from entmachin.env.common import ActionName
-from entmachin.env.env_list import check_actions
-from entmachin.env.env_worker import CLOSE, PROTOCOL, worker_main
+from entmachin.env.env_worker import PROTOCOL, worker_main
 from entmachin.env.environment import Environment, ObsSpace
 from entmachin.env.main_guard import guard_advice, refuse_while_bootstrapping, start_forkserver, unguarded_main_line
 from entmachin.env.parts import PartLedger
+from entmachin.env.vec_actions import check_actions
 from entmachin.env.vec_env import RowIndex, VecEnv, VecObs, env_seeds, ragged_actions, split_envs
 from entmachin.env.wire import pack_actions, unpack_many
-from entmachin.env.worker_error import EnvWorkerError, Problem, died, during, raised
+from entmachin.env.worker_error import EnvWorkerError
+from entmachin.env.worker_processes import Worker, gather, reap
 from entmachin.ragged.array import RaggedArray
-
-logger = logging.getLogger(__name__)
-
-_CLOSE_TIMEOUT_S = 2.0  # for the workers to close their environments and exit
-_KILL_TIMEOUT_S = 1.0  # for each of SIGTERM and then SIGKILL to take effect
-
-
-@dataclass(frozen=True)
-class _Worker:
-    """The parent's handle on one worker: its process, its pipe end and its environments."""
-
-    number: int
-    process: BaseProcess
-    conn: Connection
-    start: int  # first environment index
-    stop: int  # one past the last environment index
-
-    def describe(self) -> str:
-        envs = f"environment {self.start}" if self.stop - self.start == 1 else f"environments {self.start}..{self.stop - 1}"
-        return f"worker {self.number} ({envs}, pid {self.process.pid})"
 
 
 def _check_count(name: str, value: Any) -> int:
@@ -151,7 +127,7 @@ class ParallelEnvList(VecEnv):
         check_finite: bool = True,
     ) -> None:
         refuse_while_bootstrapping()  # a worker importing a main script that lacks the guard
-        self._workers: List[_Worker] = []
+        self._workers: List[Worker] = []
         self._closed_reason: Optional[str] = None
         self._ledger = PartLedger("ParallelEnvList", [])  # parts in flight, each row's last observation
         num_envs = _check_count("num_envs", num_envs)
@@ -196,7 +172,7 @@ class ParallelEnvList(VecEnv):
                 )
                 process.start()
                 child_conn.close()
-                self._workers.append(_Worker(k, process, conn, start, stop))
+                self._workers.append(Worker(k, process, conn, start, stop))
             spaces = self._gather("start")
         except BaseException as e:
             self._abandon(f"closed because starting the workers failed ({type(e).__name__})")
@@ -346,22 +322,7 @@ class ParallelEnvList(VecEnv):
             self._closed_reason = "closed by close()"
         workers, self._workers = self._workers, []
         self._ledger.in_flight.clear()
-        for w in workers:
-            try:
-                w.conn.send_bytes(CLOSE)
-            except OSError:
-                pass  # already gone; reaped below
-        deadline = time.monotonic() + _CLOSE_TIMEOUT_S
-        for w in workers:
-            self._drain(w, deadline)
-        for w in workers:
-            for stop in (w.process.terminate, w.process.kill):
-                if w.process.is_alive():
-                    stop()
-                    w.process.join(_KILL_TIMEOUT_S)
-            w.conn.close()
-            if not w.process.is_alive():
-                w.process.close()
+        reap(workers)
 
     def __del__(self) -> None:
         try:
@@ -390,7 +351,7 @@ class ParallelEnvList(VecEnv):
             self._abandon(f"closed because {type(e).__name__} interrupted {cmd}()")
             raise
 
-    def _send(self, cmd: str, args: Sequence[Any], workers: Sequence[_Worker]) -> None:
+    def _send(self, cmd: str, args: Sequence[Any], workers: Sequence[Worker]) -> None:
         """Sends ``(cmd, args[i])`` to ``workers[i]``."""
         try:
             for w, a in zip(workers, args):
@@ -402,50 +363,12 @@ class ParallelEnvList(VecEnv):
             self._abandon(f"closed because {type(e).__name__} interrupted {cmd}()")
             raise
 
-    def _gather(self, cmd: str, workers: Optional[Sequence[_Worker]] = None) -> List[Any]:
-        """Waits for one reply from each of ``workers`` (default: every worker), watching each
-        one's pipe and process together; returns the replies in their order.
-
-        After a failure the other workers get ``_CLOSE_TIMEOUT_S`` to answer, so that the
-        failure reported is the lowest-numbered worker's whatever the timing. With a
-        ``timeout``, workers that have not answered by then are reported as late.
+    def _gather(self, cmd: str, workers: Optional[Sequence[Worker]] = None) -> List[Any]:
+        """Waits for one reply from each of ``workers`` (default: every worker) and returns the replies in their
+        order (``worker_processes.gather``). A failure closes the list and raises the lowest-numbered worker's
+        error, naming the others' problems after it.
         """
-        workers = self._workers if workers is None else workers
-        place = {w.number: i for i, w in enumerate(workers)}
-        results: List[Any] = [None] * len(workers)
-        problems: Dict[int, Problem] = {}
-        pending = {w.number: w for w in workers}
-        deadline = None if self.timeout is None else time.monotonic() + self.timeout
-        failed_at: Optional[float] = None
-        while pending:
-            handles = {}
-            for w in pending.values():
-                handles[w.conn] = w
-                handles[w.process.sentinel] = w
-            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-            ready = wait(list(handles), timeout)
-            if not ready:
-                break  # the others are left to close()
-            for k in sorted({handles[h].number for h in ready}):
-                w = pending.pop(k)
-                try:  # a pipe that is not ready may still hold a reply sent before the process exited
-                    has_reply = w.conn in ready or w.conn.poll()
-                    ok, payload = pickle.loads(w.conn.recv_bytes()) if has_reply else (None, None)
-                except (EOFError, OSError):
-                    ok = None
-                if ok is None:  # nothing to read and the process exited
-                    problems[k] = self._death(w, cmd)
-                elif not ok:
-                    problems[k] = raised(w.describe(), w.number, cmd, payload)
-                else:
-                    results[place[k]] = payload
-            if problems and failed_at is None:
-                failed_at = time.monotonic()
-                deadline = min(math.inf if deadline is None else deadline, failed_at + _CLOSE_TIMEOUT_S)
-        if not problems and pending:  # the timeout passed
-            for k, w in sorted(pending.items()):
-                error = EnvWorkerError(f"{w.describe()} did not answer within {self.timeout:g} s {during(cmd)}", k)
-                problems[k] = Problem(f"worker {k} did not answer within {self.timeout:g} s", error)
+        results, problems = gather(self._workers if workers is None else workers, cmd, self.timeout)
         if problems:
             first = problems[min(problems)]
             self._abandon(f"closed after {first.summary}")
@@ -455,37 +378,7 @@ class ParallelEnvList(VecEnv):
             raise first.error
         return results
 
-    def _death(self, w: _Worker, cmd: str) -> Problem:
-        w.process.join(_KILL_TIMEOUT_S)
-        return died(w.describe(), w.number, cmd, w.process.exitcode)
-
     def _abandon(self, reason: str) -> None:
         if self._closed_reason is None:
             self._closed_reason = reason
         self.close()
-
-    def _drain(self, w: _Worker, deadline: float) -> None:
-        """Reads and drops ``w``'s replies until its process exits or ``deadline`` passes."""
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return
-            ready = wait([w.conn, w.process.sentinel], remaining)
-            if not ready:
-                return
-            if w.conn not in ready:
-                w.process.join(remaining)
-                return
-            try:
-                ok, payload = pickle.loads(w.conn.recv_bytes())
-            except (EOFError, OSError):
-                w.process.join(remaining)
-                return
-            except Exception:
-                logger.exception("%s: unreadable reply while closing", w.describe())
-                continue
-            if not ok:
-                logger.warning(
-                    "while closing, %s reported %s: %s\n%s", w.describe(), payload.type_name, payload.message,
-                    payload.traceback,
-                )
