@@ -97,6 +97,7 @@ TARGETS: Dict[Tuple[str, str], Tuple[int, Optional[float], str]] = {
     ("Turrets", "PPO"): (100_000, 0.5, ">= 0.5 within 100k: random 0.04; scripted aim or trigger alone, the other "
                                        "random, 0.27 / 0.36 (continuous aim + discrete trigger)"),
     ("Pendulum-v1", "PPO"): (300_000, -250.0, ">= -250 within 300k (gymnasium, model.kind: mlp)"),
+    ("Recall", "PPO"): (20_480, 0.95, ">= 0.95 within 20k (model.memory; a feed-forward policy is held to 0.25)"),
     ("Count", "A2C"): (4_096, 1.0, "PPO's target within twice its budget"),
     ("NotHotdog", "A2C"): (64_000, 1.0, "PPO's target within twice its budget"),
     ("MultiArmedBandit", "A2C"): (64_000, 1.0, "PPO's target within twice its budget"),
