@@ -145,9 +145,10 @@ def turns_of(vec: VecObs, action_space: Mapping[str, Any], names: List[str]) -> 
 
 
 def with_probs(frame: Any, obs: Observation, obs_space: ObsSpace, action_space: Mapping[str, Any],
-                turns: Dict[str, List[Turn]]) -> Dict[str, List[Turn]]:
+               turns: Dict[str, List[Turn]], carry: Any = None) -> Dict[str, List[Turn]]:
     """The turns with the agent's full distribution of every actor (discrete actions) and its
-    deterministic values (continuous ones).
+    deterministic values (continuous ones); ``carry``: the agent's recurrent state
+    (``entmachin.frame.memory.MemoryRows`` of one row) where its network has memory.
 
     The continuous values come from one deterministic pass. Then the step is repeated once per
     choice position k; in row k every actor takes choice k where its mask allows it (else its
@@ -159,7 +160,7 @@ def with_probs(frame: Any, obs: Observation, obs_space: ObsSpace, action_space: 
     continuous = [name for name, group in turns.items() if group and group[0].continuous]
     points: Dict[str, np.ndarray] = {}
     if continuous:
-        one = to_state(batch_obs([obs], obs_space, action_space), action_space)
+        one = _recurrent(to_state(batch_obs([obs], obs_space, action_space), action_space), carry, 1)
         with torch.no_grad():
             out = frame.act(one, deterministic=True, collect_stats=False)
         for name in continuous:
@@ -169,7 +170,7 @@ def with_probs(frame: Any, obs: Observation, obs_space: ObsSpace, action_space: 
     if not discrete:
         return result
     n_rows = max(len(t.labels) for group in discrete.values() for t in group)
-    state = to_state(batch_obs([obs] * n_rows, obs_space, action_space), action_space)
+    state = _recurrent(to_state(batch_obs([obs] * n_rows, obs_space, action_space), action_space), carry, n_rows)
     action: Dict[str, Any] = {}
     for name, group in turns.items():
         if name in points:
@@ -189,6 +190,13 @@ def with_probs(frame: Any, obs: Observation, obs_space: ObsSpace, action_space: 
         result[name] = [replace(t, probs=np.where(t.allowed, np.exp(log_prob[: len(t.labels), i]), 0.0))
                         for i, t in enumerate(group)]
     return result
+
+
+def _recurrent(state: Dict[str, Any], carry: Any, n_rows: int) -> Dict[str, Any]:
+    """``state`` (``n_rows`` copies of one observation) with the agent's state repeated for each copy."""
+    if carry is None:
+        return state
+    return {**state, "memory": carry.memory.expand(n_rows, -1), "episode_start": carry.episode_start.expand(n_rows, -1)}
 
 
 def _values(turn: Turn, text: str) -> Union[np.ndarray, str]:

@@ -64,17 +64,14 @@ def test_a_resumed_run_continues_with_the_states_its_rows_had(tmp_path):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
-def test_commands_that_do_not_carry_the_state_refuse_a_run_with_memory(tmp_path):
+def test_export_refuses_a_run_with_memory_and_evaluation_carries_it(tmp_path):
     from entmachin.run.export import ExportError, export_run
-    from entmachin.run.play import PlayError, play
 
     run_dir = str(tmp_path / "run")
     train(_config(), overrides=["train.total_steps=40", "log.eval_interval=40", "log.eval_episodes=2"],
           progress=False, run_dir=run_dir)
     with pytest.raises(ExportError, match="has memory .* ONNX graph does not carry"):
         export_run(run_dir)
-    with pytest.raises(PlayError, match="play: this run's network has memory"):
-        play(None, run_dir, 0)
     from entmachin.run.evaluation import evaluate_checkpoint
     result = evaluate_checkpoint(run_dir, 4, True, 0)  # evaluation carries it
     assert len(result.returns) == 4

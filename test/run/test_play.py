@@ -322,3 +322,43 @@ def test_continuous_values_are_typed_checked_against_their_bounds_and_advised(mo
     assert status == 0, err
     assert out.count("agent: turn=") == boats and "agent: 0=" in out
     assert re.search(r"turn\s+-0\.5\s+1\s+-?\d", out)  # the bounds, then the agent's value
+
+
+
+def test_the_agent_with_memory_keeps_its_state_across_the_persons_moves(tmp_path, monkeypatch, capsys):
+    """Recall with a run whose network has memory: at the choosing step (the cue long gone) the advice is
+    the network's distribution given the state it carried from the cue, not a fresh state's."""
+    import torch
+
+    from entmachin.env import batch_obs, to_state
+    from entmachin.frame.memory import MemoryRows
+    from entmachin.ragged.arrays import ragged_from_arrays
+    from entmachin.run.evaluation import load_trained
+
+    run_dir = str(tmp_path / "recall")
+    assert main(["train", "Recall", "--run-dir", run_dir, "--set", "train.total_steps=3200", "--set",
+                 "log.eval_interval=3200", "--set", "log.eval_episodes=2", "--no-progress"]) == 0
+    status, out, err = play(monkeypatch, capsys, ["--checkpoint", run_dir, "--seed", "5"], ["", "n"])
+    assert status == 0, err
+    shown = [p for _, _, rows in blocks(out) for _, _, p, _ in rows]  # the one choice's four probabilities
+    assert len(shown) == 4, out
+    frame, _, factory = load_trained(run_dir)
+    envs = EnvList(factory, 1, seed=5)
+    envs.reset()
+    obs_space, space = envs.obs_space(), envs.action_space()
+    carried = MemoryRows(frame.actor.memory_size, 1)
+    with torch.no_grad():
+        for _ in range(4):  # the cue, then the steps without an actor: the state carried by hand
+            state = to_state(batch_obs([envs.last_obs[0]], obs_space, space), space)
+            acted = frame.act(carried.state(state), deterministic=True, collect_stats=False)
+            carried.advance(acted, envs.act({"choose": ragged_from_arrays(np.zeros((0, 1), np.int64), [0])}).done)
+        state = to_state(batch_obs([envs.last_obs[0]], obs_space, space), space)
+
+        def probs(rows):
+            return [float(frame.eval_act(rows.state(state), {"action": {"choose": ragged_from_arrays(
+                np.array([[k]], np.int64), [1])}}).log_prob["choose"].data.exp()) for k in range(4)]
+
+        kept, fresh = probs(carried), probs(MemoryRows(frame.actor.memory_size, 1))
+    envs.close()
+    np.testing.assert_allclose(shown, kept, atol=6e-4)
+    assert np.abs(np.array(kept) - fresh).max() > 2e-3  # the state matters here
