@@ -11,6 +11,12 @@ Example:
     ...     obs = env.act(policy.act(obs))           # the most likely action of every actor
     >>> policy.act(obs, deterministic=False, rng=np.random.default_rng(0))   # sampled
 
+Memory: a policy whose network has memory (``model.memory``) keeps a state per game between calls:
+``act(obs, game=KEY)`` carries the state of game ``KEY`` (any hashable; default 0) and ``reset(KEY)``
+forgets it when that game's episode begins again; ``act_batch`` keeps one state per row of the batch and
+starts a row's next episode where the batch says its episode ended (``VecObs.done``), as the
+vectorised environments report it.
+
 Continuous actions: the graph gives each actor's distribution parameters and deterministic
 value (``point/<a>``); sampling draws from those parameters here, in numpy, within each actor's
 bounds (``entmachin.model.continuous`` is the same rule in torch).
@@ -24,6 +30,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 import numpy as np
 
 from entmachin import export_checksum
+from entmachin.deploy_checks import check_batch
 from entmachin.env.action import CONTINUOUS_SPACES, GLOBAL_SPACES, Action, SelectEntityActionSpace
 from entmachin.env.batch import batch_obs
 from entmachin.env.canonical import to_state
@@ -34,7 +41,7 @@ from entmachin.env.environment import Observation
 from entmachin.env.spaces import spaces_from_record
 from entmachin.env.time_limit import TimeLimit
 from entmachin.env.validator import validate_observation
-from entmachin.env.vec_env import VecCategoricalActionMask, VecContinuousActionMask, VecObs, VecSelectEntityActionMask
+from entmachin.env.vec_env import VecObs
 from entmachin.ragged.array import RaggedArray
 from entmachin.ragged.arrays import ragged_from_arrays
 
@@ -67,6 +74,7 @@ class OnnxPolicy:
         kind: ``"rogue-net policy"``, ``"rogue-net q"``, ``"dense-net policy"`` (``model.kind: mlp``;
             observations as a RogueNet's), ``"mlp policy"`` or ``"mlp q"`` (``act_dense``).
         continuous: continuous action name -> its distribution, ``"beta"`` or ``"squashed_gaussian"``.
+        memory_size: floats of recurrent state per game (``model.memory``; 0: a feed-forward policy).
         metadata: every ``entmachin.*`` entry of the file's metadata, JSON decoded.
 
     Raises:
@@ -125,6 +133,10 @@ class OnnxPolicy:
         self._values = "q" if self.kind.endswith(" q") else "probs"
         self._outputs = [o.name for o in self.session.get_outputs()]
         self._rng = np.random.default_rng()
+        self.memory_size = int((self.metadata.get("memory") or {}).get("state_size", 0))
+        self._games: Dict[Any, np.ndarray] = {}  # act(): each game's state [1, memory_size]
+        self._rows: Optional[np.ndarray] = None  # act_batch(): each row's state [B, memory_size]
+        self._memory_out: Optional[np.ndarray] = None  # the last run's next states
 
     def __repr__(self) -> str:
         return f"OnnxPolicy({self.path!r}, kind={self.kind!r})"
@@ -146,7 +158,7 @@ class OnnxPolicy:
     # ---------------------------------------------------------------- entity policies
 
     def act(self, observation: Observation, deterministic: bool = True,
-            rng: Optional[np.random.Generator] = None) -> Dict[str, Action]:
+            rng: Optional[np.random.Generator] = None, *, game: Any = 0) -> Dict[str, Action]:
         """The actions of one environment's observation, as its ``Environment.act`` takes them.
 
         Args:
@@ -154,6 +166,8 @@ class OnnxPolicy:
             deterministic: each actor's most likely choice (continuous: ``point/<a>``, the
                 distribution's mean within the bounds); False samples, drawing from ``rng``
                 (default: this policy's own generator).
+            game: with memory, whose state this observation continues (any hashable key); the first call
+                for a game, and the first after :meth:`reset`, begins its episode.
 
         Returns:
             action name -> ``CategoricalAction``, ``SelectEntityAction``, ``GlobalCategoricalAction``,
@@ -167,7 +181,12 @@ class OnnxPolicy:
         self._entity_policy("act")
         validate_observation(observation, self.obs_space, self.action_space, where=f"{self.path}: observation")
         vec = batch_obs([observation], self.obs_space, self.action_space)
-        out = self._run_vec(vec, deterministic, rng)
+        held = self._games.get(game)
+        recurrent = None if not self.memory_size else (
+            np.zeros((1, self.memory_size), np.float32) if held is None else held, np.array([held is None]))
+        out = self._run_vec(vec, deterministic, rng, recurrent)
+        if self.memory_size:
+            self._games[game] = self._memory_out
         choices = {name: chosen for name, (chosen, _) in out.items()}
         probs = {name: p for name, (_, p) in out.items()}
         return to_env_actions(self.obs_space, self.action_space, choices, observation, probs)
@@ -185,25 +204,46 @@ class OnnxPolicy:
         self._entity_policy("act_batch")
         self._check_vec(vec_obs)
         lengths = {name: vec_obs.action_masks[name].actors.size1() for name in self.action_space}
+        recurrent = None
+        if self.memory_size:  # a row whose episode ended holds the next one's first observation
+            n = len(vec_obs)
+            recurrent = ((np.zeros((n, self.memory_size), np.float32), np.ones(n, np.bool_))
+                         if self._rows is None or self._rows.shape[0] != n else
+                         (self._rows, np.asarray(vec_obs.done, np.bool_).reshape(n)))
         out = {}
-        for name, (chosen, _) in self._run_vec(vec_obs, deterministic, rng).items():
+        for name, (chosen, _) in self._run_vec(vec_obs, deterministic, rng, recurrent).items():
             if isinstance(self.action_space[name], CONTINUOUS_SPACES):
                 out[name] = ragged_from_arrays(chosen, lengths[name], np.float32)  # [n_actors, n_values]
             else:
                 out[name] = ragged_from_arrays(chosen.reshape(-1, 1), lengths[name])  # [n_actors, 1]
+        if self.memory_size:
+            self._rows = self._memory_out
         return out
 
-    def outputs(self, vec_obs: VecObs, noise: Optional[Mapping[str, np.ndarray]] = None) -> Dict[str, np.ndarray]:
+    def reset(self, game: Any = None) -> None:
+        """Forgets the recurrent state (a policy with memory) of ``game`` (:meth:`act`'s key), or with None
+        of every game and of :meth:`act_batch`'s rows: their next call begins an episode."""
+        if game is None:
+            self._games.clear()
+            self._rows = None
+        else:
+            self._games.pop(game, None)
+
+    def outputs(self, vec_obs: VecObs, noise: Optional[Mapping[str, np.ndarray]] = None,
+                memory: Optional[np.ndarray] = None, episode_start: Optional[np.ndarray] = None) -> Dict[str, np.ndarray]:
         """Every output of the graph for a batch (``probs/<a>`` or ``q/<a>``, ``argmax/<a>``,
         ``sample/<a>``, ``counts/<a>``; continuous: ``point/<a>`` and the parameters, ``alpha/<a>``
-        and ``beta/<a>`` or ``mean/<a>`` and ``log_std/<a>``), with the given uniform noise per
-        discrete action (default 0)."""
+        and ``beta/<a>`` or ``mean/<a>`` and ``log_std/<a>``; with memory ``memory_out``), with the given
+        uniform noise per discrete action (default 0) and, with memory, the rows' states (float32
+        ``[B, memory_size]``) and ``episode_start`` (bool ``[B]``; default: every row begins an episode).
+        The states :meth:`act` and :meth:`act_batch` keep are neither read nor changed."""
         self._entity_policy("outputs")
         self._check_vec(vec_obs)
-        feeds = self.feeds(vec_obs, noise)
+        feeds = self.feeds(vec_obs, noise, memory, episode_start)
         return dict(zip(self._outputs, self.session.run(self._outputs, feeds)))
 
-    def feeds(self, vec_obs: VecObs, noise: Optional[Mapping[str, np.ndarray]] = None) -> Dict[str, np.ndarray]:
+    def feeds(self, vec_obs: VecObs, noise: Optional[Mapping[str, np.ndarray]] = None,
+              memory: Optional[np.ndarray] = None, episode_start: Optional[np.ndarray] = None) -> Dict[str, np.ndarray]:
         """The graph's inputs for a batch, named as README "Shipping a policy (ONNX)" lists them
         (a continuous action's ``low/<a>`` and ``high/<a>``: each actor's bounds, the space's where
         the batch does not narrow them)."""
@@ -238,18 +278,27 @@ class OnnxPolicy:
             given = None if noise is None else noise.get(name)
             feeds[f"noise/{name}"] = (np.zeros(n_actors, np.float32) if given is None
                                       else np.asarray(given, np.float32).reshape(n_actors))
+        if self.memory_size:
+            n = len(vec_obs)
+            feeds["memory"] = (np.zeros((n, self.memory_size), np.float32) if memory is None
+                               else np.asarray(memory, np.float32).reshape(n, self.memory_size))
+            feeds["episode_start"] = (np.ones(n, np.bool_) if episode_start is None
+                                      else np.asarray(episode_start, np.bool_).reshape(n))
         return feeds
 
-    def _run_vec(self, vec: VecObs, deterministic: bool, rng: Optional[np.random.Generator]) -> Dict[str, Any]:
+    def _run_vec(self, vec: VecObs, deterministic: bool, rng: Optional[np.random.Generator],
+                 recurrent: Optional[Tuple[np.ndarray, np.ndarray]] = None) -> Dict[str, Any]:
         """action name -> (int64 choices ``[n_actors]``, the probabilities or Q-values per actor), or
-        for a continuous action (float32 values ``[n_actors, n_values]``, None)."""
+        for a continuous action (float32 values ``[n_actors, n_values]``, None); with memory, ``recurrent``
+        is the rows' states and episode starts, and the next states are left in ``_memory_out``."""
         noise = None
         rng = rng if rng is not None else self._rng
         if not deterministic:
             noise = {name: rng.random(vec.action_masks[name].actors.items(), dtype=np.float32)
                      for name, space in self.action_space.items() if not isinstance(space, CONTINUOUS_SPACES)}
-        feeds = self.feeds(vec, noise)
+        feeds = self.feeds(vec, noise, *(recurrent or (None, None)))
         out = dict(zip(self._outputs, self.session.run(self._outputs, feeds)))
+        self._memory_out = out.get("memory_out")
         pick = "argmax" if deterministic else "sample"
         result: Dict[str, Tuple[np.ndarray, Optional[np.ndarray]]] = {}
         for name, space in self.action_space.items():
@@ -282,69 +331,13 @@ class OnnxPolicy:
         values = (low + unit * (high.astype(np.float64) - low)).astype(np.float32)
         return np.minimum(np.maximum(values, low), high)  # rounding never leaves the bounds
 
-    def _check_bounds(self, vec: VecObs, where: str) -> None:
-        """Each continuous mask's bounds: ordered and within the space's (a mask narrows, never widens).
-
-        Raises:
-            ValueError: naming the action, the value and the bounds.
-        """
-        for name, space in self.action_space.items():
-            mask = vec.action_masks.get(name)
-            if not isinstance(space, CONTINUOUS_SPACES) or not isinstance(mask, VecContinuousActionMask) \
-                    or mask.low is None:
-                continue
-            low, high = mask.bounds(space)  # [n_actors, n_values] each
-            bad = ~((space.low <= low) & (low <= high) & (high <= space.high))  # NaN too
-            if bad.any():
-                k, j = (int(i[0]) for i in np.nonzero(bad))
-                raise ValueError(f"{where}: action {name!r}, actor {k}, value {space.names[j]!r}: bounds "
-                                 f"[{low[k, j]}, {high[k, j]}] are not ordered within the space's "
-                                 f"[{space.low[j]}, {space.high[j]}]")
-
     def _entity_policy(self, method: str) -> None:
         if self.obs_space is None:
             raise TypeError(f"{self.path}: a dense {self.kind} takes feature vectors: use act_dense(), not {method}()")
 
     def _check_vec(self, vec: Any) -> None:
-        """The batch's entity types, feature counts, actions and mask widths against the spaces."""
-        where = f"{self.path}: observations"
-        if not isinstance(vec, VecObs):
-            raise TypeError(f"{where}: expected a VecObs, got {type(vec).__name__}")
-        known = set(self.obs_space.entities) | {GLOBAL_ENTITY}
-        for t, ragged in vec.features.items():
-            if t not in known:
-                raise ValueError(f"{where}: unknown entity type {t!r}; the policy knows "
-                                 f"{list(self.obs_space.entities)}")
-            width = (len(self.obs_space.global_features) if t == GLOBAL_ENTITY
-                     else len(self.obs_space.entities[t].features))
-            if ragged.size2() != width:
-                raise ValueError(f"{where}: entity type {t!r} has {ragged.size2()} features; the policy was "
-                                 f"trained on {width}")
-        if self.obs_space.global_features and GLOBAL_ENTITY not in vec.features:
-            raise ValueError(f"{where}: no global features; the policy takes {self.obs_space.global_features}")
-        for name, mask in vec.action_masks.items():
-            space = self.action_space.get(name)
-            if space is None:
-                raise ValueError(f"{where}: unknown action {name!r}; the policy has {list(self.action_space)}")
-            expected = VecSelectEntityActionMask if isinstance(space, SelectEntityActionSpace) else \
-                VecContinuousActionMask if isinstance(space, CONTINUOUS_SPACES) else VecCategoricalActionMask
-            if not isinstance(mask, expected):
-                raise ValueError(f"{where}: action {name!r} has a {type(mask).__name__}; the policy's action is "
-                                 f"a {type(space).__name__}, whose mask is a {expected.__name__}")
-            if isinstance(mask, VecCategoricalActionMask) and mask.mask is not None \
-                    and mask.mask.size2() != len(space.index_to_label):
-                raise ValueError(f"{where}: the mask of action {name!r} has {mask.mask.size2()} choices per actor; "
-                                 f"the policy's action has {len(space.index_to_label)}")
-            if isinstance(mask, VecContinuousActionMask):
-                for side in ("low", "high"):
-                    bounds = getattr(mask, side)
-                    if bounds is not None and bounds.size2() != len(space):
-                        raise ValueError(f"{where}: the {side} bounds of action {name!r} have {bounds.size2()} values "
-                                         f"per actor; the policy's action has {len(space)} ({space.names})")
-        missing = [name for name in self.action_space if name not in vec.action_masks]
-        if missing:
-            raise ValueError(f"{where}: no mask for action {missing[0]!r}")
-        self._check_bounds(vec, where)
+        """The batch's entity types, feature counts, actions, mask widths and bounds against the spaces."""
+        check_batch(vec, self.obs_space, self.action_space, f"{self.path}: observations")
 
     def evaluate(self, make_env: Any, episodes: int, deterministic: bool = True, seed: Optional[int] = None, *,
                  num_envs: Optional[int] = None, max_steps: Optional[int] = None,
@@ -371,6 +364,7 @@ class OnnxPolicy:
         limit = run.get("max_episode_steps") if max_episode_steps is None else max_episode_steps
         default_envs, default_steps = eval_budget(episodes, run["episode_cap"]) if run else (16, 10_000)
         make = make_env if limit is None else (lambda: TimeLimit(make_env(), limit))
+        self._rows = None  # fresh episodes
         return run_episodes(lambda obs, space: self.act_batch(obs, deterministic, rng), make, episodes, seed,
                             num_envs=num_envs or default_envs, max_steps=max_steps or default_steps,
                             check_finite=run.get("check_finite", True) if check_finite is None else check_finite)

@@ -27,6 +27,7 @@ ALLOWED = {
     "__init__": set(),  # `import entmachin` loads no layer: its exports resolve on first use
     "settings": set(),  # declares the fields of every layer's settings records: any layer imports it
     "deploy": {"ragged", "env"},  # runs exported policies: numpy, onnxruntime and the environment layer only
+    "deploy_checks": {"ragged", "env"},  # deploy's checks of a batch: the same
     "data": {"ragged", "env", "data"},  # datasets on disk: pyarrow and numpy, so a recorder's process stays light
     "files": set(),  # atomic writes: the standard library only, for every layer
     "export_checksum": set(),  # an export's checksum: the standard library only, for the exporter and deploy
@@ -34,7 +35,7 @@ ALLOWED = {
 # (layer, module-path prefix inside entmachin) -> third-party packages it must not import
 FORBIDDEN_PACKAGES = {
     "env": {"torch"}, "ragged/arrays.py": {"torch"}, "ragged/arrdict.py": {"torch"}, "ragged/trees.py": {"torch"},
-    "ragged/array.py": {"torch"}, "deploy.py": {"torch"}, "data": {"torch"}, "ragged/interop.py": {"torch"}, "ragged/shim.py": {"torch"},
+    "ragged/array.py": {"torch"}, "deploy.py": {"torch"}, "deploy_checks.py": {"torch"}, "data": {"torch"}, "ragged/interop.py": {"torch"}, "ragged/shim.py": {"torch"},
     "files.py": {"torch", "numpy"}, "export_checksum.py": {"torch", "numpy", "onnx"},
     "ragged/layout.py": {"torch"}, "ragged/storage.py": {"torch"}, "ragged/arithmetic.py": {"torch"},
 }

@@ -57,9 +57,6 @@ def _acting_model(model: Any) -> Tuple[nn.Module, str]:
         model = unwrap(model.actor)
     model = unwrap(model)
     if isinstance(model, RogueNet):
-        if model.memory is not None:
-            raise ExportError("export: this network has memory (model.memory), whose state the ONNX graph does not "
-                              "carry yet")
         return model, "rogue-net policy"
     if isinstance(model, DenseNet):
         return model, "dense-net policy"
@@ -111,6 +108,9 @@ def export_policy(model: Any, path: str, *, q_values: Optional[bool] = None,
                       if isinstance(head, ContinuousHead)}
         if continuous:  # how deploy samples each continuous action from its parameters
             props["continuous"] = continuous
+        core = getattr(net, "memory", None)
+        if core is not None:  # the state deploy keeps per game (entmachin.run.export_memory)
+            props["memory"] = {"kind": core.kind, "size": core.size, "state_size": core.state_size}
     else:
         props = {"dense": dense_graph(g, net)}
     props.update({"format": FORMAT, "version": entmachin.__version__, "kind": kind})

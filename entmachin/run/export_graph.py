@@ -45,6 +45,7 @@ from entmachin.model.continuous import ContinuousHead
 from entmachin.model.embedding import FeaturelessEmbedding
 from entmachin.model.heads import CategoricalQHead
 from entmachin.model.rogue_net import RogueNet
+from entmachin.run.export_memory import memory_step
 from entmachin.run.export_ops import (_BOOL, _F32, _I64, _NEG_INF, _Rows, _dueling, _gelu, _input_norm, _layer_norm,
                                       _linear, _np, choices, continuous_head)
 
@@ -114,6 +115,8 @@ class RogueNetGraph:
                        g.op("Expand", g.const([True]), g.vec(n_obs)))
         vis = g.op("Reshape", vis, g.vec(n_obs, width))  # [B, T]; padding: invisible
         self.x = self._trunk(x, valid, vis, feats, slot, n_slots)
+        if net.memory is not None:
+            self.x = memory_step(g, net.memory, self.x, valid)
         self.flat = g.op("Reshape", self.x, g.const([-1, self.d], np.int64))  # [B * T, d]
         for name in net.action_names:
             self._head(name, action_inputs[name])

@@ -64,14 +64,21 @@ def test_a_resumed_run_continues_with_the_states_its_rows_had(tmp_path):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
-def test_export_refuses_a_run_with_memory_and_evaluation_carries_it(tmp_path):
-    from entmachin.run.export import ExportError, export_run
+def test_an_exported_run_with_memory_evaluates_as_the_run_does(tmp_path):
+    """``entmachin export`` writes the state as the graph's input and output; the deployed policy keeps it per
+    row and gives the returns ``entmachin eval --deterministic`` gives (the checkpoint, carried by the frame)."""
+    pytest.importorskip("onnxruntime")
+    from entmachin.deploy import OnnxPolicy
+    from entmachin.env.examples import Recall
+    from entmachin.run.evaluation import evaluate_checkpoint
+    from entmachin.run.export import export_run
 
     run_dir = str(tmp_path / "run")
-    train(_config(), overrides=["train.total_steps=40", "log.eval_interval=40", "log.eval_episodes=2"],
+    train(_config(), overrides=["train.total_steps=2000", "log.eval_interval=2000", "log.eval_episodes=2"],
           progress=False, run_dir=run_dir)
-    with pytest.raises(ExportError, match="has memory .* ONNX graph does not carry"):
-        export_run(run_dir)
-    from entmachin.run.evaluation import evaluate_checkpoint
-    result = evaluate_checkpoint(run_dir, 4, True, 0)  # evaluation carries it
-    assert len(result.returns) == 4
+    result = export_run(run_dir)
+    policy = OnnxPolicy(result.path)
+    assert policy.memory_size == 8
+    ours = evaluate_checkpoint(run_dir, 40, True, 0)
+    deployed = policy.evaluate(Recall, 40, True, seed=0)
+    assert deployed.returns == ours.returns
