@@ -30,6 +30,7 @@ from entmachin.env import GLOBAL_ENTITY, VecEnv, VecObs, to_state, to_vec_action
 from entmachin.env.symmetry import Symmetry
 from entmachin.frame.augment import augment
 from entmachin.frame.memory import memory_rows
+from entmachin.frame.overlap import overlapped_steps
 from entmachin.ragged import trees
 from entmachin.ragged.array import RaggedArrayI64
 from entmachin.ragged.arrays import concat
@@ -348,57 +349,6 @@ class RolloutCollector:
             seen.append((state, stored_action, next_state, obs.reward, obs.done, obs.truncated))
             self._state = after
 
-    def _overlapped_steps(self, seen: List[Tuple[Any, ...]]) -> None:
-        """``n_steps`` steps of halves A and B, double-buffered; appends each whole step to ``seen``."""
-        halves, n_steps = self._halves, self.n_steps
-        state = self._state  # the state of every row at this step
-        states = [trees.row_range(state, start, stop) for start, stop in halves]  # each half's, views
-        actions: List[Any] = [None, None]  # each half's stored action of this step
-        in_flight: List[Tuple[int, int]] = []
-        sent: List[bool] = []
-
-        def act_and_send(h: int) -> None:
-            actions[h], env_actions = self.action_fn(self.frame.act(states[h]))
-            self.envs.act_async(env_actions, halves[h])
-            in_flight.append(halves[h])
-            sent.append(True)
-
-        completed = False
-        try:
-            act_and_send(0)
-            act_and_send(1)  # the policy on B while the workers step A
-            for t in range(n_steps):
-                got = []  # per half: (stored action, observation, next state, state after the step)
-                for h, rows in enumerate(halves):
-                    obs = self.envs.receive(rows)
-                    in_flight.remove(rows)
-                    after = tree_to_torch(self.state_fn(obs))
-                    got.append((actions[h], obs, self._next_state(obs, after), after))
-                    states[h] = after
-                    if t + 1 < n_steps:
-                        act_and_send(h)  # the policy on this half while the workers step the other
-                # Both halves in flight again (but at the last step): join this step's rows meanwhile.
-                (action_a, obs_a, next_a, after_a), (action_b, obs_b, next_b, after_b) = got
-                after = trees.stack([after_a, after_b], lambda i: f"half {i}'s state")
-                next_state = after if next_a is after_a and next_b is after_b else \
-                    trees.stack([next_a, next_b], lambda i: f"half {i}'s next state")
-                seen.append((state, trees.stack([action_a, action_b], lambda i: f"half {i}'s action"), next_state,
-                             np.concatenate([obs_a.reward, obs_b.reward]), np.concatenate([obs_a.done, obs_b.done]),
-                             np.concatenate([np.asarray(obs_a.truncated), np.asarray(obs_b.truncated)])))
-                state = after
-            self._state = state
-            completed = True
-        finally:
-            if not completed and sent:  # the environments moved past self._state, the halves maybe a step apart
-                self._restart = True
-                logger.warning("RolloutCollector: an overlapped step failed (rows %s in flight); the next collect() "
-                               "resets the environments", in_flight or "none")
-                for rows in list(in_flight):  # received, so that no reply is left unread
-                    try:
-                        self.envs.receive(rows)
-                    except Exception:  # the list closed itself; its next call says why
-                        break
-
     def collect(self) -> RolloutStats:
         """Runs ``n_steps`` steps, stores them with ``frame.store_rollout`` and returns statistics."""
         if self._state is None:
@@ -412,7 +362,7 @@ class RolloutCollector:
             if self._halves is None:
                 self._sequential_steps(seen)
             else:
-                self._overlapped_steps(seen)
+                overlapped_steps(self, seen)
         finally:  # the episodes keep the steps taken, also when a step raised (the state moved on with them)
             if seen:  # always, unless the first step raised
                 states, actions, next_states, rewards, dones, truncations, *chosen = zip(*seen)
