@@ -280,8 +280,11 @@ class OnnxPolicy:
                                       else np.asarray(given, np.float32).reshape(n_actors))
         if self.memory_size:
             n = len(vec_obs)
+            if memory is not None and np.shape(memory) != (n, self.memory_size):
+                raise ValueError(f"{self.path}: memory has shape {np.shape(memory)}; this policy's state is "
+                                 f"[{n}, {self.memory_size}] (one row per observation)")
             feeds["memory"] = (np.zeros((n, self.memory_size), np.float32) if memory is None
-                               else np.asarray(memory, np.float32).reshape(n, self.memory_size))
+                               else np.asarray(memory, np.float32))
             feeds["episode_start"] = (np.ones(n, np.bool_) if episode_start is None
                                       else np.asarray(episode_start, np.bool_).reshape(n))
         return feeds

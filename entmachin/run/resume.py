@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from entmachin.frame.checkpoint import latest_version, read_frame_checkpoint
+from entmachin.model.wrappers import unwrap
 from entmachin.run import env_state
 from entmachin.run.best import read_best
 from entmachin.run.envs import EnvFactory
@@ -91,6 +92,10 @@ def init_networks(run: Any, path: str) -> None:
         source, _, _ = load_trained(path, EnvFactory(run.config.env))
     except (RunError, FileNotFoundError, ValueError) as e:
         raise RunError(f"train.init_from: {e}") from None
+    theirs, ours = _memory_of(source), _memory_of(run.frame)
+    if theirs != ours:  # named before torch's list of mismatched tensors
+        raise RunError(f"train.init_from: {path!r}'s network has model.memory {theirs or 'null'}, this config's "
+                       f"{ours or 'null'}; a state of another size (or none) cannot continue from it")
     for name in run.frame.network_names:
         try:
             getattr(run.frame, name).load_state_dict(getattr(source, name).state_dict())
@@ -98,6 +103,12 @@ def init_networks(run: Any, path: str) -> None:
             raise RunError(f"train.init_from: {path!r}'s {name} does not fit this config's model ("
                            f"{' '.join(str(e).split())[:300]}); give model the run's settings") from None
     logger.info("networks initialised from %s", path)
+
+
+def _memory_of(frame: Any) -> str:
+    """A frame's actor's memory core in words ("" without one)."""
+    core = getattr(unwrap(getattr(frame, "actor", None)), "memory", None)
+    return "" if core is None else f"{{kind: {core.kind}, size: {core.size}}} ({core.state_size} floats per row)"
 
 
 def load_latest(run: Any) -> RunState:

@@ -86,3 +86,14 @@ def test_act_keeps_a_state_per_game_and_reset_begins_an_episode(tmp_path):
     assert "a" not in policy._games and "b" in policy._games
     policy.reset()
     assert not policy._games and policy._rows is None
+
+
+def test_a_state_of_another_shape_is_named(tmp_path):
+    path = str(tmp_path / "policy.onnx")
+    export_policy(_net("lstm"), path)
+    policy = OnnxPolicy(path)
+    envs = EnvList(lambda: Recall(delay=2), 2, seed=0)
+    vec = envs.reset()
+    with pytest.raises(ValueError, match=r"memory has shape \(2, 6\); this policy's state is \[2, 12\]"):
+        policy.outputs(vec, memory=np.zeros((2, 6), np.float32))
+    envs.close()

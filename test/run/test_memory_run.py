@@ -82,3 +82,20 @@ def test_an_exported_run_with_memory_evaluates_as_the_run_does(tmp_path):
     ours = evaluate_checkpoint(run_dir, 40, True, 0)
     deployed = policy.evaluate(Recall, 40, True, seed=0)
     assert deployed.returns == ours.returns
+
+
+def test_init_from_a_run_whose_state_has_another_size_names_both(tmp_path):
+    from entmachin.run.logs import RunError
+
+    source = str(tmp_path / "source")
+    train(_config(), overrides=["train.total_steps=40", "log.eval_interval=40", "log.eval_episodes=2"],
+          progress=False, run_dir=source)
+    wider = _config(model__memory={"kind": "gru", "size": 16})
+    with pytest.raises(RunError, match=r"model.memory \{kind: gru, size: 8\} \(8 floats per row\), this config's "
+                                       r"\{kind: gru, size: 16\}"):
+        train(wider, overrides=[f"train.init_from={source}", "train.total_steps=40"], progress=False,
+              run_dir=str(tmp_path / "wider"))
+    plain = {**_config(model__memory=None, frame__sequence_length=None)}
+    with pytest.raises(RunError, match="model.memory .* this config's null"):
+        train(plain, overrides=[f"train.init_from={source}", "train.total_steps=40"], progress=False,
+              run_dir=str(tmp_path / "plain"))
