@@ -137,6 +137,10 @@ def load_latest(run: Any) -> RunState:
     envs_path = loaded.extra_paths.get("ranks" if "ranks" in loaded.extras else "envs")
     restored = False
     if envs_blob is not None and (snapshot := env_state.read(envs_blob, envs_path, run.trust_checkpoint)):
+        if _memory_of(run.frame) and "memory" not in snapshot["collector"]:
+            raise RunError(f"--resume {run.run_dir}: checkpoint {version} holds its episodes in progress but no "
+                           f"recurrent states, and the run's network has model.memory {_memory_of(run.frame)}; its "
+                           "episodes cannot continue without the states they built")
         try:
             run.envs.set_state(snapshot["envs"])
             run.collector.restore(snapshot["collector"])

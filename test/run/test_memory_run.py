@@ -99,3 +99,21 @@ def test_init_from_a_run_whose_state_has_another_size_names_both(tmp_path):
     with pytest.raises(RunError, match="model.memory .* this config's null"):
         train(plain, overrides=[f"train.init_from={source}", "train.total_steps=40"], progress=False,
               run_dir=str(tmp_path / "plain"))
+
+
+def test_resuming_episodes_in_progress_without_their_states_is_refused(tmp_path, monkeypatch):
+    """A checkpoint whose collector snapshot lacks the states (written without them) cannot continue the
+    episodes it holds: the error names the run, the checkpoint and model.memory."""
+    from entmachin.frame import collector as collector_module
+    from entmachin.run.logs import RunError
+
+    run_dir = str(tmp_path / "run")
+    original = collector_module.RolloutCollector.snapshot
+    monkeypatch.setattr(collector_module.RolloutCollector, "snapshot",
+                        lambda self: {k: v for k, v in original(self).items() if k != "memory"})
+    train(_config(), overrides=["train.total_steps=40", "log.eval_interval=40", "log.eval_episodes=2",
+                                "env.kwargs.delay=2"], progress=False, run_dir=run_dir)
+    monkeypatch.undo()
+    with pytest.raises(RunError, match=r"checkpoint 40 holds its episodes in progress but no recurrent states, "
+                                       r"and the run's network has model.memory \{kind: gru, size: 8\}"):
+        train(resume=run_dir, overrides=["train.total_steps=80"], progress=False)
