@@ -141,3 +141,15 @@ def test_ppo_with_memory_learns_recall_and_a_feed_forward_policy_stays_at_its_bo
     frame = train("Recall", overrides=["train.total_steps=10240", "model.memory=null", "frame.sequence_length=null"],
                   progress=False, run_dir=str(tmp_path / "feed-forward"))
     assert evaluate(frame, Recall, 400, seed=7).mean < 0.35  # 1/4 in expectation
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_ppo_with_memory_on_the_card_learns_recall(tmp_path):
+    """The bundled config with train.device=cuda (one seed on the card): the states cross between the
+    collector (CPU) and the network (the card) each step, and the sequences train there."""
+    from entmachin.run import train
+
+    frame = train("Recall", overrides=["train.device=cuda"], progress=False, run_dir=str(tmp_path / "run"))
+    assert next(frame.actor.parameters()).device.type == "cuda"
+    assert evaluate(frame, Recall, 200, seed=7).mean >= 0.95

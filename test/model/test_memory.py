@@ -139,3 +139,29 @@ def test_memory_config_and_q_heads_are_checked():
                                                                                                   size=8)
     with pytest.raises(ValueError, match="RogueNetConfig.memory.sise: unknown key"):
         RogueNetConfig.from_dict({"memory": {"sise": 8}})
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("kind", ["gru", "lstm"])
+def test_cuda_unrolls_as_the_cpu_does(kind):
+    """The states given on the CPU move to the network's card; a sequence's log-probabilities, values and
+    final state match the CPU's."""
+    net = _net(kind)
+    n_envs, n_steps = 3, 12
+    states, start = _episodes(n_envs, n_steps)
+    stacked = trees.stack(states, str)
+    begin = torch.from_numpy(start.reshape(-1))[:, None]
+    first = torch.zeros(n_envs * n_steps, net.memory_size)
+    first[:n_envs] = torch.randn(n_envs, net.memory_size).masked_fill(begin[:n_envs], 0.0)
+    rows = {**stacked, "memory": first, "episode_start": begin}
+    with torch.no_grad():
+        cpu = safe_call(net, rows, {"sequence_length": n_steps, "deterministic": True})
+        cpu_value = safe_call(net.critic(), rows, {"sequence_length": n_steps})
+        net.cuda()
+        gpu = safe_call(net, rows, {"action": cpu.action, "sequence_length": n_steps})
+        gpu_value = safe_call(net.critic(), rows, {"sequence_length": n_steps})
+    assert gpu.memory.device.type == "cuda"  # on the network's device, as every output
+    torch.testing.assert_close(gpu.log_prob["choose"].data.cpu(), cpu.log_prob["choose"].data, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(gpu_value.cpu(), cpu_value, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(gpu.memory.cpu(), cpu.memory, atol=1e-4, rtol=1e-4)

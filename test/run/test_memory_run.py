@@ -117,3 +117,12 @@ def test_resuming_episodes_in_progress_without_their_states_is_refused(tmp_path,
     with pytest.raises(RunError, match=r"checkpoint 40 holds its episodes in progress but no recurrent states, "
                                        r"and the run's network has model.memory \{kind: gru, size: 8\}"):
         train(resume=run_dir, overrides=["train.total_steps=80"], progress=False)
+
+
+def test_processes_auto_measures_a_network_with_memory_acting_on_its_states():
+    """``rollout.processes: auto`` times the policy's forward (on machines of three cores and more): a network
+    with memory is given the rows' states as acting gives them."""
+    from entmachin.run.build import measure_step_costs
+
+    env_s, act_s = measure_step_costs(config_from_dict(_config()), budget_s=0.01)
+    assert env_s > 0 and act_s > 0
