@@ -247,9 +247,10 @@ class A2C(ActorCriticCalls, Frame):
         """The minibatches of one update over ``rollout``, in train mode; what they measured."""
         cfg, name = self.config, steps.where
         n_policy, n_value = cfg.actor_update_times, cfg.critic_update_times
+        self._burn = None
         if self._memory:  # whole sequences, time-major, with the unroll's length passed to the networks
-            schedule, self._sequence = memory.sequence_schedule(self._chunks, cfg.sequence_length, cfg.batch_size,
-                                                                max(n_policy, n_value), self._rng, name)
+            schedule, self._sequence, self._burn = memory.sequence_schedule(self._chunks, cfg, max(n_policy, n_value),
+                                                                            self._rng, name)
         else:
             schedule = minibatch_schedule(rollout.n_rows, cfg.batch_size, max(n_policy, n_value), self._rng)
         try:
@@ -282,8 +283,9 @@ class A2C(ActorCriticCalls, Frame):
                 old_rows = None
                 if old is not None and i < n_policy:
                     old_rows = old_units(old, torch.from_numpy(position[rows if actors is None else rows[actors]]))
-                losses = self._minibatch(rollout.minibatch(torch.from_numpy(rows)), old_rows, i < n_policy,
-                                         i < n_value, entropy_scale,
+                batch = rollout.minibatch(torch.from_numpy(rows))
+                batch = batch if self._burn is None else self._burn.apply(self, rollout, i, batch)
+                losses = self._minibatch(batch, old_rows, i < n_policy, i < n_value, entropy_scale,
                                          None if actors is None else torch.from_numpy(actors))
                 kl = losses.approx_kl
                 if cfg.target_kl is not None and kl is not None and float(kl) > cfg.target_kl:

@@ -132,6 +132,10 @@ class A2CConfig(SettingsChecks):
         None, "a network with memory (model.memory) trains on sequences of this many steps of one environment, "
               "whole ones per minibatch (truncated back-propagation through time); it must divide the rollout's "
               "steps. None: each rollout's steps are one sequence", kind="int", low=1, optional=True, before=None)
+    burn_in: int = setting(
+        0, "memory: the steps before each sequence (where its rollout has them) replayed without gradient, so that "
+           "the sequence starts from a state the current parameters computed; 0: from the state stored when it was "
+           "acted", kind="int", low=0, before=0)
 
     def _check_rules(self) -> None:
         if self.anneal_entropy and (self.n_anneal_updates is None or self.entropy_weight is None):
@@ -153,7 +157,8 @@ class BCConfig(A2CConfig):
     #: A2C settings cloning has no use for: it fits recorded choices and returns, with no advantages,
     #: entropy bonus, annealing, KL stop or value clipping. Given, they are refused rather than ignored.
     unused: ClassVar[Tuple[str, ...]] = ("entropy_weight", "gae_lambda", "normalize_advantage", "value_clip",
-                                         "target_kl", "n_anneal_updates", "anneal_entropy", "sequence_length")
+                                         "target_kl", "n_anneal_updates", "anneal_entropy", "sequence_length",
+                                         "burn_in")
 
     def _check_rules(self) -> None:
         super()._check_rules()

@@ -22,9 +22,10 @@ import numpy as np
 import torch
 
 from entmachin.frame.rollout import minibatch_schedule
+from entmachin.frame.safe_call import safe_call
 from entmachin.model.memory import memory_size
 from entmachin.model.wrappers import unwrap
-from entmachin.ragged import trees
+from entmachin.ragged import arrdict, trees
 
 __all__ = ["MemoryRows", "memory_rows", "refuse_memory", "sequence_rows", "time_major", "sequence_values",
            "MEMORY_KEYS"]
@@ -93,8 +94,11 @@ def refuse_memory(frame: Any, what: str, error: type = ValueError) -> None:
                     "entmachin eval and training do")
 
 
-def sequence_rows(chunks: List[Tuple[int, int]], length: Optional[int], where: str) -> np.ndarray:
-    """The rows of every sequence of stored rollouts, int64 ``[n_sequences, L]`` in time order.
+def sequence_rows(chunks: List[Tuple[int, int]], length: Optional[int], where: str, burn_in: int = 0
+                  ) -> Tuple[np.ndarray, np.ndarray]:
+    """The rows of every sequence of stored rollouts, int64 ``[n_sequences, L]`` in time order, and the rows of
+    the ``burn_in`` steps of the same environment before each (``[n_sequences, burn_in]``, -1 for a sequence
+    with fewer earlier steps in its rollout: the first of each row).
 
     Args:
         chunks: ``(T, B)`` of each stored rollout, in storing order (its rows step-major after the previous ones).
@@ -103,7 +107,7 @@ def sequence_rows(chunks: List[Tuple[int, int]], length: Optional[int], where: s
     Raises:
         ValueError: ``length`` does not divide a rollout's steps, or rollouts of different lengths with None.
     """
-    out, offset = [], 0
+    out, before, offset = [], [], 0
     steps = {t for t, _ in chunks}
     if length is None and len(steps) > 1:
         raise ValueError(f"{where}: the stored rollouts have {sorted(steps)} steps; with sequence_length null each "
@@ -113,20 +117,60 @@ def sequence_rows(chunks: List[Tuple[int, int]], length: Optional[int], where: s
         if n_steps % size:
             raise ValueError(f"{where}: frame.sequence_length={size} does not divide the rollout's {n_steps} steps "
                              "(rollout.n_steps); choose a divisor of it")
-        rows = offset + np.arange(n_steps * n_envs, dtype=np.int64).reshape(n_steps // size, size, n_envs)
+        steps_of = offset + np.arange(n_steps * n_envs, dtype=np.int64).reshape(n_steps, n_envs)  # [T, B]
+        rows = steps_of.reshape(n_steps // size, size, n_envs)
         out.append(rows.transpose(0, 2, 1).reshape(-1, size))  # [T / L * B, L]
+        prior = np.full((n_steps // size, n_envs, burn_in), -1, dtype=np.int64)  # [T / L, B, k]
+        for w in range(n_steps // size):
+            if w * size >= burn_in:
+                prior[w] = steps_of[w * size - burn_in : w * size].T
+        before.append(prior.reshape(n_steps // size * n_envs, burn_in))  # [T / L * B, k]
         offset += n_steps * n_envs
-    return np.concatenate(out)
+    return np.concatenate(out), np.concatenate(before)
 
 
-def sequence_schedule(chunks: List[Tuple[int, int]], length: Optional[int], batch_size: int, n_minibatches: int,
-                      rng: np.random.Generator, where: str) -> Tuple[List[np.ndarray], Dict[str, int]]:
+def sequence_schedule(chunks: List[Tuple[int, int]], config: Any, n_minibatches: int, rng: np.random.Generator,
+                      where: str) -> Tuple[List[np.ndarray], Dict[str, int], Optional["BurnIn"]]:
     """An update's minibatches of whole sequences (``batch_size // L`` of them, at least one), each
-    time-major, and the keyword that tells the networks the unroll's length (``{"sequence_length": L}``)."""
-    sequences = sequence_rows(chunks, length, where)  # [n_sequences, L]
+    time-major; the keyword that tells the networks the unroll's length (``{"sequence_length": L}``); and
+    with ``config.burn_in`` the rows each minibatch replays first (None without)."""
+    burn_in = getattr(config, "burn_in", 0)
+    sequences, prior = sequence_rows(chunks, config.sequence_length, where, burn_in)  # [n, L], [n, k]
     size = sequences.shape[1]
-    picks = minibatch_schedule(sequences.shape[0], max(1, batch_size // size), n_minibatches, rng)
-    return [time_major(sequences[p]) for p in picks], {"sequence_length": size}
+    picks = minibatch_schedule(sequences.shape[0], max(1, config.batch_size // size), n_minibatches, rng)
+    burn = BurnIn([prior[p] for p in picks]) if burn_in else None
+    return [time_major(sequences[p]) for p in picks], {"sequence_length": size}, burn
+
+
+class BurnIn:
+    """``frame.burn_in``: before a minibatch trains, the ``k`` steps before each of its sequences (where its
+    rollout has them) are replayed without gradient from the state stored with their first row, and the state
+    they end in replaces the one stored with the sequence's first row: the sequence starts from a state the
+    current parameters (and input statistics) computed rather than the acting ones. The old log-probabilities
+    PPO's ratio divides by stay those of the stored states, the states the rows were acted with.
+
+    Args:
+        prior: per minibatch, ``[S, k]`` rows before each of its sequences (-1: none; the sequence keeps the
+            state stored with it).
+    """
+
+    def __init__(self, prior: List[np.ndarray]) -> None:
+        self.prior = prior
+
+    def apply(self, frame: Any, rollout: Any, i: int, batch: Any) -> Any:
+        """Minibatch ``i`` (``batch``, time-major, its first ``S`` rows the sequences' first steps) with the
+        states of its sequences' first rows recomputed by ``frame``'s actor."""
+        prior = self.prior[i]  # [S, k]
+        slots = np.flatnonzero(prior[:, 0] >= 0)  # the sequences with k earlier steps
+        if slots.size == 0:
+            return batch
+        rows = torch.from_numpy(time_major(prior[slots]))  # [k * S_b]
+        with torch.no_grad():
+            out = safe_call(frame.actor, rollout.state[rows], {"action": rollout.action[rows]},
+                            {"sequence_length": prior.shape[1]})
+        memory = batch.state["memory"].clone()  # [L * S, memory_size]
+        memory[torch.from_numpy(slots)] = out.memory.to(memory.device, memory.dtype)  # [S_b, memory_size]
+        return batch._replace(state=arrdict({**batch.state, "memory": memory}))
 
 
 def time_major(sequences: np.ndarray) -> np.ndarray:
@@ -138,7 +182,7 @@ def blocks(chunks: List[Tuple[int, int]], length: Optional[int], rows_per_block:
            ) -> Tuple[np.ndarray, int]:
     """Every stored row in blocks of whole sequences, each time-major, and the block size in rows (at least
     ``rows_per_block``): what passes over all rows in chunks (old log-probabilities) take."""
-    sequences = sequence_rows(chunks, length, where)  # [n_sequences, L]
+    sequences = sequence_rows(chunks, length, where)[0]  # [n_sequences, L]
     length = sequences.shape[1]
     per_block = max(1, math.ceil(rows_per_block / length))
     parts = [time_major(sequences[i : i + per_block]) for i in range(0, sequences.shape[0], per_block)]

@@ -1,4 +1,5 @@
 """PPO and A2C with a network that has memory: states carried while collecting, whole sequences while training."""
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -8,6 +9,7 @@ from entmachin.env.examples import Recall
 from entmachin.frame import A2C, PPO, evaluate
 from entmachin.frame.collector import RolloutCollector
 from entmachin.frame.memory import MemoryRows, sequence_rows, time_major
+from entmachin.frame.safe_call import safe_call
 from entmachin.model.config import MemoryConfig, RogueNetConfig
 from entmachin.model.rogue_net import RogueNet
 
@@ -23,11 +25,14 @@ def _frame(cls=PPO, env=Recall, **kwargs):
 
 
 def test_sequences_are_one_rows_steps_in_time_order_and_minibatches_are_time_major():
-    rows = sequence_rows([(4, 2)], 2, "update")  # rows t * 2 + b of 4 steps of 2 environments
+    rows, _ = sequence_rows([(4, 2)], 2, "update")  # rows t * 2 + b of 4 steps of 2 environments
     assert rows.tolist() == [[0, 2], [1, 3], [4, 6], [5, 7]]
     assert time_major(rows[[0, 3]]).tolist() == [0, 5, 2, 7]
-    assert sequence_rows([(4, 2), (4, 1)], None, "update").tolist() == [[0, 2, 4, 6], [1, 3, 5, 7],
-                                                                        [8, 9, 10, 11]]
+    assert sequence_rows([(4, 2), (4, 1)], None, "update")[0].tolist() == [[0, 2, 4, 6], [1, 3, 5, 7],
+                                                                           [8, 9, 10, 11]]
+    rows, prior = sequence_rows([(6, 2)], 2, "update", burn_in=2)  # the two steps before each sequence
+    assert rows.tolist() == [[0, 2], [1, 3], [4, 6], [5, 7], [8, 10], [9, 11]]
+    assert prior.tolist() == [[-1, -1], [-1, -1], [0, 2], [1, 3], [4, 6], [5, 7]]
     with pytest.raises(ValueError, match="frame.sequence_length=3 does not divide the rollout's 4 steps"):
         sequence_rows([(4, 2)], 3, "PPO.update")
     with pytest.raises(ValueError, match=r"the stored rollouts have \[3, 4\] steps"):
@@ -153,3 +158,44 @@ def test_ppo_with_memory_on_the_card_learns_recall(tmp_path):
     frame = train("Recall", overrides=["train.device=cuda"], progress=False, run_dir=str(tmp_path / "run"))
     assert next(frame.actor.parameters()).device.type == "cuda"
     assert evaluate(frame, Recall, 200, seed=7).mean >= 0.95
+
+
+
+
+def test_burn_in_replays_the_steps_before_each_sequence_from_the_state_stored_with_the_first():
+    """``frame.burn_in``: a minibatch's sequences with ``k`` earlier steps in their rollout start from the state
+    the current network reaches over those steps (stepped one by one here, from the state stored with the first
+    of them, resetting where an episode begins); the others keep the state stored with them."""
+    from entmachin.frame.memory import MemoryRows, sequence_schedule
+    from entmachin.frame.rollout import Rollout
+
+    ppo = _frame(sequence_length=5, burn_in=4, batch_size=40)
+    envs = EnvList(lambda: Recall(delay=2), 4, seed=0)  # 3-step episodes: the states run across sequences
+    RolloutCollector(ppo, envs, 10).collect()
+    envs.close()
+    torch.nn.init.normal_(ppo.actor.memory.out.weight)  # other parameters than the acting ones
+    rollout = Rollout.read(ppo.replay_buffer)
+    schedule, _, burn = sequence_schedule(ppo._chunks, ppo.config, 1, np.random.default_rng(0), "test")
+    rows = schedule[0]  # all 8 sequences, time-major: rows[:8] are their first steps
+    batch = burn.apply(ppo, rollout, 0, rollout.minibatch(torch.from_numpy(rows)))
+    replayed = 0
+    for s, first in enumerate(rows[:8].tolist()):
+        t0, b = divmod(first, 4)
+        if t0 < 4:  # the first window of its row: no earlier steps, the stored state
+            torch.testing.assert_close(batch.state["memory"][s], rollout.state["memory"][first])
+            continue
+        carried = MemoryRows(ppo.actor.memory_size, 1)
+        carried.memory = rollout.state["memory"][(t0 - 4) * 4 + b][None].clone()
+        for t in range(t0 - 4, t0):
+            row = torch.tensor([t * 4 + b])
+            step = {**rollout.state[row], "memory": carried.memory}
+            with torch.no_grad():
+                out = safe_call(ppo.actor, step, {"action": rollout.action[row]})
+            carried.memory = out.memory
+            nxt = (t + 1) * 4 + b
+            if bool(rollout.state["episode_start"][nxt]):  # the next step begins an episode: zeros
+                carried.memory = torch.zeros_like(carried.memory)
+        if not bool(rollout.state["episode_start"][first]):
+            torch.testing.assert_close(batch.state["memory"][s], carried.memory[0], atol=1e-5, rtol=0)
+            replayed += 1
+    assert replayed >= 2

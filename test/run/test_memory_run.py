@@ -45,10 +45,21 @@ def test_the_bundled_recall_config_loads_with_memory():
     ({"log__eval_opponents": ["random"]}, "log.eval_opponents: .* does not carry a recurrent state yet"),
     ({"rollout__symmetries": ["mirror_x"]}, "rollout.symmetries stores images"),
     ({"rollout__overlap": True, "rollout__processes": 2}, "rollout.overlap: true, but the network's memory"),
+    ({"frame__burn_in": 6}, r"frame.burn_in: 6 steps before a sequence, but a rollout of 10 steps in sequences of 5 "
+                            r"has at most 5 before its last sequence"),
+    ({"frame__burn_in": 2, "frame__sequence_length": None}, "frame.sequence_length is null: each rollout is one"),
+    ({"frame__burn_in": 2, "frame__sequence_length": None, "model__memory": None},
+     "frame.burn_in: 2, but model.memory is null"),
 ])
 def test_what_does_not_go_with_memory_is_refused_by_its_setting(changes, message):
     with pytest.raises(ConfigError, match=message):
         config_from_dict(_config(**changes))
+
+
+def test_burn_in_trains(tmp_path):
+    frame = train(_config(frame__burn_in=5), overrides=["train.total_steps=80", "log.eval_interval=80",
+                                                        "log.eval_episodes=2"], progress=False, run_dir=str(tmp_path))
+    assert frame.config.burn_in == 5 and frame.n_updates == 2
 
 
 def test_a_resumed_run_continues_with_the_states_its_rows_had(tmp_path):
