@@ -230,7 +230,8 @@ class OnnxPolicy:
             self._games.pop(game, None)
 
     def outputs(self, vec_obs: VecObs, noise: Optional[Mapping[str, np.ndarray]] = None,
-                memory: Optional[np.ndarray] = None, episode_start: Optional[np.ndarray] = None) -> Dict[str, np.ndarray]:
+                memory: Optional[np.ndarray] = None, episode_start: Optional[np.ndarray] = None
+                ) -> Dict[str, np.ndarray]:
         """Every output of the graph for a batch (``probs/<a>`` or ``q/<a>``, ``argmax/<a>``,
         ``sample/<a>``, ``counts/<a>``; continuous: ``point/<a>`` and the parameters, ``alpha/<a>``
         and ``beta/<a>`` or ``mean/<a>`` and ``log_std/<a>``; with memory ``memory_out``), with the given

@@ -20,7 +20,8 @@ things: a cue shown once, a unit seen and then out of sight. What you learn:
    ``memory_out``, and ``OnnxPolicy`` keeps one state per game (``act(obs, game=KEY)``, ``reset(KEY)`` when
    that game's episode begins) or per batch row (``act_batch``).
 4. **What memory does not do yet** is refused by name rather than run without it: DQN, behaviour
-   cloning, self-play and evaluation opponents, symmetries and overlapped collection (section 4 shows one).
+   cloning, self-play, symmetries and overlapped collection (section 4 shows one). Matches against
+   opponents (``log.eval_opponents``, ``entmachin eval --opponent``, leagues) keep a state per game and seat.
 
 Result of the full run (seed 0, one torch thread, a two-core machine): with memory 1.000 over 1,000
 episodes after 20,480 steps (about 20 s); the same config without memory 0.250 (its bound is 0.25); the
@@ -80,7 +81,7 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
 
     print("4. What does not carry a state yet is refused by its setting")
     try:
-        train("Recall", overrides=[*budget, "log.eval_opponents=[random]"], progress=False,
+        train("Recall", overrides=[*budget, "rollout.overlap=true"], progress=False,
               run_dir=os.path.join(root, "refused"))
     except ConfigError as e:
         out["refused"] = str(e)

@@ -29,7 +29,7 @@ from entmachin.frame.collector import default_actions
 from entmachin.frame.config import resolve
 from entmachin.run.build import seeds
 from entmachin.run.envs import EnvFactory
-from entmachin.frame.memory import refuse_memory
+from entmachin.frame.memory import memory_rows
 from entmachin.run.evaluation import Version, eval_envs, load_trained, run_dir_of
 from entmachin.run.logs import RunError
 
@@ -94,17 +94,46 @@ def call_policy(fn: Callable[..., Any], obs: Observation, obs_space: Any, action
 
 
 class PolicyPlayer:
-    """Plays a seat with a frame's policy, one batched forward pass for every game's observation."""
+    """Plays a seat with a frame's policy, one batched forward pass for every game's observation.
+
+    A policy with memory (``model.memory``; ``remembers`` is True) keeps a state per game and seat: ``choose``
+    then takes ``games``, each observation's game (any hashable; a game it has not seen begins there), and
+    :func:`play_matches` shows it every step of its seats, also those where it has no actor, so that the state
+    follows the game; ``forget(game)`` drops a finished game's states.
+    """
 
     def __init__(self, frame: Any, obs_space: Any, action_space: Mapping[str, Any], deterministic: bool = True,
                  name: str = "agent") -> None:
         self.frame, self.obs_space, self.action_space = frame, obs_space, action_space
         self.deterministic, self.name = deterministic, name
+        self.remembers = memory_rows(frame, 0) is not None
+        self._states: Dict[Tuple[Any, str], Any] = {}  # (game, seat) -> that seat's state, a policy with memory
 
-    def choose(self, observations: Sequence[Observation], seats: Sequence[str]) -> List[Dict[str, Any]]:
+    def choose(self, observations: Sequence[Observation], seats: Sequence[str],
+               games: Optional[Sequence[Any]] = None) -> List[Dict[str, Any]]:
         vec = batch_obs(list(observations), self.obs_space, self.action_space)
-        result = self.frame.act(to_state(vec, self.action_space), self.deterministic, collect_stats=False)
+        state = to_state(vec, self.action_space)
+        keys = None
+        if self.remembers:
+            if games is None:
+                raise OpponentError(f"{self.name}: a policy with memory (model.memory) keeps a state per game: "
+                                    "choose() needs games=, each observation's game")
+            keys = list(zip(games, seats))
+            rows = memory_rows(self.frame, len(keys))
+            for k, key in enumerate(keys):  # games not seen yet begin here (zeros, episode_start)
+                if key in self._states:
+                    rows.memory[k], rows.episode_start[k] = self._states[key], False
+            state = rows.state(state)
+        result = self.frame.act(state, self.deterministic, collect_stats=False)
+        if keys is not None:
+            for key, memory in zip(keys, result.memory.detach().cpu()):
+                self._states[key] = memory
         return _row_actions(default_actions(result)[1], observations, self.obs_space, self.action_space)
+
+    def forget(self, game: Any) -> None:
+        """Drops every seat's state of ``game`` (a policy with memory)."""
+        for key in [key for key in self._states if key[0] == game]:
+            del self._states[key]
 
 
 def load_opponent(spec: str, factory: Callable[[], Any], seed: int, deterministic: bool = True) -> Any:
@@ -132,7 +161,6 @@ def load_opponent(spec: str, factory: Callable[[], Any], seed: int, deterministi
         return FunctionPlayer(scripted, obs_space, action_space, rng, "scripted")
     if os.path.isdir(spec):
         frame, _, _ = load_trained(spec, factory)
-        refuse_memory(frame, "--opponent", RunError)
         return PolicyPlayer(frame, obs_space, action_space, deterministic, name=_run_name(spec))
     if ":" in spec:
         return FunctionPlayer(resolve_function(spec, "--opponent"), obs_space, action_space, rng, spec)
@@ -223,12 +251,16 @@ def play_matches(make_env: Callable[[], Any], agent: Any, opponent: Any, games: 
         while live:
             moves: List[Dict[str, Dict[str, Any]]] = [{seat: {} for seat in seats} for _ in range(n)]
             for player, mine in ((agent, True), (opponent, False)):
-                asked = [(i, seat) for i in live for k, seat in enumerate(seats)
-                         if ((k == game[i] % len(seats)) == mine) and has_actors(obs[i][seat], obs_space)]
+                remembers = getattr(player, "remembers", False)  # sees every step of its seats, actors or not
+                asked = [(i, seat) for i in live for k, seat in enumerate(seats) if (k == game[i] % len(seats)) == mine
+                         and (remembers or has_actors(obs[i][seat], obs_space))]
                 if asked:
-                    chosen = player.choose([obs[i][seat] for i, seat in asked], [seat for _, seat in asked])
-                    for (i, seat), actions in zip(asked, chosen):
-                        moves[i][seat] = actions
+                    observed = [obs[i][seat] for i, seat in asked]
+                    chosen = player.choose(observed, [seat for _, seat in asked],
+                                           **({"games": [game[i] for i, _ in asked]} if remembers else {}))
+                    for (i, seat), actions, seen in zip(asked, chosen, observed):
+                        if has_actors(seen, obs_space):
+                            moves[i][seat] = actions
             for i in list(live):
                 stepped = envs[i].act(moves[i])
                 done = check_game_step(type(envs[i]).__name__ + ".act()", stepped, seats)
@@ -237,6 +269,9 @@ def play_matches(make_env: Callable[[], Any], agent: Any, opponent: Any, games: 
                 if done or steps[i] >= max_game_steps:
                     stated = [stepped[seat].result for seat in seats] if done else [None] * len(seats)
                     scores.append(game_results(stated, returns[i])[game[i] % len(seats)])
+                    for player in (agent, opponent):
+                        if getattr(player, "remembers", False):
+                            player.forget(game[i])
                     if started < games:
                         game[i], started = started, started + 1
                         stepped, returns[i], steps[i] = envs[i].reset(), np.zeros(len(seats)), 0
@@ -262,7 +297,6 @@ def match_checkpoint(path: str, opponent: str, games: int, deterministic: bool, 
 
 def match(frame: Any, factory: EnvFactory, opponent: Any, games: int, deterministic: bool, seed: int) -> MatchResult:
     """``games`` games of ``frame``'s policy against ``opponent`` (a name, or a player from ``load_opponent``)."""
-    refuse_memory(frame, "matches", RunError)
     obs_space, action_space = factory.spaces()
     player = load_opponent(opponent, factory, seed + 1, deterministic) if isinstance(opponent, str) else opponent
     agent = PolicyPlayer(frame, obs_space, action_space, deterministic)

@@ -49,6 +49,4 @@ def _unsupported(config: RunConfig) -> Optional[str]:
         return f"selfplay.seats: {config.selfplay.seats} plays snapshots of the policy"
     if config.rollout.symmetries:
         return "rollout.symmetries stores images of the rows"
-    if config.log.eval_opponents:
-        return f"log.eval_opponents: {list(config.log.eval_opponents)} plays matches"
     return None

@@ -138,3 +138,43 @@ def test_bad_opponents_are_refused_in_one_line(duel_run, tmp_path, capsys):
     assert "c4/checkpoints' was trained on other spaces than RockPaperScissorsDuel's" in err, err
     assert "has one player; opponents need a game of several" in error_of(
         capsys, ["train", "Count", "--set", "log.eval_opponents=[random]", "--run-dir", str(tmp_path / "count")])
+
+
+def test_a_policy_with_memory_keeps_a_state_per_game_and_seat_and_sees_every_step_of_its_seat():
+    """ConnectFour's seats move in turn: the agent with memory is shown its seat's observation at every step
+    (the opponent's moves included), begins each game from a fresh state, and drops it when the game ends."""
+    import torch
+    from torch import nn
+
+    from entmachin.frame import PPO
+    from entmachin.model import RogueNet
+    from entmachin.model.config import MemoryConfig, RogueNetConfig
+    from entmachin.run.matches import PolicyPlayer
+
+    env = ConnectFour()
+    net = RogueNet(env.obs_space(), env.action_space(), RogueNetConfig(d_model=16, memory=MemoryConfig(size=4)))
+    ppo = PPO(net, net.critic(), torch.optim.Adam, nn.MSELoss())
+    agent = PolicyPlayer(ppo, env.obs_space(), env.action_space())
+    assert agent.remembers
+    calls, act = [], ppo.act
+
+    def spy(state, *args, **kwargs):
+        calls.append(state["episode_start"][:, 0].tolist())
+        return act(state, *args, **kwargs)
+
+    ppo.act = spy
+    steps = []
+
+    class Counted(ConnectFour):
+        def act(self, actions):
+            steps.append(1)
+            return super().act(actions)
+
+    result = play_matches(Counted, agent, RandomPlayer(env.obs_space(), env.action_space(),
+                                                       np.random.default_rng(0)), 4, seed=0, num_envs=2)
+    assert result.wins + result.draws + result.losses == 4
+    assert sum(sum(flags) for flags in calls) == 4  # each game began once from a fresh state
+    assert sum(len(flags) for flags in calls) == len(steps)  # every step of its seat, the opponent's moves too
+    assert agent._states == {}  # every finished game's states dropped
+    with pytest.raises(OpponentError, match="choose\\(\\) needs games="):
+        agent.choose([env.reset()["0"]], ["0"])

@@ -42,7 +42,6 @@ def test_the_bundled_recall_config_loads_with_memory():
     ({"model__memory": None}, "frame.sequence_length: 5, but model.memory is null"),
     ({"model__memory": {"kind": "gru", "per_entity": True}}, "model.memory.per_entity: one state per entity id"),
     ({"model__memory": {"kind": "rnn"}}, "model.memory.kind: expected one of"),
-    ({"log__eval_opponents": ["random"]}, "log.eval_opponents: .* does not carry a recurrent state yet"),
     ({"rollout__symmetries": ["mirror_x"]}, "rollout.symmetries stores images"),
     ({"rollout__overlap": True, "rollout__processes": 2}, "rollout.overlap: true, but the network's memory"),
     ({"frame__burn_in": 6}, r"frame.burn_in: 6 steps before a sequence, but a rollout of 10 steps in sequences of 5 "
@@ -137,3 +136,18 @@ def test_processes_auto_measures_a_network_with_memory_acting_on_its_states():
 
     env_s, act_s = measure_step_costs(config_from_dict(_config()), budget_s=0.01)
     assert env_s > 0 and act_s > 0
+
+
+def test_a_game_with_memory_is_evaluated_against_its_opponents(tmp_path):
+    """Two seats played by one policy with memory (selfplay.seats: all), evaluated against ``random`` in matches
+    where it keeps a state per game and seat."""
+    data = {"env": {"name": "ConnectFour"}, "model": {"critic": "shared", "d_model": 16,
+                                                       "memory": {"kind": "lstm", "size": 8}},
+            "frame": {"name": "PPO", "batch_size": 32, "sequence_length": 4},
+            "rollout": {"num_envs": 4, "n_steps": 8}, "selfplay": {"seats": "all"},
+            "train": {"total_steps": 64}, "log": {"eval_interval": 64, "eval_episodes": 4, "eval_opponents": ["random"]}}
+    import json
+
+    train(data, progress=False, run_dir=str(tmp_path))
+    records = json.loads((tmp_path / "eval.json").read_text())
+    assert records and 0.0 <= records[-1]["win_rate"]["random"] <= 1.0
