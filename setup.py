@@ -34,6 +34,8 @@ setup(
             "onnx>=1.14", "onnxruntime>=1.15", "pyarrow>=14,<26",
             # test_schema: `entmachin schema` checked with a JSON Schema validator (draft 2020-12).
             "jsonschema>=4.18",
+            # test_tune: the tune extra's packages (studies on SQLite, and on PostgreSQL where its server is installed).
+            "optuna>=4.0", "psycopg[binary]>=3.1",
         ],
         # Optional: ragged-buffer's RaggedBuffer* values are then accepted and converted. Its
         # wheels stop at Python 3.11 (and numpy 1); entmachin's own arrays need neither.
@@ -47,6 +49,10 @@ setup(
         # entmachin.data: datasets of episodes as Parquet parts (entmachin record / relabel). pyarrow 26 refuses
         # numpy 1 (which ragged-buffer needs) at import; 25 runs on numpy 1 and 2.
         "data": ["pyarrow>=14,<26"],
+        # entmachin tune: Optuna's TPE sampler and pruners over the config's tune: section; its RDB storage on
+        # SQLite (nothing to start), or PostgreSQL shared by several machines (psycopg: SQLAlchemy's driver for
+        # postgresql:// URLs). MySQL: add pymysql and give a mysql+pymysql:// URL.
+        "tune": ["optuna>=4.0", "psycopg[binary]>=3.1"],
     },
     entry_points={"console_scripts": ["entmachin = entmachin.run.cli:main"]},
     package_data={"entmachin.run": ["configs/*.yaml"]},

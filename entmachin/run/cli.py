@@ -98,6 +98,22 @@ def _parser() -> argparse.ArgumentParser:
                        help="bundled config of this frame")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
 
+    tune = commands.add_parser("tune", help="search a config's hyperparameters (its tune: section) with Optuna")
+    tune.add_argument("target", nargs="?", default=None,
+                      help="a YAML config with a tune: section, or an example environment's name (its bundled config)")
+    tune.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                      help="override a config field, e.g. --set tune.steps=50000 (repeatable)")
+    tune.add_argument("--trials", type=int, default=None, help="finished trials the study should hold "
+                                                               "(default: tune.trials)")
+    tune.add_argument("--jobs", type=int, default=1, help="trials run at once, each in a process of its own")
+    tune.add_argument("--storage", default=None, help="an Optuna storage URL (e.g. postgresql://user@host/db) shared "
+                                                      "by several machines; default: study.db in the study directory")
+    tune.add_argument("--study", default=None, help="the study's name (default: <env>-tune)")
+    tune.add_argument("--dir", dest="study_dir", default=None,
+                      help="the study directory (default: studies/<study name>); running again continues it")
+    tune.add_argument("--report", metavar="STUDY_DIR", default=None,
+                      help="print a study's best trials and write best.yaml and the PNGs, without running trials")
+
     evaluate = commands.add_parser("eval", help="evaluate a run's latest checkpoint (or another, or its best)")
     evaluate.add_argument("run_dir", help="a run directory (or its checkpoints/ directory)")
     evaluate.add_argument("--checkpoint", type=_checkpoint, default=None, metavar="STEPS|best",
@@ -212,7 +228,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return {"train": commands.train, "eval": commands.evaluate_run, "envs": commands.list_envs,
                 "init": commands.init, "schema": commands.schema, "play": commands.play,
                 "league": commands.league, "export": commands.export,
-                "record": commands.record, "relabel": commands.relabel, "verify": commands.verify}[args.command](args)
+                "record": commands.record, "relabel": commands.relabel, "verify": commands.verify,
+                "tune": commands.tune}[args.command](args)
     except KeyboardInterrupt:
         print("entmachin: interrupted", file=sys.stderr)
         return 130

@@ -274,3 +274,24 @@ def relabel(args: argparse.Namespace) -> int:
     print(f"relabelled {writer.rows} rows ({writer.parts} parts) of {args.dataset} with {args.reward} into {args.out}")
     return 0
 
+
+
+def tune(args: argparse.Namespace) -> int:
+    """``entmachin tune``: runs (or continues) a study, then prints its table; ``--report`` prints it only."""
+    from entmachin.run.tune.report import report
+    from entmachin.run.tune.study import run_study
+
+    if args.report is not None:
+        study_dir = args.report
+    else:
+        config = resolve_train_config(args.target, args.overrides)
+        study_dir = args.study_dir or os.path.join("studies", args.study or f"{config.env.name}-tune")
+        try:
+            run_study(config, study_dir, trials=args.trials, jobs=args.jobs, storage=args.storage, name=args.study)
+        except KeyboardInterrupt:
+            print(f"entmachin tune: interrupted; the study in {study_dir} keeps its finished trials (run the command "
+                  "again to continue it)", file=sys.stderr)
+            return 130
+    for line in report(study_dir):
+        print(line)
+    return 0

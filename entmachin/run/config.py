@@ -44,7 +44,7 @@ from entmachin.run.defaults import frame_defaults, model_defaults
 from entmachin.run.memory_rules import check_memory
 from entmachin.run.sections import (_DERIVED, FRAMES, Q_FRAMES, BCSection, ConfigError, DistributedSection,
                                     EnvSection, FrameSection, LogSection, ModelSection, RolloutSection, RunConfig,
-                                    SelfPlaySection, TrainSection, update_times)
+                                    SelfPlaySection, TrainSection, TuneSection, update_times)
 from entmachin.run.typed import _convert, _dataclass_from, _did_you_mean
 
 __all__ = ["ConfigError", "EnvSection", "ModelSection", "FrameSection", "RolloutSection", "TrainSection",
@@ -108,7 +108,8 @@ def _frame_from(value: Any, rows: int, total_steps: int) -> FrameSection:
 
 
 _SECTIONS = {"env": EnvSection, "model": ModelSection, "rollout": RolloutSection, "train": TrainSection,
-             "log": LogSection, "distributed": DistributedSection, "selfplay": SelfPlaySection, "bc": BCSection}
+             "log": LogSection, "distributed": DistributedSection, "selfplay": SelfPlaySection, "bc": BCSection,
+             "tune": TuneSection}
 
 
 def config_from_dict(data: Any, source: str = "config") -> RunConfig:

@@ -104,6 +104,7 @@ def _unread(data: Mapping[str, Any], continuous_actions: bool) -> Dict[str, Any]
         unread["selfplay"] = None
     if name != "BC":
         unread["bc"] = None
+    unread["tune"] = None  # a study's settings; its trials' own values are in the other sections
     return unread
 
 

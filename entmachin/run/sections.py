@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Dict, Literal, Optional, Tuple, Union
 
 from entmachin.frame.config import A2CConfig, BCConfig, DQNConfig, DQNPerConfig, PPOConfig
 from entmachin.model.config import RogueNetConfig
+from entmachin.run.tune.section import TuneSection
 from entmachin.settings import documented, setting
 
 __all__ = ["ConfigError", "EnvSection", "ModelSection", "FrameSection", "RolloutSection", "TrainSection",
@@ -364,6 +365,8 @@ class RunConfig:
         default_factory=SelfPlaySection,
         doc="games of several players: the learner's seats and its pool of past selves")
     bc: BCSection = setting(default_factory=BCSection, doc="behaviour cloning: the dataset (frame.name: BC)")
+    tune: TuneSection = setting(default_factory=TuneSection,
+                                doc="entmachin tune: the metric, the budget per trial and the space searched")
 
     @property
     def rows_per_update(self) -> int:
