@@ -50,6 +50,7 @@ TINY = {
     "bench_memory.py": (["--n-envs", "4", "--n-steps", "4", "--batch-size", "8", "--epochs", "1", "--size", "4",
                          "--sequence-length", "2", "--iterations", "1", "--rounds", "1", "--recall-seeds"],
                         "memory / feed-forward update cost per row"),
+    "bench_tune.py": (["--trials", "2", "--steps", "64", "--rounds", "1"], "tuner overhead per trial"),
     "bench_overlap.py": (["--workloads", "bundled", "--num-envs", "4", "--rounds", "1", "--warmup", "1"],
                          "overlapped / sequential"),
     "bench_parallel_env_list.py": (["--num-envs", "3", "--env-steps", "12", "--block-env-steps", "6",

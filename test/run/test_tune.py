@@ -97,6 +97,9 @@ def test_a_directory_of_another_study_or_an_unreachable_storage_is_refused_befor
     (tmp_path / "other" / "notes.txt").write_text("mine")
     with pytest.raises(TuneError, match="exists and holds no study"):
         run_study(_config(trials=1), str(tmp_path / "other"))
+    with pytest.raises(ConfigError, match="tune: a trial's config is refused: train.total_steps: 32 is less than one "
+                                          "rollout"):
+        run_study(_config(trials=1, steps=32), str(tmp_path / "short"))
     with pytest.raises(TuneError, match="--storage postgresql://nobody@127.0.0.1:9/none: cannot open the study"):
         run_study(_config(trials=1), str(tmp_path / "pg"), storage="postgresql://nobody@127.0.0.1:9/none")
     assert not (tmp_path / "pg").exists()
@@ -211,3 +214,16 @@ def test_ctrl_c_ends_the_running_trial_and_leaves_the_study_whole(tmp_path):
     assert "interrupted; the study in" in err
     states = [t.state.name for t in _trials(study_dir)]
     assert states == ["FAIL"], states  # not left RUNNING: the study is whole
+
+
+def test_a_study_whose_trials_keep_failing_stops_after_three(tmp_path, monkeypatch):
+    from entmachin.run.logs import RunError
+    from entmachin.run.runner import Runner
+
+    def broken(self):
+        raise RunError("the environment broke")
+
+    monkeypatch.setattr(Runner, "train", broken)
+    study_dir = str(tmp_path / "study")
+    run_study(_config(trials=5), study_dir)
+    assert [t.state.name for t in _trials(study_dir)] == ["FAIL"] * 3

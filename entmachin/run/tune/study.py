@@ -69,6 +69,10 @@ def open_study(config: RunConfig, study_dir: str, name: Optional[str], storage: 
     if not config.tune.space:
         raise ConfigError("tune.space: empty; name at least one config key to search, e.g. "
                           "{frame.actor_learning_rate: {log_uniform: [0.0001, 0.003]}}")
+    try:  # a trial's own settings (tune.steps as train.total_steps), before any trial
+        trial_config(config, {}, 0)
+    except ConfigError as e:
+        raise ConfigError(f"tune: a trial's config is refused: {e}") from None
     record_path = os.path.join(study_dir, STUDY_FILE)
     tuned = _tuned(config)
     if os.path.exists(record_path):
@@ -168,8 +172,23 @@ def _suggest(trial: Any, d: Dimension) -> Any:
     return trial.suggest_categorical(d.key, d.values)
 
 
-def _say(study: Any, trial: Any) -> None:
-    """One line per trial as it ends: its value, where it was pruned, or why it failed."""
+class _Say:
+    """One line per trial as it ends (its value, where it was pruned, or why it failed); after ``limit`` trials
+    in a row that failed, the study stops (they would go on failing: a config or an environment that breaks)."""
+
+    def __init__(self, limit: int = 3) -> None:
+        self.limit, self.failed = limit, 0
+
+    def __call__(self, study: Any, trial: Any) -> None:
+        _say(trial)
+        self.failed = self.failed + 1 if trial.state.name == "FAIL" else 0
+        if self.failed >= self.limit:
+            logger.error("entmachin tune: %d trials in a row failed; the study stops (the last: %s)", self.failed,
+                         trial.system_attrs.get("fail_reason", ""))
+            study.stop()
+
+
+def _say(trial: Any) -> None:
     state = trial.state.name
     if state == "COMPLETE":
         values = ", ".join(f"{k}={v}" for k, v in trial.params.items())
@@ -194,7 +213,7 @@ def _work(config_data: Dict[str, Any], study_dir: str, name: str, storage: str, 
     if sum(t.state in states for t in study.trials) >= trials:
         return
     try:
-        study.optimize(_objective(config, check_space(config), study_dir), callbacks=[stop, _say],
+        study.optimize(_objective(config, check_space(config), study_dir), callbacks=[stop, _Say()],
                        catch=(RunError, ConfigError))
     except KeyboardInterrupt:
         if not child:
