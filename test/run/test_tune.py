@@ -227,3 +227,12 @@ def test_a_study_whose_trials_keep_failing_stops_after_three(tmp_path, monkeypat
     study_dir = str(tmp_path / "study")
     run_study(_config(trials=5), study_dir)
     assert [t.state.name for t in _trials(study_dir)] == ["FAIL"] * 3
+
+
+def test_jobs_run_trials_in_processes_of_their_own_on_one_study(tmp_path):
+    study_dir = str(tmp_path / "study")
+    run_study(_config(trials=3, pruner="none"), study_dir, jobs=2)
+    trials = _trials(study_dir)
+    assert len(trials) >= 3 and len({t.number for t in trials}) == len(trials)
+    assert all(t.state.name == "COMPLETE" for t in trials)
+    assert all(os.path.exists(os.path.join(study_dir, f"trial-{t.number:04d}", "eval.json")) for t in trials)

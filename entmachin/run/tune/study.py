@@ -204,6 +204,8 @@ def _work(config_data: Dict[str, Any], study_dir: str, name: str, storage: str, 
           child: bool = False) -> None:
     """One process's share of a study: trials until the study holds ``trials`` finished ones (a ``child``
     process of ``--jobs`` ends quietly at Ctrl-C; the command's own process says it)."""
+    if child and not logging.getLogger().handlers:  # a spawned process: its trials' lines as the command's
+        logging.basicConfig(level=logging.INFO, format="%(message)s")
     optuna = _optuna()
     config = config_from_dict(config_data, "tune")
     study = optuna.load_study(study_name=name, storage=storage,
