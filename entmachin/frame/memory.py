@@ -27,10 +27,8 @@ from entmachin.model.memory import memory_size
 from entmachin.model.wrappers import unwrap
 from entmachin.ragged import arrdict, trees
 
-__all__ = ["MemoryRows", "memory_rows", "refuse_memory", "sequence_rows", "time_major", "sequence_values",
-           "MEMORY_KEYS"]
-
-MEMORY_KEYS = ("memory", "episode_start")  # the state's entries a network with memory reads
+__all__ = ["MemoryRows", "memory_rows", "refuse_memory", "sequence_rows", "sequence_schedule", "BurnIn", "time_major",
+           "blocks", "sequence_values"]
 
 
 class MemoryRows:
