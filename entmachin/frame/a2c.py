@@ -38,10 +38,10 @@ from torch import nn
 
 from entmachin.buffer import RolloutBuffer
 from entmachin.frame.base import Frame
-from entmachin.frame.config import A2CConfig
 from entmachin.frame import memory
-from entmachin.frame.gae import (OLD_LOG_PROB_ROWS, REPORTED, Losses, acting_rows, explained_variance, mean_of, normalized, old_log_probs,
-                                 old_units, units_of)
+from entmachin.frame.config import A2CConfig
+from entmachin.frame.gae import (OLD_LOG_PROB_ROWS, REPORTED, Losses, acting_rows, explained_variance, mean_of,
+                                 normalized, old_log_probs, old_units, units_of)
 from entmachin.frame.rollout import MAJOR_ATTRS, Rollout, Steps, minibatch_schedule, to_rollout, value_targets
 from entmachin.frame.safe_call import ActorCriticCalls, accepts
 from entmachin.frame.stepping import InterruptGuard, LazyOptimizers, OptimizerStep, UpdateSteps
@@ -116,6 +116,7 @@ class A2C(ActorCriticCalls, Frame):
                              "(net.critic(); model.critic: shared): the stored states are the actor's")
         self._chunks: List[Tuple[int, int]] = []  # (T, B) of each stored rollout, for a network with memory
         self._sequence: Dict[str, int] = {}  # while an update trains over sequences: {"sequence_length": L}
+        self._burn: Optional[memory.BurnIn] = None  # while an update trains with frame.burn_in
 
     def _default_buffer(self) -> RolloutBuffer:
         return RolloutBuffer(self.config.replay_size, self.config.replay_device)
@@ -247,7 +248,6 @@ class A2C(ActorCriticCalls, Frame):
         """The minibatches of one update over ``rollout``, in train mode; what they measured."""
         cfg, name = self.config, steps.where
         n_policy, n_value = cfg.actor_update_times, cfg.critic_update_times
-        self._burn = None
         if self._memory:  # whole sequences, time-major, with the unroll's length passed to the networks
             schedule, self._sequence, self._burn = memory.sequence_schedule(self._chunks, cfg, max(n_policy, n_value),
                                                                             self._rng, name)
@@ -256,7 +256,7 @@ class A2C(ActorCriticCalls, Frame):
         try:
             return self._train_on(rollout, schedule, steps, update_value, update_policy, entropy_scale)
         finally:
-            self._sequence = {}
+            self._sequence, self._burn = {}, None
 
     def _train_on(self, rollout: Rollout, schedule: List[np.ndarray], steps: UpdateSteps, update_value: bool,
                   update_policy: bool, entropy_scale: float) -> UpdateStats:

@@ -345,7 +345,8 @@ class RolloutCollector:
             next_state = self._next_state(obs, after)
             if self._memory is not None:  # a truncated row's final observation is valued with the state it reached
                 carried = self._memory.advance(acted, obs.done)
-                next_state = {**next_state, "memory": carried, "episode_start": torch.zeros(len(obs), 1, dtype=torch.bool)}
+                next_state = {**next_state, "memory": carried,
+                              "episode_start": torch.zeros(len(obs), 1, dtype=torch.bool)}
             seen.append((state, stored_action, next_state, obs.reward, obs.done, obs.truncated))
             self._state = after
 

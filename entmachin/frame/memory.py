@@ -27,8 +27,8 @@ from entmachin.model.memory import memory_size
 from entmachin.model.wrappers import unwrap
 from entmachin.ragged import arrdict, trees
 
-__all__ = ["MemoryRows", "memory_rows", "refuse_memory", "sequence_rows", "sequence_schedule", "BurnIn", "time_major",
-           "blocks", "sequence_values"]
+__all__ = ["MemoryRows", "actor_memory_size", "memory_rows", "refuse_memory", "sequence_rows", "sequence_schedule",
+           "BurnIn", "time_major", "blocks", "sequence_values"]
 
 
 class MemoryRows:
@@ -78,16 +78,21 @@ class MemoryRows:
         self.episode_start = torch.as_tensor(snapshot["episode_start"]).bool()
 
 
+def actor_memory_size(frame: Any) -> int:
+    """The width of the recurrent state of a frame's actor per row (0: no memory, or no actor)."""
+    return memory_size(unwrap(getattr(frame, "actor", None)))
+
+
 def memory_rows(frame: Any, n_rows: int) -> Optional[MemoryRows]:
     """A :class:`MemoryRows` for the frame's actor where it has memory, else None."""
-    size = memory_size(unwrap(getattr(frame, "actor", None)))
+    size = actor_memory_size(frame)
     return MemoryRows(size, n_rows) if size else None
 
 
 def refuse_memory(frame: Any, what: str, error: type = ValueError) -> None:
     """Raises ``error`` where the frame's actor has memory, which ``what`` (a command or a feature that
     acts without carrying the rows' states) does not carry yet."""
-    if memory_rows(frame, 0) is not None:
+    if actor_memory_size(frame):
         raise error(f"{what}: this run's network has memory (model.memory), which {what} does not carry yet; "
                     "entmachin eval and training do")
 

@@ -19,6 +19,7 @@ from entmachin.env.symmetry import Symmetry, check_symmetries
 from entmachin.frame import A2C, BC, DQN, PPO, DQNPer
 from entmachin.frame.config import resolve
 from entmachin.frame.memory import MemoryRows
+from entmachin.model.memory import memory_size
 from entmachin.frame.safe_call import safe_call
 from entmachin.model import DenseNet, RogueNet
 from entmachin.ragged.tensor import tree_to_torch
@@ -166,7 +167,7 @@ def measure_step_costs(config: RunConfig, budget_s: float = PROBE_S) -> Tuple[fl
             n += 1
         net = _networks(config, envs.obs_space(), space)[0].to(torch.device(config.train.device))
         state = tree_to_torch(to_state(obs, space))
-        rows = MemoryRows(net.memory_size, len(obs)) if getattr(net, "memory_size", 0) else None
+        rows = MemoryRows(memory_size(net), len(obs)) if memory_size(net) else None
         state = state if rows is None else rows.state(state)  # acting with memory reads the rows' states
         with torch.no_grad():  # safe_call moves the state to the network's device, as acting does
             safe_call(net, state)  # the first call pays for what is done once

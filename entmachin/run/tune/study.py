@@ -111,8 +111,14 @@ def open_study(config: RunConfig, study_dir: str, name: Optional[str], storage: 
 
 def _tuned(config: RunConfig) -> Dict[str, Any]:
     """The config a study tunes, as plain data (its trial count left out: a study continues with more)."""
-    data = config_to_dict(config)
+    data = _without_run_dir(config)
     data["tune"] = {k: v for k, v in data["tune"].items() if k != "trials"}
+    return data
+
+
+def _without_run_dir(config: RunConfig) -> Dict[str, Any]:
+    """A config as plain data without ``log.run_dir`` (which a study's and a trial's directories decide)."""
+    data = config_to_dict(config)
     data["log"] = {k: v for k, v in data["log"].items() if k != "run_dir"}
     return data
 
@@ -258,8 +264,6 @@ def run_study(config: RunConfig, study_dir: str, *, trials: Optional[int] = None
 def best_config(config: RunConfig, study: Any) -> Dict[str, Any]:
     """The best trial's config as plain data (``entmachin train`` takes it as it is): its values, the study's
     budget per trial and the config's own seed, without the ``tune`` section's space."""
-    best = trial_config(config, study.best_trial.params, 0)
-    data = config_to_dict(best)
+    data = _without_run_dir(trial_config(config, study.best_trial.params, 0))
     data.pop("tune")
-    data["log"] = {k: v for k, v in data["log"].items() if k != "run_dir"}
     return data
