@@ -122,6 +122,37 @@ def test_a_pruned_trial_stops_at_the_evaluation_the_pruner_names_and_counts_in_t
         assert os.listdir(os.path.join(study_dir, f"trial-{t.number:04d}", "checkpoints"))
 
 
+def test_score_mean_values_a_trial_by_the_mean_of_its_evaluations(tmp_path):
+    """tune.score: mean: a trial's value is the mean over its evaluations (the final one included once), so a
+    config that learns in fewer steps scores higher; final: the last evaluation's."""
+    for score in ("mean", "final"):
+        study_dir = str(tmp_path / score)
+        run_study(_config(trials=2, score=score, pruner="none"), study_dir)
+        for t in _trials(study_dir):
+            with open(os.path.join(study_dir, f"trial-{t.number:04d}", "eval.json")) as f:
+                means = [r["mean"] for r in yaml.safe_load(f)]
+            assert len(means) == 2  # 128 and 256 (the final one at 256, not twice)
+            assert t.value == pytest.approx(sum(means) / len(means) if score == "mean" else means[-1])
+
+
+def test_a_failed_trial_says_why(tmp_path, monkeypatch, caplog):
+    """A run that raises fails its trial with its error on the trial's line (optuna keeps it in no attribute)."""
+    from entmachin.run import runner
+    from entmachin.run.logs import RunError
+
+    def broken(*args, **kwargs):
+        raise RunError("the environment broke at step 3")
+
+    monkeypatch.setattr(runner, "Runner", broken)
+    with caplog.at_level("WARNING", logger="entmachin.run.tune.study"):
+        run_study(_config(trials=5), str(tmp_path / "study"))
+    trials = _trials(str(tmp_path / "study"))
+    assert [t.state.name for t in trials] == ["FAIL"] * 3  # three in a row: the study stops
+    assert trials[0].user_attrs["fail_reason"] == "RunError: the environment broke at step 3"
+    assert "trial 0: fail (RunError: the environment broke at step 3)" in caplog.text
+    assert "3 trials in a row failed; the study stops (the last: RunError: the environment broke" in caplog.text
+
+
 def _command(study_dir, config_path, *extra, storage=None):
     env = {**os.environ, "PYTHONPATH": ROOT, "OMP_NUM_THREADS": "1"}
     args = [sys.executable, "-m", "entmachin", "tune", config_path, "--dir", study_dir, *extra]

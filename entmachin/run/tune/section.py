@@ -25,6 +25,9 @@ class TuneSection:
         "return", "what a trial scores: return (the final evaluation's mean return) or an opponent of "
                   "log.eval_opponents (the final evaluation's win rate against it)")
     direction: Literal["maximize", "minimize"] = setting("maximize", "maximize or minimize the metric")
+    score: Literal["final", "mean"] = setting(
+        "final", "a seed's figure: final (its last evaluation) or mean (the mean of its evaluations along the way, "
+                 "the area under its learning curve: it favours a config that gets there in fewer steps)")
     steps: Optional[int] = setting(None, "environment steps per trial (per seed); null: train.total_steps")
     seeds: int = setting(1, "seeds per trial (train.seed, train.seed + 1, ...); a trial's value is their median")
     trials: int = setting(20, "trials in the study, counted over every process working on it (--trials)")

@@ -124,16 +124,28 @@ def _without_run_dir(config: RunConfig) -> Dict[str, Any]:
 
 
 class _Report(Callback):
-    """Reports a trial's evaluations to Optuna as it trains and stops the run when the pruner says so."""
+    """Follows one seed's evaluations: its figure so far (``tune.score``), reported to Optuna as it trains when
+    it is the seed the pruner follows, the run stopped when the pruner says so."""
 
-    def __init__(self, trial: Any, metric: str) -> None:
-        self.trial, self.metric, self.pruned = trial, metric, False
+    def __init__(self, trial: Any, tune: Any, prune: bool) -> None:
+        self.trial, self.metric, self.score, self.prune = trial, tune.metric, tune.score, prune
+        self.figures: List[float] = []
+        self.pruned = False
+
+    def figure(self) -> float:
+        """The seed's figure: its last evaluation's, or the mean of all of them (nan before any)."""
+        if not self.figures:
+            return math.nan
+        return self.figures[-1] if self.score == "final" else float(statistics.fmean(self.figures))
 
     def on_evaluation(self, run: Any, record: Dict[str, Any]) -> None:
         value = metric_of(record, self.metric)
-        if record.get("final") or math.isnan(value):
+        if math.isnan(value):
             return
-        self.trial.report(value, step=int(record["env_steps"]))
+        self.figures.append(value)
+        if record.get("final") or not self.prune:
+            return
+        self.trial.report(self.figure(), step=int(record["env_steps"]))
         if self.trial.should_prune():
             self.pruned = True
             run.stop(f"pruned by entmachin tune at {record['env_steps']} environment steps ({self.metric} {value:.3f})")
@@ -146,20 +158,26 @@ def _objective(config: RunConfig, space: List[Dimension], study_dir: str) -> Any
     tune = config.tune
 
     def objective(trial: Any) -> float:
+        try:
+            return run_trial(trial)
+        except (RunError, ConfigError) as e:  # the reason the trial's line and the report give
+            trial.set_user_attr("fail_reason", f"{type(e).__name__}: {e}")
+            raise
+
+    def run_trial(trial: Any) -> float:
         values = {d.key: _suggest(trial, d) for d in space}
         trial_dir = os.path.join(study_dir, f"trial-{trial.number:04d}")
         figures: List[float] = []
         for k in range(tune.seeds):
             run_dir = trial_dir if tune.seeds == 1 else os.path.join(trial_dir, f"seed-{k}")
-            report = _Report(trial, tune.metric) if k == 0 else None  # the pruner follows the first seed
-            result = Runner(trial_config(config, values, k), run_dir, progress=False,
-                            callbacks=[report] if report else []).train()
+            report = _Report(trial, tune, prune=k == 0)  # the pruner follows the first seed
+            result = Runner(trial_config(config, values, k), run_dir, progress=False, callbacks=[report]).train()
             if result.stopped is not None:  # SIGINT / SIGTERM: the study stops, this trial fails
                 raise KeyboardInterrupt(result.stopped)
-            if report is not None and report.pruned:
+            if report.pruned:
                 trial.set_user_attr("run_dirs", [run_dir])
                 raise optuna.TrialPruned()
-            figures.append(metric_of(result.final_eval or {}, tune.metric))
+            figures.append(report.figure())
         trial.set_user_attr("figures", figures)
         trial.set_user_attr("run_dirs", [trial_dir] if tune.seeds == 1 else
                             [os.path.join(trial_dir, f"seed-{k}") for k in range(tune.seeds)])
@@ -190,7 +208,7 @@ class _Say:
         self.failed = self.failed + 1 if trial.state.name == "FAIL" else 0
         if self.failed >= self.limit:
             logger.error("entmachin tune: %d trials in a row failed; the study stops (the last: %s)", self.failed,
-                         trial.system_attrs.get("fail_reason", ""))
+                         _fail_reason(trial))
             study.stop()
 
 
@@ -203,7 +221,12 @@ def _say(trial: Any) -> None:
         steps = max(trial.intermediate_values, default=0)
         logger.info("trial %d: pruned at %d environment steps", trial.number, steps)
     else:
-        logger.warning("trial %d: %s (%s)", trial.number, state.lower(), trial.system_attrs.get("fail_reason", ""))
+        logger.warning("trial %d: %s (%s)", trial.number, state.lower(), _fail_reason(trial))
+
+
+def _fail_reason(trial: Any) -> str:
+    """Why a trial failed: the error its run raised (optuna keeps it in the log only)."""
+    return trial.user_attrs.get("fail_reason") or trial.system_attrs.get("fail_reason", "")
 
 
 def _work(config_data: Dict[str, Any], study_dir: str, name: str, storage: str, trials: int,
