@@ -3,7 +3,8 @@ a row's target in fewer environment steps than the bundled config, and the media
 
 For each row (``--env``, repeatable; default MultiArmedBandit, FloorIsLava and Vehicles):
 
-1. **The study**: the generic defaults (what ``entmachin init ENV`` writes) with a ``tune:`` section over the
+1. **The study**: the generic defaults (what ``entmachin init ENV`` writes; for FloorIsLava with the relative
+   positions its bundled config names, a structure the space does not choose) with a ``tune:`` section over the
    learning rate, epochs, minibatch, entropy bonus, GAE's lambda, the rollout's shape and the width;
    ``tune.score: mean`` (a trial's value is the mean of its evaluations along the way, so a config that gets
    there in fewer steps scores higher), ``tune.steps`` a little under the bundled config's steps to target,
@@ -53,6 +54,10 @@ SPACE = {
     "rollout.n_steps": {"choice": [16, 32]},
     "model.d_model": {"choice": [16, 32, 64]},
 }
+# What a row's environment needs that is a structure, not a number to search: FloorIsLava's relative positions.
+STRUCTURE: Dict[str, Dict[str, Any]] = {
+    "FloorIsLava": {"model": {"relpos_encoding": {"extent": [5, 5], "position_features": ["x", "y"]}}},
+}
 # row -> (tune.steps, evaluation interval, trials)
 ROWS: Dict[str, Dict[str, int]] = {
     "MultiArmedBandit": {"steps": 8_192, "eval_interval": 1_024, "trials": 30},
@@ -74,6 +79,7 @@ def study_config(env: str, row: Dict[str, int], pruner: str) -> Any:
 
     budget = TARGETS[(env, "PPO")][0]
     return config_from_dict(_quiet({
+        **STRUCTURE.get(env, {}),
         "env": {"name": env}, "frame": {"name": "PPO"}, "train": {"total_steps": budget, "seed": 0},
         "tune": {"steps": row["steps"], "trials": row["trials"], "score": "mean", "pruner": pruner,
                  "space": SPACE}}, row["eval_interval"]))

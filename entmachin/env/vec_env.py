@@ -94,6 +94,9 @@ class VecObs:
         result: float32 ``[n_rows]``; among ``done`` rows, the seat's score in the game that
             ended (1 win, 0.5 draw, 0 loss; see ``entmachin.env.multi_agent``), NaN where no
             game ended or none was stated.
+        ids: each row's entity ids, entity type -> the ids in the row's order, as the environment gave them
+            (``EnvList`` passes them; None where a list does not, e.g. across worker processes). Per-entity
+            memory keeps its states by them.
     """
 
     features: Dict[EntityName, RaggedArrayF32]
@@ -106,6 +109,7 @@ class VecObs:
     final_obs: Optional["VecObs"] = None
     final_index: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     result: Optional[npt.NDArray[np.float32]] = None
+    ids: Optional[List[Mapping[EntityName, Sequence[Any]]]] = None
 
     def __post_init__(self) -> None:
         for name, values in (("features", self.features), ("visible", self.visible)):
@@ -154,6 +158,7 @@ class VecObs:
         self.done = np.concatenate([self.done, b.done])
         self.truncated = np.concatenate([self.truncated, b.truncated])
         self.result = np.concatenate([self.result, b.result])
+        self.ids = None if self.ids is None or b.ids is None else [*self.ids, *b.ids]
         for name, stats in b.metrics.items():
             if name in self.metrics:
                 self.metrics[name] += stats

@@ -29,7 +29,7 @@ import torch
 from entmachin.env import GLOBAL_ENTITY, VecEnv, VecObs, to_state, to_vec_actions
 from entmachin.env.symmetry import Symmetry
 from entmachin.frame.augment import augment
-from entmachin.frame.memory import memory_rows
+from entmachin.frame.memory import entity_rows, memory_rows
 from entmachin.frame.overlap import overlapped_steps
 from entmachin.ragged import trees
 from entmachin.ragged.array import RaggedArrayI64
@@ -241,6 +241,7 @@ class RolloutCollector:
                 logger.warning("RolloutCollector: overlap=True, but %s; collecting sequentially", why)
         self._restart = False  # a failed overlapped step left the halves a step apart
         self._memory = memory_rows(frame, len(envs))  # the rows' recurrent state, for a network with memory
+        self._entities = entity_rows(frame, len(envs))  # and the entities', with model.memory.per_entity
         if self._memory is not None and (opponents is not None or self._halves is not None or self.symmetries):
             what = "self-play's opponents" if opponents is not None else "overlap" if self._halves else "symmetries"
             raise ValueError(f"RolloutCollector: a network with memory is trained on whole sequences of every row; "
@@ -298,7 +299,8 @@ class RolloutCollector:
         """What :meth:`restore` needs to continue the episodes in progress (picklable)."""
         return {"state": self._state, "returns": self._returns.copy(), "lengths": self._lengths.copy(),
                 "total_env_steps": self.total_env_steps,
-                **({} if self._memory is None else {"memory": self._memory.snapshot()})}
+                **({} if self._memory is None else {"memory": self._memory.snapshot()}),
+                **({} if self._entities is None else {"entity_memory": self._entities.snapshot()})}
 
     def restore(self, snapshot: Mapping[str, Any]) -> None:
         """Continues from :meth:`snapshot`'s episodes; the environments must be restored alike."""
@@ -314,6 +316,12 @@ class RolloutCollector:
                 raise ValueError("RolloutCollector.restore: the snapshot holds no recurrent state, but this run's "
                                  "network has memory (model.memory); resume a run with the same model")
             self._memory.restore(snapshot["memory"], "RolloutCollector.restore")
+        if self._entities is not None:
+            if "entity_memory" not in snapshot:
+                raise ValueError("RolloutCollector.restore: the snapshot holds no per-entity states, but this run's "
+                                 "network keeps one per entity (model.memory.per_entity); resume a run with the same "
+                                 "model")
+            self._entities.restore(snapshot["entity_memory"], "RolloutCollector.restore")
 
     def _step_with_opponents(self, opponents: Opponents) -> Tuple[Any, ...]:
         """One step in which the frame plays ``opponents.current_rows()`` and the opponents the other rows;
@@ -347,16 +355,23 @@ class RolloutCollector:
                 carried = self._memory.advance(acted, obs.done)
                 next_state = {**next_state, "memory": carried,
                               "episode_start": torch.zeros(len(obs), 1, dtype=torch.bool)}
+            if self._entities is not None:  # the entities' states, kept by id, and those of the observations
+                next_state = {**next_state, **self._entities.advance(acted, obs)}
+                after = {**after, **self._entities.entries(obs)}
             seen.append((state, stored_action, next_state, obs.reward, obs.done, obs.truncated))
             self._state = after
 
     def collect(self) -> RolloutStats:
         """Runs ``n_steps`` steps, stores them with ``frame.store_rollout`` and returns statistics."""
         if self._state is None:
-            self._state = tree_to_torch(self.state_fn(self.envs.reset()))
+            obs = self.envs.reset()
+            self._state = tree_to_torch(self.state_fn(obs))
             self._returns[:], self._lengths[:] = 0.0, 0  # new episodes (after a failed overlapped step)
             if self._memory is not None:
                 self._memory = memory_rows(self.frame, len(self.envs))
+            if self._entities is not None:
+                self._entities = entity_rows(self.frame, len(self.envs))
+                self._state = {**self._state, **self._entities.entries(obs)}
         # per step: state, stored action, next state, reward, done, truncated (with opponents: stored, learner rows)
         seen: List[Tuple[Any, ...]] = []
         try:

@@ -7,7 +7,7 @@ from typing import Any, Dict, Optional
 from entmachin.env import Environment, to_state
 from entmachin.env.episodes import EvalResult, run_episodes
 from entmachin.frame.collector import ActionFn, StateFn, default_actions
-from entmachin.frame.memory import memory_rows
+from entmachin.frame.memory import entity_rows, memory_rows
 
 __all__ = ["EvalResult", "evaluate"]
 
@@ -39,13 +39,18 @@ def evaluate(frame: Any, make_env: Callable[[], Environment], episodes: int, det
     def act(obs: Any, space: Any) -> Any:
         state = state_fn(obs) if state_fn is not None else to_state(obs, space)
         if "rows" not in carry:
-            carry["rows"] = memory_rows(frame, len(obs))
-        rows = carry["rows"]
+            carry["rows"], carry["entities"] = memory_rows(frame, len(obs)), entity_rows(frame, len(obs))
+        rows, entities = carry["rows"], carry["entities"]
         if rows is None:
             return action_fn(frame.act(state, deterministic, collect_stats=False))[1]
         if "last" in carry:  # a row whose episode ended begins the next one
             rows.advance(carry["last"], obs.done)
-        carry["last"] = frame.act(rows.state(state), deterministic, collect_stats=False)
+            if entities is not None:
+                entities.advance(carry["last"], obs)
+        state = rows.state(state)
+        if entities is not None:
+            state = {**state, **entities.entries(obs)}
+        carry["last"] = frame.act(state, deterministic, collect_stats=False)
         return action_fn(carry["last"])[1]
 
     return run_episodes(act, make_env, episodes, seed, num_envs=num_envs, max_steps=max_steps,

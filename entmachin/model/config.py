@@ -129,7 +129,7 @@ class MemoryConfig:
     Attributes:
         kind: ``gru`` or ``lstm``.
         size: the width of the recurrent state (an LSTM carries two of them, ``h`` and ``c``).
-        per_entity: also keep one state per entity id; not built yet, so only ``false`` is accepted.
+        per_entity: also keep one state per entity id (``EntityMemoryCore``), alongside the row's.
     """
 
     kind: Literal["gru", "lstm"] = "gru"
@@ -142,9 +142,6 @@ class MemoryConfig:
         _positive_int(self.size, "MemoryConfig.size")
         if not isinstance(self.per_entity, bool):
             raise TypeError(f"MemoryConfig.per_entity: expected a bool, got {self.per_entity!r}")
-        if self.per_entity:
-            raise ValueError("MemoryConfig.per_entity: one state per entity id is not available yet; set it to false "
-                             "(one state per game row, over the pooled embedding)")
 
 
 @documented

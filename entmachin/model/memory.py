@@ -14,14 +14,18 @@ sequence where an episode ended (truncated back-propagation through time over ea
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional, Tuple
+from typing import Any, Dict, Mapping, NamedTuple, Optional, Tuple
 
+import numpy as np
 import torch
 from torch import nn
 
+from entmachin.model.attention import segment_pool
 from entmachin.model.config import MemoryConfig
+from entmachin.ragged.tensor import to_ragged_tensor
 
-__all__ = ["MemoryCore", "Recurrence", "memory_size"]
+__all__ = ["MemoryCore", "EntityMemoryCore", "Recurrence", "RecurrentInputs", "NextStates", "run_memory", "memory_size",
+           "entity_memory_size"]
 
 
 class Recurrence(NamedTuple):
@@ -41,6 +45,11 @@ class Recurrence(NamedTuple):
 def memory_size(model: Any) -> int:
     """The width of a model's recurrent state per row (0: the model has no memory)."""
     return int(getattr(model, "memory_size", 0) or 0)
+
+
+def entity_memory_size(model: Any) -> int:
+    """The width of a model's recurrent state per entity (0: no per-entity memory)."""
+    return int(getattr(model, "entity_memory_size", 0) or 0)
 
 
 class MemoryCore(nn.Module):
@@ -115,3 +124,196 @@ class MemoryCore(nn.Module):
                 outputs.append(h)
         hidden = torch.stack(outputs).reshape(length * n_seq, self.size)  # [L * S, size]
         return self.out(hidden).to(pooled.dtype), state
+
+
+class EntityMemoryCore(nn.Module):
+    """One recurrent state per entity (``model.memory.per_entity``): each entity's token after the trunk steps
+    its own GRU / LSTM cell state, and a projection of the new state (zero at first) is added to that token.
+
+    An entity's state is given per entity type in the entities' own layout (``entity_memory``: type -> ragged
+    float ``[n_entities, state_size]``, the state the entity reached at its previous appearance, zeros for one
+    seen the first time in its episode) and comes back the same way, the state its next appearance takes.
+    Over sequences (training), ``entity_handles`` (type -> ragged int64 ``[n_entities, 1]``: the entity's
+    number in its episode) links each appearance to the entity's previous one in the same sequence and
+    episode, whose unrolled state it then takes; an entity's first appearance in a sequence starts from the
+    state given with it.
+
+    Args:
+        d_model: the trunk's width.
+        config: the kind and the width of the state (the game's ``size``).
+    """
+
+    def __init__(self, d_model: int, config: MemoryConfig) -> None:
+        super().__init__()
+        self.kind, self.size = config.kind, config.size
+        self.cell = nn.GRUCell(d_model, config.size) if config.kind == "gru" else nn.LSTMCell(d_model, config.size)
+        self.out = nn.Linear(config.size, d_model)
+        nn.init.zeros_(self.out.weight)
+        nn.init.zeros_(self.out.bias)
+
+    @property
+    def state_size(self) -> int:
+        """Floats of state per entity: ``size`` for a GRU, ``2 * size`` for an LSTM (``h`` then ``c``)."""
+        return self.size if self.kind == "gru" else 2 * self.size
+
+    def stream(self, given: Any, dest: Dict[str, torch.Tensor], n_tokens: int, width: int, dtype: torch.dtype,
+               device: torch.device, name: str, counts: Dict[str, int]) -> torch.Tensor:
+        """A per-type input (``entity_memory`` or ``entity_handles``) laid out in token stream order
+        (``[n_tokens, width]``, zeros for tokens no type gives, e.g. the ``__global__`` one).
+
+        Raises:
+            ValueError / TypeError: a missing or unknown type, or a type whose rows or width differ from its
+                entities'.
+        """
+        where = f"RogueNet: {name}"
+        if not isinstance(given, Mapping):
+            raise TypeError(f"{where}: expected entity type -> ragged [n_entities, {width}], got "
+                            f"{type(given).__name__}")
+        unknown = sorted(set(given) - set(counts))
+        if unknown:
+            raise ValueError(f"{where}: {unknown} are not entity types of this batch; expected {sorted(counts)}")
+        out = torch.zeros(n_tokens, width, dtype=dtype, device=device)
+        for etype, n in counts.items():
+            if etype not in given:
+                if n:
+                    raise ValueError(f"{where}: entity type {etype!r} is missing ({n} entities in the batch)")
+                continue
+            data = to_ragged_tensor(given[etype], device, f"{where}['{etype}']").data
+            if data.shape[0] != n or data.reshape(n, -1).shape[1] != width:
+                raise ValueError(f"{where}['{etype}']: shape {tuple(data.shape)}; expected [{n}, {width}] (one row per "
+                                 f"entity of the type; model.memory {self.kind}, size {self.size})")
+            out[dest[etype]] = data.reshape(n, width).to(dtype)
+        return out
+
+    def forward(self, x: torch.Tensor, tokens: Any, given: Mapping[str, Any], handles: Optional[Mapping[str, Any]],
+                episode_start: torch.Tensor, length: int) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
+        """Steps every entity token's state; returns what is added to the tokens (``[n_tokens, d_model]``) and
+        each type's next states, ``[n_entities, state_size]`` in the entities' order.
+
+        Args:
+            x: the trunk's output ``[n_tokens, d_model]`` (rows time-major over ``length`` steps).
+            tokens: the forward's ``TokenBatch``.
+            given: ``entity_memory``. handles: ``entity_handles`` (needed when ``length > 1``).
+            episode_start: bool ``[B]``: the row's step begins an episode (its entities start from zeros).
+        """
+        layout, dest = tokens.layout, {k: v for k, v in tokens.dest.items() if k in tokens.features}
+        counts = {etype: int(d.shape[0]) for etype, d in dest.items()}
+        n_tokens, device = layout.n_tokens, x.device
+        state_in = self.stream(given, dest, n_tokens, self.state_size, torch.float32, device, "entity_memory", counts)
+        entity = torch.cat(list(dest.values())) if dest else torch.zeros(0, dtype=torch.long, device=device)
+        keep = (~episode_start.reshape(-1))[layout.batch_index].unsqueeze(1).float()  # [n_tokens, 1]
+        state_in = state_in * keep
+        steps = self._steps(entity, layout, length)
+        previous = None
+        if length > 1:
+            if handles is None:
+                raise ValueError("RogueNet: entity_handles are needed to train per-entity memory over sequences "
+                                 f"(sequence_length={length}); the collectors store them with every row")
+            handle = self.stream(handles, dest, n_tokens, 1, torch.long, device, "entity_handles", counts)
+            previous = _previous_appearance(handle.reshape(-1), layout, episode_start, entity, length)
+        hidden = x.new_zeros(n_tokens, self.size, dtype=torch.float32)
+        state = state_in
+        for idx in steps:
+            start = state_in.index_select(0, idx)  # [n_t, state_size]
+            if previous is not None:
+                back = previous.index_select(0, idx)  # [n_t]
+                linked = (back >= 0).unsqueeze(1)
+                start = torch.where(linked, state.index_select(0, back.clamp(min=0)), start)
+            inp = x.index_select(0, idx).float()
+            if self.kind == "gru":
+                new = self.cell(inp, start)  # [n_t, size]
+                h = new
+            else:
+                h, c = self.cell(inp, tuple(start.split(self.size, dim=1)))
+                new = torch.cat([h, c], dim=1)  # [n_t, 2 * size]
+            state = state.index_copy(0, idx, new)
+            hidden = hidden.index_copy(0, idx, h)
+        added = self.out(hidden).to(x.dtype) * _is_entity(entity, n_tokens)
+        return added, {etype: state.index_select(0, d) for etype, d in dest.items()}
+
+    @staticmethod
+    def _steps(entity: torch.Tensor, layout: Any, length: int) -> list:
+        """The entity tokens of each step ``t`` of the sequences (rows ``t * S`` to ``(t + 1) * S``)."""
+        if length == 1:
+            return [entity]
+        n_seq = layout.n_rows // length
+        step_of = (layout.batch_index.index_select(0, entity) // n_seq)  # [n_entity_tokens]
+        return [entity[step_of == t] for t in range(length)]
+
+
+def _is_entity(entity: torch.Tensor, n_tokens: int) -> torch.Tensor:
+    mark = torch.zeros(n_tokens, 1, device=entity.device)
+    mark[entity] = 1.0
+    return mark  # [n_tokens, 1]
+
+
+def _previous_appearance(handle: torch.Tensor, layout: Any, episode_start: torch.Tensor, entity: torch.Tensor,
+                         length: int) -> torch.Tensor:
+    """For every token, the token of the same entity (handle) at its latest earlier step in the same sequence
+    and episode, -1 where there is none (int64 ``[n_tokens]``): the appearance whose unrolled state it takes.
+
+    Rows are time-major (row ``t * S + s`` is step ``t`` of sequence ``s``); ``episode_start`` splits a sequence
+    into episodes, whose handles are numbered afresh.
+    """
+    n_rows = layout.n_rows
+    n_seq = n_rows // length
+    start = episode_start.reshape(length, n_seq).to(torch.long)  # [L, S]
+    episode = torch.cumsum(start, dim=0).reshape(-1)  # [B]: the episode within the row's sequence
+    rows = layout.batch_index.index_select(0, entity)
+    key = torch.stack([rows % n_seq, episode.index_select(0, rows), handle.index_select(0, entity), rows // n_seq])
+    key = key.cpu().numpy()  # one host copy: the sort below
+    order = np.lexsort(key[::-1])  # by sequence, episode, handle, then step
+    ordered = key[:, order]
+    same = np.all(ordered[:3, 1:] == ordered[:3, :-1], axis=0)  # [n - 1]
+    previous = np.full(layout.n_tokens, -1, dtype=np.int64)
+    tokens = entity.cpu().numpy()
+    previous[tokens[order[1:][same]]] = tokens[order[:-1][same]]
+    return torch.from_numpy(previous).to(entity.device)
+
+
+class RecurrentInputs(NamedTuple):
+    """A call's recurrent inputs as the caller gave them (unchecked): :class:`MemoryCore`'s ``memory``,
+    ``episode_start`` and ``sequence_length``, and :class:`EntityMemoryCore`'s ``entity_memory`` and
+    ``entity_handles``."""
+
+    memory: Any = None
+    episode_start: Any = None
+    sequence_length: int = 1
+    entity_memory: Any = None
+    entity_handles: Any = None
+
+
+class NextStates(NamedTuple):
+    """The states a call leaves: the rows' (``[S, state_size]``, None without memory) and each entity
+    type's (type -> ``[n_entities, state_size]``, None without per-entity memory)."""
+
+    memory: Optional[torch.Tensor] = None
+    entity_memory: Optional[Dict[str, torch.Tensor]] = None
+
+
+def run_memory(game: Optional[MemoryCore], entity: Optional["EntityMemoryCore"], tokens: Any, x: torch.Tensor,
+               inputs: RecurrentInputs, device: torch.device) -> Tuple[torch.Tensor, NextStates]:
+    """The trunk's output ``x`` with what the memory cores add to its tokens, and the states they leave
+    (``x`` as it is and no states without memory).
+
+    Raises:
+        ValueError / TypeError: missing or malformed recurrent inputs (see the cores).
+    """
+    if game is None:
+        return x, NextStates()
+    layout = tokens.layout
+    recurrence = game.recurrence(inputs.memory, inputs.episode_start, layout.n_rows, inputs.sequence_length,
+                                 device, "RogueNet")
+    pooled = segment_pool(x, layout.batch_index, layout.n_rows, "mean")  # [B, d_model]
+    added, state = game(pooled, recurrence)  # [B, d_model], [S, state_size]
+    out = x + added.index_select(0, layout.batch_index)
+    if entity is None:
+        return out, NextStates(state)
+    if inputs.entity_memory is None:
+        raise ValueError("RogueNet: this network keeps a state per entity (model.memory.per_entity), but no "
+                         "'entity_memory' was given; pass each entity type's states (ragged float [n_entities, "
+                         f"{entity.state_size}], zeros for entities seen the first time), as the frames' collectors "
+                         "and evaluation do")
+    added, states = entity(x, tokens, inputs.entity_memory, inputs.entity_handles, recurrence.episode_start,
+                           recurrence.length)
+    return out + added, NextStates(state, states)

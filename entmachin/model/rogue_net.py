@@ -33,7 +33,7 @@ from entmachin.model.inputs import (
     parse_actions,
     parse_entities,
 )
-from entmachin.model.memory import MemoryCore
+from entmachin.model.memory import EntityMemoryCore, MemoryCore, NextStates, RecurrentInputs, run_memory
 from entmachin.model.relpos import RelativePositionEncoding
 from entmachin.model.tables import ChoiceTables
 from entmachin.model.trust import CriticView, TrustedInputs
@@ -54,6 +54,8 @@ class RogueNetOutput(NamedTuple):
         memory: with ``model.memory``, each sequence's state after its last step, float
             ``[S, memory_size]`` (acting: ``[B, memory_size]``, the state the row's next step takes);
             None without memory.
+        entity_memory: with ``model.memory.per_entity``, entity type -> float ``[n_entities,
+            entity_memory_size]``, each entity's state after this step, in the entities' order; else None.
     """
 
     action: Dict[str, RaggedTensor]
@@ -62,6 +64,7 @@ class RogueNetOutput(NamedTuple):
     log_prob_sum: torch.Tensor
     entropy_sum: torch.Tensor
     memory: Optional[torch.Tensor] = None
+    entity_memory: Optional[Dict[str, torch.Tensor]] = None
 
 
 class RogueNet(ChoiceTables, TrustedInputs, NormalisedModule):
@@ -153,6 +156,8 @@ class RogueNet(ChoiceTables, TrustedInputs, NormalisedModule):
         # A list, not a ModuleDict: action names may contain dots.
         self.heads = nn.ModuleList([self._head(space) for space in action_space.values()])
         self.memory = None if config.memory is None else MemoryCore(config.d_model, config.memory)
+        self.entity_memory = EntityMemoryCore(config.d_model, config.memory) \
+            if config.memory is not None and config.memory.per_entity else None
         self.value_head = nn.Linear(config.d_model, 1)
         nn.init.zeros_(self.value_head.weight)
         nn.init.zeros_(self.value_head.bias)
@@ -179,6 +184,11 @@ class RogueNet(ChoiceTables, TrustedInputs, NormalisedModule):
         """Floats of recurrent state per row (``model.memory``); 0 without memory."""
         return 0 if self.memory is None else self.memory.state_size
 
+    @property
+    def entity_memory_size(self) -> int:
+        """Floats of recurrent state per entity (``model.memory.per_entity``); 0 without."""
+        return 0 if self.entity_memory is None else self.entity_memory.state_size
+
     def _device(self) -> torch.device:
         return self.value_head.weight.device
 
@@ -193,15 +203,15 @@ class RogueNet(ChoiceTables, TrustedInputs, NormalisedModule):
         masks: Optional[Dict[str, ParsedMask]] = None,
         given: Optional[Dict[str, torch.Tensor]] = None,
         checks: Optional[DeferredChecks] = None,
-        recurrent: Tuple[Any, Any, int] = (None, None, 1),
-    ) -> Tuple[TokenBatch, torch.Tensor, Optional[torch.Tensor]]:
+        recurrent: RecurrentInputs = RecurrentInputs(),
+    ) -> Tuple[TokenBatch, torch.Tensor, NextStates]:
         """Validates the inputs (one device sync for all value checks), embeds and runs the trunk, then the
-        memory core with ``recurrent`` (``memory``, ``episode_start``, ``sequence_length``) where there is one.
+        memory cores with ``recurrent`` where there are some.
 
         With ``checks`` disabled (:meth:`trusted_inputs`), only the structural checks run.
 
         Returns:
-            the tokens, the trunk's output ``[n_tokens, d_model]`` and the next state (None without memory).
+            the tokens, the trunk's output ``[n_tokens, d_model]`` (with the memory's additions) and the next states.
         """
         checks = checks if checks is not None else self._checks()
         hint = len(next(iter(masks.values())).actors) if masks else None
@@ -220,13 +230,8 @@ class RogueNet(ChoiceTables, TrustedInputs, NormalisedModule):
         if self.trunk.relpos is not None:
             positions = self.trunk.relpos.token_positions(tokens.features, tokens.dest, tokens.token_type)
         x = self.trunk(tokens.x, tokens.layout, tokens.visible, positions)  # [n_tokens, d_model]
-        if self.memory is None:
-            return tokens, x, None
-        layout = tokens.layout
-        recurrence = self.memory.recurrence(*recurrent[:2], layout.n_rows, recurrent[2], weight.device, "RogueNet")
-        pooled = segment_pool(x, layout.batch_index, layout.n_rows, "mean")  # [B, d_model]
-        added, state = self.memory(pooled, recurrence)  # [B, d_model], [S, memory_size]
-        return tokens, x + added.index_select(0, layout.batch_index), state
+        x, states = run_memory(self.memory, self.entity_memory, tokens, x, recurrent, weight.device)
+        return tokens, x, states
 
     def _check_compiler(self, device: torch.device) -> None:
         """Before the first forward on a device type: a network set to run compiled where the compiler
@@ -249,6 +254,8 @@ class RogueNet(ChoiceTables, TrustedInputs, NormalisedModule):
         *,
         deterministic: bool = False,
         sequence_length: int = 1,
+        entity_memory: Optional[Mapping[str, Any]] = None,
+        entity_handles: Optional[Mapping[str, Any]] = None,
     ) -> RogueNetOutput:
         """Samples actions for every actor (or re-evaluates given ones).
 
@@ -264,6 +271,9 @@ class RogueNet(ChoiceTables, TrustedInputs, NormalisedModule):
             memory / episode_start / sequence_length: with ``model.memory``, the rows' recurrent state, float
                 ``[B, memory_size]``, whether each row's step begins an episode, bool ``[B, 1]``, and the steps
                 of each sequence the rows make, time-major (``entmachin.model.memory``); acting passes 1.
+            entity_memory / entity_handles: with ``model.memory.per_entity``, each entity type's states (ragged
+                float ``[n_entities, entity_memory_size]``) and, over sequences, the entities' numbers in their
+                episodes (ragged int64 ``[n_entities, 1]``), as ``EntityMemoryCore`` reads them.
             deterministic: choose each actor's most likely allowed choice instead of sampling.
 
         Raises:
@@ -272,9 +282,9 @@ class RogueNet(ChoiceTables, TrustedInputs, NormalisedModule):
                 actor without any allowed choice, or a given action its mask forbids (inside
                 :meth:`trusted_inputs`, only what the shapes tell).
         """
-        tokens, x, masks, given, state = self._encode_for_policy(entities, action_masks, visible, action,
-                                                                 (memory, episode_start, sequence_length))
-        return self._policy(tokens, x, masks, given, deterministic)._replace(memory=state)
+        recurrent = RecurrentInputs(memory, episode_start, sequence_length, entity_memory, entity_handles)
+        tokens, x, masks, given, states = self._encode_for_policy(entities, action_masks, visible, action, recurrent)
+        return self._policy(tokens, x, masks, given, deterministic)._replace(**states._asdict())
 
     def forward_with_value(
         self,
@@ -287,6 +297,8 @@ class RogueNet(ChoiceTables, TrustedInputs, NormalisedModule):
         *,
         deterministic: bool = False,
         sequence_length: int = 1,
+        entity_memory: Optional[Mapping[str, Any]] = None,
+        entity_handles: Optional[Mapping[str, Any]] = None,
     ) -> Tuple[RogueNetOutput, torch.Tensor]:
         """``(forward(...), value(entities))`` with the trunk run once when it can be.
 
@@ -297,20 +309,21 @@ class RogueNet(ChoiceTables, TrustedInputs, NormalisedModule):
         Returns:
             the :meth:`forward` output and the float ``[B, 1]`` value.
         """
-        recurrent = (memory, episode_start, sequence_length)
+        recurrent = RecurrentInputs(memory, episode_start, sequence_length, entity_memory, entity_handles)
         if visible is not None:
-            return self.forward(entities, action_masks, visible, action, *recurrent[:2], deterministic=deterministic,
-                                sequence_length=sequence_length), self.value(entities, None, *recurrent[:2],
-                                                                             sequence_length=sequence_length)
-        tokens, x, masks, given, state = self._encode_for_policy(entities, action_masks, None, action, recurrent)
-        return self._policy(tokens, x, masks, given, deterministic)._replace(memory=state), \
+            return self.forward(entities, action_masks, visible, action, memory, episode_start,
+                                deterministic=deterministic, sequence_length=sequence_length,
+                                entity_memory=entity_memory, entity_handles=entity_handles), \
+                self.value(entities, None, memory, episode_start, sequence_length=sequence_length,
+                           entity_memory=entity_memory, entity_handles=entity_handles)
+        tokens, x, masks, given, states = self._encode_for_policy(entities, action_masks, None, action, recurrent)
+        return self._policy(tokens, x, masks, given, deterministic)._replace(**states._asdict()), \
             self._value_head(tokens, x)
 
     def _encode_for_policy(
         self, entities: Mapping[str, Any], action_masks: Mapping[str, Any], visible: Optional[Mapping[str, Any]],
-        action: Optional[Mapping[str, Any]], recurrent: Tuple[Any, Any, int] = (None, None, 1),
-    ) -> Tuple[TokenBatch, torch.Tensor, Dict[str, ParsedMask], Optional[Dict[str, torch.Tensor]],
-               Optional[torch.Tensor]]:
+        action: Optional[Mapping[str, Any]], recurrent: RecurrentInputs = RecurrentInputs(),
+    ) -> Tuple[TokenBatch, torch.Tensor, Dict[str, ParsedMask], Optional[Dict[str, torch.Tensor]], NextStates]:
         device = self._device()
         # Value checks registered here are decided together with the entities' ones in _encode.
         checks = self._checks()
@@ -354,17 +367,18 @@ class RogueNet(ChoiceTables, TrustedInputs, NormalisedModule):
 
     def value(self, entities: Mapping[str, Any], visible: Optional[Mapping[str, Any]] = None,
               memory: Optional[torch.Tensor] = None, episode_start: Optional[torch.Tensor] = None, *,
-              sequence_length: int = 1) -> torch.Tensor:
+              sequence_length: int = 1, entity_memory: Optional[Mapping[str, Any]] = None,
+              entity_handles: Optional[Mapping[str, Any]] = None) -> torch.Tensor:
         """The value of each row: mean of all its token embeddings -> Linear (zero-initialised).
 
         The value sees every entity: ``visible`` is accepted (so that a whole state can be passed)
-        but does not restrict attention here. ``memory``, ``episode_start`` and ``sequence_length`` are
-        :meth:`forward`'s (with ``model.memory``).
+        but does not restrict attention here. The recurrent inputs are :meth:`forward`'s (with ``model.memory``).
 
         Returns:
             float ``[B, 1]``.
         """
-        tokens, x, _ = self._encode(entities, None, recurrent=(memory, episode_start, sequence_length))
+        tokens, x, _ = self._encode(entities, None, recurrent=RecurrentInputs(
+            memory, episode_start, sequence_length, entity_memory, entity_handles))
         return self._value_head(tokens, x)
 
     def _value_head(self, tokens: TokenBatch, x: torch.Tensor) -> torch.Tensor:
@@ -388,5 +402,7 @@ class RogueNetCritic(CriticView):
 
     def forward(self, entities: Mapping[str, Any], visible: Optional[Mapping[str, Any]] = None,
                 memory: Optional[torch.Tensor] = None, episode_start: Optional[torch.Tensor] = None, *,
-                sequence_length: int = 1) -> torch.Tensor:
-        return self.net.value(entities, visible, memory, episode_start, sequence_length=sequence_length)
+                sequence_length: int = 1, entity_memory: Optional[Mapping[str, Any]] = None,
+                entity_handles: Optional[Mapping[str, Any]] = None) -> torch.Tensor:
+        return self.net.value(entities, visible, memory, episode_start, sequence_length=sequence_length,
+                              entity_memory=entity_memory, entity_handles=entity_handles)

@@ -198,6 +198,9 @@ def decide_processes(config: RunConfig, n_cores: Optional[int] = None,
                                    "rollout.processes: 0: the environments step in this process")
     if config.frame.name == "BC":
         return 0, "rollout.processes: auto chose 0: behaviour cloning steps no environments while it trains"
+    if config.model.memory is not None and config.model.memory.per_entity:
+        return 0, ("rollout.processes: auto chose 0: per-entity memory keeps its states by the entities' ids, which "
+                   "environments stepped in this process pass")
     n_cores = available_cores() if n_cores is None else n_cores
     if rollout.workers is not None:
         n = max(1, min(rollout.num_envs, n_cores - 1))

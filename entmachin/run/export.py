@@ -20,6 +20,7 @@ from entmachin.export_checksum import with_checksum
 from entmachin.files import atomic_write
 from entmachin.model.continuous import ContinuousHead
 from entmachin.model.dense import DenseNet
+from entmachin.model.memory import entity_memory_size
 from entmachin.model.mlp import MLPActor
 from entmachin.model.q_mlp import MLPQNet
 from entmachin.model.rogue_net import RogueNet
@@ -88,6 +89,9 @@ def export_policy(model: Any, path: str, *, q_values: Optional[bool] = None,
     """
     started = time.perf_counter()
     net, kind = _acting_model(model)
+    if entity_memory_size(net):
+        raise ExportError("export: the network keeps a state per entity (model.memory.per_entity), which the ONNX "
+                          "graph does not carry yet; export a network with memory per game row only")
     if kind == "rogue-net policy" and q_values:
         if net.q_head is None:
             raise ExportError("export: q_values=True, but the RogueNet has no Q-heads")

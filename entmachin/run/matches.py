@@ -29,7 +29,7 @@ from entmachin.frame.collector import default_actions
 from entmachin.frame.config import resolve
 from entmachin.run.build import seeds
 from entmachin.run.envs import EnvFactory
-from entmachin.frame.memory import actor_memory_size, memory_rows
+from entmachin.frame.memory import actor_memory_size, memory_rows, refuse_entity_memory
 from entmachin.run.evaluation import Version, eval_envs, load_trained, run_dir_of
 from entmachin.run.logs import RunError
 
@@ -106,6 +106,7 @@ class PolicyPlayer:
                  name: str = "agent") -> None:
         self.frame, self.obs_space, self.action_space = frame, obs_space, action_space
         self.deterministic, self.name = deterministic, name
+        refuse_entity_memory(frame, f"{name} (a player of matches)", OpponentError)
         self.remembers = actor_memory_size(frame) > 0
         self._states: Dict[Tuple[Any, str], Any] = {}  # (game, seat) -> that seat's state, a policy with memory
 

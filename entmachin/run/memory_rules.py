@@ -42,6 +42,18 @@ def check_memory(config: RunConfig) -> None:
     unsupported = _unsupported(config)
     if unsupported is not None:
         raise ConfigError(f"{unsupported}, which does not carry a recurrent state yet; remove it or model.memory")
+    if memory.per_entity:
+        _check_per_entity(config)
+
+
+def _check_per_entity(config: RunConfig) -> None:
+    """What per-entity memory does not go with yet: the entities' ids cross no worker processes."""
+    rollout = config.rollout
+    if rollout.workers is not None or (rollout.processes != "auto" and rollout.processes > 0):
+        what = f"rollout.workers: {rollout.workers}" if rollout.workers is not None else \
+            f"rollout.processes: {rollout.processes}"
+        raise ConfigError(f"{what}, but model.memory.per_entity keeps its states by the entities' ids, which only "
+                          "environments stepped in this process pass yet: set rollout.processes: 0 (or auto)")
 
 
 def _unsupported(config: RunConfig) -> Optional[str]:

@@ -45,7 +45,7 @@ from entmachin.data.dataset import plain_ids
 from entmachin.env import EnvList, batch_obs, checked_choices, to_state
 from entmachin.env.action import CONTINUOUS_SPACES
 from entmachin.env.multi_agent import has_actors
-from entmachin.frame.memory import memory_rows, refuse_memory
+from entmachin.frame.memory import memory_rows, refuse_entity_memory, refuse_memory
 from entmachin.ragged.arrays import ragged_from_arrays
 from entmachin.run.config import EnvSection
 from entmachin.run.envs import EnvFactory, env_class
@@ -78,6 +78,7 @@ def play(env: Optional[str], checkpoint: Optional[str], seed: Optional[int], sea
         from entmachin.run.evaluation import load_trained
 
         frame, config, factory = load_trained(checkpoint)
+        refuse_entity_memory(frame, "play", PlayError)
         if env is not None and env_class(env) is not env_class(config.env.name):
             raise PlayError(f"play: {env} is not the environment {checkpoint} was trained on "
                             f"({config.env.name}); leave ENV out to play the run's own")

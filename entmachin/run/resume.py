@@ -107,8 +107,12 @@ def init_networks(run: Any, path: str) -> None:
 
 def _memory_of(frame: Any) -> str:
     """A frame's actor's memory core in words ("" without one)."""
-    core = getattr(unwrap(getattr(frame, "actor", None)), "memory", None)
-    return "" if core is None else f"{{kind: {core.kind}, size: {core.size}}} ({core.state_size} floats per row)"
+    actor = unwrap(getattr(frame, "actor", None))
+    core = getattr(actor, "memory", None)
+    if core is None:
+        return ""
+    entity = ", per_entity: true" if getattr(actor, "entity_memory", None) is not None else ""
+    return f"{{kind: {core.kind}, size: {core.size}{entity}}} ({core.state_size} floats per row)"
 
 
 def load_latest(run: Any) -> RunState:
@@ -137,10 +141,13 @@ def load_latest(run: Any) -> RunState:
     envs_path = loaded.extra_paths.get("ranks" if "ranks" in loaded.extras else "envs")
     restored = False
     if envs_blob is not None and (snapshot := env_state.read(envs_blob, envs_path, run.trust_checkpoint)):
-        if _memory_of(run.frame) and "memory" not in snapshot["collector"]:
-            raise RunError(f"--resume {run.run_dir}: checkpoint {version} holds its episodes in progress but no "
-                           f"recurrent states, and the run's network has model.memory {_memory_of(run.frame)}; its "
-                           "episodes cannot continue without the states they built")
+        memory, actor = _memory_of(run.frame), unwrap(getattr(run.frame, "actor", None))
+        for key, what in (("memory", "recurrent states"), ("entity_memory", "per-entity states")):
+            needed = memory and (key == "memory" or getattr(actor, "entity_memory", None) is not None)
+            if needed and key not in snapshot["collector"]:
+                raise RunError(f"--resume {run.run_dir}: checkpoint {version} holds its episodes in progress but no "
+                               f"{what}, and the run's network has model.memory {memory}; its episodes cannot "
+                               "continue without the states they built")
         try:
             run.envs.set_state(snapshot["envs"])
             run.collector.restore(snapshot["collector"])

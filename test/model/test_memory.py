@@ -131,8 +131,8 @@ def test_memory_config_and_q_heads_are_checked():
         MemoryConfig(kind="rnn")
     with pytest.raises(ValueError, match="size: expected a positive int"):
         MemoryConfig(size=0)
-    with pytest.raises(ValueError, match="per_entity: one state per entity id is not available yet"):
-        MemoryConfig(per_entity=True)
+    with pytest.raises(TypeError, match="per_entity: expected a bool"):
+        MemoryConfig(per_entity=1)
     with pytest.raises(ValueError, match="memory .* Q-heads \\(DQN\\)"):
         RogueNet(env.obs_space(), env.action_space(), RogueNetConfig(memory=MemoryConfig()), q_head="plain")
     assert RogueNetConfig.from_dict({"memory": {"kind": "lstm", "size": 8}}).memory == MemoryConfig(kind="lstm",

@@ -40,7 +40,8 @@ def test_the_bundled_recall_config_loads_with_memory():
     ({"model__critic": "separate"}, "model.critic: separate, but a network with memory"),
     ({"frame__sequence_length": 3}, r"frame.sequence_length: 3 does not divide rollout.n_steps \(10\)"),
     ({"model__memory": None}, "frame.sequence_length: 5, but model.memory is null"),
-    ({"model__memory": {"kind": "gru", "per_entity": True}}, "model.memory.per_entity: one state per entity id"),
+    ({"model__memory": {"kind": "gru", "per_entity": True}, "rollout__processes": 2},
+     "rollout.processes: 2, but model.memory.per_entity keeps its states by the entities' ids"),
     ({"model__memory": {"kind": "rnn"}}, "model.memory.kind: expected one of"),
     ({"rollout__symmetries": ["mirror_x"]}, "rollout.symmetries stores images"),
     ({"rollout__overlap": True, "rollout__processes": 2}, "rollout.overlap: true, but the network's memory"),
@@ -151,3 +152,52 @@ def test_a_game_with_memory_is_evaluated_against_its_opponents(tmp_path):
     train(data, progress=False, run_dir=str(tmp_path))
     records = json.loads((tmp_path / "eval.json").read_text())
     assert records and 0.0 <= records[-1]["win_rate"]["random"] <= 1.0
+
+
+CONVEYOR = {"env": {"name": "Conveyor", "kwargs": {"n_items": 2}},
+            "model": {"critic": "shared", "memory": {"kind": "gru", "size": 8, "per_entity": True}},
+            "frame": {"name": "PPO", "batch_size": 32, "sequence_length": 4},
+            "rollout": {"num_envs": 4, "n_steps": 8, "processes": "auto"}}
+
+
+def test_per_entity_memory_trains_resumes_and_evaluates_with_its_states(tmp_path):
+    """A run keeping a state per item id: auto steps the environments in this process (the ids reach the
+    states there); a run stopped at a checkpoint inside episodes and resumed trains as the uninterrupted one
+    (the entities' states and their numbering are part of the collector's snapshot)."""
+    from entmachin.run.build import decide_processes
+
+    assert decide_processes(config_from_dict(CONVEYOR))[0] == 0
+    settings = ["train.total_steps=96", "log.checkpoint_interval=48", "log.eval_interval=96", "log.eval_episodes=4",
+                "frame.n_anneal_updates=null", "train.seed=3", "frame.burn_in=4"]
+    whole = train(CONVEYOR, overrides=settings, progress=False, run_dir=str(tmp_path / "whole"))
+    half = [s if not s.startswith("train.total_steps") else "train.total_steps=48" for s in settings]
+    train(CONVEYOR, overrides=half, progress=False, run_dir=str(tmp_path / "halves"))
+    resumed = train(resume=str(tmp_path / "halves"), overrides=["train.total_steps=96"], progress=False)
+    assert resumed.actor.entity_memory_size == 8
+    for a, b in zip(whole.actor.state_dict().values(), resumed.actor.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_what_does_not_carry_per_entity_states_yet_is_refused_by_name(tmp_path, monkeypatch):
+    from entmachin.frame import collector as collector_module
+    from entmachin.run.export import ExportError, export_run
+    from entmachin.run.logs import RunError
+    from entmachin.run.matches import OpponentError, PolicyPlayer
+
+    with pytest.raises(ConfigError, match="rollout.processes: 2, but model.memory.per_entity keeps its states by"):
+        config_from_dict({**CONVEYOR, "rollout": {**CONVEYOR["rollout"], "processes": 2}})
+    run_dir = str(tmp_path / "run")
+    original = collector_module.RolloutCollector.snapshot
+    monkeypatch.setattr(collector_module.RolloutCollector, "snapshot",
+                        lambda self: {k: v for k, v in original(self).items() if k != "entity_memory"})
+    frame = train(CONVEYOR, overrides=["train.total_steps=40", "log.eval_interval=40", "log.eval_episodes=2",
+                                       "rollout.n_steps=10", "frame.sequence_length=5"], progress=False,
+                  run_dir=run_dir)
+    monkeypatch.undo()
+    with pytest.raises(RunError, match=r"checkpoint 40 holds its episodes in progress but no per-entity states, "
+                                       r"and the run's network has model.memory \{kind: gru, size: 8, per_entity"):
+        train(resume=run_dir, overrides=["train.total_steps=96"], progress=False)
+    with pytest.raises(ExportError, match="keeps a state per entity .* which the ONNX graph does not carry yet"):
+        export_run(run_dir)
+    with pytest.raises(OpponentError, match=r"agent \(a player of matches\): .* \(model.memory.per_entity\), not carried here"):
+        PolicyPlayer(frame, None, {})

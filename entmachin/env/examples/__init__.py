@@ -6,6 +6,7 @@ from entmachin.env.environment import Environment
 from entmachin.env.multi_agent import MultiAgentEnvironment
 from entmachin.env.examples.cherry_pick import CherryPick
 from entmachin.env.examples.connect_four import ConnectFour
+from entmachin.env.examples.conveyor import Conveyor
 from entmachin.env.examples.count import Count
 from entmachin.env.examples.floor_is_lava import FloorIsLava
 from entmachin.env.examples.minefield import Minefield
@@ -28,7 +29,7 @@ ENV_REGISTRY: Dict[str, Type[Union[Environment, MultiAgentEnvironment]]] = {
     for cls in (
         MineSweeper, MoveToOrigin, CherryPick, Count, FloorIsLava, MultiArmedBandit, NotHotdog,
         PickMatchingBalls, RockPaperScissors, Xor, MultiSnake, Minefield,
-        ConnectFour, Skirmish, RockPaperScissorsDuel, Vehicles, Turrets, Recall,
+        ConnectFour, Skirmish, RockPaperScissorsDuel, Vehicles, Turrets, Recall, Conveyor,
     )
 }
 #: The names of the registry's games of several players, sorted.
