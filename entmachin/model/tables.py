@@ -93,7 +93,8 @@ class ChoiceTables:
 
     def log_probabilities(self, entities: Mapping[str, Any], action_masks: Mapping[str, Any],
                           visible: Optional[Mapping[str, Any]] = None, *, value: bool = False,
-                          continuous: Optional[Mapping[str, Any]] = None,
+                          continuous: Optional[Mapping[str, Any]] = None, memory: Optional[torch.Tensor] = None,
+                          episode_start: Optional[torch.Tensor] = None, sequence_length: int = 1,
                           ) -> Tuple[Dict[str, RaggedTensor], Optional[torch.Tensor]]:
         """Every actor's log-probability of each choice (``-inf`` where forbidden or padding),
         differentiable, as :meth:`probabilities` lays them out; with ``value``, the rows' values
@@ -104,29 +105,34 @@ class ChoiceTables:
         Args:
             continuous: continuous action name -> float ragged ``[n_actors, n_values]``, values
                 to score (required for every continuous action of ``action_masks``).
+            memory / episode_start / sequence_length: with ``model.memory``, the rows' recurrent
+                inputs as :meth:`forward` takes them (``S`` sequences of ``L`` steps, time-major).
 
         Returns:
             ``(tables, value)``: action name -> float32 ragged ``[n_actors, width]`` (continuous:
             ``[n_actors, 1]``), and float ``[B, 1]`` (None without ``value``).
         """
+        recurrent = (memory, episode_start, sequence_length)
         tables, tokens, x = self._per_actor(self.heads, _choice_log_probs, entities, action_masks,
-                                            visible if not value else None, continuous)
+                                            visible if not value else None, continuous, recurrent=recurrent)
         if not value:
             return tables, None
         if visible is not None:  # the value sees every entity, the policy only visible ones
-            return tables, self.value(entities)
+            return tables, self.value(entities, None, memory, episode_start, sequence_length=sequence_length)
         return tables, self._value_head(tokens, x)
 
     def _per_actor(self, heads: nn.ModuleList, fn: Any, entities: Mapping[str, Any], action_masks: Mapping[str, Any],
                    visible: Optional[Mapping[str, Any]], continuous: Optional[Mapping[str, Any]] = None,
                    draw: Optional[Literal["sample", "deterministic"]] = None,
+                   recurrent: Tuple[Any, Any, int] = (None, None, 1),
                    ) -> Tuple[Dict[str, RaggedTensor], TokenBatch, torch.Tensor]:
         """``fn(head, x, actors, actees, mask)`` per action, on the actors' (and actees') stream
         indices: int64 ``[n_actors]`` for categorical heads, ragged ``[n, 1]`` for select-entity ones;
         a continuous action's ``[n_actors, 1]`` log-probability of ``continuous[name]``, or with
         ``draw`` its values ``[n_actors, n_values]`` drawn as :meth:`forward` draws them; also the
-        tokens and the trunk's output they came from."""
-        tokens, x, masks, _, _ = self._encode_for_policy(entities, action_masks, visible, None)
+        tokens and the trunk's output they came from (``recurrent``: :meth:`forward`'s ``memory``,
+        ``episode_start`` and ``sequence_length``)."""
+        tokens, x, masks, _, _ = self._encode_for_policy(entities, action_masks, visible, None, recurrent)
         starts = tokens.layout.starts
         out: Dict[str, RaggedTensor] = {}
         for name, mask in masks.items():
