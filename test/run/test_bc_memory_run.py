@@ -60,3 +60,38 @@ def test_an_episode_with_missing_steps_is_refused(recall_data):
     gap = acting[acting != np.flatnonzero((rows.episode == 3) & (rows.step == 2))[0]]
     with pytest.raises(RunError, match="episode 3 .* has step 3 where step 2 should be"):
         episode_order(rows, gap, "here")
+
+
+def test_recording_a_policy_with_memory_carries_each_rows_state_through_its_episodes(tmp_path, monkeypatch):
+    """The recorded probabilities of a network whose memory moves its choices are those of a step-by-step
+    replay of each episode from its start, carrying the state (three rows recorded together)."""
+    import torch
+
+    from entmachin.env.examples import Recall
+    from entmachin.frame import PPO
+    from entmachin.model.config import MemoryConfig, RogueNetConfig
+    from entmachin.model.rogue_net import RogueNet
+    from entmachin.run import evaluation
+
+    torch.manual_seed(0)
+    e = Recall()
+    net = RogueNet(e.obs_space(), e.action_space(), RogueNetConfig(d_model=16, n_layer=1, memory=MemoryConfig(size=8)))
+    torch.nn.init.normal_(net.memory.out.weight)
+    frame = PPO(net, net.critic(), torch.optim.Adam, torch.nn.MSELoss())
+    monkeypatch.setattr(evaluation, "load_trained", lambda *args: (frame, None, None))
+    out = str(tmp_path / "data")
+    record("Recall", str(tmp_path), 6, out, num_envs=3, progress=False)
+    rows = Dataset(out).read()
+    order, ids = episode_order(rows, np.flatnonzero(~rows.final), "test")
+    state, compared = torch.zeros(1, 8), 0
+    for place, r in enumerate(order):
+        one = rows.take(np.array([r]))
+        start = torch.tensor([[place == 0 or ids[place] != ids[place - 1]]])
+        with torch.no_grad():
+            tables, _, state = net.probabilities_values_and_memory(
+                one.state()["entities"], one.state()["action_masks"], None, state, start)
+        if tables["choose"].data.shape[0]:
+            recorded = one.probs["choose"][0].as_array()[:, 0]
+            np.testing.assert_allclose(tables["choose"].data[0].numpy(), recorded, atol=1e-5)
+            compared += 1
+    assert compared == 6
