@@ -19,8 +19,9 @@ things: a cue shown once, a unit seen and then out of sight. What you learn:
    and ``--resume``, and ``entmachin export``: the ONNX graph takes ``memory`` and ``episode_start`` and gives
    ``memory_out``, and ``OnnxPolicy`` keeps one state per game (``act(obs, game=KEY)``, ``reset(KEY)`` when
    that game's episode begins) or per batch row (``act_batch``).
-4. **What memory does not do yet** is refused by name rather than run without it: DQN, behaviour
-   cloning, self-play, symmetries and overlapped collection (section 4 shows one). Matches against
+4. **What memory does not do yet** is refused by name rather than run without it: DQN, self-play,
+   symmetries and overlapped collection (section 4 shows one). Behaviour cloning trains a network with
+   memory on sequences of recorded episodes, and ``entmachin record --policy RUN_DIR`` carries its state. Matches against
    opponents (``log.eval_opponents``, ``entmachin eval --opponent``, leagues) keep a state per game and seat.
 
 Result of the full run (seed 0, one torch thread, a two-core machine): with memory 1.000 over 1,000

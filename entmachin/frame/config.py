@@ -131,7 +131,8 @@ class A2CConfig(SettingsChecks):
     sequence_length: Optional[int] = setting(
         None, "a network with memory (model.memory) trains on sequences of this many steps of one environment, "
               "whole ones per minibatch (truncated back-propagation through time); it must divide the rollout's "
-              "steps. None: each rollout's steps are one sequence", kind="int", low=1, optional=True, before=None)
+              "steps. None: each rollout's steps are one sequence. BC: sequences of one recorded episode (its last "
+              "one shorter), None: whole episodes", kind="int", low=1, optional=True, before=None)
     burn_in: int = setting(
         0, "memory: the steps before each sequence (where its rollout has them) replayed without gradient, so that "
            "the sequence starts from a state the current parameters computed; 0: from the state stored when it was "
@@ -157,17 +158,18 @@ class BCConfig(A2CConfig):
     #: A2C settings cloning has no use for: it fits recorded choices and returns, with no advantages,
     #: entropy bonus, annealing, KL stop or value clipping. Given, they are refused rather than ignored.
     unused: ClassVar[Tuple[str, ...]] = ("entropy_weight", "gae_lambda", "normalize_advantage", "value_clip",
-                                         "target_kl", "n_anneal_updates", "anneal_entropy", "sequence_length",
-                                         "burn_in")
+                                         "target_kl", "n_anneal_updates", "anneal_entropy", "burn_in")
 
     def _check_rules(self) -> None:
         super()._check_rules()
         defaults = {f.name: f.default for f in dataclasses.fields(A2CConfig)}
         for name in self.unused:
             if getattr(self, name) != defaults[name]:
+                why = ("it starts each sequence from the state the network reaches over its episode's earlier steps"
+                       if name == "burn_in" else "it fits recorded choices and returns: no advantages, entropy bonus, "
+                       "annealing, KL stop or value clipping")
                 raise ValueError(f"{self._where(name)} is {getattr(self, name)!r}, but behaviour cloning does not use "
-                                 f"it (it fits recorded choices and returns: no advantages, entropy bonus, annealing, "
-                                 f"KL stop or value clipping); remove it")
+                                 f"it ({why}); remove it")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,7 +21,8 @@ __all__ = ["ChoiceTables"]
 
 
 class ChoiceTables:
-    """``q_values``, ``probabilities``, ``probabilities_and_values`` and ``log_probabilities`` of a network
+    """``q_values``, ``probabilities``, ``probabilities_and_values`` (``probabilities_values_and_memory``: with
+    the next state of a network with memory) and ``log_probabilities`` of a network
     with ``heads``, ``q_heads``, ``action_names``, ``_encode_for_policy``, ``value`` and ``_value_head``
     (``RogueNet``)."""
 
@@ -82,18 +83,37 @@ class ChoiceTables:
         Raises:
             ValueError / TypeError: as :meth:`forward`.
         """
+        tables, values, _ = self.probabilities_values_and_memory(entities, action_masks, visible,
+                                                                 deterministic=deterministic)
+        return tables, values
+
+    def probabilities_values_and_memory(self, entities: Mapping[str, Any], action_masks: Mapping[str, Any],
+                                        visible: Optional[Mapping[str, Any]] = None,
+                                        memory: Optional[torch.Tensor] = None,
+                                        episode_start: Optional[torch.Tensor] = None, *, deterministic: bool = False,
+                                        ) -> Tuple[Dict[str, RaggedTensor], Dict[str, RaggedTensor],
+                                                   Optional[torch.Tensor]]:
+        """:meth:`probabilities_and_values` of one step of each row of a network with memory (``memory``,
+        float ``[B, memory_size]``, and ``episode_start``, bool ``[B, 1]``, as :meth:`forward` takes them),
+        and the rows' next state (None without memory): what recording with such a policy carries.
+
+        Returns:
+            ``(tables, values, memory)``: as :meth:`probabilities_and_values`, and float ``[B, memory_size]``.
+        """
         def probs(head: nn.Module, x: torch.Tensor, actors: Any, actees: Any, mask: ParsedMask) -> torch.Tensor:
             return _choice_log_probs(head, x, actors, actees, mask).exp()
 
-        out, _, _ = self._per_actor(self.heads, probs, entities, action_masks, visible,
-                                    draw="deterministic" if deterministic else "sample")
+        out, _, _, state = self._per_actor(self.heads, probs, entities, action_masks, visible,
+                                           draw="deterministic" if deterministic else "sample",
+                                           recurrent=(memory, episode_start, 1))
         continuous = {name for name in out if isinstance(self.heads[self.action_names.index(name)], ContinuousHead)}
         return ({name: t for name, t in out.items() if name not in continuous},
-                {name: t for name, t in out.items() if name in continuous})
+                {name: t for name, t in out.items() if name in continuous}, state)
 
     def log_probabilities(self, entities: Mapping[str, Any], action_masks: Mapping[str, Any],
                           visible: Optional[Mapping[str, Any]] = None, *, value: bool = False,
-                          continuous: Optional[Mapping[str, Any]] = None,
+                          continuous: Optional[Mapping[str, Any]] = None, memory: Optional[torch.Tensor] = None,
+                          episode_start: Optional[torch.Tensor] = None, sequence_length: int = 1,
                           ) -> Tuple[Dict[str, RaggedTensor], Optional[torch.Tensor]]:
         """Every actor's log-probability of each choice (``-inf`` where forbidden or padding),
         differentiable, as :meth:`probabilities` lays them out; with ``value``, the rows' values
@@ -104,29 +124,34 @@ class ChoiceTables:
         Args:
             continuous: continuous action name -> float ragged ``[n_actors, n_values]``, values
                 to score (required for every continuous action of ``action_masks``).
+            memory / episode_start / sequence_length: with ``model.memory``, the rows' recurrent
+                inputs as :meth:`forward` takes them (``S`` sequences of ``L`` steps, time-major).
 
         Returns:
             ``(tables, value)``: action name -> float32 ragged ``[n_actors, width]`` (continuous:
             ``[n_actors, 1]``), and float ``[B, 1]`` (None without ``value``).
         """
-        tables, tokens, x = self._per_actor(self.heads, _choice_log_probs, entities, action_masks,
-                                            visible if not value else None, continuous)
+        recurrent = (memory, episode_start, sequence_length)
+        tables, tokens, x, _ = self._per_actor(self.heads, _choice_log_probs, entities, action_masks,
+                                               visible if not value else None, continuous, recurrent=recurrent)
         if not value:
             return tables, None
         if visible is not None:  # the value sees every entity, the policy only visible ones
-            return tables, self.value(entities)
+            return tables, self.value(entities, None, memory, episode_start, sequence_length=sequence_length)
         return tables, self._value_head(tokens, x)
 
     def _per_actor(self, heads: nn.ModuleList, fn: Any, entities: Mapping[str, Any], action_masks: Mapping[str, Any],
                    visible: Optional[Mapping[str, Any]], continuous: Optional[Mapping[str, Any]] = None,
                    draw: Optional[Literal["sample", "deterministic"]] = None,
-                   ) -> Tuple[Dict[str, RaggedTensor], TokenBatch, torch.Tensor]:
+                   recurrent: Tuple[Any, Any, int] = (None, None, 1),
+                   ) -> Tuple[Dict[str, RaggedTensor], TokenBatch, torch.Tensor, Optional[torch.Tensor]]:
         """``fn(head, x, actors, actees, mask)`` per action, on the actors' (and actees') stream
         indices: int64 ``[n_actors]`` for categorical heads, ragged ``[n, 1]`` for select-entity ones;
         a continuous action's ``[n_actors, 1]`` log-probability of ``continuous[name]``, or with
         ``draw`` its values ``[n_actors, n_values]`` drawn as :meth:`forward` draws them; also the
-        tokens and the trunk's output they came from."""
-        tokens, x, masks, _, _ = self._encode_for_policy(entities, action_masks, visible, None)
+        tokens, the trunk's output they came from and the next state (``recurrent``: :meth:`forward`'s
+        ``memory``, ``episode_start`` and ``sequence_length``; None without memory)."""
+        tokens, x, masks, _, state = self._encode_for_policy(entities, action_masks, visible, None, recurrent)
         starts = tokens.layout.starts
         out: Dict[str, RaggedTensor] = {}
         for name, mask in masks.items():
@@ -157,7 +182,7 @@ class ChoiceTables:
             else:
                 values = fn(head, x, actor_tokens, None, mask)
             out[name] = actors.with_data(values)
-        return out, tokens, x
+        return out, tokens, x, state
 
 
 def _choice_log_probs(head: nn.Module, x: torch.Tensor, actors: Any, actees: Any, mask: ParsedMask) -> torch.Tensor:

@@ -1,5 +1,7 @@
 """The run config's rules for a network with memory (``model.memory``): what it trains with, and what
-does not carry a recurrent state yet (refused by name rather than run without its memory)."""
+does not carry a recurrent state yet (refused by name rather than run without its memory). Behaviour
+cloning's sequences are cut from recorded episodes, not rollouts: its data's rules are checked where
+``bc.data`` is read (``run/cloning.py``)."""
 from __future__ import annotations
 
 from typing import Optional
@@ -21,16 +23,16 @@ def check_memory(config: RunConfig) -> None:
                 raise ConfigError(f"frame.{name}: {value}, but model.memory is null; it is for a network with memory "
                                   f"(set model.memory, or remove frame.{name})")
         return
-    if frame.name not in ("PPO", "A2C"):
-        what = ("takes single transitions from its replay" if frame.name != "BC" else
-                "fits recorded rows, not sequences, yet")
-        raise ConfigError(f"model.memory: {frame.name} {what}; a network with memory trains with frame.name PPO or "
-                          "A2C (or remove model.memory)")
+    if frame.name not in ("PPO", "A2C", "BC"):
+        raise ConfigError(f"model.memory: {frame.name} takes single transitions from its replay; a network with memory "
+                          "trains with frame.name PPO, A2C or BC (or remove model.memory)")
     if config.model.kind != "rogue_net":
         raise ConfigError("model.memory: a setting of kind: rogue_net")
     if config.model.critic != "shared":
         raise ConfigError("model.critic: separate, but a network with memory values its rows with the states it "
                           "acted with: set model.critic: shared")
+    if frame.name == "BC":  # sequences of recorded episodes: bc.data's episodes are checked when it is read
+        return
     if length is not None and config.rollout.n_steps % length:
         raise ConfigError(f"frame.sequence_length: {length} does not divide rollout.n_steps ({config.rollout.n_steps})"
                           "; a rollout is cut into whole sequences")

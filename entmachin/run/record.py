@@ -15,14 +15,16 @@ draw them (``--deterministic``: the most likely choice), and those probabilities
 A continuous action has no table: its values come from the network's forward pass (sampled
 within each actor's bounds, or the deterministic point), seeded from the same generator, and
 nothing but the values is recorded. Either kind, or both, cost one pass of the network a step
-(``RogueNet.probabilities_and_values``).
+(``RogueNet.probabilities_and_values``). A network with memory keeps each row's state from step to step
+(``MemoryRows``, as the collector and evaluation do), reset where the row's episode ends
+(``RogueNet.probabilities_values_and_memory``); the dataset records the rows, not the states.
 """
 from __future__ import annotations
 
 import contextlib
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -87,6 +89,9 @@ class _Policy:
     def choose(self, vec: VecObs, observations: Optional[Sequence[Any]]) -> Tuple[Dict[str, Any], Optional[Dict]]:
         raise NotImplementedError
 
+    def advance(self, done: np.ndarray) -> None:
+        """After the step: bool ``[B]``, the rows whose episode ended (a policy with memory resets them)."""
+
 
 def _discrete(action_space: Mapping[str, Any]) -> List[str]:
     """The actions that have a table of choices (every one but the continuous ones)."""
@@ -120,7 +125,12 @@ class _Checkpoint(_Policy):
 
         from entmachin.model.wrappers import unwrap
 
+        from entmachin.frame.memory import actor_memory_size
+
         self.net, self.torch = unwrap(frame.actor), torch
+        self.memory_size = actor_memory_size(frame)
+        self._rows: Any = None  # MemoryRows, once the number of rows is known (a network with memory)
+        self._next: Any = None  # the state the last step returned
         if not hasattr(self.net, "probabilities"):
             raise RunError(f"record: the run's actor is a {type(self.net).__name__}; recording needs a RogueNet policy")
         self.action_space, self.rng, self.deterministic = action_space, rng, deterministic
@@ -138,8 +148,14 @@ class _Checkpoint(_Policy):
             if self.continuous:
                 self.torch.manual_seed(int(self.rng.integers(2 ** 63 - 1)))
             # one pass of the trunk: the discrete tables, and the continuous values drawn as forward draws them
-            tables, values = self.net.probabilities_and_values(state["entities"], state["action_masks"],
-                                                               state.get("visible"), deterministic=self.deterministic)
+            if self.memory_size:
+                rows = self._memory_rows(len(vec))
+                tables, values, self._next = self.net.probabilities_values_and_memory(
+                    state["entities"], state["action_masks"], state.get("visible"), rows.memory, rows.episode_start,
+                    deterministic=self.deterministic)
+            else:
+                tables, values = self.net.probabilities_and_values(state["entities"], state["action_masks"],
+                                                                   state.get("visible"), deterministic=self.deterministic)
         actions, probs = {}, {}
         for name, table in tables.items():
             p = table.data.cpu().numpy()  # [n_actors, width]
@@ -158,6 +174,23 @@ class _Checkpoint(_Policy):
             flat = chosen.data.cpu().numpy().astype(np.float32, copy=False)  # [n_actors, n_values]
             actions[name] = ragged_from_arrays(flat.reshape(-1, len(self.action_space[name])), lengths, np.float32)
         return actions, probs
+
+    def _memory_rows(self, n_rows: int) -> Any:
+        if self._rows is None:
+            from entmachin.frame.memory import MemoryRows
+
+            self._rows = MemoryRows(self.memory_size, n_rows)
+        return self._rows
+
+    def advance(self, done: np.ndarray) -> None:
+        if self._rows is not None:
+            self._rows.advance(_Stepped(self._next), done)
+
+
+class _Stepped(NamedTuple):
+    """A step's next state, as ``MemoryRows.advance`` reads it from an acting call's result."""
+
+    memory: Any
 
 
 class _Function(_Policy):
@@ -196,11 +229,9 @@ def _policy(spec: str, factory: EnvFactory, obs_space: Any, action_space: Mappin
                            f"scripted_policy); name another ({POLICY_KINDS})")
         return _Function(fn, "scripted", obs_space, action_space, rng)
     if os.path.isdir(spec):
-        from entmachin.frame.memory import refuse_memory
         from entmachin.run.evaluation import load_trained
 
         frame, _, _ = load_trained(spec, factory, version)
-        refuse_memory(frame, "record --policy", RunError)
         return _Checkpoint(frame, action_space, rng, deterministic)
     if ":" in spec:
         return _Function(resolve_function(spec, "record --policy"), spec, obs_space, action_space, rng)
@@ -276,6 +307,7 @@ def record(env: Optional[str], policy: str, episodes: int, out: str, *, seed: in
                 ids = [o.ids for o in observations] if with_ids else None
                 actions, probs = chooser.choose(obs, observations)
                 nxt = envs.act(actions)
+                chooser.advance(nxt.done)
                 final_ids = [o.ids for o in envs.final_observations] if with_ids and nxt.done.any() else None
                 before = recorder.ended
                 recorder.step(obs, actions, nxt, probs, ids, final_ids)

@@ -339,7 +339,8 @@ class BCSection:
     data: Optional[str] = setting(None, "a dataset directory written by entmachin record (frame.name: BC needs one)")
     validation: float = setting(
         0.1, "share of the dataset's episodes held out: validation loss and action accuracy, never trained on")
-    rows_per_update: int = setting(4096, "samples per update (what a rollout is to the other frames)")
+    rows_per_update: int = setting(4096, "samples per update (what a rollout is to the other frames; with model.memory "
+                                         "whole episodes, at least this many samples)")
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.validation < 1.0:
