@@ -98,6 +98,8 @@ TARGETS: Dict[Tuple[str, str], Tuple[int, Optional[float], str]] = {
                                        "random, 0.27 / 0.36 (continuous aim + discrete trigger)"),
     ("Pendulum-v1", "PPO"): (300_000, -250.0, ">= -250 within 300k (gymnasium, model.kind: mlp)"),
     ("Recall", "PPO"): (20_480, 0.95, ">= 0.95 within 20k (model.memory; a feed-forward policy is held to 0.25)"),
+    ("Conveyor", "PPO"): (32_768, 0.95, ">= 0.95 within 32k (model.memory.per_entity; a feed-forward policy is held "
+                                       "to 0.5)"),
     ("Count", "A2C"): (4_096, 1.0, "PPO's target within twice its budget"),
     ("NotHotdog", "A2C"): (64_000, 1.0, "PPO's target within twice its budget"),
     ("MultiArmedBandit", "A2C"): (64_000, 1.0, "PPO's target within twice its budget"),

@@ -15,6 +15,7 @@ from entmachin.model.continuous import ContinuousActionsUnsupported, ContinuousH
 from entmachin.model.embedding import TokenBatch
 from entmachin.model.heads import SelectEntityHead, SelectEntityQHead
 from entmachin.model.inputs import ParsedMask
+from entmachin.model.memory import RecurrentInputs
 from entmachin.ragged.tensor import RaggedTensor, to_ragged_tensor
 
 __all__ = ["ChoiceTables"]
@@ -105,7 +106,7 @@ class ChoiceTables:
 
         out, _, _, state = self._per_actor(self.heads, probs, entities, action_masks, visible,
                                            draw="deterministic" if deterministic else "sample",
-                                           recurrent=(memory, episode_start, 1))
+                                           recurrent=RecurrentInputs(memory, episode_start, 1))
         continuous = {name for name in out if isinstance(self.heads[self.action_names.index(name)], ContinuousHead)}
         return ({name: t for name, t in out.items() if name not in continuous},
                 {name: t for name, t in out.items() if name in continuous}, state)
@@ -131,7 +132,7 @@ class ChoiceTables:
             ``(tables, value)``: action name -> float32 ragged ``[n_actors, width]`` (continuous:
             ``[n_actors, 1]``), and float ``[B, 1]`` (None without ``value``).
         """
-        recurrent = (memory, episode_start, sequence_length)
+        recurrent = RecurrentInputs(memory, episode_start, sequence_length)
         tables, tokens, x, _ = self._per_actor(self.heads, _choice_log_probs, entities, action_masks,
                                                visible if not value else None, continuous, recurrent=recurrent)
         if not value:
@@ -143,7 +144,7 @@ class ChoiceTables:
     def _per_actor(self, heads: nn.ModuleList, fn: Any, entities: Mapping[str, Any], action_masks: Mapping[str, Any],
                    visible: Optional[Mapping[str, Any]], continuous: Optional[Mapping[str, Any]] = None,
                    draw: Optional[Literal["sample", "deterministic"]] = None,
-                   recurrent: Tuple[Any, Any, int] = (None, None, 1),
+                   recurrent: RecurrentInputs = RecurrentInputs(),
                    ) -> Tuple[Dict[str, RaggedTensor], TokenBatch, torch.Tensor, Optional[torch.Tensor]]:
         """``fn(head, x, actors, actees, mask)`` per action, on the actors' (and actees') stream
         indices: int64 ``[n_actors]`` for categorical heads, ragged ``[n, 1]`` for select-entity ones;
@@ -182,7 +183,7 @@ class ChoiceTables:
             else:
                 values = fn(head, x, actor_tokens, None, mask)
             out[name] = actors.with_data(values)
-        return out, tokens, x, state
+        return out, tokens, x, state.memory
 
 
 def _choice_log_probs(head: nn.Module, x: torch.Tensor, actors: Any, actees: Any, mask: ParsedMask) -> torch.Tensor:
