@@ -45,8 +45,6 @@ def check_memory(config: RunConfig) -> None:
 
 
 def _unsupported(config: RunConfig) -> Optional[str]:
-    if config.selfplay.enabled:
-        return f"selfplay.seats: {config.selfplay.seats} plays snapshots of the policy"
     if config.rollout.symmetries:
         return "rollout.symmetries stores images of the rows"
     return None
