@@ -40,7 +40,7 @@ from entmachin.buffer import RolloutBuffer
 from entmachin.frame.base import Frame
 from entmachin.frame import memory
 from entmachin.frame.config import A2CConfig
-from entmachin.frame.gae import (OLD_LOG_PROB_ROWS, REPORTED, Losses, acting_rows, explained_variance, mean_of,
+from entmachin.frame.gae import (REPORTED, Losses, acting_rows, explained_variance, mean_of,
                                  normalized, old_log_probs, old_units, units_of)
 from entmachin.frame.rollout import MAJOR_ATTRS, Rollout, Steps, minibatch_schedule, to_rollout, value_targets
 from entmachin.frame.safe_call import ActorCriticCalls, accepts
@@ -114,9 +114,9 @@ class A2C(ActorCriticCalls, Frame):
         if self._memory and not self._joint:
             raise ValueError(f"{type(self).__name__}: the actor has memory, so the critic must be its own value path "
                              "(net.critic(); model.critic: shared): the stored states are the actor's")
-        self._chunks: List[Tuple[int, int]] = []  # (T, B) of each stored rollout, for a network with memory
+        self._chunks: List[memory.Chunk] = []  # each stored rollout's (T, B) or stored flags, for memory
         self._sequence: Dict[str, int] = {}  # while an update trains over sequences: {"sequence_length": L}
-        self._burn: Optional[memory.BurnIn] = None  # while an update trains with frame.burn_in
+        self._plan: Optional[memory.SequencePlan] = None  # while it does: each minibatch's length, burn-in
 
     def _default_buffer(self) -> RolloutBuffer:
         return RolloutBuffer(self.config.replay_size, self.config.replay_device)
@@ -161,7 +161,7 @@ class A2C(ActorCriticCalls, Frame):
                 )
             self._append(to_rollout(steps, returns, advantages).buffer_data(), MAJOR_ATTRS)
             if self._memory:
-                self._chunks.append(steps.reward.shape)
+                self._chunks.append(steps.reward.shape if steps.stored is None else steps.stored)
         except BaseException:
             for norm, state in zip(self._critic_only_norms, saved):
                 norm.load_state_dict(state)
@@ -249,14 +249,13 @@ class A2C(ActorCriticCalls, Frame):
         cfg, name = self.config, steps.where
         n_policy, n_value = cfg.actor_update_times, cfg.critic_update_times
         if self._memory:  # whole sequences, time-major, with the unroll's length passed to the networks
-            schedule, self._sequence, self._burn = memory.sequence_schedule(self._chunks, cfg, max(n_policy, n_value),
-                                                                            self._rng, name)
+            schedule, self._plan = memory.sequence_schedule(self._chunks, cfg, max(n_policy, n_value), self._rng, name)
         else:
             schedule = minibatch_schedule(rollout.n_rows, cfg.batch_size, max(n_policy, n_value), self._rng)
         try:
             return self._train_on(rollout, schedule, steps, update_value, update_policy, entropy_scale)
         finally:
-            self._sequence, self._burn = {}, None
+            self._sequence, self._plan = {}, None
 
     def _train_on(self, rollout: Rollout, schedule: List[np.ndarray], steps: UpdateSteps, update_value: bool,
                   update_policy: bool, entropy_scale: float) -> UpdateStats:
@@ -267,12 +266,11 @@ class A2C(ActorCriticCalls, Frame):
         old = position = None
         if n_policy and self._needs_old_log_probs():
             visited = np.unique(np.concatenate(schedule[:n_policy]))  # [n_visited]
-            chunk = cfg.batch_size
-            if self._memory:  # every row, in blocks of whole sequences
-                visited, chunk = memory.blocks(self._chunks, cfg.sequence_length, max(chunk, OLD_LOG_PROB_ROWS), name)
-            if acting is not None:
-                visited = visited[acting[visited]]
-            old = old_log_probs(self.eval_act, rollout.state, rollout.action, visited, chunk, name)
+            if self._memory:  # every row, in blocks of whole sequences of one length
+                visited, old = memory.sequence_log_probs(self, rollout, self._chunks, cfg, name)
+            else:
+                visited = visited if acting is None else visited[acting[visited]]
+                old = old_log_probs(self.eval_act, rollout.state, rollout.action, visited, cfg.batch_size, name)
             position = np.full(rollout.n_rows, -1, dtype=np.int64)  # [N]: row -> place in `visited`
             position[visited] = np.arange(visited.shape[0])
         seen: Dict[str, List[torch.Tensor]] = {k: [] for k in REPORTED}
@@ -284,7 +282,7 @@ class A2C(ActorCriticCalls, Frame):
                 if old is not None and i < n_policy:
                     old_rows = old_units(old, torch.from_numpy(position[rows if actors is None else rows[actors]]))
                 batch = rollout.minibatch(torch.from_numpy(rows))
-                batch = batch if self._burn is None else self._burn.apply(self, rollout, i, batch)
+                batch = batch if self._plan is None else self._plan.prepare(self, rollout, i, batch)
                 losses = self._minibatch(batch, old_rows, i < n_policy, i < n_value, entropy_scale,
                                          None if actors is None else torch.from_numpy(actors))
                 kl = losses.approx_kl

@@ -29,11 +29,12 @@ import torch
 from entmachin.env import GLOBAL_ENTITY, VecEnv, VecObs, to_state, to_vec_actions
 from entmachin.env.symmetry import Symmetry
 from entmachin.frame.augment import augment
-from entmachin.frame.memory import entity_rows, memory_rows
+from entmachin.frame.entity_memory import entity_rows
+from entmachin.frame.memory import memory_rows
+from entmachin.frame.opponents import Opponents, merge_rows
 from entmachin.frame.overlap import overlapped_steps
 from entmachin.ragged import trees
 from entmachin.ragged.array import RaggedArrayI64
-from entmachin.ragged.arrays import concat
 from entmachin.ragged.tensor import tree_to_torch
 
 logger = logging.getLogger(__name__)
@@ -131,42 +132,6 @@ class Collector(Protocol):
         """Goes on from a :meth:`snapshot`."""
 
 
-class Opponents(Protocol):
-    """Who plays the rows of a game that the frame does not (self-play: ``entmachin.run.selfplay``).
-
-    Each step the collector acts with its frame on ``current_rows()`` (one forward pass), asks ``act``
-    for the actions of the other rows, steps the environments with both, and shows ``observe`` what
-    the step returned. Every row is stored, flagged ``stored`` where the frame acted it, so that GAE
-    runs along every row and only the frame's rows reach the losses. The episode statistics are those
-    of ``learner_rows()``, which has the same length at every step (one entry per learner slot); a
-    slot may move to another row only after its game ended.
-    """
-
-    def learner_rows(self) -> np.ndarray:
-        """int64 ``[n_slots]``: the row each learner slot plays this step."""
-
-    def current_rows(self) -> np.ndarray:
-        """int64 ``[n]``, ascending: every row the frame plays this step (``learner_rows()`` among them)."""
-
-    def act(self, state: Mapping[str, Any]) -> List[Tuple[np.ndarray, Dict[str, RaggedArrayI64]]]:
-        """``(rows, actions of those rows)`` for every row the frame does not play, from the state of all rows."""
-
-    def observe(self, obs: VecObs) -> None:
-        """Sees a step's result (games that ended, their results) before the next step."""
-
-
-def merge_rows(n_rows: int,
-               pieces: Sequence[Tuple[np.ndarray, Mapping[str, RaggedArrayI64]]]) -> Dict[str, RaggedArrayI64]:
-    """The actions of ``n_rows`` rows from pieces ``(rows, {name: ragged [len(rows)]})`` that partition them."""
-    pieces = [(rows, actions) for rows, actions in pieces if len(rows)]
-    order = np.concatenate([rows for rows, _ in pieces])  # [n_rows]: the row of each piece's entry, in turn
-    if order.shape[0] != n_rows or np.bincount(order, minlength=n_rows).max(initial=0) != 1:
-        raise ValueError(f"merge_rows: the pieces' rows do not partition {n_rows} rows")
-    place = np.empty(n_rows, dtype=np.int64)
-    place[order] = np.arange(n_rows, dtype=np.int64)  # [n_rows]: where each row is in the concatenation
-    return {name: concat([actions[name] for _, actions in pieces]).take(place) for name in pieces[0][1]}
-
-
 class RolloutCollector:
     """Steps a ``VecEnv`` with a frame's policy and stores each rollout with ``store_rollout``.
 
@@ -242,10 +207,12 @@ class RolloutCollector:
         self._restart = False  # a failed overlapped step left the halves a step apart
         self._memory = memory_rows(frame, len(envs))  # the rows' recurrent state, for a network with memory
         self._entities = entity_rows(frame, len(envs))  # and the entities', with model.memory.per_entity
-        if self._memory is not None and (opponents is not None or self._halves is not None or self.symmetries):
-            what = "self-play's opponents" if opponents is not None else "overlap" if self._halves else "symmetries"
+        if self._entities is not None and opponents is not None:
+            raise ValueError("RolloutCollector: self-play's opponents keep no per-entity states yet "
+                             "(model.memory.per_entity)")
+        if self._memory is not None and (self._halves is not None or self.symmetries):
             raise ValueError(f"RolloutCollector: a network with memory is trained on whole sequences of every row; "
-                             f"{what} not with memory yet")
+                             f"{'overlap' if self._halves else 'symmetries'} not with memory yet")
         space = envs.action_space()
         self.state_fn: StateFn = state_fn or (lambda obs: to_state(obs, space))
         self.action_fn: ActionFn = action_fn or default_actions
@@ -327,17 +294,28 @@ class RolloutCollector:
         """One step in which the frame plays ``opponents.current_rows()`` and the opponents the other rows;
         returns every row of it, with the rows the frame played (``stored``) and the learner's slots."""
         learner, current = opponents.learner_rows(), opponents.current_rows()  # [L], [n]: before observe()
-        every = self._state
-        _, actions = self.action_fn(self.frame.act(trees.take(every, current)))
-        env_actions = merge_rows(len(self.envs), [(current, actions)] + opponents.act(every))
+        every = self._state if self._memory is None else self._memory.state(self._state)  # the frame's own states
+        acted = self.frame.act(trees.take(every, current))
+        _, actions = self.action_fn(acted)
+        env_actions = merge_rows(len(self.envs), [(current, actions)] + opponents.act(self._state))
         obs = self.envs.act(env_actions)
         after = tree_to_torch(self.state_fn(obs))
         opponents.observe(obs)
         self._state = after
         stored = np.zeros(len(self.envs), dtype=np.bool_)  # [B]
         stored[current] = True
-        return (every, {"action": env_actions}, self._next_state(obs, after), obs.reward, obs.done,
-                np.asarray(obs.truncated), stored, learner)
+        return (every, {"action": env_actions}, self._carried(acted, obs, self._next_state(obs, after), current),
+                obs.reward, obs.done, np.asarray(obs.truncated), stored, learner)
+
+    def _carried(self, acted: Any, obs: VecObs, next_state: Dict[str, Any], rows: Optional[np.ndarray] = None
+                 ) -> Dict[str, Any]:
+        """``next_state``, and with memory the rows' states after the step (kept for the next; ``rows``: the
+        rows the frame acted, None: all) with it: a truncated row's final observation is valued with the state
+        it reached."""
+        if self._memory is None:
+            return next_state
+        carried = self._memory.advance(acted, obs.done, rows)  # [B, memory_size]
+        return {**next_state, "memory": carried, "episode_start": torch.zeros(len(obs), 1, dtype=torch.bool)}
 
     def _sequential_steps(self, seen: List[Tuple[Any, ...]]) -> None:
         """``n_steps`` steps of every row at once; appends each to ``seen``."""
@@ -350,11 +328,7 @@ class RolloutCollector:
             stored_action, env_actions = self.action_fn(acted)
             obs = self.envs.act(env_actions)
             after = tree_to_torch(self.state_fn(obs))
-            next_state = self._next_state(obs, after)
-            if self._memory is not None:  # a truncated row's final observation is valued with the state it reached
-                carried = self._memory.advance(acted, obs.done)
-                next_state = {**next_state, "memory": carried,
-                              "episode_start": torch.zeros(len(obs), 1, dtype=torch.bool)}
+            next_state = self._carried(acted, obs, self._next_state(obs, after))
             if self._entities is not None:  # the entities' states, kept by id, and those of the observations
                 next_state = {**next_state, **self._entities.advance(acted, obs)}
                 after = {**after, **self._entities.entries(obs)}

@@ -7,7 +7,8 @@ from typing import Any, Dict, Optional
 from entmachin.env import Environment, to_state
 from entmachin.env.episodes import EvalResult, run_episodes
 from entmachin.frame.collector import ActionFn, StateFn, default_actions
-from entmachin.frame.memory import entity_rows, memory_rows
+from entmachin.frame.entity_memory import entity_rows
+from entmachin.frame.memory import memory_rows
 
 __all__ = ["EvalResult", "evaluate"]
 

@@ -29,7 +29,8 @@ from entmachin.frame.collector import default_actions
 from entmachin.frame.config import resolve
 from entmachin.run.build import seeds
 from entmachin.run.envs import EnvFactory
-from entmachin.frame.memory import actor_memory_size, memory_rows, refuse_entity_memory
+from entmachin.frame.entity_memory import refuse_entity_memory
+from entmachin.frame.memory import actor_memory_size, memory_rows
 from entmachin.run.evaluation import Version, eval_envs, load_trained, run_dir_of
 from entmachin.run.logs import RunError
 

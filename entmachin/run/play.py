@@ -45,7 +45,8 @@ from entmachin.data.dataset import plain_ids
 from entmachin.env import EnvList, batch_obs, checked_choices, to_state
 from entmachin.env.action import CONTINUOUS_SPACES
 from entmachin.env.multi_agent import has_actors
-from entmachin.frame.memory import memory_rows, refuse_entity_memory, refuse_memory
+from entmachin.frame.entity_memory import refuse_entity_memory
+from entmachin.frame.memory import memory_rows, refuse_memory
 from entmachin.ragged.arrays import ragged_from_arrays
 from entmachin.run.config import EnvSection
 from entmachin.run.envs import EnvFactory, env_class

@@ -125,8 +125,10 @@ class _Checkpoint(_Policy):
 
         from entmachin.model.wrappers import unwrap
 
+        from entmachin.frame.entity_memory import refuse_entity_memory
         from entmachin.frame.memory import actor_memory_size
 
+        refuse_entity_memory(frame, "record --policy", RunError)
         self.net, self.torch = unwrap(frame.actor), torch
         self.memory_size = actor_memory_size(frame)
         self._rows: Any = None  # MemoryRows, once the number of rows is known (a network with memory)

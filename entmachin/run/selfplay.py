@@ -34,6 +34,12 @@ rate nobody.
 The whole pool (snapshots' weights, ratings, the games' opponents and seats, the generator) goes in
 every checkpoint as one file loadable with ``torch.load(weights_only=True)``, so ``--resume``
 continues exactly.
+
+With a network with memory (``model.memory``) each snapshot in play keeps its own recurrent state for every
+row it plays, zeroed where the row's episode ends and when another snapshot takes its place, as the
+collector keeps the learner's for the rows the current parameters play: a snapshot never reads the
+learner's states, nor the learner a snapshot's (a row changes hands only where its game ends). The states
+of the snapshots in play go in the pool's file too.
 """
 from __future__ import annotations
 
@@ -49,6 +55,7 @@ import torch
 from entmachin.env import RowIndex, VecObs
 from entmachin.frame.checkpoint import CheckpointError, check_state_dict
 from entmachin.frame.collector import default_actions
+from entmachin.frame.memory import MemoryRows, actor_memory_size
 from entmachin.frame.safe_call import safe_call
 from entmachin.ragged import trees
 from entmachin.run.callbacks.base import Callback
@@ -70,6 +77,7 @@ class _Slot:
     module: Optional[torch.nn.Module] = None
     snapshot: int = -1  # the snapshot it acts for (-1: empty)
     due: int = -1  # the snapshot that replaces it when its last game ends (-1: none)
+    memory: Optional[MemoryRows] = None  # with model.memory: its state of every row (read where it plays)
 
 
 class SelfPlay(Callback):
@@ -127,6 +135,8 @@ class SelfPlay(Callback):
         self._seats = np.zeros((rows.num_envs, self.n_learner), dtype=np.int64)  # [E, L]
         self._opponent = np.full(rows.num_envs, LATEST, dtype=np.int64)  # [E]
         self._learner_rows: Optional[np.ndarray] = None
+        self._memory_size = actor_memory_size(frame)  # 0: no memory
+        self._acted: List[Tuple[int, np.ndarray, Any]] = []  # this step's (slot, rows, result) with memory
         self.restart_games()
 
     # ------------------------------------------------------------------ the games' opponents
@@ -165,17 +175,31 @@ class SelfPlay(Callback):
         owner = self._opponent[self.rows.env]  # [n_rows]: each row's game's opponent
         others = np.ones(len(self.rows), dtype=np.bool_)
         others[self.current_rows()] = False
-        pieces = []
+        pieces, self._acted = [], []
         for who in np.unique(owner[others]).tolist():
             rows = np.flatnonzero(others & (owner == who))
+            taken = trees.take(state, rows)
+            memory = self.slots[who].memory
+            if memory is not None:  # the snapshot's own states of these rows
+                index = torch.from_numpy(rows)
+                taken = {**taken, "memory": memory.memory[index], "episode_start": memory.episode_start[index]}
             with torch.no_grad():
-                result = safe_call(self.slots[who].module, trees.take(state, rows), self._snapshot_options)
+                result = safe_call(self.slots[who].module, taken, self._snapshot_options)
+            if memory is not None:
+                self._acted.append((who, rows, result))
             pieces.append((rows, default_actions(result)[1]))
         return pieces
 
     def observe(self, obs: VecObs) -> None:
-        """Rates the games that ended on this step and draws the next games' seats and opponents."""
+        """Keeps the snapshots' next states (with memory), rates the games that ended on this step and draws
+        the next games' seats and opponents."""
         done = np.asarray(obs.done, dtype=np.bool_)
+        acted, self._acted = {who: (rows, result) for who, rows, result in self._acted}, []
+        for who, slot in enumerate(self.slots):
+            if slot.memory is not None and who in acted:
+                slot.memory.advance(acted[who][1], done, acted[who][0])
+            elif slot.memory is not None:
+                slot.memory.end(done)
         if not done.any():
             return
         result = np.asarray(obs.result, dtype=np.float64)
@@ -252,6 +276,8 @@ class SelfPlay(Callback):
             slot.module = copy.deepcopy(self.frame.actor).requires_grad_(False)
         slot.module.load_state_dict(self._weights[snapshot])
         slot.snapshot, slot.due = snapshot, -1
+        if self._memory_size:  # a new player: no state of any row yet
+            slot.memory = MemoryRows(self._memory_size, len(self.rows))
 
     def _forget(self) -> None:
         keep = set(self.window) | {s.snapshot for s in self.slots} | {s.due for s in self.slots}
@@ -282,6 +308,7 @@ class SelfPlay(Callback):
             "slots": [[slot.snapshot, slot.due] for slot in self.slots],
             "seats": torch.from_numpy(self._seats.copy()), "opponent": torch.from_numpy(self._opponent.copy()),
             "rng": self.rng.bit_generator.state, "next_save": self.next_save, "next_swap": self.next_swap,
+            "memory": [None if slot.memory is None else slot.memory.snapshot() for slot in self.slots],
         }
         buffer = io.BytesIO()
         torch.save(state, buffer)
@@ -317,6 +344,12 @@ class SelfPlay(Callback):
         if not needed <= {int(k) for k in state["weights"]} or len(state["slots"]) != len(self.slots):
             raise RunError(f"{where}: the pool's snapshots in play do not match selfplay.max_snapshots "
                            f"{len(self.slots)} or their weights are missing")
+        expected_shape = (len(self.rows), self._memory_size)
+        for i, saved in enumerate(state.get("memory") or []):
+            shape = None if saved is None else tuple(saved["memory"].shape)
+            if shape is not None and shape != expected_shape:
+                raise RunError(f"{where}: the recurrent states of snapshot place {i} have shape {shape}; this run's "
+                               f"are {expected_shape} (rows, model.memory's state): model.memory or the games changed")
         return state
 
     def load(self, state: Mapping[str, Any], games: bool) -> None:
@@ -336,6 +369,9 @@ class SelfPlay(Callback):
         if games and seats.shape == self._seats.shape and opponent.shape == self._opponent.shape:
             self._seats, self._opponent = seats.astype(np.int64), opponent.astype(np.int64)
             self._learner_rows = None
+            for slot, saved in zip(self.slots, state.get("memory") or []):  # the games go on with their states
+                if slot.memory is not None and saved is not None:
+                    slot.memory.restore(saved, "the self-play pool")
         else:
             self.restart_games()
         self._fill_free_slots()

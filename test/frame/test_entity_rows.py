@@ -7,7 +7,7 @@ import torch
 from entmachin.env import EnvList, ParallelEnvList
 from entmachin.env.action import CategoricalActionMask, CategoricalActionSpace
 from entmachin.env.environment import Entity, Environment, Observation, ObsSpace
-from entmachin.frame.memory import EntityRows
+from entmachin.frame.entity_memory import EntityRows
 from entmachin.ragged.arrays import ragged_from_arrays
 
 

@@ -8,7 +8,7 @@ from entmachin.env import EnvList
 from entmachin.env.examples import Recall
 from entmachin.frame import A2C, PPO, evaluate
 from entmachin.frame.collector import RolloutCollector
-from entmachin.frame.memory import MemoryRows, sequence_rows, time_major
+from entmachin.frame.memory import MemoryRows, sequence_groups, time_major
 from entmachin.frame.safe_call import safe_call
 from entmachin.model.config import MemoryConfig, RogueNetConfig
 from entmachin.model.rogue_net import RogueNet
@@ -25,18 +25,18 @@ def _frame(cls=PPO, env=Recall, **kwargs):
 
 
 def test_sequences_are_one_rows_steps_in_time_order_and_minibatches_are_time_major():
-    rows, _ = sequence_rows([(4, 2)], 2, "update")  # rows t * 2 + b of 4 steps of 2 environments
+    [(rows, _)] = sequence_groups([(4, 2)], 2, "update")  # rows t * 2 + b of 4 steps of 2 environments
     assert rows.tolist() == [[0, 2], [1, 3], [4, 6], [5, 7]]
     assert time_major(rows[[0, 3]]).tolist() == [0, 5, 2, 7]
-    assert sequence_rows([(4, 2), (4, 1)], None, "update")[0].tolist() == [[0, 2, 4, 6], [1, 3, 5, 7],
-                                                                           [8, 9, 10, 11]]
-    rows, prior = sequence_rows([(6, 2)], 2, "update", burn_in=2)  # the two steps before each sequence
+    [group] = sequence_groups([(4, 2), (4, 1)], None, "update")
+    assert group.rows.tolist() == [[0, 2, 4, 6], [1, 3, 5, 7], [8, 9, 10, 11]]
+    [(rows, prior)] = sequence_groups([(6, 2)], 2, "update", burn_in=2)  # the two steps before each sequence
     assert rows.tolist() == [[0, 2], [1, 3], [4, 6], [5, 7], [8, 10], [9, 11]]
     assert prior.tolist() == [[-1, -1], [-1, -1], [0, 2], [1, 3], [4, 6], [5, 7]]
     with pytest.raises(ValueError, match="frame.sequence_length=3 does not divide the rollout's 4 steps"):
-        sequence_rows([(4, 2)], 3, "PPO.update")
+        sequence_groups([(4, 2)], 3, "PPO.update")
     with pytest.raises(ValueError, match=r"the stored rollouts have \[3, 4\] steps"):
-        sequence_rows([(4, 2), (3, 2)], None, "PPO.update")
+        sequence_groups([(4, 2), (3, 2)], None, "PPO.update")
 
 
 def test_the_collector_stores_each_rows_state_and_resets_it_where_an_episode_begins():
@@ -175,9 +175,9 @@ def test_burn_in_replays_the_steps_before_each_sequence_from_the_state_stored_wi
     envs.close()
     torch.nn.init.normal_(ppo.actor.memory.out.weight)  # other parameters than the acting ones
     rollout = Rollout.read(ppo.replay_buffer)
-    schedule, _, burn = sequence_schedule(ppo._chunks, ppo.config, 1, np.random.default_rng(0), "test")
+    schedule, plan = sequence_schedule(ppo._chunks, ppo.config, 1, np.random.default_rng(0), "test")
     rows = schedule[0]  # all 8 sequences, time-major: rows[:8] are their first steps
-    batch = burn.apply(ppo, rollout, 0, rollout.minibatch(torch.from_numpy(rows)))
+    batch = plan.burn.apply(ppo, rollout, 0, rollout.minibatch(torch.from_numpy(rows)))
     replayed = 0
     for s, first in enumerate(rows[:8].tolist()):
         t0, b = divmod(first, 4)

@@ -7,7 +7,8 @@ import torch
 from entmachin.env import EnvList, to_state
 from entmachin.env.examples import Conveyor
 from entmachin.frame.collector import default_actions
-from entmachin.frame.memory import EntityRows, MemoryRows
+from entmachin.frame.entity_memory import EntityRows
+from entmachin.frame.memory import MemoryRows
 from entmachin.frame.safe_call import safe_call
 from entmachin.model.config import MemoryConfig, RogueNetConfig
 from entmachin.model.rogue_net import RogueNet

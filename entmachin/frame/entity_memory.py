@@ -1,0 +1,187 @@
+"""Per-entity memory while acting (``model.memory.per_entity``): each entity's state kept by its id.
+
+A network that keeps a state per entity (``EntityMemoryCore``) takes, beside the rows' state, each entity
+type's states (``entity_memory``) and, over sequences, the entities' numbers in their episodes
+(``entity_handles``), both laid out like ``entities``. :class:`EntityRows` keeps them between acting calls
+from the ids ``EnvList`` passes (``VecObs.ids``), and both are stored with every row, so training links each
+entity's appearances in a sequence by its number.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+
+from entmachin.model.memory import entity_memory_size
+from entmachin.model.wrappers import unwrap
+from entmachin.ragged.tensor import RaggedTensor
+
+__all__ = ["EntityRows", "entity_rows", "refuse_entity_memory"]
+
+
+class EntityRows:
+    """The per-entity recurrent states of ``n_rows`` rows between acting calls (``model.memory.per_entity``),
+    keyed by the entities' ids: an entity's state is kept from one appearance to its next in the episode
+    (also across steps where it is out of sight), and dropped when the episode ends. An entity seen the first
+    time in its episode starts from zeros.
+
+    Each row numbers its episode's entities in order of first appearance (their handles). The states given
+    (``entity_memory``) and the handles (``entity_handles``) are stored with every row, both per entity type
+    in the entities' layout; training links each entity's appearances in a sequence by its handle.
+
+    Args:
+        size: the network's ``entity_memory_size``.
+        n_rows: the rows acted on together.
+        types: the observation space's entity types.
+    """
+
+    def __init__(self, size: int, n_rows: int, types: Sequence[str]) -> None:
+        self.size, self.types = size, list(types)
+        self.index: List[Dict[Any, Tuple[str, int]]] = [{} for _ in range(n_rows)]  # id -> (type, handle)
+        self.table: List[torch.Tensor] = [torch.zeros(0, size) for _ in range(n_rows)]  # [n_handles, size] each
+        self._handles: Optional[List[Dict[str, List[int]]]] = None  # the last entries' handles, per row and type
+
+    def entries(self, obs: Any) -> Dict[str, Any]:
+        """``entity_memory`` and ``entity_handles`` for the entities of ``obs`` (a ``VecObs`` with ``ids``);
+        the handles are kept for :meth:`advance`.
+
+        Raises:
+            ValueError: ``obs`` carries no ids (worker processes do not pass them yet), an entity without an
+                id, an id given twice in one observation, or an id that named an entity of another type earlier
+                in the episode.
+        """
+        self._handles = self._number(_row_ids(obs, "entity memory"), _lengths(obs), range(len(self.index)))
+        return self._gather(self._handles)
+
+    def advance(self, result: Any, obs: Any) -> Dict[str, Any]:
+        """Keeps each entity's next state from an acting call's ``result`` (its ``entity_memory`` field, the
+        entities of the last :meth:`entries`), then drops the states of the rows whose episode ended (``obs``,
+        the step's ``VecObs``). Returns the entries of the step's next states, the states each row's next
+        observation reached: the final observation's where the episode ended (a truncated row's bootstrap).
+
+        Raises:
+            ValueError: no :meth:`entries` before, or a result without per-entity states of their shape.
+        """
+        if self._handles is None:
+            raise ValueError("entity memory: advance() before entries()")
+        after = getattr(result, "entity_memory", None)
+        if not isinstance(after, Mapping):
+            raise ValueError("entity memory: the network returned no per-entity states (a RogueNet output's "
+                             f"entity_memory field), got {type(after).__name__}")
+        for etype in self.types:
+            handles = [row.get(etype, []) for row in self._handles]
+            n = sum(len(h) for h in handles)
+            new = after.get(etype)
+            if n == 0:
+                continue
+            if not isinstance(new, torch.Tensor) or tuple(new.shape) != (n, self.size):
+                raise ValueError(f"entity memory: the network returned {etype!r} states "
+                                 f"{tuple(getattr(new, 'shape', ()))}; expected ({n}, {self.size})")
+            new = new.detach().to("cpu", torch.float32)
+            start = 0
+            for r, h in enumerate(handles):
+                if h:
+                    self.table[r][torch.as_tensor(h)] = new[start : start + len(h)]
+                    start += len(h)
+        ids, lengths = _row_ids(obs, "entity memory"), _lengths(obs)
+        done = np.flatnonzero(np.asarray(obs.done, dtype=np.bool_))
+        if done.size:  # a row whose episode ended: its next state is its final observation's
+            final_ids = _row_ids(obs.final_obs, "entity memory (final observations)")
+            final_lengths = _lengths(obs.final_obs)
+            where = {int(r): k for k, r in enumerate(np.asarray(obs.final_index, dtype=np.int64))}
+            ids = [final_ids[where[r]] if r in where else ids[r] for r in range(len(ids))]
+            lengths = {t: np.array([final_lengths[t][where[r]] if r in where else lengths[t][r]
+                                    for r in range(len(ids))], dtype=np.int64) for t in self.types}
+        entries = self._gather(self._number(ids, lengths, range(len(self.index))))
+        for r in done.tolist():
+            self.index[r], self.table[r] = {}, torch.zeros(0, self.size)
+        self._handles = None
+        return entries
+
+    def _number(self, ids: List[Mapping[str, Any]], lengths: Mapping[str, np.ndarray], rows: Any
+                ) -> List[Dict[str, List[int]]]:
+        """Each row's handles per type, new ids numbered after the episode's earlier ones."""
+        out = []
+        for r in rows:
+            index, seen, handles = self.index[r], set(), {}
+            for etype in self.types:
+                given = list(ids[r].get(etype, ()))
+                if len(given) != int(lengths[etype][r]):
+                    raise ValueError(f"entity memory: row {r}: {int(lengths[etype][r])} {etype!r} entities but "
+                                     f"{len(given)} ids; per-entity memory keeps states by id, so the environment "
+                                     "must give every entity its id (Observation ids=...)")
+                mine = []
+                for eid in given:
+                    if eid in seen:
+                        raise ValueError(f"entity memory: row {r}: entity id {eid!r} is given twice in one "
+                                         "observation")
+                    seen.add(eid)
+                    known = index.get(eid)
+                    if known is None:
+                        known = index[eid] = (etype, len(index))
+                    elif known[0] != etype:
+                        raise ValueError(f"entity memory: row {r}: entity id {eid!r} names a {etype!r} entity, but "
+                                         f"earlier in this episode it named a {known[0]!r} one; an environment must "
+                                         "not reuse an id within an episode for another entity")
+                    mine.append(known[1])
+                handles[etype] = mine
+            if len(index) > self.table[r].shape[0]:
+                grown = torch.zeros(len(index), self.size)
+                grown[: self.table[r].shape[0]] = self.table[r]
+                self.table[r] = grown
+            out.append(handles)
+        return out
+
+    def _gather(self, handles: List[Dict[str, List[int]]]) -> Dict[str, Any]:
+        memory, numbers = {}, {}
+        for etype in self.types:
+            per_row = [row.get(etype, []) for row in handles]
+            lengths = torch.tensor([len(h) for h in per_row], dtype=torch.long)  # [B]
+            states = [self.table[r][torch.as_tensor(h, dtype=torch.long)] for r, h in enumerate(per_row)]
+            data = torch.cat(states) if states else torch.zeros(0, self.size)  # [n_entities, size]
+            memory[etype] = RaggedTensor.from_lengths(data, lengths)
+            flat = torch.tensor([k for h in per_row for k in h], dtype=torch.long).reshape(-1, 1)  # [n_entities, 1]
+            numbers[etype] = RaggedTensor.from_lengths(flat, lengths)
+        return {"entity_memory": memory, "entity_handles": numbers}
+
+    def snapshot(self) -> Dict[str, Any]:
+        return {"index": [dict(i) for i in self.index], "table": [t.clone() for t in self.table],
+                "handles": self._handles}
+
+    def restore(self, snapshot: Mapping[str, Any], where: str) -> None:
+        tables = [torch.as_tensor(t).float() for t in snapshot["table"]]
+        if len(tables) != len(self.table) or any(t.dim() != 2 or t.shape[1] != self.size for t in tables):
+            raise ValueError(f"{where}: the saved per-entity states are {len(tables)} rows of width "
+                             f"{tables[0].shape[1] if tables else '?'}; this run's are {len(self.table)} of "
+                             f"{self.size} (model.memory or the number of rows changed)")
+        self.index, self.table = [dict(i) for i in snapshot["index"]], tables
+        self._handles = snapshot.get("handles")
+
+
+def _row_ids(obs: Any, where: str) -> List[Mapping[str, Any]]:
+    ids = getattr(obs, "ids", None)
+    if ids is None:
+        raise ValueError(f"{where}: these observations carry no entity ids (VecObs.ids); per-entity memory keeps "
+                         "states by id, which environments stepped in this process pass (rollout.processes: 0), "
+                         "worker processes not yet")
+    return ids
+
+
+def _lengths(obs: Any) -> Dict[str, np.ndarray]:
+    return {t: np.asarray(f.size1(), dtype=np.int64) for t, f in obs.features.items()}
+
+
+def entity_rows(frame: Any, n_rows: int) -> Optional[EntityRows]:
+    """An :class:`EntityRows` for the frame's actor where it keeps a state per entity, else None."""
+    actor = unwrap(getattr(frame, "actor", None))
+    size = entity_memory_size(actor)
+    return EntityRows(size, n_rows, list(actor.obs_space.entities)) if size else None
+
+
+def refuse_entity_memory(frame: Any, what: str, error: type = ValueError) -> None:
+    """Raises ``error`` where the frame's actor keeps a state per entity (``model.memory.per_entity``), which
+    ``what`` does not carry yet (training and evaluation do)."""
+    if entity_memory_size(unwrap(getattr(frame, "actor", None))):
+        raise error(f"{what}: this run's network keeps a state per entity (model.memory.per_entity), not carried "
+                    "here yet; training and entmachin eval carry it")
