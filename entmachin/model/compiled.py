@@ -28,7 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["CompileWarning", "Kernel", "KERNELS", "compile_problem", "set_compiled", "is_compiled", "recompiles"]
+__all__ = ["CompileWarning", "Kernel", "KERNELS", "compile_problem", "set_compiled", "is_compiled", "recompiles",
+           "check_compiler"]
 
 
 class CompileWarning(UserWarning):
@@ -178,3 +179,14 @@ def recompiles() -> int:
 
     used = sum(k._compiled is not None and k.failed is None for k in KERNELS)
     return max(0, int(counters["stats"]["unique_graphs"]) - used - _PROBE_GRAPHS[0])
+
+
+def check_compiler(net: nn.Module, device: torch.device) -> None:
+    """Before a RogueNet's first forward on a device type: a network set to run compiled where the compiler
+    cannot work there warns once, naming why, and runs eagerly."""
+    problem = compile_problem(device) if is_compiled(net) else None
+    if problem is not None:
+        warnings.warn(f"RogueNet: cannot compile on {device.type} ({problem}); running eagerly", CompileWarning,
+                      stacklevel=4)
+        set_compiled(net, False)
+    net._compiler_checked = device.type

@@ -1,7 +1,6 @@
 """RogueNet: a ragged-batch transformer policy and value function over entities, in pure PyTorch."""
 from __future__ import annotations
 
-import warnings
 from typing import Any, Dict, Literal, Mapping, NamedTuple, Optional, Tuple
 
 import torch
@@ -20,7 +19,7 @@ from entmachin.env.action import (
 from entmachin.env.common import GLOBAL_ENTITY
 from entmachin.env.environment import ObsSpace
 from entmachin.model.attention import RaggedTransformer, segment_pool
-from entmachin.model.compiled import CompileWarning, compile_problem, is_compiled, set_compiled
+from entmachin.model.compiled import check_compiler, set_compiled
 from entmachin.model.config import RogueNetConfig
 from entmachin.model.continuous import ContinuousHead, refuse_continuous
 from entmachin.model.embedding import EntityEmbedding, TokenBatch
@@ -217,7 +216,7 @@ class RogueNet(ChoiceTables, TrustedInputs, NormalisedModule):
         hint = len(next(iter(masks.values())).actors) if masks else None
         weight = self.value_head.weight
         if self._compiler_checked != weight.device.type:
-            self._check_compiler(weight.device)
+            check_compiler(self, weight.device)
         parsed = parse_entities(self.obs_space, entities, visible, weight.device, checks, hint, weight.dtype)
         if checks.enabled:
             if masks:
@@ -232,16 +231,6 @@ class RogueNet(ChoiceTables, TrustedInputs, NormalisedModule):
         x = self.trunk(tokens.x, tokens.layout, tokens.visible, positions)  # [n_tokens, d_model]
         x, states = run_memory(self.memory, self.entity_memory, tokens, x, recurrent, weight.device)
         return tokens, x, states
-
-    def _check_compiler(self, device: torch.device) -> None:
-        """Before the first forward on a device type: a network set to run compiled where the compiler
-        cannot work there warns once, naming why, and runs eagerly."""
-        problem = compile_problem(device) if is_compiled(self) else None
-        if problem is not None:
-            warnings.warn(f"RogueNet: cannot compile on {device.type} ({problem}); running eagerly", CompileWarning,
-                          stacklevel=4)
-            set_compiled(self, False)
-        self._compiler_checked = device.type
 
     def forward(
         self,

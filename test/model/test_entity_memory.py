@@ -123,3 +123,20 @@ def test_missing_or_misshapen_entity_inputs_are_named():
     both = trees.stack(inputs, str)
     with pytest.raises(ValueError, match=r"entity_handles are needed .* \(sequence_length=2\)"):
         safe_call(net, {k: v for k, v in both.items() if k != "entity_handles"}, {"sequence_length": 2})
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_unrolls_the_entities_as_the_cpu_does():
+    """The entities' states given on the CPU move to the card; a sequence's log-probabilities and values match
+    the CPU's (the links between appearances are found on the host, used on the card)."""
+    net = _net("lstm")
+    inputs, outs = _act(net, 3, 12)
+    stacked = trees.stack(inputs, str)
+    action = {"action": trees.stack([{"sort": o.action["sort"]} for o in outs], str)}
+    with torch.no_grad():
+        cpu = safe_call(net, stacked, action, {"sequence_length": 12})
+        net.cuda()
+        card = safe_call(net, stacked, action, {"sequence_length": 12})
+    torch.testing.assert_close(card.log_prob["sort"].data.cpu(), cpu.log_prob["sort"].data, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(card.entity_memory["Item"].cpu(), cpu.entity_memory["Item"], atol=1e-5, rtol=1e-5)
