@@ -1,21 +1,22 @@
-"""Memory (``model.memory``): what it costs an update, and what a policy without it can reach on Recall.
+"""Memory (``model.memory``): what it costs an update, and what a policy without it can reach.
 
-Two measurements, side by side in one run:
+Side by side in one run:
 
 * **Update cost per row**, the MineSweeper workload of ``bench_frame_minesweeper.py`` (128 environments x
   16 steps, the default RogueNet with ``net.critic()``, batch 1024, 3 epochs): ``PPO.update()``'s seconds per
-  stored row with a GRU state (``--size``, sequences of ``--sequence-length`` steps) against the same
-  network without memory, the sides alternating for ``--rounds`` rounds (median). Collection is the same
-  for both and is not timed.
-* **Recall without memory** (``--recall-seeds``): the bundled Recall config with ``model.memory: null``,
-  trained with the bundled budget per seed, evaluated on 1,000 episodes: the feed-forward policy's bound
-  is 1 / 4 (``entmachin.env.examples.recall``); the config with memory is a row of the learning table
-  (``bench_learning.py --env Recall``).
+  stored row with a GRU state (``--size``, sequences of ``--sequence-length`` steps), and with a state per
+  entity too (``per_entity: true``: every mine, robot and cannon keeps one), against the same network without
+  memory, the sides alternating for ``--rounds`` rounds (median). Collection is not timed.
+* **Without the memory the task needs** (``--seeds``): the bundled Recall config with ``model.memory: null``
+  (its feed-forward bound is 1 / 4), and the bundled Conveyor config with ``model.memory: null`` (bound 1 / 2)
+  and with a state per game row only (``per_entity: false``: it cannot tell the items apart), each trained
+  with the bundled budget per seed and evaluated on 1,000 episodes (the best of most likely and sampled
+  actions). The configs with their memory are rows of the learning table (``bench_learning.py``).
 
 ::
 
     python benchmarks/bench_memory.py                    # both
-    python benchmarks/bench_memory.py --recall-seeds     # the update cost only
+    python benchmarks/bench_memory.py --seeds            # the update cost only
 """
 from __future__ import annotations
 
@@ -33,7 +34,10 @@ from torch import nn
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def update_seconds_per_row(args: argparse.Namespace, memory: bool) -> float:
+SIDES = ("feed-forward", "memory", "per-entity")
+
+
+def update_seconds_per_row(args: argparse.Namespace, side: str) -> float:
     """Seconds of ``PPO.update()`` per stored row, over ``args.iterations`` updates after one warm-up."""
     from entmachin.env import EnvList
     from entmachin.env.examples import MineSweeper
@@ -43,7 +47,8 @@ def update_seconds_per_row(args: argparse.Namespace, memory: bool) -> float:
 
     torch.manual_seed(0)
     envs = EnvList(MineSweeper, args.n_envs, seed=0)
-    config = RogueNetConfig(memory=MemoryConfig(size=args.size) if memory else None)
+    memory = side != "feed-forward"
+    config = RogueNetConfig(memory=MemoryConfig(size=args.size, per_entity=side == "per-entity") if memory else None)
     net = RogueNet(envs.obs_space(), envs.action_space(), config)
     rows = args.n_envs * args.n_steps
     n_minibatches = args.epochs * -(-rows // args.batch_size)
@@ -63,18 +68,24 @@ def update_seconds_per_row(args: argparse.Namespace, memory: bool) -> float:
     return spent / (args.iterations * rows)
 
 
-def recall_without_memory(seeds: List[int]) -> List[float]:
-    """The bundled Recall config without memory, one run per seed: the final return over 1,000 episodes."""
-    from entmachin.env.examples import Recall
+# (what is measured, the bundled config, its overrides, the bound)
+WITHOUT = [("Recall, model.memory: null", "Recall", ["model.memory=null", "frame.sequence_length=null"], 0.25),
+           ("Conveyor, model.memory: null", "Conveyor", ["model.memory=null", "frame.sequence_length=null"], 0.5),
+           ("Conveyor, per_entity: false (a state per game row)", "Conveyor", ["model.memory.per_entity=false"],
+            None)]
+
+
+def without_memory(env: str, overrides: List[str], seeds: List[int]) -> List[float]:
+    """The bundled config of ``env`` with ``overrides``, one run per seed: the final return over 1,000 episodes."""
+    from entmachin.env.examples import ENV_REGISTRY
     from entmachin.frame import evaluate
     from entmachin.run import train
 
     out = []
     for seed in seeds:
         with tempfile.TemporaryDirectory() as run_dir:
-            frame = train("Recall", overrides=["model.memory=null", "frame.sequence_length=null",
-                                               f"train.seed={seed}"], progress=False, run_dir=run_dir)
-            out.append(max(evaluate(frame, Recall, 1000, deterministic, seed=10_000 + seed).mean
+            frame = train(env, overrides=[*overrides, f"train.seed={seed}"], progress=False, run_dir=run_dir)
+            out.append(max(evaluate(frame, ENV_REGISTRY[env], 1000, deterministic, seed=10_000 + seed).mean
                            for deterministic in (True, False)))
     return out
 
@@ -89,15 +100,15 @@ def main() -> None:
     parser.add_argument("--sequence-length", type=int, default=16, help="steps per sequence (divides --n-steps)")
     parser.add_argument("--iterations", type=int, default=3, help="timed updates per run")
     parser.add_argument("--rounds", type=int, default=3, help="runs of each side, alternating")
-    parser.add_argument("--recall-seeds", type=int, nargs="*", default=[0, 1, 2])
+    parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2])
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    per_row: Dict[str, List[float]] = {"feed-forward": [], "memory": []}
+    per_row: Dict[str, List[float]] = {side: [] for side in SIDES}
     for _ in range(args.rounds):
         for side in per_row:
-            per_row[side].append(update_seconds_per_row(args, side == "memory"))
+            per_row[side].append(update_seconds_per_row(args, side))
     print(f"PPO.update() on MineSweeper: {args.n_envs} envs x {args.n_steps} steps, default RogueNet with "
           f"net.critic(), batch {args.batch_size}, {args.epochs} epochs; memory: GRU size {args.size}, sequences of "
           f"{args.sequence_length} steps; {args.rounds} alternating runs of {args.iterations} updates; torch threads "
@@ -105,13 +116,14 @@ def main() -> None:
     for side, values in per_row.items():
         runs = ", ".join(f"{1e6 * v:.1f}" for v in values)
         print(f"{side:<13} µs per row: median {1e6 * statistics.median(values):.1f}   (runs: {runs})")
-    ratio = statistics.median(per_row["memory"]) / statistics.median(per_row["feed-forward"])
-    print(f"memory / feed-forward update cost per row: {ratio:.2f}x (target <= 2x)")
-    if args.recall_seeds:
-        returns = recall_without_memory(args.recall_seeds)
-        shown = ", ".join(f"seed {s}: {r:.3f}" for s, r in zip(args.recall_seeds, returns))
-        print(f"Recall without memory (bundled config, model.memory: null), best of most likely and sampled over "
-              f"1,000 episodes: median {statistics.median(returns):.3f} ({shown}); its bound is 0.25")
+    for side in SIDES[1:]:
+        ratio = statistics.median(per_row[side]) / statistics.median(per_row["feed-forward"])
+        print(f"{side} / feed-forward update cost per row: {ratio:.2f}x (target <= 2x)")
+    for what, env, overrides, bound in WITHOUT if args.seeds else ():
+        returns = without_memory(env, overrides, args.seeds)
+        shown = ", ".join(f"seed {s}: {r:.3f}" for s, r in zip(args.seeds, returns))
+        print(f"{what} (bundled config), best of most likely and sampled over 1,000 episodes: median "
+              f"{statistics.median(returns):.3f} ({shown})" + ("" if bound is None else f"; its bound is {bound}"))
 
 
 if __name__ == "__main__":

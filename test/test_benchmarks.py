@@ -48,7 +48,7 @@ TINY = {
                            os.path.join(tempfile.mkdtemp(prefix="entmachin-bench-"), "pendulum.jsonl")],
                           "| entmachin | 0 |"),
     "bench_memory.py": (["--n-envs", "4", "--n-steps", "4", "--batch-size", "8", "--epochs", "1", "--size", "4",
-                         "--sequence-length", "2", "--iterations", "1", "--rounds", "1", "--recall-seeds"],
+                         "--sequence-length", "2", "--iterations", "1", "--rounds", "1", "--seeds"],
                         "memory / feed-forward update cost per row"),
     "bench_tune.py": (["--trials", "2", "--steps", "64", "--rounds", "1"], "tuner overhead per trial"),
     "bench_overlap.py": (["--workloads", "bundled", "--num-envs", "4", "--rounds", "1", "--warmup", "1"],

@@ -179,10 +179,11 @@ class EntityMemoryCore(nn.Module):
                     raise ValueError(f"{where}: entity type {etype!r} is missing ({n} entities in the batch)")
                 continue
             data = to_ragged_tensor(given[etype], device, f"{where}['{etype}']").data
-            if data.shape[0] != n or data.reshape(n, -1).shape[1] != width:
+            if data.shape[0] != n or (n and data.reshape(n, -1).shape[1] != width):
                 raise ValueError(f"{where}['{etype}']: shape {tuple(data.shape)}; expected [{n}, {width}] (one row per "
                                  f"entity of the type; model.memory {self.kind}, size {self.size})")
-            out[dest[etype]] = data.reshape(n, width).to(dtype)
+            if n:
+                out[dest[etype]] = data.reshape(n, width).to(dtype)
         return out
 
     def forward(self, x: torch.Tensor, tokens: Any, given: Mapping[str, Any], handles: Optional[Mapping[str, Any]],

@@ -140,3 +140,25 @@ def test_cuda_unrolls_the_entities_as_the_cpu_does():
         card = safe_call(net, stacked, action, {"sequence_length": 12})
     torch.testing.assert_close(card.log_prob["sort"].data.cpu(), cpu.log_prob["sort"].data, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(card.entity_memory["Item"].cpu(), cpu.entity_memory["Item"], atol=1e-5, rtol=1e-5)
+
+
+def test_an_entity_type_absent_from_the_batch_takes_no_states():
+    """MineSweeper's cannons are absent from many rows, and from whole batches: their states are empty."""
+    from entmachin.env.examples import MineSweeper
+
+    torch.manual_seed(0)
+    envs = EnvList(MineSweeper, 2, seed=0)
+    net = RogueNet(envs.obs_space(), envs.action_space(),
+                   RogueNetConfig(d_model=16, memory=MemoryConfig(size=4, per_entity=True)))
+    rows, entities = MemoryRows(4, 2), EntityRows(4, 2, list(envs.obs_space().entities))
+    obs = envs.reset()
+    with torch.no_grad():
+        for _ in range(3):
+            state = {**rows.state(tree_to_torch(to_state(obs, envs.action_space()))), **entities.entries(obs)}
+            out = safe_call(net, state)
+            obs = envs.act(default_actions(out)[1])
+            rows.advance(out, obs.done)
+            entities.advance(out, obs)
+    counts = {t: state["entities"][t].data.shape[0] for t in state["entities"]}
+    assert {t: tuple(v.shape) for t, v in out.entity_memory.items()} == {t: (n, 4) for t, n in counts.items()}
+    envs.close()
