@@ -105,20 +105,21 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    per_row: Dict[str, List[float]] = {side: [] for side in SIDES}
-    for _ in range(args.rounds):
-        for side in per_row:
-            per_row[side].append(update_seconds_per_row(args, side))
-    print(f"PPO.update() on MineSweeper: {args.n_envs} envs x {args.n_steps} steps, default RogueNet with "
-          f"net.critic(), batch {args.batch_size}, {args.epochs} epochs; memory: GRU size {args.size}, sequences of "
-          f"{args.sequence_length} steps; {args.rounds} alternating runs of {args.iterations} updates; torch threads "
-          f"{args.threads}; load average {os.getloadavg()[0]:.2f}")
-    for side, values in per_row.items():
-        runs = ", ".join(f"{1e6 * v:.1f}" for v in values)
-        print(f"{side:<13} µs per row: median {1e6 * statistics.median(values):.1f}   (runs: {runs})")
-    for side in SIDES[1:]:
-        ratio = statistics.median(per_row[side]) / statistics.median(per_row["feed-forward"])
-        print(f"{side} / feed-forward update cost per row: {ratio:.2f}x (target <= 2x)")
+    if args.rounds:  # --rounds 0: the returns without memory only
+        per_row: Dict[str, List[float]] = {side: [] for side in SIDES}
+        for _ in range(args.rounds):
+            for side in per_row:
+                per_row[side].append(update_seconds_per_row(args, side))
+        print(f"PPO.update() on MineSweeper: {args.n_envs} envs x {args.n_steps} steps, default RogueNet with "
+              f"net.critic(), batch {args.batch_size}, {args.epochs} epochs; memory: GRU size {args.size}, "
+              f"sequences of {args.sequence_length} steps; {args.rounds} alternating runs of {args.iterations} "
+              f"updates; torch threads {args.threads}; load average {os.getloadavg()[0]:.2f}")
+        for side, values in per_row.items():
+            runs = ", ".join(f"{1e6 * v:.1f}" for v in values)
+            print(f"{side:<13} µs per row: median {1e6 * statistics.median(values):.1f}   (runs: {runs})")
+        for side in SIDES[1:]:
+            ratio = statistics.median(per_row[side]) / statistics.median(per_row["feed-forward"])
+            print(f"{side} / feed-forward update cost per row: {ratio:.2f}x (target <= 2x)")
     for what, env, overrides, bound in WITHOUT if args.seeds else ():
         returns = without_memory(env, overrides, args.seeds)
         shown = ", ".join(f"seed {s}: {r:.3f}" for s, r in zip(args.seeds, returns))

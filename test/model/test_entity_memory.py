@@ -104,8 +104,8 @@ def test_an_entitys_state_changes_what_the_policy_does_for_it_alone():
         changed["Item"] = changed["Item"].with_data(torch.randn_like(changed["Item"].data))
         b = safe_call(net, {**state, "entity_memory": changed}, {"action": a.action})
     assert not torch.allclose(a.log_prob["sort"].data, b.log_prob["sort"].data)
-    assert set(a.entity_memory) == {"Item"} and a.entity_memory["Item"].shape == (state["entities"]["Item"].data.shape[0],
-                                                                                  6)
+    n_items = state["entities"]["Item"].data.shape[0]
+    assert set(a.entity_memory) == {"Item"} and a.entity_memory["Item"].shape == (n_items, 6)
 
 
 def test_missing_or_misshapen_entity_inputs_are_named():
