@@ -111,8 +111,11 @@ def _memory_of(frame: Any) -> str:
     core = getattr(actor, "memory", None)
     if core is None:
         return ""
-    entity = ", per_entity: true" if getattr(actor, "entity_memory", None) is not None else ""
-    return f"{{kind: {core.kind}, size: {core.size}{entity}}} ({core.state_size} floats per row)"
+    per_entity = getattr(actor, "entity_memory", None)
+    if per_entity is None:
+        return f"{{kind: {core.kind}, size: {core.size}}} ({core.state_size} floats per row)"
+    return (f"{{kind: {core.kind}, size: {core.size}, per_entity: true}} ({core.state_size} floats per row and "
+            f"{per_entity.state_size} per entity)")
 
 
 def load_latest(run: Any) -> RunState:

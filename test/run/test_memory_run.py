@@ -205,3 +205,16 @@ def test_what_does_not_carry_per_entity_states_yet_is_refused_by_name(tmp_path, 
         export_run(run_dir)
     with pytest.raises(OpponentError, match=r"agent \(a player of matches\): .* \(model.memory.per_entity\), not carried here"):
         PolicyPlayer(frame, None, {})
+
+
+def test_init_from_a_run_with_or_without_per_entity_states_names_both(tmp_path):
+    from entmachin.run.logs import RunError
+
+    source = str(tmp_path / "source")
+    train(CONVEYOR, overrides=["train.total_steps=32", "log.eval_interval=32", "log.eval_episodes=2"],
+          progress=False, run_dir=source)
+    rows_only = {**CONVEYOR, "model": {**CONVEYOR["model"], "memory": {"kind": "gru", "size": 8}}}
+    with pytest.raises(RunError, match=r"model.memory \{kind: gru, size: 8, per_entity: true\} \(8 floats per row "
+                                       r"and 8 per entity\), this config's \{kind: gru, size: 8\} \(8 floats per row\)"):
+        train(rows_only, overrides=[f"train.init_from={source}", "train.total_steps=32"], progress=False,
+              run_dir=str(tmp_path / "rows"))
