@@ -4,7 +4,7 @@ Per-entity memory keeps each entity's state by its id: every id of an episode ge
 order of first appearance, and keeps it, and its entity type, until the episode ends. Training and
 evaluation (``entmachin.frame.entity_memory.EntityRows``) and an exported policy (``entmachin.deploy``)
 number them with :func:`number_entities`, so both hold an environment to the same contract and name the
-same breaches. numpy and the standard library only.
+same breaches. The standard library only.
 """
 from __future__ import annotations
 
