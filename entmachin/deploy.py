@@ -15,7 +15,8 @@ Memory: a policy whose network has memory (``model.memory``) keeps a state per g
 ``act(obs, game=KEY)`` carries the state of game ``KEY`` (any hashable; default 0) and ``reset(KEY)``
 forgets it when that game's episode begins again; ``act_batch`` keeps one state per row of the batch and
 starts a row's next episode where the batch says its episode ended (``VecObs.done``), as the
-vectorised environments report it.
+vectorised environments report it. A policy that keeps a state per entity (``model.memory.per_entity``) keeps
+it by the entities' ids (``Observation.ids``; ``VecObs.ids``, which ``EnvList`` passes), as training does.
 
 Continuous actions: the graph gives each actor's distribution parameters and deterministic
 value (``point/<a>``); sampling draws from those parameters here, in numpy, within each actor's
@@ -31,6 +32,7 @@ import numpy as np
 
 from entmachin import export_checksum
 from entmachin.deploy_checks import check_batch
+from entmachin.deploy_memory import Carried, memory_feeds
 from entmachin.env.action import CONTINUOUS_SPACES, GLOBAL_SPACES, Action, SelectEntityActionSpace
 from entmachin.env.batch import batch_obs
 from entmachin.env.canonical import to_state
@@ -75,6 +77,7 @@ class OnnxPolicy:
             observations as a RogueNet's), ``"mlp policy"`` or ``"mlp q"`` (``act_dense``).
         continuous: continuous action name -> its distribution, ``"beta"`` or ``"squashed_gaussian"``.
         memory_size: floats of recurrent state per game (``model.memory``; 0: a feed-forward policy).
+        entity_memory_size: floats of recurrent state per entity (``model.memory.per_entity``; else 0).
         metadata: every ``entmachin.*`` entry of the file's metadata, JSON decoded.
 
     Raises:
@@ -134,9 +137,10 @@ class OnnxPolicy:
         self._outputs = [o.name for o in self.session.get_outputs()]
         self._rng = np.random.default_rng()
         self.memory_size = int((self.metadata.get("memory") or {}).get("state_size", 0))
-        self._games: Dict[Any, np.ndarray] = {}  # act(): each game's state [1, memory_size]
-        self._rows: Optional[np.ndarray] = None  # act_batch(): each row's state [B, memory_size]
-        self._memory_out: Optional[np.ndarray] = None  # the last run's next states
+        self.entity_memory_size = int((self.metadata.get("entity_memory") or {}).get("state_size", 0))
+        self._games: Dict[Any, Carried] = {}  # act(): each game's states
+        self._rows: Optional[Carried] = None  # act_batch(): each row's states
+        self._next: Tuple[Any, Dict[str, np.ndarray]] = (None, {})  # the last run's next states (rows', entities')
 
     def __repr__(self) -> str:
         return f"OnnxPolicy({self.path!r}, kind={self.kind!r})"
@@ -176,17 +180,19 @@ class OnnxPolicy:
         Raises:
             TypeError / ValueError: an observation that does not fit the stored spaces (an
                 unknown entity type or action, a wrong number of features, a mask of the wrong
-                width), named.
+                width), named; with per-entity memory, an entity without an id, an id given twice, or
+                an id that named an entity of another type earlier in the game's episode.
         """
         self._entity_policy("act")
         validate_observation(observation, self.obs_space, self.action_space, where=f"{self.path}: observation")
         vec = batch_obs([observation], self.obs_space, self.action_space)
-        held = self._games.get(game)
-        recurrent = None if not self.memory_size else (
-            np.zeros((1, self.memory_size), np.float32) if held is None else held, np.array([held is None]))
+        vec.ids = [observation.ids]
+        carried = self._games.get(game) or self._carried(1)
+        recurrent = carried.inputs(vec, None, f"{self.path}: game {game!r}") if carried else None
         out = self._run_vec(vec, deterministic, rng, recurrent)
-        if self.memory_size:
-            self._games[game] = self._memory_out
+        if carried:
+            carried.keep(*self._next)
+            self._games[game] = carried
         choices = {name: chosen for name, (chosen, _) in out.items()}
         probs = {name: p for name, (_, p) in out.items()}
         return to_env_actions(self.obs_space, self.action_space, choices, observation, probs)
@@ -199,17 +205,15 @@ class OnnxPolicy:
         bounds).
 
         Raises:
-            TypeError / ValueError: a batch that does not fit the stored spaces, named.
+            TypeError / ValueError: a batch that does not fit the stored spaces, named; with per-entity
+                memory, a batch without ``ids`` or ids that break their contract (as :meth:`act`).
         """
         self._entity_policy("act_batch")
-        self._check_vec(vec_obs)
+        check_batch(vec_obs, self.obs_space, self.action_space, f"{self.path}: observations")
         lengths = {name: vec_obs.action_masks[name].actors.size1() for name in self.action_space}
-        recurrent = None
-        if self.memory_size:  # a row whose episode ended holds the next one's first observation
-            n = len(vec_obs)
-            recurrent = ((np.zeros((n, self.memory_size), np.float32), np.ones(n, np.bool_))
-                         if self._rows is None or self._rows.shape[0] != n else
-                         (self._rows, np.asarray(vec_obs.done, np.bool_).reshape(n)))
+        if self.memory_size and (self._rows is None or self._rows.n_rows != len(vec_obs)):
+            self._rows = self._carried(len(vec_obs))
+        recurrent = self._rows.inputs(vec_obs, vec_obs.done, f"{self.path}: act_batch") if self.memory_size else None
         out = {}
         for name, (chosen, _) in self._run_vec(vec_obs, deterministic, rng, recurrent).items():
             if isinstance(self.action_space[name], CONTINUOUS_SPACES):
@@ -217,34 +221,42 @@ class OnnxPolicy:
             else:
                 out[name] = ragged_from_arrays(chosen.reshape(-1, 1), lengths[name])  # [n_actors, 1]
         if self.memory_size:
-            self._rows = self._memory_out
+            self._rows.keep(*self._next)
         return out
 
+    def _carried(self, n_rows: int) -> Optional[Carried]:
+        """Fresh states for ``n_rows`` rows (None without memory)."""
+        types = list(self.obs_space.entities)
+        return Carried(n_rows, self.memory_size, self.entity_memory_size, types) if self.memory_size else None
+
     def reset(self, game: Any = None) -> None:
-        """Forgets the recurrent state (a policy with memory) of ``game`` (:meth:`act`'s key), or with None
-        of every game and of :meth:`act_batch`'s rows: their next call begins an episode."""
+        """Forgets the recurrent states (a policy with memory: the game's and its entities') of ``game``
+        (:meth:`act`'s key), or with None of every game and of :meth:`act_batch`'s rows: their next call begins
+        an episode."""
         if game is None:
-            self._games.clear()
-            self._rows = None
+            self._games, self._rows = {}, None
         else:
             self._games.pop(game, None)
 
     def outputs(self, vec_obs: VecObs, noise: Optional[Mapping[str, np.ndarray]] = None,
-                memory: Optional[np.ndarray] = None, episode_start: Optional[np.ndarray] = None
-                ) -> Dict[str, np.ndarray]:
+                memory: Optional[np.ndarray] = None, episode_start: Optional[np.ndarray] = None,
+                entity_memory: Optional[Mapping[str, np.ndarray]] = None) -> Dict[str, np.ndarray]:
         """Every output of the graph for a batch (``probs/<a>`` or ``q/<a>``, ``argmax/<a>``,
         ``sample/<a>``, ``counts/<a>``; continuous: ``point/<a>`` and the parameters, ``alpha/<a>``
-        and ``beta/<a>`` or ``mean/<a>`` and ``log_std/<a>``; with memory ``memory_out``), with the given
-        uniform noise per discrete action (default 0) and, with memory, the rows' states (float32
-        ``[B, memory_size]``) and ``episode_start`` (bool ``[B]``; default: every row begins an episode).
-        The states :meth:`act` and :meth:`act_batch` keep are neither read nor changed."""
+        and ``beta/<a>`` or ``mean/<a>`` and ``log_std/<a>``; with memory ``memory_out``, and per entity
+        ``entity_memory_out/<t>``), with the given uniform noise per discrete action (default 0) and, with
+        memory, the rows' states (float32 ``[B, memory_size]``), ``episode_start`` (bool ``[B]``; default:
+        every row begins an episode) and each entity type's states (``entity_memory``: type -> float32
+        ``[N_t, entity_memory_size]`` in the batch's entity order; default zeros). The states :meth:`act` and
+        :meth:`act_batch` keep are neither read nor changed."""
         self._entity_policy("outputs")
-        self._check_vec(vec_obs)
-        feeds = self.feeds(vec_obs, noise, memory, episode_start)
+        check_batch(vec_obs, self.obs_space, self.action_space, f"{self.path}: observations")
+        feeds = self.feeds(vec_obs, noise, memory, episode_start, entity_memory)
         return dict(zip(self._outputs, self.session.run(self._outputs, feeds)))
 
     def feeds(self, vec_obs: VecObs, noise: Optional[Mapping[str, np.ndarray]] = None,
-              memory: Optional[np.ndarray] = None, episode_start: Optional[np.ndarray] = None) -> Dict[str, np.ndarray]:
+              memory: Optional[np.ndarray] = None, episode_start: Optional[np.ndarray] = None,
+              entity_memory: Optional[Mapping[str, np.ndarray]] = None) -> Dict[str, np.ndarray]:
         """The graph's inputs for a batch, named as README "Shipping a policy (ONNX)" lists them
         (a continuous action's ``low/<a>`` and ``high/<a>``: each actor's bounds, the space's where
         the batch does not narrow them)."""
@@ -280,29 +292,24 @@ class OnnxPolicy:
             feeds[f"noise/{name}"] = (np.zeros(n_actors, np.float32) if given is None
                                       else np.asarray(given, np.float32).reshape(n_actors))
         if self.memory_size:
-            n = len(vec_obs)
-            if memory is not None and np.shape(memory) != (n, self.memory_size):
-                raise ValueError(f"{self.path}: memory has shape {np.shape(memory)}; this policy's state is "
-                                 f"[{n}, {self.memory_size}] (one row per observation)")
-            feeds["memory"] = (np.zeros((n, self.memory_size), np.float32) if memory is None
-                               else np.asarray(memory, np.float32))
-            feeds["episode_start"] = (np.ones(n, np.bool_) if episode_start is None
-                                      else np.asarray(episode_start, np.bool_).reshape(n))
+            memory_feeds(feeds, len(vec_obs), (self.memory_size, self.entity_memory_size),
+                         list(self.obs_space.entities), self.path, memory, episode_start, entity_memory)
         return feeds
 
     def _run_vec(self, vec: VecObs, deterministic: bool, rng: Optional[np.random.Generator],
-                 recurrent: Optional[Tuple[np.ndarray, np.ndarray]] = None) -> Dict[str, Any]:
+                 recurrent: Optional[Tuple[Any, ...]] = None) -> Dict[str, Any]:
         """action name -> (int64 choices ``[n_actors]``, the probabilities or Q-values per actor), or
         for a continuous action (float32 values ``[n_actors, n_values]``, None); with memory, ``recurrent``
-        is the rows' states and episode starts, and the next states are left in ``_memory_out``."""
+        is the rows' states, episode starts and entities' states, and the next states are left in ``_next``."""
         noise = None
         rng = rng if rng is not None else self._rng
         if not deterministic:
             noise = {name: rng.random(vec.action_masks[name].actors.items(), dtype=np.float32)
                      for name, space in self.action_space.items() if not isinstance(space, CONTINUOUS_SPACES)}
-        feeds = self.feeds(vec, noise, *(recurrent or (None, None)))
+        feeds = self.feeds(vec, noise, *(recurrent or ()))
         out = dict(zip(self._outputs, self.session.run(self._outputs, feeds)))
-        self._memory_out = out.get("memory_out")
+        self._next = (out.get("memory_out"), {t: out[f"entity_memory_out/{t}"] for t in self.obs_space.entities
+                                               if f"entity_memory_out/{t}" in out})
         pick = "argmax" if deterministic else "sample"
         result: Dict[str, Tuple[np.ndarray, Optional[np.ndarray]]] = {}
         for name, space in self.action_space.items():
@@ -338,10 +345,6 @@ class OnnxPolicy:
     def _entity_policy(self, method: str) -> None:
         if self.obs_space is None:
             raise TypeError(f"{self.path}: a dense {self.kind} takes feature vectors: use act_dense(), not {method}()")
-
-    def _check_vec(self, vec: Any) -> None:
-        """The batch's entity types, feature counts, actions, mask widths and bounds against the spaces."""
-        check_batch(vec, self.obs_space, self.action_space, f"{self.path}: observations")
 
     def evaluate(self, make_env: Any, episodes: int, deterministic: bool = True, seed: Optional[int] = None, *,
                  num_envs: Optional[int] = None, max_steps: Optional[int] = None,

@@ -28,6 +28,7 @@ ALLOWED = {
     "settings": set(),  # declares the fields of every layer's settings records: any layer imports it
     "deploy": {"ragged", "env"},  # runs exported policies: numpy, onnxruntime and the environment layer only
     "deploy_checks": {"ragged", "env"},  # deploy's checks of a batch: the same
+    "deploy_memory": {"ragged", "env"},  # the states deploy keeps between calls: the same
     "data": {"ragged", "env", "data"},  # datasets on disk: pyarrow and numpy, so a recorder's process stays light
     "files": set(),  # atomic writes: the standard library only, for every layer
     "export_checksum": set(),  # an export's checksum: the standard library only, for the exporter and deploy
@@ -35,7 +36,8 @@ ALLOWED = {
 # (layer, module-path prefix inside entmachin) -> third-party packages it must not import
 FORBIDDEN_PACKAGES = {
     "env": {"torch"}, "ragged/arrays.py": {"torch"}, "ragged/arrdict.py": {"torch"}, "ragged/trees.py": {"torch"},
-    "ragged/array.py": {"torch"}, "deploy.py": {"torch"}, "deploy_checks.py": {"torch"}, "data": {"torch"}, "ragged/interop.py": {"torch"}, "ragged/shim.py": {"torch"},
+    "ragged/array.py": {"torch"}, "deploy.py": {"torch"}, "deploy_checks.py": {"torch"}, "deploy_memory.py": {"torch"},
+    "data": {"torch"}, "ragged/interop.py": {"torch"}, "ragged/shim.py": {"torch"},
     "files.py": {"torch", "numpy"}, "export_checksum.py": {"torch", "numpy", "onnx"},
     "ragged/layout.py": {"torch"}, "ragged/storage.py": {"torch"}, "ragged/arithmetic.py": {"torch"},
 }

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
+from entmachin.env.entity_ids import number_entities
 from entmachin.model.memory import entity_memory_size
 from entmachin.model.wrappers import unwrap
 from entmachin.ragged.tensor import RaggedTensor
@@ -101,36 +102,15 @@ class EntityRows:
 
     def _number(self, ids: List[Mapping[str, Any]], lengths: Mapping[str, np.ndarray], rows: Any
                 ) -> List[Dict[str, List[int]]]:
-        """Each row's handles per type, new ids numbered after the episode's earlier ones."""
+        """Each row's handles per type, new ids numbered after the episode's earlier ones (``number_entities``)."""
         out = []
         for r in rows:
-            index, seen, handles = self.index[r], set(), {}
-            for etype in self.types:
-                given = list(ids[r].get(etype, ()))
-                if len(given) != int(lengths[etype][r]):
-                    raise ValueError(f"entity memory: row {r}: {int(lengths[etype][r])} {etype!r} entities but "
-                                     f"{len(given)} ids; per-entity memory keeps states by id, so the environment "
-                                     "must give every entity its id (Observation ids=...)")
-                mine = []
-                for eid in given:
-                    if eid in seen:
-                        raise ValueError(f"entity memory: row {r}: entity id {eid!r} is given twice in one "
-                                         "observation")
-                    seen.add(eid)
-                    known = index.get(eid)
-                    if known is None:
-                        known = index[eid] = (etype, len(index))
-                    elif known[0] != etype:
-                        raise ValueError(f"entity memory: row {r}: entity id {eid!r} names a {etype!r} entity, but "
-                                         f"earlier in this episode it named a {known[0]!r} one; an environment must "
-                                         "not reuse an id within an episode for another entity")
-                    mine.append(known[1])
-                handles[etype] = mine
-            if len(index) > self.table[r].shape[0]:
-                grown = torch.zeros(len(index), self.size)
+            counts = {etype: int(lengths[etype][r]) for etype in self.types}
+            out.append(number_entities(self.index[r], ids[r], counts, self.types, f"entity memory: row {r}"))
+            if len(self.index[r]) > self.table[r].shape[0]:
+                grown = torch.zeros(len(self.index[r]), self.size)
                 grown[: self.table[r].shape[0]] = self.table[r]
                 self.table[r] = grown
-            out.append(handles)
         return out
 
     def _gather(self, handles: List[Dict[str, List[int]]]) -> Dict[str, Any]:

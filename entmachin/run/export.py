@@ -89,9 +89,6 @@ def export_policy(model: Any, path: str, *, q_values: Optional[bool] = None,
     """
     started = time.perf_counter()
     net, kind = _acting_model(model)
-    if entity_memory_size(net):
-        raise ExportError("export: the network keeps a state per entity (model.memory.per_entity), which the ONNX "
-                          "graph does not carry yet; export a network with memory per game row only")
     if kind == "rogue-net policy" and q_values:
         if net.q_head is None:
             raise ExportError("export: q_values=True, but the RogueNet has no Q-heads")
@@ -115,6 +112,8 @@ def export_policy(model: Any, path: str, *, q_values: Optional[bool] = None,
         core = getattr(net, "memory", None)
         if core is not None:  # the state deploy keeps per game (entmachin.run.export_memory)
             props["memory"] = {"kind": core.kind, "size": core.size, "state_size": core.state_size}
+        if entity_memory_size(net):  # the state deploy keeps per entity id
+            props["entity_memory"] = {"state_size": entity_memory_size(net)}
     else:
         props = {"dense": dense_graph(g, net)}
     props.update({"format": FORMAT, "version": entmachin.__version__, "kind": kind})

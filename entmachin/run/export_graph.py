@@ -29,6 +29,7 @@ actors of an action, ``E`` actees, ``P`` actor x actee pairs):
   it), and ``point/<a>``, the deterministic value (``continuous.deterministic_point``), each
   float32 ``[A, V]``; the metadata's ``entmachin.continuous`` names each one's distribution, and
   ``entmachin.deploy`` samples from the parameters in numpy.
+* with ``model.memory``, the states' inputs and outputs too (``entmachin.run.export_memory``).
 """
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ from entmachin.model.continuous import ContinuousHead
 from entmachin.model.embedding import FeaturelessEmbedding
 from entmachin.model.heads import CategoricalQHead
 from entmachin.model.rogue_net import RogueNet
-from entmachin.run.export_memory import memory_step
+from entmachin.run.export_memory import entity_memory_step, memory_step
 from entmachin.run.export_ops import (_BOOL, _F32, _I64, _NEG_INF, _Rows, _dueling, _gelu, _input_norm, _layer_norm,
                                       _linear, _np, choices, continuous_head)
 
@@ -116,7 +117,10 @@ class RogueNetGraph:
         vis = g.op("Reshape", vis, g.vec(n_obs, width))  # [B, T]; padding: invisible
         self.x = self._trunk(x, valid, vis, feats, slot, n_slots)
         if net.memory is not None:
-            self.x = memory_step(g, net.memory, self.x, valid)
+            trunk, self.x = self.x, memory_step(g, net.memory, self.x, valid)
+            if net.entity_memory is not None:
+                self.x = entity_memory_step(g, net.entity_memory, trunk, self.x,
+                                            {t: (slot[t], rows[t].row) for t in self.types})
         self.flat = g.op("Reshape", self.x, g.const([-1, self.d], np.int64))  # [B * T, d]
         for name in net.action_names:
             self._head(name, action_inputs[name])

@@ -77,11 +77,11 @@ def test_act_keeps_a_state_per_game_and_reset_begins_an_episode(tmp_path):
         for key, env in games.items():
             policy.act(seen[key][-1], game=key)
             seen[key].append(env.act({}))
-    state_a = policy._games["a"].copy()
+    state_a = policy._games["a"].memory.copy()
     solo = OnnxPolicy(path)
     for obs in seen["a"][:2]:
         solo.act(obs, game="only")
-    np.testing.assert_allclose(solo._games["only"], state_a, atol=1e-6)
+    np.testing.assert_allclose(solo._games["only"].memory, state_a, atol=1e-6)
     policy.reset("a")
     assert "a" not in policy._games and "b" in policy._games
     policy.reset()
