@@ -13,4 +13,5 @@ def test_smoke_run_trains_both_ships_the_memory_and_names_what_is_refused(tmp_pa
     assert 0.0 <= result["deployed"] <= 1.0
     assert out.count("   game ") == 3
     assert 0.0 <= result["conveyor per entity"] <= 1.0 and 0.0 <= result["conveyor per game row"] <= 1.0
+    assert 0.0 <= result["conveyor deployed"] <= 1.0
     assert result["refused"].startswith("rollout.overlap: true, but the network's memory is carried over every row")
