@@ -182,7 +182,6 @@ def test_what_does_not_carry_per_entity_states_yet_is_refused_by_name(tmp_path, 
     from entmachin.frame import collector as collector_module
     from entmachin.run.export import ExportError, export_run
     from entmachin.run.logs import RunError
-    from entmachin.run.matches import OpponentError, PolicyPlayer
 
     with pytest.raises(ConfigError, match="rollout.processes: 2, but model.memory.per_entity keeps its states by"):
         config_from_dict({**CONVEYOR, "rollout": {**CONVEYOR["rollout"], "processes": 2}})
@@ -194,7 +193,7 @@ def test_what_does_not_carry_per_entity_states_yet_is_refused_by_name(tmp_path, 
     original = collector_module.RolloutCollector.snapshot
     monkeypatch.setattr(collector_module.RolloutCollector, "snapshot",
                         lambda self: {k: v for k, v in original(self).items() if k != "entity_memory"})
-    frame = train(CONVEYOR, overrides=["train.total_steps=40", "log.eval_interval=40", "log.eval_episodes=2",
+    train(CONVEYOR, overrides=["train.total_steps=40", "log.eval_interval=40", "log.eval_episodes=2",
                                        "rollout.n_steps=10", "frame.sequence_length=5"], progress=False,
                   run_dir=run_dir)
     monkeypatch.undo()
@@ -203,5 +202,24 @@ def test_what_does_not_carry_per_entity_states_yet_is_refused_by_name(tmp_path, 
         train(resume=run_dir, overrides=["train.total_steps=96"], progress=False)
     with pytest.raises(ExportError, match="keeps a state per entity .* which the ONNX graph does not carry yet"):
         export_run(run_dir)
-    with pytest.raises(OpponentError, match=r"agent \(a player of matches\): .* \(model.memory.per_entity\), not carried here"):
-        PolicyPlayer(frame, None, {})
+
+
+def test_a_game_with_per_entity_memory_is_evaluated_against_opponents_and_runs(tmp_path, capsys):
+    """A two-seat run keeping a state per entity id (selfplay.seats: all) is evaluated against ``random`` in
+    training (log.eval_opponents) and by ``entmachin eval --opponent`` against a run directory, itself, where
+    both sides keep their own entities' states per game."""
+    import json
+
+    from entmachin.run.cli import main
+
+    data = {"env": {"name": "RockPaperScissorsDuel"}, "model": {"critic": "shared", "d_model": 16, "n_layer": 1,
+                                                                 "memory": {"kind": "gru", "size": 4, "per_entity": True}},
+            "frame": {"name": "PPO", "batch_size": 32, "sequence_length": 4},
+            "rollout": {"num_envs": 4, "n_steps": 8}, "selfplay": {"seats": "all"},
+            "train": {"total_steps": 32}, "log": {"eval_interval": 32, "eval_episodes": 4, "eval_opponents": ["random"]}}
+    train(data, progress=False, run_dir=str(tmp_path))
+    records = json.loads((tmp_path / "eval.json").read_text())
+    assert records and 0.0 <= records[-1]["win_rate"]["random"] <= 1.0
+    capsys.readouterr()
+    assert main(["eval", str(tmp_path), "--opponent", str(tmp_path), "--episodes", "6"]) == 0
+    assert "games 6  wins" in capsys.readouterr().out
