@@ -176,6 +176,25 @@ def test_per_entity_memory_trains_resumes_and_evaluates_with_its_states(tmp_path
     assert resumed.actor.entity_memory_size == 8
     for a, b in zip(whole.actor.state_dict().values(), resumed.actor.state_dict().values()):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+    _recorded_as_evaluated(str(tmp_path / "whole"), str(tmp_path / "data"))
+
+
+def _recorded_as_evaluated(run_dir, out):
+    """``entmachin record --policy RUN_DIR --deterministic`` scores the returns evaluation gives for its seed."""
+    pytest.importorskip("pyarrow")
+    import numpy as np
+
+    from entmachin.data import Dataset
+    from entmachin.frame.evaluate import evaluate
+    from entmachin.run.cli import main
+    from entmachin.run.evaluation import load_trained
+
+    assert main(["record", "--policy", run_dir, "--episodes", "8", "-o", out, "--num-envs", "4", "--seed", "5",
+                 "--deterministic", "--no-progress"]) == 0
+    rows = Dataset(out).read()
+    recorded = sorted(float(rows.reward[rows.episode == e].sum()) for e in np.unique(rows.episode))
+    frame, _, factory = load_trained(run_dir)
+    assert recorded == pytest.approx(sorted(evaluate(frame, factory, 8, True, seed=5, num_envs=4).returns))
 
 
 def test_what_does_not_carry_per_entity_states_yet_is_refused_by_name(tmp_path, monkeypatch):
