@@ -18,7 +18,7 @@ from entmachin.model.memory import entity_memory_size
 from entmachin.model.wrappers import unwrap
 from entmachin.ragged.tensor import RaggedTensor
 
-__all__ = ["EntityRows", "entity_rows", "refuse_entity_memory"]
+__all__ = ["EntityRows", "entity_rows"]
 
 
 class EntityRows:
@@ -56,16 +56,37 @@ class EntityRows:
         return self._gather(self._handles)
 
     def advance(self, result: Any, obs: Any) -> Dict[str, Any]:
-        """Keeps each entity's next state from an acting call's ``result`` (its ``entity_memory`` field, the
-        entities of the last :meth:`entries`), then drops the states of the rows whose episode ended (``obs``,
-        the step's ``VecObs``). Returns the entries of the step's next states, the states each row's next
-        observation reached: the final observation's where the episode ended (a truncated row's bootstrap).
+        """Keeps each entity's next state from an acting call's ``result`` (:meth:`keep`), then drops the states
+        of the rows whose episode ended (``obs``, the step's ``VecObs``). Returns the entries of the step's next
+        states, the states each row's next observation reached: the final observation's where the episode ended
+        (a truncated row's bootstrap).
+
+        Raises:
+            ValueError: as :meth:`keep`.
+        """
+        self.keep(result)
+        ids, lengths = _row_ids(obs, "entity memory"), _lengths(obs)
+        done = np.asarray(obs.done, dtype=np.bool_)
+        if done.any():  # a row whose episode ended: its next state is its final observation's
+            final_ids = _row_ids(obs.final_obs, "entity memory (final observations)")
+            final_lengths = _lengths(obs.final_obs)
+            where = {int(r): k for k, r in enumerate(np.asarray(obs.final_index, dtype=np.int64))}
+            ids = [final_ids[where[r]] if r in where else ids[r] for r in range(len(ids))]
+            lengths = {t: np.array([final_lengths[t][where[r]] if r in where else lengths[t][r]
+                                    for r in range(len(ids))], dtype=np.int64) for t in self.types}
+        entries = self._gather(self._number(ids, lengths, range(len(self.index))))
+        self.end(done)
+        return entries
+
+    def keep(self, result: Any) -> None:
+        """Keeps each entity's next state from an acting call's ``result`` (its ``entity_memory`` field, for
+        the entities of the last :meth:`entries`), by handle.
 
         Raises:
             ValueError: no :meth:`entries` before, or a result without per-entity states of their shape.
         """
         if self._handles is None:
-            raise ValueError("entity memory: advance() before entries()")
+            raise ValueError("entity memory: a result kept before entries() gave the states it came from")
         after = getattr(result, "entity_memory", None)
         if not isinstance(after, Mapping):
             raise ValueError("entity memory: the network returned no per-entity states (a RogueNet output's "
@@ -85,20 +106,22 @@ class EntityRows:
                 if h:
                     self.table[r][torch.as_tensor(h)] = new[start : start + len(h)]
                     start += len(h)
-        ids, lengths = _row_ids(obs, "entity memory"), _lengths(obs)
-        done = np.flatnonzero(np.asarray(obs.done, dtype=np.bool_))
-        if done.size:  # a row whose episode ended: its next state is its final observation's
-            final_ids = _row_ids(obs.final_obs, "entity memory (final observations)")
-            final_lengths = _lengths(obs.final_obs)
-            where = {int(r): k for k, r in enumerate(np.asarray(obs.final_index, dtype=np.int64))}
-            ids = [final_ids[where[r]] if r in where else ids[r] for r in range(len(ids))]
-            lengths = {t: np.array([final_lengths[t][where[r]] if r in where else lengths[t][r]
-                                    for r in range(len(ids))], dtype=np.int64) for t in self.types}
-        entries = self._gather(self._number(ids, lengths, range(len(self.index))))
-        for r in done.tolist():
-            self.index[r], self.table[r] = {}, torch.zeros(0, self.size)
         self._handles = None
-        return entries
+
+    def end(self, done: Any) -> None:
+        """Drops the states and the numbering of the rows whose episode ended (bool ``[n_rows]``): their next
+        observation begins an episode, its entities from zeros."""
+        for r in np.flatnonzero(np.asarray(done, dtype=np.bool_).reshape(-1)).tolist():
+            self.index[r], self.table[r] = {}, torch.zeros(0, self.size)
+
+    def row(self, r: int) -> Tuple[Dict[Any, Tuple[str, int]], torch.Tensor]:
+        """Row ``r``'s states: its ids' ``(type, handle)`` and its table ``[n_handles, size]`` (not copies), to
+        be given back to a row by :meth:`put`."""
+        return self.index[r], self.table[r]
+
+    def put(self, r: int, states: Tuple[Dict[Any, Tuple[str, int]], torch.Tensor]) -> None:
+        """Gives row ``r`` the states :meth:`row` took from a row (of any ``EntityRows`` of this width)."""
+        self.index[r], self.table[r] = states
 
     def _number(self, ids: List[Mapping[str, Any]], lengths: Mapping[str, np.ndarray], rows: Any
                 ) -> List[Dict[str, List[int]]]:
@@ -157,11 +180,3 @@ def entity_rows(frame: Any, n_rows: int) -> Optional[EntityRows]:
     actor = unwrap(getattr(frame, "actor", None))
     size = entity_memory_size(actor)
     return EntityRows(size, n_rows, list(actor.obs_space.entities)) if size else None
-
-
-def refuse_entity_memory(frame: Any, what: str, error: type = ValueError) -> None:
-    """Raises ``error`` where the frame's actor keeps a state per entity (``model.memory.per_entity``), which
-    ``what`` does not carry yet (training and evaluation do)."""
-    if entity_memory_size(unwrap(getattr(frame, "actor", None))):
-        raise error(f"{what}: this run's network keeps a state per entity (model.memory.per_entity), not carried "
-                    "here yet; training and entmachin eval carry it")

@@ -15,7 +15,7 @@ from entmachin.model.continuous import ContinuousActionsUnsupported, ContinuousH
 from entmachin.model.embedding import TokenBatch
 from entmachin.model.heads import SelectEntityHead, SelectEntityQHead
 from entmachin.model.inputs import ParsedMask
-from entmachin.model.memory import RecurrentInputs
+from entmachin.model.memory import NextStates, RecurrentInputs
 from entmachin.ragged.tensor import RaggedTensor, to_ragged_tensor
 
 __all__ = ["ChoiceTables"]
@@ -23,7 +23,7 @@ __all__ = ["ChoiceTables"]
 
 class ChoiceTables:
     """``q_values``, ``probabilities``, ``probabilities_and_values`` (``probabilities_values_and_memory``: with
-    the next state of a network with memory) and ``log_probabilities`` of a network
+    the next states of a network with memory) and ``log_probabilities`` of a network
     with ``heads``, ``q_heads``, ``action_names``, ``_encode_for_policy``, ``value`` and ``_value_head``
     (``RogueNet``)."""
 
@@ -92,21 +92,24 @@ class ChoiceTables:
                                         visible: Optional[Mapping[str, Any]] = None,
                                         memory: Optional[torch.Tensor] = None,
                                         episode_start: Optional[torch.Tensor] = None, *, deterministic: bool = False,
-                                        ) -> Tuple[Dict[str, RaggedTensor], Dict[str, RaggedTensor],
-                                                   Optional[torch.Tensor]]:
+                                        entity_memory: Optional[Mapping[str, Any]] = None,
+                                        ) -> Tuple[Dict[str, RaggedTensor], Dict[str, RaggedTensor], NextStates]:
         """:meth:`probabilities_and_values` of one step of each row of a network with memory (``memory``,
-        float ``[B, memory_size]``, and ``episode_start``, bool ``[B, 1]``, as :meth:`forward` takes them),
-        and the rows' next state (None without memory): what recording with such a policy carries.
+        float ``[B, memory_size]``, ``episode_start``, bool ``[B, 1]``, and with ``model.memory.per_entity``
+        ``entity_memory``, as :meth:`forward` takes them), and the states the step leaves: what recording with
+        such a policy carries.
 
         Returns:
-            ``(tables, values, memory)``: as :meth:`probabilities_and_values`, and float ``[B, memory_size]``.
+            ``(tables, values, states)``: as :meth:`probabilities_and_values`, and the ``NextStates``: the rows'
+            (float ``[B, memory_size]``; None without memory) and each entity type's (type -> float
+            ``[n_entities, entity_memory_size]``; None without per-entity memory).
         """
         def probs(head: nn.Module, x: torch.Tensor, actors: Any, actees: Any, mask: ParsedMask) -> torch.Tensor:
             return _choice_log_probs(head, x, actors, actees, mask).exp()
 
         out, _, _, state = self._per_actor(self.heads, probs, entities, action_masks, visible,
                                            draw="deterministic" if deterministic else "sample",
-                                           recurrent=RecurrentInputs(memory, episode_start, 1))
+                                           recurrent=RecurrentInputs(memory, episode_start, 1, entity_memory))
         continuous = {name for name in out if isinstance(self.heads[self.action_names.index(name)], ContinuousHead)}
         return ({name: t for name, t in out.items() if name not in continuous},
                 {name: t for name, t in out.items() if name in continuous}, state)
@@ -145,13 +148,13 @@ class ChoiceTables:
                    visible: Optional[Mapping[str, Any]], continuous: Optional[Mapping[str, Any]] = None,
                    draw: Optional[Literal["sample", "deterministic"]] = None,
                    recurrent: RecurrentInputs = RecurrentInputs(),
-                   ) -> Tuple[Dict[str, RaggedTensor], TokenBatch, torch.Tensor, Optional[torch.Tensor]]:
+                   ) -> Tuple[Dict[str, RaggedTensor], TokenBatch, torch.Tensor, NextStates]:
         """``fn(head, x, actors, actees, mask)`` per action, on the actors' (and actees') stream
         indices: int64 ``[n_actors]`` for categorical heads, ragged ``[n, 1]`` for select-entity ones;
         a continuous action's ``[n_actors, 1]`` log-probability of ``continuous[name]``, or with
         ``draw`` its values ``[n_actors, n_values]`` drawn as :meth:`forward` draws them; also the
-        tokens, the trunk's output they came from and the next state (``recurrent``: :meth:`forward`'s
-        ``memory``, ``episode_start`` and ``sequence_length``; None without memory)."""
+        tokens, the trunk's output they came from and the ``NextStates`` the step leaves (``recurrent``:
+        :meth:`forward`'s ``memory``, ``episode_start``, ``sequence_length`` and ``entity_memory``)."""
         tokens, x, masks, _, state = self._encode_for_policy(entities, action_masks, visible, None, recurrent)
         starts = tokens.layout.starts
         out: Dict[str, RaggedTensor] = {}
@@ -183,7 +186,7 @@ class ChoiceTables:
             else:
                 values = fn(head, x, actor_tokens, None, mask)
             out[name] = actors.with_data(values)
-        return out, tokens, x, state.memory
+        return out, tokens, x, state
 
 
 def _choice_log_probs(head: nn.Module, x: torch.Tensor, actors: Any, actees: Any, mask: ParsedMask) -> torch.Tensor:

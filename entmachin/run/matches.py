@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -29,7 +30,7 @@ from entmachin.frame.collector import default_actions
 from entmachin.frame.config import resolve
 from entmachin.run.build import seeds
 from entmachin.run.envs import EnvFactory
-from entmachin.frame.entity_memory import refuse_entity_memory
+from entmachin.frame.entity_memory import entity_rows
 from entmachin.frame.memory import actor_memory_size, memory_rows
 from entmachin.run.evaluation import Version, eval_envs, load_trained, run_dir_of
 from entmachin.run.logs import RunError
@@ -100,37 +101,62 @@ class PolicyPlayer:
     A policy with memory (``model.memory``; ``remembers`` is True) keeps a state per game and seat: ``choose``
     then takes ``games``, each observation's game (any hashable; a game it has not seen begins there), and
     :func:`play_matches` shows it every step of its seats, also those where it has no actor, so that the state
-    follows the game; ``forget(game)`` drops a finished game's states.
+    follows the game; ``forget(game)`` drops a finished game's states. With ``model.memory.per_entity`` each
+    game and seat also keeps its entities' states by their ids (``Observation.ids``): a batch's rows are
+    assembled from them in an :class:`~entmachin.frame.entity_memory.EntityRows` for the pass, and its
+    states taken back after it.
     """
 
     def __init__(self, frame: Any, obs_space: Any, action_space: Mapping[str, Any], deterministic: bool = True,
                  name: str = "agent") -> None:
         self.frame, self.obs_space, self.action_space = frame, obs_space, action_space
         self.deterministic, self.name = deterministic, name
-        refuse_entity_memory(frame, f"{name} (a player of matches)", OpponentError)
         self.remembers = actor_memory_size(frame) > 0
-        self._states: Dict[Tuple[Any, str], Any] = {}  # (game, seat) -> that seat's state, a policy with memory
+        # (game, seat) -> that seat's state and its entities' (EntityRows.row; None without per_entity)
+        self._states: Dict[Tuple[Any, str], Tuple[Any, Any]] = {}
 
     def choose(self, observations: Sequence[Observation], seats: Sequence[str],
                games: Optional[Sequence[Any]] = None) -> List[Dict[str, Any]]:
+        """Each observation's actions (the actors' most likely choices, or samples); ``games``: each one's game
+        (required of a policy with memory).
+
+        Raises:
+            OpponentError: a policy with memory without ``games``, or (per-entity memory) an observation whose
+                entities lack ids or reuse one, naming the game and seat.
+        """
         vec = batch_obs(list(observations), self.obs_space, self.action_space)
         state = to_state(vec, self.action_space)
-        keys = None
+        keys, entities = None, None
         if self.remembers:
             if games is None:
                 raise OpponentError(f"{self.name}: a policy with memory (model.memory) keeps a state per game: "
                                     "choose() needs games=, each observation's game")
             keys = list(zip(games, seats))
-            rows = memory_rows(self.frame, len(keys))
+            rows, entities = memory_rows(self.frame, len(keys)), entity_rows(self.frame, len(keys))
             for k, key in enumerate(keys):  # games not seen yet begin here (zeros, episode_start)
                 if key in self._states:
-                    rows.memory[k], rows.episode_start[k] = self._states[key], False
+                    rows.memory[k], rows.episode_start[k] = self._states[key][0], False
+                    if entities is not None:
+                        entities.put(k, self._states[key][1])
             state = rows.state(state)
+            if entities is not None:
+                vec.ids = [o.ids for o in observations]
+                state = {**state, **self._entries(entities, vec, keys)}
         result = self.frame.act(state, self.deterministic, collect_stats=False)
         if keys is not None:
-            for key, memory in zip(keys, result.memory.detach().cpu()):
-                self._states[key] = memory
+            if entities is not None:
+                entities.keep(result)
+            for k, (key, memory) in enumerate(zip(keys, result.memory.detach().cpu())):
+                self._states[key] = (memory, None if entities is None else entities.row(k))
         return _row_actions(default_actions(result)[1], observations, self.obs_space, self.action_space)
+
+    def _entries(self, entities: Any, vec: Any, keys: List[Tuple[Any, str]]) -> Dict[str, Any]:
+        try:
+            return entities.entries(vec)
+        except ValueError as e:
+            row = re.match(r"entity memory: row (\d+):", str(e))
+            where = "" if row is None else " (game {!r}, seat '{}')".format(*keys[int(row.group(1))])
+            raise OpponentError(f"{self.name}{where}: {e}") from None
 
     def forget(self, game: Any) -> None:
         """Drops every seat's state of ``game`` (a policy with memory)."""

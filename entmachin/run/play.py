@@ -42,17 +42,17 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 import numpy as np
 
 from entmachin.data.dataset import plain_ids
-from entmachin.env import EnvList, batch_obs, checked_choices, to_state
+from entmachin.env import EnvList, batch_obs, checked_choices
 from entmachin.env.action import CONTINUOUS_SPACES
 from entmachin.env.multi_agent import has_actors
-from entmachin.frame.entity_memory import refuse_entity_memory
+from entmachin.frame.entity_memory import entity_rows
 from entmachin.frame.memory import memory_rows, refuse_memory
 from entmachin.ragged.arrays import ragged_from_arrays
 from entmachin.run.config import EnvSection
 from entmachin.run.envs import EnvFactory, env_class
 from entmachin.run.matches import PolicyPlayer, load_opponent
 from entmachin.run.prompt import (HELP, HELP_CONTINUOUS, PlayError, Quit, again, ask, describe, entity_lines,
-                                  entity_names, turns_of, with_probs)
+                                  entity_names, recurrent_state, turns_of, with_probs)
 
 __all__ = ["PlayError", "play"]
 
@@ -79,7 +79,6 @@ def play(env: Optional[str], checkpoint: Optional[str], seed: Optional[int], sea
         from entmachin.run.evaluation import load_trained
 
         frame, config, factory = load_trained(checkpoint)
-        refuse_entity_memory(frame, "play", PlayError)
         if env is not None and env_class(env) is not env_class(config.env.name):
             raise PlayError(f"play: {env} is not the environment {checkpoint} was trained on "
                             f"({config.env.name}); leave ENV out to play the run's own")
@@ -149,6 +148,7 @@ def _episodes(envs: EnvList, frame: Any, me: int = 0, others: Any = None, record
     every other row; ``recorder`` records every step)."""
     obs_space, action_space = envs.obs_space(), envs.action_space()
     carry = None if frame is None else memory_rows(frame, 1)  # the agent's state, kept across the person's moves
+    entities = None if frame is None else entity_rows(frame, 1)  # and its entities' (model.memory.per_entity)
     vec = envs.reset()
     step, reward, total = 0, 0.0, 0.0
     while True:
@@ -162,18 +162,21 @@ def _episodes(envs: EnvList, frame: Any, me: int = 0, others: Any = None, record
         if not any(turns.values()):
             print("no actor acts on this step" if others is None else "not your move on this step")
         elif frame is not None:
-            turns = with_probs(frame, obs, obs_space, action_space, turns, carry)
+            turns = with_probs(frame, obs, obs_space, action_space, turns, carry, entities)
         rows = [{name: [ask(turn) for turn in group] for name, group in turns.items()}]
         if others is not None:
             rows = [rows[0] if r == me else _opponent_row(envs, r, others) for r in range(len(envs))]
         actions = {name: _ragged_choices(rows, name, action_space[name]) for name in action_space}
         before, ids = vec, [o.ids for o in envs.last_obs]
-        if carry is not None:  # the agent's next state: it sees this step whoever chooses the actions
-            acted = frame.act(carry.state(to_state(batch_obs([obs], obs_space, action_space), action_space)),
+        if carry is not None:  # the agent's next states: it sees this step whoever chooses the actions
+            acted = frame.act(recurrent_state(obs, obs_space, action_space, carry, entities, 1),
                               deterministic=True, collect_stats=False)
         vec = envs.act(actions)
         if carry is not None:
             carry.advance(acted, vec.done[me : me + 1])
+            if entities is not None:
+                entities.keep(acted)
+                entities.end(vec.done[me : me + 1])
         if recorder is not None:
             plain = plain_ids(ids)
             recorder.step(before, actions, vec, ids=ids if plain else None,

@@ -14,10 +14,11 @@ import torch
 from entmachin.env import GLOBAL_ENTITY, ObsSpace, Observation, VecObs, VecSelectEntityActionMask, batch_obs, to_state
 from entmachin.env.vec_env import VecContinuousActionMask
 from entmachin.ragged.arrays import ragged_from_arrays
+from entmachin.ragged.tensor import RaggedTensor
 
 
 __all__ = ["PlayError", "Quit", "Turn", "HELP", "HELP_CONTINUOUS", "describe", "entity_names", "entity_lines",
-           "turns_of", "with_probs", "ask", "again"]
+           "turns_of", "with_probs", "recurrent_state", "ask", "again"]
 
 HELP = ("Type a choice's name or number; for a select-entity action the entity's id or #position. "
         "'a' or Enter: the agent's choice (with --checkpoint); q quits.")
@@ -145,10 +146,11 @@ def turns_of(vec: VecObs, action_space: Mapping[str, Any], names: List[str]) -> 
 
 
 def with_probs(frame: Any, obs: Observation, obs_space: ObsSpace, action_space: Mapping[str, Any],
-               turns: Dict[str, List[Turn]], carry: Any = None) -> Dict[str, List[Turn]]:
+               turns: Dict[str, List[Turn]], carry: Any = None, entities: Any = None) -> Dict[str, List[Turn]]:
     """The turns with the agent's full distribution of every actor (discrete actions) and its
     deterministic values (continuous ones); ``carry``: the agent's recurrent state
-    (``entmachin.frame.memory.MemoryRows`` of one row) where its network has memory.
+    (``entmachin.frame.memory.MemoryRows`` of one row) where its network has memory, and ``entities``
+    its entities' (``entmachin.frame.entity_memory.EntityRows`` of one row) with ``model.memory.per_entity``.
 
     The continuous values come from one deterministic pass. Then the step is repeated once per
     choice position k; in row k every actor takes choice k where its mask allows it (else its
@@ -160,7 +162,7 @@ def with_probs(frame: Any, obs: Observation, obs_space: ObsSpace, action_space: 
     continuous = [name for name, group in turns.items() if group and group[0].continuous]
     points: Dict[str, np.ndarray] = {}
     if continuous:
-        one = _recurrent(to_state(batch_obs([obs], obs_space, action_space), action_space), carry, 1)
+        one = recurrent_state(obs, obs_space, action_space, carry, entities, 1)
         with torch.no_grad():
             out = frame.act(one, deterministic=True, collect_stats=False)
         for name in continuous:
@@ -170,7 +172,7 @@ def with_probs(frame: Any, obs: Observation, obs_space: ObsSpace, action_space: 
     if not discrete:
         return result
     n_rows = max(len(t.labels) for group in discrete.values() for t in group)
-    state = _recurrent(to_state(batch_obs([obs] * n_rows, obs_space, action_space), action_space), carry, n_rows)
+    state = recurrent_state(obs, obs_space, action_space, carry, entities, n_rows)
     action: Dict[str, Any] = {}
     for name, group in turns.items():
         if name in points:
@@ -192,11 +194,29 @@ def with_probs(frame: Any, obs: Observation, obs_space: ObsSpace, action_space: 
     return result
 
 
-def _recurrent(state: Dict[str, Any], carry: Any, n_rows: int) -> Dict[str, Any]:
-    """``state`` (``n_rows`` copies of one observation) with the agent's state repeated for each copy."""
+def recurrent_state(obs: Observation, obs_space: ObsSpace, action_space: Mapping[str, Any], carry: Any,
+                    entities: Any, n_rows: int) -> Dict[str, Any]:
+    """The network's inputs for ``n_rows`` copies of ``obs``, each with the agent's states (``carry``: its
+    ``MemoryRows`` of one row, None without memory; ``entities``: its ``EntityRows`` of one row, None without
+    per-entity memory); the entities' handles are kept for ``entities.keep``."""
+    state = to_state(batch_obs([obs] * n_rows, obs_space, action_space), action_space)
     if carry is None:
         return state
-    return {**state, "memory": carry.memory.expand(n_rows, -1), "episode_start": carry.episode_start.expand(n_rows, -1)}
+    state = {**state, "memory": carry.memory.expand(n_rows, -1),  # [n_rows, memory_size]
+             "episode_start": carry.episode_start.expand(n_rows, -1)}  # [n_rows, 1]
+    if entities is None:
+        return state
+    one = batch_obs([obs], obs_space, action_space)
+    one.ids = [obs.ids]
+    entries = entities.entries(one)  # each entry: type -> ragged, one row
+    return {**state, **{key: {etype: _repeat_row(r, n_rows) for etype, r in entry.items()}
+                        for key, entry in entries.items()}}
+
+
+def _repeat_row(one: RaggedTensor, n_rows: int) -> RaggedTensor:
+    """A ragged tensor of one row as ``n_rows`` copies of that row."""
+    data = one.data.repeat(n_rows, *([1] * (one.data.dim() - 1)))  # [n_rows * n, ...]
+    return RaggedTensor.from_lengths(data, one.lengths.repeat(n_rows))  # n_rows rows of n items
 
 
 def _values(turn: Turn, text: str) -> Union[np.ndarray, str]:

@@ -17,14 +17,16 @@ within each actor's bounds, or the deterministic point), seeded from the same ge
 nothing but the values is recorded. Either kind, or both, cost one pass of the network a step
 (``RogueNet.probabilities_and_values``). A network with memory keeps each row's state from step to step
 (``MemoryRows``, as the collector and evaluation do), reset where the row's episode ends
-(``RogueNet.probabilities_values_and_memory``); the dataset records the rows, not the states.
+(``RogueNet.probabilities_values_and_memory``); with ``model.memory.per_entity`` also each row's entities'
+states by their ids (``EntityRows``), which needs the environments in this process (``--processes 0``). The
+dataset records the rows, not the states.
 """
 from __future__ import annotations
 
 import contextlib
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -85,6 +87,7 @@ class _Policy:
 
     probs = False
     needs_observations = False
+    needs_ids = False  # keeps states by the entities' ids, which only environments in this process pass
 
     def choose(self, vec: VecObs, observations: Optional[Sequence[Any]]) -> Tuple[Dict[str, Any], Optional[Dict]]:
         raise NotImplementedError
@@ -125,14 +128,15 @@ class _Checkpoint(_Policy):
 
         from entmachin.model.wrappers import unwrap
 
-        from entmachin.frame.entity_memory import refuse_entity_memory
         from entmachin.frame.memory import actor_memory_size
+        from entmachin.model.memory import entity_memory_size
 
-        refuse_entity_memory(frame, "record --policy", RunError)
         self.net, self.torch = unwrap(frame.actor), torch
-        self.memory_size = actor_memory_size(frame)
+        self.memory_size, self.entity_size = actor_memory_size(frame), entity_memory_size(self.net)
+        self.needs_ids = self.entity_size > 0
         self._rows: Any = None  # MemoryRows, once the number of rows is known (a network with memory)
-        self._next: Any = None  # the state the last step returned
+        self._entities: Any = None  # and EntityRows (model.memory.per_entity)
+        self._next: Any = None  # the NextStates the last step left
         if not hasattr(self.net, "probabilities"):
             raise RunError(f"record: the run's actor is a {type(self.net).__name__}; recording needs a RogueNet policy")
         self.action_space, self.rng, self.deterministic = action_space, rng, deterministic
@@ -152,9 +156,10 @@ class _Checkpoint(_Policy):
             # one pass of the trunk: the discrete tables, and the continuous values drawn as forward draws them
             if self.memory_size:
                 rows = self._memory_rows(len(vec))
+                entity_memory = None if self._entities is None else self._entities.entries(vec)["entity_memory"]
                 tables, values, self._next = self.net.probabilities_values_and_memory(
                     state["entities"], state["action_masks"], state.get("visible"), rows.memory, rows.episode_start,
-                    deterministic=self.deterministic)
+                    deterministic=self.deterministic, entity_memory=entity_memory)
             else:
                 tables, values = self.net.probabilities_and_values(state["entities"], state["action_masks"],
                                                                    state.get("visible"), deterministic=self.deterministic)
@@ -179,20 +184,20 @@ class _Checkpoint(_Policy):
 
     def _memory_rows(self, n_rows: int) -> Any:
         if self._rows is None:
+            from entmachin.frame.entity_memory import EntityRows
             from entmachin.frame.memory import MemoryRows
 
             self._rows = MemoryRows(self.memory_size, n_rows)
+            if self.entity_size:
+                self._entities = EntityRows(self.entity_size, n_rows, list(self.net.obs_space.entities))
         return self._rows
 
     def advance(self, done: np.ndarray) -> None:
-        if self._rows is not None:
-            self._rows.advance(_Stepped(self._next), done)
-
-
-class _Stepped(NamedTuple):
-    """A step's next state, as ``MemoryRows.advance`` reads it from an acting call's result."""
-
-    memory: Any
+        if self._rows is not None:  # the NextStates have the fields both read (memory, entity_memory)
+            self._rows.advance(self._next, done)
+            if self._entities is not None:
+                self._entities.keep(self._next)
+                self._entities.end(done)
 
 
 class _Function(_Policy):
@@ -282,6 +287,9 @@ def record(env: Optional[str], policy: str, episodes: int, out: str, *, seed: in
     if chooser.needs_observations and processes:
         raise RunError(f"record --policy {policy}: a function sees each Observation, which worker processes keep; "
                        "record it with --processes 0")
+    if chooser.needs_ids and processes:
+        raise RunError(f"record --policy {policy}: the run's network keeps a state per entity by its id "
+                       "(model.memory.per_entity), and worker processes pass no ids; record it with --processes 0")
     n_envs = min(num_envs, episodes)
     envs = (EnvList(factory, n_envs, seed=seed, check_finite=section.check_finite) if not processes else
             ParallelEnvList(factory, n_envs, processes, seed=seed, check_finite=section.check_finite))

@@ -247,3 +247,87 @@ def test_the_mean_return_is_the_recorded_episodes(tmp_path):
     stored = [float(rows.reward[index].sum()) for _, index in episodes_of(rows)]
     assert len(stored) == 6 and len(set(stored)) > 1
     assert result.mean_return == pytest.approx(np.mean(stored))
+
+
+def _per_entity_frame():
+    """A Conveyor policy keeping a state per item id, its states made to move its choices."""
+    import torch
+
+    from entmachin.env.examples import Conveyor
+    from entmachin.frame import PPO
+    from entmachin.model.config import MemoryConfig, RogueNetConfig
+    from entmachin.model.rogue_net import RogueNet
+
+    torch.manual_seed(0)
+    env = Conveyor()
+    net = RogueNet(env.obs_space(), env.action_space(),
+                   RogueNetConfig(d_model=16, n_layer=1, memory=MemoryConfig(size=8, per_entity=True)))
+    # the cores' projections are zero at first (a fresh network acts as the feed-forward one), and a fresh head's
+    # choices are near even: drawn larger, an item's state moves its most likely choice
+    for p in [*net.memory.parameters(), *net.entity_memory.parameters(), *net.heads.parameters()]:
+        torch.nn.init.normal_(p, std=1.0)
+    return PPO(net, net.critic(), torch.optim.Adam, torch.nn.MSELoss())
+
+
+def test_recording_a_policy_with_per_entity_memory_carries_each_rows_entity_states_through_its_episodes(
+        tmp_path, monkeypatch):
+    """The recorded probabilities of a Conveyor policy keeping a state per item are those of a step-by-step
+    replay of each episode from its start, carrying its row state and its items' states by the recorded ids (three
+    rows recorded together; each episode's items reuse the ids 1, 2, ..., so a state not dropped at an episode's
+    end would show)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from entmachin.frame.entity_memory import EntityRows
+    from entmachin.frame.memory import MemoryRows
+    from entmachin.run import evaluation
+    from entmachin.run.cloning import episode_order
+    from entmachin.run.logs import RunError
+
+    frame = _per_entity_frame()
+    net = frame.actor
+    monkeypatch.setattr(evaluation, "load_trained", lambda *args: (frame, None, None))
+    with pytest.raises(RunError, match=r"model.memory.per_entity\), and worker processes pass no ids; .*--processes 0"):
+        record("Conveyor", str(tmp_path), 2, str(tmp_path / "x"), processes=2, progress=False)
+    out = str(tmp_path / "data")
+    record("Conveyor", str(tmp_path), 6, out, num_envs=3, progress=False)
+    rows = Dataset(out).read()
+    order, ids = episode_order(rows, np.flatnonzero(~rows.final), "test")
+    compared = 0
+    for place, r in enumerate(order):
+        if place == 0 or ids[place] != ids[place - 1]:
+            carried, items = MemoryRows(net.memory_size, 1), EntityRows(net.entity_memory_size, 1, ["Item"])
+        one = rows.take(np.array([r]))
+        state = one.state()
+        seen = SimpleNamespace(ids=[{"Item": rows.ids["Item"][r]}], features=state["entities"])
+        with torch.no_grad():
+            tables, _, after = net.probabilities_values_and_memory(
+                state["entities"], state["action_masks"], None, carried.memory, carried.episode_start,
+                entity_memory=items.entries(seen)["entity_memory"])
+        carried.advance(after, np.array([False]))
+        items.keep(after)
+        if tables["sort"].data.shape[0]:
+            recorded = one.probs["sort"][0].as_array()[:, 0]
+            np.testing.assert_allclose(tables["sort"].data[0].numpy(), recorded, atol=1e-5)
+            compared += 1
+    assert compared == 6 * 4  # four items sorted an episode
+
+
+def test_a_recorded_per_entity_policy_scores_the_returns_evaluation_gives_for_its_seed(tmp_path, monkeypatch):
+    """Recorded with --deterministic, the episodes of a seed score what evaluation (which carries the states as
+    the collector does) gives for that seed; items' states not kept, or not dropped at episodes' ends, score
+    otherwise here."""
+    from entmachin.frame.evaluate import evaluate
+    from entmachin.run import evaluation
+    from entmachin.run.envs import EnvFactory
+    from entmachin.run.record import _env_section
+
+    frame = _per_entity_frame()
+    monkeypatch.setattr(evaluation, "load_trained", lambda *args: (frame, None, None))
+    out = str(tmp_path / "data")
+    record("Conveyor", str(tmp_path), 8, out, seed=3, num_envs=4, deterministic=True, progress=False)
+    rows = Dataset(out).read()
+    recorded = sorted(float(rows.reward[index].sum()) for _, index in episodes_of(rows))
+    evaluated = evaluate(frame, EnvFactory(_env_section("Conveyor", "random")), 8, True, seed=3, num_envs=4)
+    assert len(recorded) == 8 and recorded == pytest.approx(sorted(evaluated.returns))

@@ -135,3 +135,27 @@ def test_a_result_without_per_entity_states_is_named():
     rows.entries(obs)
     with pytest.raises(ValueError, match=r"returned 'A' states \(1, 3\); expected \(1, 2\)"):
         rows.advance(Wrong(), obs)
+
+
+def test_keep_end_and_a_rows_states_moved_between_rows():
+    """``keep`` writes a result's states back by handle, ``end`` drops the rows whose episode ended, and ``row`` /
+    ``put`` move one row's states (its numbering too) into a row of another ``EntityRows``: what a player that
+    assembles each pass's rows from states kept per game does."""
+    rows = EntityRows(2, 1, ["A", "B"])
+    with pytest.raises(ValueError, match="kept before entries"):
+        rows.keep(Result({"entity_memory": {}}))
+    rows.keep(Result(rows.entries(EnvList(Flicker, 1).reset())))  # 7: [1, 1]
+    batch = EntityRows(2, 2, ["A", "B"])
+    batch.put(1, rows.row(0))
+    both = EnvList(Flicker, 2)
+    both.reset()
+    two = {"go": ragged_from_arrays(np.zeros((0, 1), np.int64), [0, 0])}
+    both.act(two)
+    entries = batch.entries(both.act(two))  # both rows at the step that shows 7 and 8
+    # row 0 begins its episode here (zeros); row 1 took the states where 7 was seen once
+    assert entries["entity_memory"]["A"].data.tolist() == [[0.0, 0.0], [0.0, 0.0], [1.0, 1.0], [0.0, 0.0]]
+    batch.keep(Result(entries))
+    index, table = batch.row(1)
+    assert index == {7: ("A", 0), 8: ("A", 1)} and table.tolist() == [[2.0, 2.0], [1.0, 1.0]]
+    batch.end(np.array([False, True]))
+    assert batch.row(1)[0] == {} and batch.row(1)[1].shape == (0, 2) and len(batch.row(0)[0]) == 2

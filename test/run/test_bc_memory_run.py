@@ -88,8 +88,9 @@ def test_recording_a_policy_with_memory_carries_each_rows_state_through_its_epis
         one = rows.take(np.array([r]))
         start = torch.tensor([[place == 0 or ids[place] != ids[place - 1]]])
         with torch.no_grad():
-            tables, _, state = net.probabilities_values_and_memory(
+            tables, _, after = net.probabilities_values_and_memory(
                 one.state()["entities"], one.state()["action_masks"], None, state, start)
+        state = after.memory
         if tables["choose"].data.shape[0]:
             recorded = one.probs["choose"][0].as_array()[:, 0]
             np.testing.assert_allclose(tables["choose"].data[0].numpy(), recorded, atol=1e-5)

@@ -178,3 +178,111 @@ def test_a_policy_with_memory_keeps_a_state_per_game_and_seat_and_sees_every_ste
     assert agent._states == {}  # every finished game's states dropped
     with pytest.raises(OpponentError, match="choose\\(\\) needs games="):
         agent.choose([env.reset()["0"]], ["0"])
+
+
+def _per_entity_agent(env):
+    import torch
+    from torch import nn
+
+    from entmachin.frame import PPO
+    from entmachin.model import RogueNet
+    from entmachin.model.config import MemoryConfig, RogueNetConfig
+    from entmachin.run.matches import PolicyPlayer
+
+    torch.manual_seed(0)
+    net = RogueNet(env.obs_space(), env.action_space(),
+                   RogueNetConfig(d_model=16, n_layer=1, memory=MemoryConfig(size=4, per_entity=True)))
+    for core in (net.memory, net.entity_memory):  # zero at first: make the states move the choices
+        for p in core.out.parameters():
+            nn.init.normal_(p, std=0.5)
+    ppo = PPO(net, net.critic(), torch.optim.Adam, nn.MSELoss())
+    return ppo, PolicyPlayer(ppo, env.obs_space(), env.action_space())
+
+
+def test_a_policy_with_per_entity_memory_keeps_each_games_and_seats_entity_states_apart():
+    """Two Skirmish games, both seats played by one agent, its batches made of the (game, seat)s asked in a
+    changing order and number: every choice and kept state equals a step-by-step call of the network on that
+    seat alone, carrying its row state (MemoryRows) and its units' states by id (EntityRows); a forgotten game
+    begins again from zeros although its units' ids come back."""
+    import torch
+
+    from entmachin.env import batch_obs, checked_choices, to_state
+    from entmachin.env.examples import Skirmish
+    from entmachin.env.multi_agent import has_actors
+    from entmachin.frame.collector import default_actions
+    from entmachin.frame.entity_memory import EntityRows
+    from entmachin.frame.memory import MemoryRows
+    from entmachin.run.matches import _row_actions
+
+    env = Skirmish()
+    obs_space, space = env.obs_space(), env.action_space()
+    ppo, agent = _per_entity_agent(env)
+    games = {g: Skirmish() for g in (0, 1)}
+    for g, game in games.items():
+        game.seed(g)
+    obs = {g: game.reset() for g, game in games.items()}
+    reference = {}
+    rng = np.random.default_rng(0)
+    other = RandomPlayer(obs_space, space, np.random.default_rng(1))
+
+    def by_hand(key, o):
+        rows, entities = reference.setdefault(key, (MemoryRows(ppo.actor.memory_size, 1),
+                                                    EntityRows(ppo.actor.entity_memory_size, 1, ["Unit", "Enemy"])))
+        vec = batch_obs([o], obs_space, space)
+        vec.ids = [o.ids]
+        with torch.no_grad():
+            out = ppo.act({**rows.state(to_state(vec, space)), **entities.entries(vec)}, True, collect_stats=False)
+        rows.advance(out, np.array([False]))
+        entities.keep(out)
+        return _row_actions(default_actions(out)[1], [o], obs_space, space)[0]
+
+    def step(asked):
+        keys = [(g, seat) for g, seat in asked]
+        chosen = agent.choose([obs[g][seat] for g, seat in keys], [seat for _, seat in keys], [g for g, _ in keys])
+        moves = {g: {seat: {} for seat in ("0", "1")} for g in games}
+        for (g, seat), actions in zip(keys, chosen):
+            o = obs[g][seat]
+            mine, theirs = (checked_choices(o, obs_space, space, a, "test") for a in (actions, by_hand((g, seat), o)))
+            for name in space:
+                np.testing.assert_array_equal(mine[name], theirs[name])
+            kept, (rows, entities) = agent._states[(g, seat)], reference[(g, seat)]
+            torch.testing.assert_close(kept[0], rows.memory[0], atol=1e-5, rtol=0)
+            assert kept[1][0] == entities.row(0)[0]
+            torch.testing.assert_close(kept[1][1], entities.row(0)[1], atol=1e-5, rtol=0)
+            if has_actors(o, obs_space):
+                moves[g][seat] = actions
+        for g in {g for g, _ in keys}:
+            for seat in ("0", "1"):  # a seat the agent is not asked for plays at random
+                if (g, seat) not in keys and has_actors(obs[g][seat], obs_space):
+                    moves[g][seat] = other.choose([obs[g][seat]], [seat])[0]
+            obs[g] = games[g].act(moves[g])
+            assert not obs[g]["0"].done, "a game ended early; the test wants games that go on"
+
+    every = [(g, seat) for g in games for seat in ("0", "1")]
+    for t in range(5):
+        step([every[i] for i in rng.permutation(4)] if t != 2 else [(1, "1"), (1, "0")])
+    assert {len(agent._states[key][1][0]) for key in every} != {0}  # units numbered, states kept
+    agent.forget(0)
+    assert sorted(agent._states) == [(1, "0"), (1, "1")]
+    obs[0] = games[0].reset()
+    for key in [(0, "0"), (0, "1")]:
+        del reference[key]  # the game begins again: its units' states from zeros, numbered afresh
+    step([(0, "1"), (1, "0"), (0, "0")])
+    assert {handle for _, handle in agent._states[(0, "0")][1][0].values()} == \
+        set(range(len(obs[0]["0"].ids["Unit"]) + len(obs[0]["0"].ids["Enemy"])))
+
+
+def test_per_entity_memory_plays_whole_matches_and_entities_without_ids_are_named():
+    from entmachin.env.examples import Skirmish
+
+    env = Skirmish()
+    _, agent = _per_entity_agent(env)
+    result = play_matches(lambda: Skirmish(time_limit=6), agent,
+                          RandomPlayer(env.obs_space(), env.action_space(), np.random.default_rng(0)), 3, seed=0,
+                          num_envs=2)
+    assert result.games == 3 and agent._states == {}  # every finished game's states dropped
+    o = env.reset()["1"]
+    o.ids = {"Unit": o.ids["Unit"]}
+    with pytest.raises(OpponentError, match=r"agent \(game 'g', seat '1'\): entity memory: row 0: .* 'Enemy' entities "
+                                            r"but 0 ids"):
+        agent.choose([o], ["1"], ["g"])

@@ -176,6 +176,25 @@ def test_per_entity_memory_trains_resumes_and_evaluates_with_its_states(tmp_path
     assert resumed.actor.entity_memory_size == 8
     for a, b in zip(whole.actor.state_dict().values(), resumed.actor.state_dict().values()):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+    _recorded_as_evaluated(str(tmp_path / "whole"), str(tmp_path / "data"))
+
+
+def _recorded_as_evaluated(run_dir, out):
+    """``entmachin record --policy RUN_DIR --deterministic`` scores the returns evaluation gives for its seed."""
+    pytest.importorskip("pyarrow")
+    import numpy as np
+
+    from entmachin.data import Dataset
+    from entmachin.frame.evaluate import evaluate
+    from entmachin.run.cli import main
+    from entmachin.run.evaluation import load_trained
+
+    assert main(["record", "--policy", run_dir, "--episodes", "8", "-o", out, "--num-envs", "4", "--seed", "5",
+                 "--deterministic", "--no-progress"]) == 0
+    rows = Dataset(out).read()
+    recorded = sorted(float(rows.reward[rows.episode == e].sum()) for e in np.unique(rows.episode))
+    frame, _, factory = load_trained(run_dir)
+    assert recorded == pytest.approx(sorted(evaluate(frame, factory, 8, True, seed=5, num_envs=4).returns))
 
 
 def test_an_exported_run_with_per_entity_memory_evaluates_as_the_run_does(tmp_path):
@@ -202,7 +221,6 @@ def test_an_exported_run_with_per_entity_memory_evaluates_as_the_run_does(tmp_pa
 def test_what_does_not_carry_per_entity_states_yet_is_refused_by_name(tmp_path, monkeypatch):
     from entmachin.frame import collector as collector_module
     from entmachin.run.logs import RunError
-    from entmachin.run.matches import OpponentError, PolicyPlayer
 
     with pytest.raises(ConfigError, match="rollout.processes: 2, but model.memory.per_entity keeps its states by"):
         config_from_dict({**CONVEYOR, "rollout": {**CONVEYOR["rollout"], "processes": 2}})
@@ -214,15 +232,13 @@ def test_what_does_not_carry_per_entity_states_yet_is_refused_by_name(tmp_path, 
     original = collector_module.RolloutCollector.snapshot
     monkeypatch.setattr(collector_module.RolloutCollector, "snapshot",
                         lambda self: {k: v for k, v in original(self).items() if k != "entity_memory"})
-    frame = train(CONVEYOR, overrides=["train.total_steps=40", "log.eval_interval=40", "log.eval_episodes=2",
+    train(CONVEYOR, overrides=["train.total_steps=40", "log.eval_interval=40", "log.eval_episodes=2",
                                        "rollout.n_steps=10", "frame.sequence_length=5"], progress=False,
                   run_dir=run_dir)
     monkeypatch.undo()
     with pytest.raises(RunError, match=r"checkpoint 40 holds its episodes in progress but no per-entity states, "
                                        r"and the run's network has model.memory \{kind: gru, size: 8, per_entity"):
         train(resume=run_dir, overrides=["train.total_steps=96"], progress=False)
-    with pytest.raises(OpponentError, match=r"agent \(a player of matches\): .* \(model.memory.per_entity\), not carried here"):
-        PolicyPlayer(frame, None, {})
 
 
 def test_init_from_a_run_with_or_without_per_entity_states_names_both(tmp_path):
@@ -236,3 +252,24 @@ def test_init_from_a_run_with_or_without_per_entity_states_names_both(tmp_path):
                                        r"and 8 per entity\), this config's \{kind: gru, size: 8\} \(8 floats per row\)"):
         train(rows_only, overrides=[f"train.init_from={source}", "train.total_steps=32"], progress=False,
               run_dir=str(tmp_path / "rows"))
+
+
+def test_a_game_with_per_entity_memory_is_evaluated_against_opponents_and_runs(tmp_path, capsys):
+    """A two-seat run keeping a state per entity id (selfplay.seats: all) is evaluated against ``random`` in
+    training (log.eval_opponents) and by ``entmachin eval --opponent`` against a run directory, itself, where
+    both sides keep their own entities' states per game."""
+    import json
+
+    from entmachin.run.cli import main
+
+    data = {"env": {"name": "RockPaperScissorsDuel"}, "model": {"critic": "shared", "d_model": 16, "n_layer": 1,
+                                                                 "memory": {"kind": "gru", "size": 4, "per_entity": True}},
+            "frame": {"name": "PPO", "batch_size": 32, "sequence_length": 4},
+            "rollout": {"num_envs": 4, "n_steps": 8}, "selfplay": {"seats": "all"},
+            "train": {"total_steps": 32}, "log": {"eval_interval": 32, "eval_episodes": 4, "eval_opponents": ["random"]}}
+    train(data, progress=False, run_dir=str(tmp_path))
+    records = json.loads((tmp_path / "eval.json").read_text())
+    assert records and 0.0 <= records[-1]["win_rate"]["random"] <= 1.0
+    capsys.readouterr()
+    assert main(["eval", str(tmp_path), "--opponent", str(tmp_path), "--episodes", "6"]) == 0
+    assert "games 6  wins" in capsys.readouterr().out

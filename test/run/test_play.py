@@ -362,3 +362,70 @@ def test_the_agent_with_memory_keeps_its_state_across_the_persons_moves(tmp_path
     envs.close()
     np.testing.assert_allclose(shown, kept, atol=6e-4)
     assert np.abs(np.array(kept) - fresh).max() > 2e-3  # the state matters here
+
+
+def test_the_agent_with_per_entity_memory_keeps_its_items_states_across_the_persons_moves(tmp_path, monkeypatch,
+                                                                                           capsys):
+    """Conveyor with a policy keeping a state per item: at each sorting step (the items' kinds long gone) the
+    advice is the network's distribution given the states carried by hand (the row's, and each item's by id),
+    not that of fresh item states; the second episode's items, which take the ids 1 and 2 again, begin from
+    zeros."""
+    import torch
+
+    from entmachin.env import batch_obs, to_state
+    from entmachin.env.examples import Conveyor
+    from entmachin.frame import PPO
+    from entmachin.frame.entity_memory import EntityRows
+    from entmachin.frame.memory import MemoryRows
+    from entmachin.model.config import MemoryConfig, RogueNetConfig
+    from entmachin.model.rogue_net import RogueNet
+    from entmachin.ragged.arrays import ragged_from_arrays
+    from entmachin.run import evaluation
+
+    torch.manual_seed(0)
+    net = RogueNet(Conveyor().obs_space(), Conveyor().action_space(),
+                   RogueNetConfig(d_model=16, n_layer=1, memory=MemoryConfig(size=8, per_entity=True)))
+    for module, std in ((net.memory, 1.0), (net.entity_memory, 1.0), (net.heads, 0.3)):
+        for p in module.parameters():  # the states move the choices (the cores' projections are zero at first)
+            torch.nn.init.normal_(p, std=std)
+    frame = PPO(net, net.critic(), torch.optim.Adam, torch.nn.MSELoss())
+    factory = EnvFactory(EnvSection(name="Conveyor", kwargs={"n_items": 2}))
+    monkeypatch.setattr(evaluation, "load_trained", lambda *args: (frame, None, factory))
+    status, out, err = play(monkeypatch, capsys, ["--checkpoint", str(tmp_path), "--seed", "5"],
+                            ["", "", "y", "", "", "n"])
+    assert status == 0, err
+    shown = [p for _, _, rows in blocks(out) for _, _, p, _ in rows]  # two episodes, two sorts each, two choices
+
+    def advice(fresh_items=False, reset=True):
+        envs = EnvList(factory, 1, seed=5)
+        envs.reset()
+        space = envs.action_space()
+        carried, items = MemoryRows(net.memory_size, 1), EntityRows(net.entity_memory_size, 1, ["Item"])
+        probs = []
+        with torch.no_grad():
+            for _ in range(8):
+                obs = envs.last_obs[0]
+                vec = batch_obs([obs], envs.obs_space(), space)
+                vec.ids = [obs.ids]
+                given = items.entries(vec)
+                state = {**carried.state(to_state(vec, space)), **given}
+                n = int(vec.action_masks["sort"].actors.size1()[0])
+                if n:
+                    asked = {**state, **(EntityRows(net.entity_memory_size, 1, ["Item"]).entries(vec)
+                                         if fresh_items else {})}
+                    probs += [float(frame.eval_act(asked, {"action": {"sort": ragged_from_arrays(
+                        np.array([[k]], np.int64), [1])}}).log_prob["sort"].data.exp()) for k in range(2)]
+                acted = frame.act(state, deterministic=True, collect_stats=False)
+                done = envs.act({"sort": ragged_from_arrays(np.zeros((n, 1), np.int64), [n])}).done
+                carried.advance(acted, done)
+                items.keep(acted)
+                if reset:
+                    items.end(done)
+        envs.close()
+        return np.array(probs)
+
+    kept = advice()
+    assert len(shown) == 8, out
+    np.testing.assert_allclose(shown, kept, atol=6e-4)
+    assert np.abs(kept - advice(fresh_items=True)).max() > 0.05  # the items' states matter here
+    assert np.abs(kept[4:] - advice(reset=False)[4:]).max() > 0.05  # and so does dropping them at the episode's end
