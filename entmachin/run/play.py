@@ -151,6 +151,7 @@ def _episodes(envs: EnvList, frame: Any, me: int = 0, others: Any = None, record
     entities = None if frame is None else entity_rows(frame, 1)  # and its entities' (model.memory.per_entity)
     vec = envs.reset()
     step, reward, total = 0, 0.0, 0.0
+    games = 0  # the games played so far: the key an opponent with memory keeps this game's states under
     while True:
         obs = envs.last_obs[me]
         mine = vec if others is None else batch_obs([obs], obs_space, action_space)  # the person's row alone
@@ -165,7 +166,7 @@ def _episodes(envs: EnvList, frame: Any, me: int = 0, others: Any = None, record
             turns = with_probs(frame, obs, obs_space, action_space, turns, carry, entities)
         rows = [{name: [ask(turn) for turn in group] for name, group in turns.items()}]
         if others is not None:
-            rows = [rows[0] if r == me else _opponent_row(envs, r, others) for r in range(len(envs))]
+            rows = [rows[0] if r == me else _opponent_row(envs, r, others, games) for r in range(len(envs))]
         actions = {name: _ragged_choices(rows, name, action_space[name]) for name in action_space}
         before, ids = vec, [o.ids for o in envs.last_obs]
         if carry is not None:  # the agent's next states: it sees this step whoever chooses the actions
@@ -188,6 +189,9 @@ def _episodes(envs: EnvList, frame: Any, me: int = 0, others: Any = None, record
             result = "" if np.isnan(vec.result[me]) else f", you {_RESULT_WORDS[float(vec.result[me])]}"
             print(f"\n{'game' if others else 'episode'} over after {step} step{'s' if step != 1 else ''}{cut}: "
                   f"reward {reward:.3f}, return {total:.3f}{result}")
+            if getattr(others, "remembers", False):
+                others.forget(games)
+            games += 1
             if not again():
                 return
             step, reward, total = 0, 0.0, 0.0
@@ -207,11 +211,17 @@ def _ragged_choices(rows: Sequence[Mapping[str, list]], name: str, space: Any) -
 
 
 
-def _opponent_row(envs: EnvList, row: int, others: Any) -> Dict[str, List[int]]:
-    """The opponent's choices for ``row`` (printed), as indices per action."""
+def _opponent_row(envs: EnvList, row: int, others: Any, game: int) -> Dict[str, List[int]]:
+    """The opponent's choices for ``row`` (printed), as indices per action. An opponent with memory sees every
+    step of its seat, also those where it has no actor, under the key ``game``."""
     obs, seat = envs.last_obs[row], envs.row_index().seat[row]
     obs_space, action_space = envs.obs_space(), envs.action_space()
-    actions = others.choose([obs], [seat])[0] if has_actors(obs, obs_space) else {}
+    acts = has_actors(obs, obs_space)
+    if getattr(others, "remembers", False):
+        chosen = others.choose([obs], [seat], games=[game])[0]
+        actions = chosen if acts else {}
+    else:
+        actions = others.choose([obs], [seat])[0] if acts else {}
     choices = checked_choices(obs, obs_space, action_space, actions, f"opponent {others.name!r} (seat '{seat}')")
     for name, action in actions.items():
         if len(choices[name]):

@@ -429,3 +429,33 @@ def test_the_agent_with_per_entity_memory_keeps_its_items_states_across_the_pers
     np.testing.assert_allclose(shown, kept, atol=6e-4)
     assert np.abs(kept - advice(fresh_items=True)).max() > 0.05  # the items' states matter here
     assert np.abs(kept[4:] - advice(reset=False)[4:]).max() > 0.05  # and so does dropping them at the episode's end
+
+
+def test_a_person_plays_against_a_run_with_memory_which_keeps_its_state_through_the_game(monkeypatch, capsys,
+                                                                                         tmp_path):
+    """``--opponent RUN_DIR`` of a run with memory: the opponent sees every step of its seat under the game's
+    key (its moves and the person's), and forgets the game when it ends."""
+    from entmachin.run.matches import PolicyPlayer
+
+    directory = str(tmp_path / "c4")
+    assert main(["train", "ConnectFour", "--run-dir", directory, "--set", "train.total_steps=64",
+                 "--set", "log.checkpoint_interval=64", "--set", "log.eval_interval=64", "--set", "log.eval_episodes=2",
+                 "--set", "rollout.num_envs=4", "--set", "rollout.n_steps=16", "--set", "frame.batch_size=32",
+                 "--set", "model.d_model=16", "--set", "model.n_layer=1", "--set", "model.critic=shared",
+                 "--set", "model.memory={kind: gru, size: 4}", "--set", "frame.sequence_length=8",
+                 "--set", "env.kwargs.choose=drop", "--no-progress"]) == 0
+    capsys.readouterr()
+    seen = []
+    original = PolicyPlayer.choose
+
+    def spy(self, observations, seats, games=None):
+        seen.append((tuple(seats), None if games is None else tuple(games), dict(self._states)))
+        return original(self, observations, seats, games)
+
+    monkeypatch.setattr(PolicyPlayer, "choose", spy)
+    status, out, _ = play(monkeypatch, capsys, ["ConnectFour", "--seat", "1", "--opponent", directory, "--seed", "0"],
+                          [str(c) for c in range(7)] * 7 + ["n"])  # a full column's drop is asked again
+    assert status == 0 and re.search(r"game over after (\d+) steps", out), out
+    steps = int(re.search(r"game over after (\d+) steps", out).group(1))
+    assert len(seen) == steps and all(games == (0,) for _, games, _ in seen)  # every step of its seat, one game
+    assert seen[-1][2]  # the state it kept from the steps before
