@@ -1,11 +1,12 @@
 """``entmachin tune`` against the learning table: a study from the generic defaults finds a config that reaches
 a row's target in fewer environment steps than the bundled config, and the median pruner's savings on it.
 
-For each row (``--env``, repeatable; default MultiArmedBandit, FloorIsLava and Vehicles):
+For each row (``--env``, repeatable; default MultiArmedBandit, FloorIsLava and Recall; Vehicles too):
 
 1. **The study**: the generic defaults (what ``entmachin init ENV`` writes; for FloorIsLava with the relative
-   positions its bundled config names, a structure the space does not choose) with a ``tune:`` section over the
-   learning rate, epochs, minibatch, entropy bonus, GAE's lambda, the rollout's shape and the width;
+   positions and for Recall the memory their bundled configs name, structures the space does not choose)
+   with a ``tune:`` section over the learning rate, epochs, minibatch, entropy bonus, GAE's lambda, the
+   rollout's shape and the width;
    ``tune.score: mean`` (a trial's value is the mean of its evaluations along the way, so a config that gets
    there in fewer steps scores higher), ``tune.steps`` a little under the bundled config's steps to target,
    the median pruner, seed 0.
@@ -54,15 +55,23 @@ SPACE = {
     "rollout.n_steps": {"choice": [16, 32]},
     "model.d_model": {"choice": [16, 32, 64]},
 }
-# What a row's environment needs that is a structure, not a number to search: FloorIsLava's relative positions.
+# What a row's environment needs that is a structure, not a number to search: FloorIsLava's relative positions,
+# Recall's memory (sequences of one episode, 5 steps, in rollouts of whole ones).
 STRUCTURE: Dict[str, Dict[str, Any]] = {
     "FloorIsLava": {"model": {"relpos_encoding": {"extent": [5, 5], "position_features": ["x", "y"]}}},
+    "Recall": {"model": {"memory": {"kind": "gru", "size": 32}, "critic": "shared"}, "frame": {"sequence_length": 5},
+               "rollout": {"n_steps": 20}},
+}
+# A row's own ranges where the shared ones do not fit it: Recall's rollouts are whole sequences of 5 steps.
+SPACES: Dict[str, Dict[str, Any]] = {
+    "Recall": {"rollout.n_steps": {"choice": [10, 20, 40]}, "frame.batch_size": {"choice": [40, 80, 160]}},
 }
 # row -> (tune.steps, evaluation interval, trials)
 ROWS: Dict[str, Dict[str, int]] = {
     "MultiArmedBandit": {"steps": 8_192, "eval_interval": 1_024, "trials": 30},
     "FloorIsLava": {"steps": 12_288, "eval_interval": 1_024, "trials": 30},
     "Vehicles": {"steps": 40_960, "eval_interval": 4_096, "trials": 20},
+    "Recall": {"steps": 10_240, "eval_interval": 1_024, "trials": 30},
 }
 
 
@@ -78,11 +87,18 @@ def study_config(env: str, row: Dict[str, int], pruner: str) -> Any:
     from entmachin.run.config import config_from_dict
 
     budget = TARGETS[(env, "PPO")][0]
+    structure = STRUCTURE.get(env, {})
     return config_from_dict(_quiet({
-        **STRUCTURE.get(env, {}),
-        "env": {"name": env}, "frame": {"name": "PPO"}, "train": {"total_steps": budget, "seed": 0},
+        **structure,
+        "env": {"name": env}, "frame": {"name": "PPO", **structure.get("frame", {})},
+        "train": {"total_steps": budget, "seed": 0},
         "tune": {"steps": row["steps"], "trials": row["trials"], "score": "mean", "pruner": pruner,
-                 "space": SPACE}}, row["eval_interval"]))
+                 "space": space(env)}}, row["eval_interval"]))
+
+
+def space(env: str) -> Dict[str, Any]:
+    """The searched keys of a row's study: the shared ranges, with the row's own where they differ."""
+    return {**SPACE, **SPACES.get(env, {})}
 
 
 def study(env: str, row: Dict[str, int], pruner: str, root: str) -> Dict[str, Any]:
@@ -154,7 +170,7 @@ def row(env: str, settings: Dict[str, int]) -> Dict[str, Any]:
         spread = scores(unpruned["best_config"], settings, os.path.join(root, "spread"))
     medians = {side: median_steps(steps) for side, steps in sides.items()}
     record = {"env": env, "frame": "PPO", "target": TARGETS[(env, "PPO")][1], "budget": TARGETS[(env, "PPO")][0],
-              **settings, "space": SPACE, "fresh_seeds": list(FRESH_SEEDS), "steps_to_target": sides,
+              **settings, "space": space(env), "fresh_seeds": list(FRESH_SEEDS), "steps_to_target": sides,
               "median_steps": medians, "with_pruner": pruned, "without_pruner": unpruned, "spread": spread,
               "time": time.strftime("%Y-%m-%d %H:%M")}
     return record
@@ -196,7 +212,7 @@ def main() -> None:
         return
     logging.disable(logging.INFO)  # the runs' own lines
     records = []
-    for env in args.env or list(ROWS):
+    for env in args.env or ["MultiArmedBandit", "FloorIsLava", "Recall"]:
         settings = dict(ROWS[env])
         if args.trials:
             settings["trials"] = args.trials

@@ -122,6 +122,17 @@ def test_a_pruned_trial_stops_at_the_evaluation_the_pruner_names_and_counts_in_t
         assert os.listdir(os.path.join(study_dir, f"trial-{t.number:04d}", "checkpoints"))
 
 
+def test_a_shared_critics_learning_rate_follows_the_actors():
+    """With model.critic: shared one optimizer trains both, and the config refuses two rates: a searched
+    frame.actor_learning_rate sets the critic's too, at the start's checks and in each trial."""
+    from entmachin.run.tune.space import trial_config
+
+    shared = config_from_dict({**BASE, "model": {**BASE["model"], "critic": "shared"}})
+    assert [d.key for d in check_space(shared)] == ["frame.actor_learning_rate", "frame.n_epochs"]
+    trial = trial_config(shared, {"frame.actor_learning_rate": 0.002, "frame.n_epochs": 2}, 0)
+    assert trial.frame.settings.actor_learning_rate == trial.frame.settings.critic_learning_rate == 0.002
+
+
 def test_score_mean_values_a_trial_by_the_mean_of_its_evaluations(tmp_path):
     """tune.score: mean: a trial's value is the mean over its evaluations (the final one included once), so a
     config that learns in fewer steps scores higher; final: the last evaluation's."""

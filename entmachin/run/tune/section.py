@@ -37,7 +37,8 @@ class TuneSection:
     space: Dict[str, Any] = setting(
         default_factory=dict,
         doc="config key -> values to search, e.g. {frame.actor_learning_rate: {log_uniform: [0.0001, 0.003]}, "
-            "frame.batch_size: {choice: [64, 128, 256]}}; kinds: log_uniform, uniform, int, choice")
+            "frame.batch_size: {choice: [64, 128, 256]}}; kinds: log_uniform, uniform, int, choice. With "
+            "model.critic: shared, frame.actor_learning_rate is the one optimizer's (the critic's follows it)")
 
     def __post_init__(self) -> None:
         for name in ("seeds", "trials"):

@@ -39,9 +39,15 @@ def _keys(data: Mapping[str, Any], prefix: str = "") -> List[str]:
 
 
 def _with(data: Mapping[str, Any], key: str, value: Any) -> Dict[str, Any]:
-    """Plain config data with ``key`` (dotted: section.field) set to ``value``."""
+    """Plain config data with ``key`` (dotted: section.field) set to ``value``. With ``model.critic: shared``
+    the actor and the critic train with one optimizer, so ``frame.actor_learning_rate`` sets the critic's rate
+    too (the config refuses two rates there)."""
     section, field = key.split(".", 1)
-    return {**data, section: {**data.get(section, {}), field: value}}
+    data = {**data, section: {**data.get(section, {}), field: value}}
+    if key == "frame.actor_learning_rate" and data.get("model", {}).get("critic") == "shared" \
+            and "critic_learning_rate" in data["frame"]:
+        data["frame"] = {**data["frame"], "critic_learning_rate": value}
+    return data
 
 
 def check_space(config: RunConfig) -> List[Dimension]:
