@@ -52,12 +52,8 @@ def check_memory(config: RunConfig) -> None:
 
 
 def _check_per_entity(config: RunConfig) -> None:
-    """What per-entity memory does not go with yet: the entities' ids cross no worker processes, and self-play's
-    snapshots keep no per-entity states."""
+    """What per-entity memory does not go with yet: the entities' ids cross no worker processes."""
     rollout = config.rollout
-    if config.selfplay.enabled:
-        raise ConfigError(f"selfplay.seats: {config.selfplay.seats}, but its snapshots keep no per-entity states yet "
-                          "(model.memory.per_entity); set per_entity: false or selfplay.seats: all")
     if rollout.workers is not None or (rollout.processes != "auto" and rollout.processes > 0):
         what = f"rollout.workers: {rollout.workers}" if rollout.workers is not None else \
             f"rollout.processes: {rollout.processes}"
