@@ -99,10 +99,13 @@ class BC(A2C):
             probs: discrete action name -> float32 ragged ``[n_choices, 1]``, one sequence per
                 actor: the recorded policy's probabilities (optional).
             episodes: int ``[n]``: each row's episode, the rows of each together in step order (required
-                with memory, which trains on sequences of them; ignored without).
+                with memory, which trains on sequences of them; ignored without). With per-entity memory
+                ``state['entity_handles']`` numbers each row's entities in their episode
+                (``bc_sequences.entity_handles`` of the recorded ids).
 
         Raises:
-            ValueError: the network has memory and ``episodes`` is missing or keeps an episode's rows apart.
+            ValueError: the network has memory and ``episodes`` is missing or keeps an episode's rows apart, or
+                keeps a state per entity and ``state`` has no ``entity_handles``.
         """
         returns = np.asarray(returns, dtype=np.float32).reshape(-1)
         if self._memory:
@@ -110,6 +113,9 @@ class BC(A2C):
                 raise ValueError("BC.store_rows: this network has memory (model.memory), which trains on sequences "
                                  "of episodes; pass episodes=ids (int [n]: each row's episode, in step order)")
             episodes = seq.check_episodes(episodes, len(returns), "BC.store_rows")
+            if unwrap(self.actor).entity_memory_size and "entity_handles" not in state:
+                raise ValueError("BC.store_rows: this network keeps a state per entity (model.memory.per_entity); "
+                                 "pass state['entity_handles'] (bc_sequences.entity_handles of the recorded ids)")
         self._held = Held(state, action, returns, probs, episodes if self._memory else None)
 
     def learn_input_statistics(self, held: Held, rows_per_pass: int = 4096) -> None:
@@ -122,7 +128,8 @@ class BC(A2C):
             for start in range(0, held.n_rows, rows_per_pass):
                 part = held.take(np.arange(start, min(start + rows_per_pass, held.n_rows)))
                 # the inputs' statistics do not depend on the state: each row from a fresh one
-                fresh = seq.fresh_states(part.n_rows, self._memory) if self._memory else {}
+                fresh = seq.fresh_states(part.n_rows, self._memory, part.state.get("entity_handles"),
+                                         net.entity_memory_size) if self._memory else {}
                 net.log_probabilities(part.state["entities"], part.state["action_masks"], part.state.get("visible"),
                                       continuous=self._continuous(part), **fresh)
                 if self._critic_only_norms:

@@ -207,9 +207,6 @@ class RolloutCollector:
         self._restart = False  # a failed overlapped step left the halves a step apart
         self._memory = memory_rows(frame, len(envs))  # the rows' recurrent state, for a network with memory
         self._entities = entity_rows(frame, len(envs))  # and the entities', with model.memory.per_entity
-        if self._entities is not None and opponents is not None:
-            raise ValueError("RolloutCollector: self-play's opponents keep no per-entity states yet "
-                             "(model.memory.per_entity)")
         if self._memory is not None and (self._halves is not None or self.symmetries):
             raise ValueError(f"RolloutCollector: a network with memory is trained on whole sequences of every row; "
                              f"{'overlap' if self._halves else 'symmetries'} not with memory yet")
@@ -299,23 +296,28 @@ class RolloutCollector:
         _, actions = self.action_fn(acted)
         env_actions = merge_rows(len(self.envs), [(current, actions)] + opponents.act(self._state))
         obs = self.envs.act(env_actions)
-        after = tree_to_torch(self.state_fn(obs))
         opponents.observe(obs)
-        self._state = after
+        next_state, self._state = self._carried(acted, obs, tree_to_torch(self.state_fn(obs)), current)
         stored = np.zeros(len(self.envs), dtype=np.bool_)  # [B]
         stored[current] = True
-        return (every, {"action": env_actions}, self._carried(acted, obs, self._next_state(obs, after), current),
-                obs.reward, obs.done, np.asarray(obs.truncated), stored, learner)
+        return (every, {"action": env_actions}, next_state, obs.reward, obs.done, np.asarray(obs.truncated), stored,
+                learner)
 
-    def _carried(self, acted: Any, obs: VecObs, next_state: Dict[str, Any], rows: Optional[np.ndarray] = None
-                 ) -> Dict[str, Any]:
-        """``next_state``, and with memory the rows' states after the step (kept for the next; ``rows``: the
-        rows the frame acted, None: all) with it: a truncated row's final observation is valued with the state
-        it reached."""
+    def _carried(self, acted: Any, obs: VecObs, after: Dict[str, Any], rows: Optional[np.ndarray] = None
+                 ) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+        """The step's next state (:meth:`_next_state` of ``after``, the state of ``obs``) and the state the next
+        step acts on. With memory the rows' states after the step (kept for the next; ``rows``: the rows the
+        frame acted, None: all) go with the next state, so that a truncated row's final observation is valued
+        with the state it reached; with per-entity memory the entities' (kept by id) go with both."""
+        next_state = self._next_state(obs, after)
         if self._memory is None:
-            return next_state
+            return next_state, after
         carried = self._memory.advance(acted, obs.done, rows)  # [B, memory_size]
-        return {**next_state, "memory": carried, "episode_start": torch.zeros(len(obs), 1, dtype=torch.bool)}
+        next_state = {**next_state, "memory": carried, "episode_start": torch.zeros(len(obs), 1, dtype=torch.bool)}
+        if self._entities is not None:
+            next_state = {**next_state, **self._entities.advance(acted, obs, rows)}
+            after = {**after, **self._entities.entries(obs)}
+        return next_state, after
 
     def _sequential_steps(self, seen: List[Tuple[Any, ...]]) -> None:
         """``n_steps`` steps of every row at once; appends each to ``seen``."""
@@ -327,11 +329,7 @@ class RolloutCollector:
             acted = self.frame.act(state)
             stored_action, env_actions = self.action_fn(acted)
             obs = self.envs.act(env_actions)
-            after = tree_to_torch(self.state_fn(obs))
-            next_state = self._carried(acted, obs, self._next_state(obs, after))
-            if self._entities is not None:  # the entities' states, kept by id, and those of the observations
-                next_state = {**next_state, **self._entities.advance(acted, obs)}
-                after = {**after, **self._entities.entries(obs)}
+            next_state, after = self._carried(acted, obs, tree_to_torch(self.state_fn(obs)))
             seen.append((state, stored_action, next_state, obs.reward, obs.done, obs.truncated))
             self._state = after
 

@@ -18,7 +18,7 @@ from entmachin.model.memory import entity_memory_size
 from entmachin.model.wrappers import unwrap
 from entmachin.ragged.tensor import RaggedTensor
 
-__all__ = ["EntityRows", "entity_rows"]
+__all__ = ["EntityRows", "entity_rows", "refuse_entity_memory"]
 
 
 class EntityRows:
@@ -31,6 +31,10 @@ class EntityRows:
     (``entity_memory``) and the handles (``entity_handles``) are stored with every row, both per entity type
     in the entities' layout; training links each entity's appearances in a sequence by its handle.
 
+    A player acting only some rows (self-play: the learner acts its seats) advances only those (``rows=``);
+    every row's states are dropped where its episode ends. A self-play snapshot keeps its own states of the
+    rows it plays by the learner's numbering (:meth:`entries_for`, :meth:`keep`, :meth:`end`).
+
     Args:
         size: the network's ``entity_memory_size``.
         n_rows: the rows acted on together.
@@ -42,6 +46,7 @@ class EntityRows:
         self.index: List[Dict[Any, Tuple[str, int]]] = [{} for _ in range(n_rows)]  # id -> (type, handle)
         self.table: List[torch.Tensor] = [torch.zeros(0, size) for _ in range(n_rows)]  # [n_handles, size] each
         self._handles: Optional[List[Dict[str, List[int]]]] = None  # the last entries' handles, per row and type
+        self._rows = np.arange(n_rows, dtype=np.int64)  # [n]: the rows of the last entries
 
     def entries(self, obs: Any) -> Dict[str, Any]:
         """``entity_memory`` and ``entity_handles`` for the entities of ``obs`` (a ``VecObs`` with ``ids``);
@@ -53,37 +58,33 @@ class EntityRows:
                 in the episode.
         """
         self._handles = self._number(_row_ids(obs, "entity memory"), _lengths(obs), range(len(self.index)))
+        self._rows = np.arange(len(self.index), dtype=np.int64)
         return self._gather(self._handles)
 
-    def advance(self, result: Any, obs: Any) -> Dict[str, Any]:
-        """Keeps each entity's next state from an acting call's ``result`` (:meth:`keep`), then drops the states
-        of the rows whose episode ended (``obs``, the step's ``VecObs``). Returns the entries of the step's next
-        states, the states each row's next observation reached: the final observation's where the episode ended
-        (a truncated row's bootstrap).
+    def entries_for(self, rows: np.ndarray, handles: Mapping[str, Any]) -> Dict[str, Any]:
+        """The entries of ``rows`` (int64 ``[n]``) whose entities another ``EntityRows`` numbered: ``handles``
+        (type -> ragged int64 ``[n_entities, 1]`` over those rows, as its :meth:`entries` gave them). A
+        self-play snapshot reads the learner's numbering this way (an episode's entities are numbered alike
+        whoever plays its row) and keeps its own states by it; the handles are kept for :meth:`keep`."""
+        self._rows = np.asarray(rows, dtype=np.int64)
+        self._handles = [{} for _ in range(len(self._rows))]
+        for etype, given in handles.items():
+            flat = given.data.reshape(-1).tolist()  # [n_entities]
+            start = 0
+            for k, n in enumerate(given.lengths.tolist()):
+                self._handles[k][etype] = flat[start : start + n]
+                start += n
+        for r, row in zip(self._rows.tolist(), self._handles):
+            needed = 1 + max((h for hs in row.values() for h in hs), default=-1)
+            self._grow(r, needed)
+        return self._gather(self._handles, self._rows)
+
+    def keep(self, result: Any, rows: Optional[np.ndarray] = None) -> None:
+        """Keeps each entity's next state from an acting call's ``result`` (its ``entity_memory`` field) over
+        ``rows`` of the last entries (int64 ``[n]``, ascending; None: all of them); the others keep theirs.
 
         Raises:
-            ValueError: as :meth:`keep`.
-        """
-        self.keep(result)
-        ids, lengths = _row_ids(obs, "entity memory"), _lengths(obs)
-        done = np.asarray(obs.done, dtype=np.bool_)
-        if done.any():  # a row whose episode ended: its next state is its final observation's
-            final_ids = _row_ids(obs.final_obs, "entity memory (final observations)")
-            final_lengths = _lengths(obs.final_obs)
-            where = {int(r): k for k, r in enumerate(np.asarray(obs.final_index, dtype=np.int64))}
-            ids = [final_ids[where[r]] if r in where else ids[r] for r in range(len(ids))]
-            lengths = {t: np.array([final_lengths[t][where[r]] if r in where else lengths[t][r]
-                                    for r in range(len(ids))], dtype=np.int64) for t in self.types}
-        entries = self._gather(self._number(ids, lengths, range(len(self.index))))
-        self.end(done)
-        return entries
-
-    def keep(self, result: Any) -> None:
-        """Keeps each entity's next state from an acting call's ``result`` (its ``entity_memory`` field, for
-        the entities of the last :meth:`entries`), by handle.
-
-        Raises:
-            ValueError: no :meth:`entries` before, or a result without per-entity states of their shape.
+            ValueError: no entries before, or a result without per-entity states of their shape.
         """
         if self._handles is None:
             raise ValueError("entity memory: a result kept before entries() gave the states it came from")
@@ -91,8 +92,10 @@ class EntityRows:
         if not isinstance(after, Mapping):
             raise ValueError("entity memory: the network returned no per-entity states (a RogueNet output's "
                              f"entity_memory field), got {type(after).__name__}")
+        place = {r: k for k, r in enumerate(self._rows.tolist())}
+        picked = list(place.values()) if rows is None else [place[int(r)] for r in np.asarray(rows).tolist()]
         for etype in self.types:
-            handles = [row.get(etype, []) for row in self._handles]
+            handles = [self._handles[k].get(etype, []) for k in picked]
             n = sum(len(h) for h in handles)
             new = after.get(etype)
             if n == 0:
@@ -102,9 +105,9 @@ class EntityRows:
                                  f"{tuple(getattr(new, 'shape', ()))}; expected ({n}, {self.size})")
             new = new.detach().to("cpu", torch.float32)
             start = 0
-            for r, h in enumerate(handles):
+            for k, h in zip(picked, handles):
                 if h:
-                    self.table[r][torch.as_tensor(h)] = new[start : start + len(h)]
+                    self.table[int(self._rows[k])][torch.as_tensor(h)] = new[start : start + len(h)]
                     start += len(h)
         self._handles = None
 
@@ -123,6 +126,30 @@ class EntityRows:
         """Gives row ``r`` the states :meth:`row` took from a row (of any ``EntityRows`` of this width)."""
         self.index[r], self.table[r] = states
 
+    def advance(self, result: Any, obs: Any, rows: Optional[np.ndarray] = None) -> Dict[str, Any]:
+        """Keeps each entity's next state from an acting call's ``result`` (:meth:`keep`; ``rows``: the rows
+        it acted, None: every row of the last :meth:`entries`), then drops the states of the rows whose episode
+        ended (``obs``, the step's ``VecObs``). Returns the entries of every row's next states, the states each
+        row's next observation reached: the final observation's where the episode ended (a truncated row's
+        bootstrap).
+
+        Raises:
+            ValueError: no :meth:`entries` before, or a result without per-entity states of their shape.
+        """
+        self.keep(result, rows)
+        ids, lengths = _row_ids(obs, "entity memory"), _lengths(obs)
+        done = np.asarray(obs.done, dtype=np.bool_)
+        if done.any():  # a row whose episode ended: its next state is its final observation's
+            final_ids = _row_ids(obs.final_obs, "entity memory (final observations)")
+            final_lengths = _lengths(obs.final_obs)
+            where = {int(r): k for k, r in enumerate(np.asarray(obs.final_index, dtype=np.int64))}
+            ids = [final_ids[where[r]] if r in where else ids[r] for r in range(len(ids))]
+            lengths = {t: np.array([final_lengths[t][where[r]] if r in where else lengths[t][r]
+                                    for r in range(len(ids))], dtype=np.int64) for t in self.types}
+        entries = self._gather(self._number(ids, lengths, range(len(self.index))))
+        self.end(done)
+        return entries
+
     def _number(self, ids: List[Mapping[str, Any]], lengths: Mapping[str, np.ndarray], rows: Any
                 ) -> List[Dict[str, List[int]]]:
         """Each row's handles per type, new ids numbered after the episode's earlier ones (``number_entities``)."""
@@ -130,18 +157,24 @@ class EntityRows:
         for r in rows:
             counts = {etype: int(lengths[etype][r]) for etype in self.types}
             out.append(number_entities(self.index[r], ids[r], counts, self.types, f"entity memory: row {r}"))
-            if len(self.index[r]) > self.table[r].shape[0]:
-                grown = torch.zeros(len(self.index[r]), self.size)
-                grown[: self.table[r].shape[0]] = self.table[r]
-                self.table[r] = grown
+            self._grow(r, len(self.index[r]))
         return out
 
-    def _gather(self, handles: List[Dict[str, List[int]]]) -> Dict[str, Any]:
+    def _grow(self, r: int, n_handles: int) -> None:
+        """Row ``r``'s table with room for ``n_handles`` entities (the new ones at zeros)."""
+        if n_handles > self.table[r].shape[0]:
+            grown = torch.zeros(n_handles, self.size)  # [n_handles, size]
+            grown[: self.table[r].shape[0]] = self.table[r]
+            self.table[r] = grown
+
+    def _gather(self, handles: List[Dict[str, List[int]]], rows: Optional[np.ndarray] = None) -> Dict[str, Any]:
+        """The entries of ``handles`` (per row of ``rows``, None: every row in order)."""
+        rows = range(len(handles)) if rows is None else rows.tolist()
         memory, numbers = {}, {}
         for etype in self.types:
             per_row = [row.get(etype, []) for row in handles]
             lengths = torch.tensor([len(h) for h in per_row], dtype=torch.long)  # [B]
-            states = [self.table[r][torch.as_tensor(h, dtype=torch.long)] for r, h in enumerate(per_row)]
+            states = [self.table[r][torch.as_tensor(h, dtype=torch.long)] for r, h in zip(rows, per_row)]
             data = torch.cat(states) if states else torch.zeros(0, self.size)  # [n_entities, size]
             memory[etype] = RaggedTensor.from_lengths(data, lengths)
             flat = torch.tensor([k for h in per_row for k in h], dtype=torch.long).reshape(-1, 1)  # [n_entities, 1]
@@ -150,7 +183,7 @@ class EntityRows:
 
     def snapshot(self) -> Dict[str, Any]:
         return {"index": [dict(i) for i in self.index], "table": [t.clone() for t in self.table],
-                "handles": self._handles}
+                "handles": self._handles, "rows": torch.from_numpy(self._rows.copy())}
 
     def restore(self, snapshot: Mapping[str, Any], where: str) -> None:
         tables = [torch.as_tensor(t).float() for t in snapshot["table"]]
@@ -160,6 +193,8 @@ class EntityRows:
                              f"{self.size} (model.memory or the number of rows changed)")
         self.index, self.table = [dict(i) for i in snapshot["index"]], tables
         self._handles = snapshot.get("handles")
+        rows = snapshot.get("rows")
+        self._rows = np.arange(len(tables), dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
 
 
 def _row_ids(obs: Any, where: str) -> List[Mapping[str, Any]]:
@@ -180,3 +215,11 @@ def entity_rows(frame: Any, n_rows: int) -> Optional[EntityRows]:
     actor = unwrap(getattr(frame, "actor", None))
     size = entity_memory_size(actor)
     return EntityRows(size, n_rows, list(actor.obs_space.entities)) if size else None
+
+
+def refuse_entity_memory(frame: Any, what: str, error: type = ValueError) -> None:
+    """Raises ``error`` where the frame's actor keeps a state per entity (``model.memory.per_entity``), which
+    ``what`` does not carry yet (training and evaluation do)."""
+    if entity_memory_size(unwrap(getattr(frame, "actor", None))):
+        raise error(f"{what}: this run's network keeps a state per entity (model.memory.per_entity), not carried "
+                    "here yet; training and entmachin eval carry it")

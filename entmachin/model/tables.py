@@ -118,6 +118,8 @@ class ChoiceTables:
                           visible: Optional[Mapping[str, Any]] = None, *, value: bool = False,
                           continuous: Optional[Mapping[str, Any]] = None, memory: Optional[torch.Tensor] = None,
                           episode_start: Optional[torch.Tensor] = None, sequence_length: int = 1,
+                          entity_memory: Optional[Mapping[str, Any]] = None,
+                          entity_handles: Optional[Mapping[str, Any]] = None,
                           ) -> Tuple[Dict[str, RaggedTensor], Optional[torch.Tensor]]:
         """Every actor's log-probability of each choice (``-inf`` where forbidden or padding),
         differentiable, as :meth:`probabilities` lays them out; with ``value``, the rows' values
@@ -130,18 +132,21 @@ class ChoiceTables:
                 to score (required for every continuous action of ``action_masks``).
             memory / episode_start / sequence_length: with ``model.memory``, the rows' recurrent
                 inputs as :meth:`forward` takes them (``S`` sequences of ``L`` steps, time-major).
+            entity_memory / entity_handles: with ``model.memory.per_entity``, the entities' states and
+                numbers as :meth:`forward` takes them.
 
         Returns:
             ``(tables, value)``: action name -> float32 ragged ``[n_actors, width]`` (continuous:
             ``[n_actors, 1]``), and float ``[B, 1]`` (None without ``value``).
         """
-        recurrent = RecurrentInputs(memory, episode_start, sequence_length)
+        recurrent = RecurrentInputs(memory, episode_start, sequence_length, entity_memory, entity_handles)
         tables, tokens, x, _ = self._per_actor(self.heads, _choice_log_probs, entities, action_masks,
                                                visible if not value else None, continuous, recurrent=recurrent)
         if not value:
             return tables, None
         if visible is not None:  # the value sees every entity, the policy only visible ones
-            return tables, self.value(entities, None, memory, episode_start, sequence_length=sequence_length)
+            return tables, self.value(entities, None, memory, episode_start, sequence_length=sequence_length,
+                                      entity_memory=entity_memory, entity_handles=entity_handles)
         return tables, self._value_head(tokens, x)
 
     def _per_actor(self, heads: nn.ModuleList, fn: Any, entities: Mapping[str, Any], action_masks: Mapping[str, Any],

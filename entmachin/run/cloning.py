@@ -12,7 +12,9 @@ A network with memory trains on sequences of whole episodes (``entmachin.frame.b
 rows of each episode and seat are held together in step order, ``collect()`` hands the frame whole episodes
 (shuffled epochs over them) until it holds at least ``bc.rows_per_update`` rows, and the held-out rows are
 whole episodes too. An episode whose steps have gaps (rows missing from a dataset written by other means
-than ``entmachin record``) is refused, naming it: its sequences would skip steps.
+than ``entmachin record``) is refused, naming it: its sequences would skip steps. With per-entity memory
+(``model.memory.per_entity``) each row's entities are numbered in their episode from the recorded ids
+(``state['entity_handles']``); a dataset without the ids of a type that has entities is refused, naming it.
 """
 from __future__ import annotations
 
@@ -22,9 +24,13 @@ import numpy as np
 
 from entmachin.data import Dataset, DatasetError, Rows
 from entmachin.data.relabel import next_rows
+from entmachin.env import GLOBAL_ENTITY
 from entmachin.frame.bc import Held
+from entmachin.frame.bc_sequences import entity_handles
 from entmachin.frame.memory import actor_memory_size
 from entmachin.frame.collector import RolloutStats
+from entmachin.model.memory import entity_memory_size
+from entmachin.model.wrappers import unwrap
 from entmachin.run.callbacks.base import Callback
 from entmachin.run.config import RunConfig
 from entmachin.run.logs import RunError
@@ -47,9 +53,19 @@ def discounted_returns(rows: Rows, discount: float) -> np.ndarray:
     return out.astype(np.float32)
 
 
-def _held(rows: Rows, returns: np.ndarray, episodes: Optional[np.ndarray] = None) -> Held:
+def _held(rows: Rows, returns: np.ndarray, episodes: Optional[np.ndarray] = None, where: Optional[str] = None
+          ) -> Held:
+    """``rows`` held; ``where`` (with ``episodes``): per-entity memory, each row's entities numbered in their
+    episode from the recorded ids (errors name ``where``)."""
     probs = {name: values for name, (values, _) in rows.probs.items()}
-    return Held(rows.state(), rows.action, returns, probs, episodes)
+    state = rows.state()
+    if where is not None:
+        counts = {t: np.asarray(v.size1()) for t, v in state["entities"].items() if t != GLOBAL_ENTITY}
+        try:
+            state = {**state, "entity_handles": entity_handles(rows.ids, counts, episodes, where)}
+        except ValueError as e:
+            raise RunError(str(e)) from None
+    return Held(state, rows.action, returns, probs, episodes)
 
 
 def episode_order(rows: Rows, index: np.ndarray, where: str) -> Tuple[np.ndarray, np.ndarray]:
@@ -114,11 +130,13 @@ class Cloning(Callback):
         val = np.flatnonzero(acting & validation)
         self.memory = bool(actor_memory_size(frame))
         if self.memory:  # whole episodes in step order, and whole held-out episodes
-            self.train = _held(*self._episodes(rows, returns, train, "bc.data"))
+            per_entity = f"bc.data: {config.bc.data}" if entity_memory_size(unwrap(frame.actor)) else None
+            self.train = _held(*self._episodes(rows, returns, train, "bc.data"), per_entity)
             self._check_length(frame.config.sequence_length, config.bc.data)
             val_rows, val_returns, val_episodes = self._episodes(rows, returns, val, "bc.data")
             if len(val_rows):
-                self.validation = _held(val_rows, val_returns, val_episodes).take(self._validation_sample(val_episodes))
+                self.validation = _held(val_rows, val_returns, val_episodes, per_entity).take(
+                    self._validation_sample(val_episodes))
             else:
                 self.validation = None
         else:

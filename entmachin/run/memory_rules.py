@@ -31,10 +31,7 @@ def check_memory(config: RunConfig) -> None:
     if config.model.critic != "shared":
         raise ConfigError("model.critic: separate, but a network with memory values its rows with the states it "
                           "acted with: set model.critic: shared")
-    if frame.name == "BC":  # sequences of recorded episodes: bc.data's episodes are checked when it is read
-        if memory.per_entity:
-            raise ConfigError("model.memory.per_entity: BC clones recorded rows, which keep no entity ids yet; "
-                              "clone with memory per game row (per_entity: false), or train with PPO or A2C")
+    if frame.name == "BC":  # sequences of recorded episodes: bc.data's episodes (and ids) are checked when read
         return
     if length is not None and config.rollout.n_steps % length:
         raise ConfigError(f"frame.sequence_length: {length} does not divide rollout.n_steps ({config.rollout.n_steps})"
@@ -52,12 +49,8 @@ def check_memory(config: RunConfig) -> None:
 
 
 def _check_per_entity(config: RunConfig) -> None:
-    """What per-entity memory does not go with yet: the entities' ids cross no worker processes, and self-play's
-    snapshots keep no per-entity states."""
+    """What per-entity memory does not go with yet: the entities' ids cross no worker processes."""
     rollout = config.rollout
-    if config.selfplay.enabled:
-        raise ConfigError(f"selfplay.seats: {config.selfplay.seats}, but its snapshots keep no per-entity states yet "
-                          "(model.memory.per_entity); set per_entity: false or selfplay.seats: all")
     if rollout.workers is not None or (rollout.processes != "auto" and rollout.processes > 0):
         what = f"rollout.workers: {rollout.workers}" if rollout.workers is not None else \
             f"rollout.processes: {rollout.processes}"

@@ -38,8 +38,9 @@ continues exactly.
 With a network with memory (``model.memory``) each snapshot in play keeps its own recurrent state for every
 row it plays, zeroed where the row's episode ends and when another snapshot takes its place, as the
 collector keeps the learner's for the rows the current parameters play: a snapshot never reads the
-learner's states, nor the learner a snapshot's (a row changes hands only where its game ends). The states
-of the snapshots in play go in the pool's file too.
+learner's states, nor the learner a snapshot's (a row changes hands only where its game ends). With
+``model.memory.per_entity`` a snapshot keeps its own state per entity of those rows too, by the learner's
+numbering of each episode's entities. The states of the snapshots in play go in the pool's file too.
 """
 from __future__ import annotations
 
@@ -55,7 +56,9 @@ import torch
 from entmachin.env import RowIndex, VecObs
 from entmachin.frame.checkpoint import CheckpointError, check_state_dict
 from entmachin.frame.collector import default_actions
-from entmachin.frame.memory import MemoryRows, actor_memory_size
+from entmachin.frame.entity_memory import EntityRows
+from entmachin.frame.memory import actor_memory_size
+from entmachin.frame.opponents import OpponentStates
 from entmachin.frame.safe_call import safe_call
 from entmachin.ragged import trees
 from entmachin.run.callbacks.base import Callback
@@ -77,7 +80,7 @@ class _Slot:
     module: Optional[torch.nn.Module] = None
     snapshot: int = -1  # the snapshot it acts for (-1: empty)
     due: int = -1  # the snapshot that replaces it when its last game ends (-1: none)
-    memory: Optional[MemoryRows] = None  # with model.memory: its state of every row (read where it plays)
+    states: Optional[OpponentStates] = None  # with model.memory: its states of every row (read where it plays)
 
 
 class SelfPlay(Callback):
@@ -179,13 +182,12 @@ class SelfPlay(Callback):
         for who in np.unique(owner[others]).tolist():
             rows = np.flatnonzero(others & (owner == who))
             taken = trees.take(state, rows)
-            memory = self.slots[who].memory
-            if memory is not None:  # the snapshot's own states of these rows
-                index = torch.from_numpy(rows)
-                taken = {**taken, "memory": memory.memory[index], "episode_start": memory.episode_start[index]}
+            states = self.slots[who].states
+            if states is not None:  # the snapshot's own states of these rows
+                taken = states.given(taken, rows)
             with torch.no_grad():
                 result = safe_call(self.slots[who].module, taken, self._snapshot_options)
-            if memory is not None:
+            if states is not None:
                 self._acted.append((who, rows, result))
             pieces.append((rows, default_actions(result)[1]))
         return pieces
@@ -196,10 +198,9 @@ class SelfPlay(Callback):
         done = np.asarray(obs.done, dtype=np.bool_)
         acted, self._acted = {who: (rows, result) for who, rows, result in self._acted}, []
         for who, slot in enumerate(self.slots):
-            if slot.memory is not None and who in acted:
-                slot.memory.advance(acted[who][1], done, acted[who][0])
-            elif slot.memory is not None:
-                slot.memory.end(done)
+            if slot.states is not None:
+                rows, result = acted.get(who, (None, None))
+                slot.states.advance(result, done, rows)
         if not done.any():
             return
         result = np.asarray(obs.result, dtype=np.float64)
@@ -277,7 +278,7 @@ class SelfPlay(Callback):
         slot.module.load_state_dict(self._weights[snapshot])
         slot.snapshot, slot.due = snapshot, -1
         if self._memory_size:  # a new player: no state of any row yet
-            slot.memory = MemoryRows(self._memory_size, len(self.rows))
+            slot.states = OpponentStates(self.frame.actor, len(self.rows))
 
     def _forget(self) -> None:
         keep = set(self.window) | {s.snapshot for s in self.slots} | {s.due for s in self.slots}
@@ -308,7 +309,8 @@ class SelfPlay(Callback):
             "slots": [[slot.snapshot, slot.due] for slot in self.slots],
             "seats": torch.from_numpy(self._seats.copy()), "opponent": torch.from_numpy(self._opponent.copy()),
             "rng": self.rng.bit_generator.state, "next_save": self.next_save, "next_swap": self.next_swap,
-            "memory": [None if slot.memory is None else slot.memory.snapshot() for slot in self.slots],
+            "memory": [None if slot.states is None else slot.states.snapshot()[0] for slot in self.slots],
+            "entity_memory": [None if slot.states is None else slot.states.snapshot()[1] for slot in self.slots],
         }
         buffer = io.BytesIO()
         torch.save(state, buffer)
@@ -350,6 +352,13 @@ class SelfPlay(Callback):
             if shape is not None and shape != expected_shape:
                 raise RunError(f"{where}: the recurrent states of snapshot place {i} have shape {shape}; this run's "
                                f"are {expected_shape} (rows, model.memory's state): model.memory or the games changed")
+        entities = OpponentStates(self.frame.actor, len(self.rows)).entities
+        for i, saved in enumerate(state.get("entity_memory") or []):
+            try:
+                if saved is not None and entities is not None:
+                    EntityRows(entities.size, len(self.rows), entities.types).restore(saved, f"snapshot place {i}")
+            except ValueError as e:
+                raise RunError(f"{where}: {e}") from None
         return state
 
     def load(self, state: Mapping[str, Any], games: bool) -> None:
@@ -369,9 +378,10 @@ class SelfPlay(Callback):
         if games and seats.shape == self._seats.shape and opponent.shape == self._opponent.shape:
             self._seats, self._opponent = seats.astype(np.int64), opponent.astype(np.int64)
             self._learner_rows = None
-            for slot, saved in zip(self.slots, state.get("memory") or []):  # the games go on with their states
-                if slot.memory is not None and saved is not None:
-                    slot.memory.restore(saved, "the self-play pool")
+            saved = zip(state.get("memory") or [], state.get("entity_memory") or [None] * len(self.slots))
+            for slot, (memory, entities) in zip(self.slots, saved):  # the games go on with their states
+                if slot.states is not None and memory is not None:
+                    slot.states.restore(memory, entities, "the self-play pool")
         else:
             self.restart_games()
         self._fill_free_slots()

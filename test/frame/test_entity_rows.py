@@ -54,8 +54,8 @@ class Result:
         self.entity_memory = {t: r.data + 1.0 for t, r in entries["entity_memory"].items()}
 
 
-def _no_actions():
-    return {"go": ragged_from_arrays(np.zeros((0, 1), np.int64), [0])}
+def _no_actions(n_rows=1):
+    return {"go": ragged_from_arrays(np.zeros((0, 1), np.int64), [0] * n_rows)}
 
 
 def _walk(mode="ok"):
@@ -159,3 +159,50 @@ def test_keep_end_and_a_rows_states_moved_between_rows():
     assert index == {7: ("A", 0), 8: ("A", 1)} and table.tolist() == [[2.0, 2.0], [1.0, 1.0]]
     batch.end(np.array([False, True]))
     assert batch.row(1)[0] == {} and batch.row(1)[1].shape == (0, 2) and len(batch.row(0)[0]) == 2
+
+
+class Picked:
+    """What a network acting only some rows returns: each of their entities' given state plus ``step``."""
+
+    def __init__(self, entries, rows, step=1.0):
+        picked = set(rows)
+        self.entity_memory = {}
+        for t, r in entries["entity_memory"].items():
+            keep = torch.tensor([int(b) in picked for b in r.batch_index.tolist()], dtype=torch.bool)
+            self.entity_memory[t] = r.data[keep] + step
+
+
+def test_a_player_of_some_rows_keeps_only_theirs_and_every_rows_end_drops_it():
+    """The learner of a self-play game advances the rows it acted (rows=); a row's end drops its states
+    whoever acted it."""
+    envs = EnvList(Flicker, 2)
+    rows = EntityRows(2, 2, ["A", "B"])
+    obs = envs.reset()
+    entries = rows.entries(obs)
+    obs = envs.act(_no_actions(2))
+    rows.advance(Picked(entries, [1]), obs, rows=np.array([1]))
+    obs = envs.act(_no_actions(2))
+    again = rows.entries(obs)["entity_memory"]["A"]
+    assert again.data.tolist() == [[0.0, 0.0], [0.0, 0.0], [1.0, 1.0], [0.0, 0.0]]  # row 0 untouched, row 1 kept
+    rows.end(np.array([False, True]))
+    assert rows.index[1] == {} and rows.table[1].shape == (0, 2) and rows.table[0].shape == (2, 2)
+
+
+def test_a_snapshot_keeps_its_own_states_by_the_numbering_another_gave():
+    """entries_for/keep: a second EntityRows keeps states of the rows it plays by the first's handles."""
+    envs = EnvList(Flicker, 2)
+    learner, snapshot = EntityRows(2, 2, ["A", "B"]), EntityRows(2, 2, ["A", "B"])
+    obs = envs.reset()
+    seen = []
+    entries = learner.entries(obs)
+    for _ in range(3):
+        mine = {t: h[[1]] for t, h in entries["entity_handles"].items()}  # row 1's, as the learner numbered them
+        given = snapshot.entries_for(np.array([1]), mine)
+        seen.append(given["entity_memory"]["A"].data.tolist())
+        snapshot.keep(Picked(given, [0], 10.0))
+        obs = envs.act(_no_actions(2))
+        learner.advance(Picked(entries, []), obs, rows=np.array([], dtype=np.int64))  # it acted none of them
+        snapshot.end(obs.done)
+        entries = learner.entries(obs)
+    assert seen == [[[0.0, 0.0]], [], [[10.0, 10.0], [0.0, 0.0]]]  # 7 kept its state through its absence
+    assert float(learner.table[1].abs().sum()) == 0.0  # the learner keeps nothing of the snapshot's row

@@ -96,3 +96,25 @@ def test_recording_a_policy_with_memory_carries_each_rows_state_through_its_epis
             np.testing.assert_allclose(tables["choose"].data[0].numpy(), recorded, atol=1e-5)
             compared += 1
     assert compared == 6
+
+
+def _per_entity(data, env, **kwargs):
+    config = _config(data, sequence_length=2)
+    return {**config, "env": {"name": env, "kwargs": kwargs},
+            "model": {**config["model"], "memory": {"size": 8, "per_entity": True}}}
+
+
+def test_a_bc_run_with_per_entity_memory_numbers_the_recorded_ids(tmp_path):
+    """Conveyor's demonstrator recorded with its items' ids: a BC run keeps a state per item."""
+    out = str(tmp_path / "conveyor")
+    record("Conveyor", "test.frame.test_bc_entity_memory:demonstrate", 20, out, num_envs=1, progress=False)
+    frame = train(config_from_dict(_per_entity(out, "Conveyor")), progress=False, run_dir=str(tmp_path / "run"))
+    assert frame.actor.entity_memory_size == 8 and frame.n_updates == 2
+
+
+def test_a_recording_without_the_ids_per_entity_memory_needs_is_refused_by_name(tmp_path):
+    """Connect Four gives its pieces no ids: its recordings keep none, which per-entity memory needs."""
+    out = str(tmp_path / "c4")
+    record("ConnectFour", "random", 4, out, num_envs=2, progress=False)
+    with pytest.raises(RunError, match=r"bc.data: .*c4: the rows keep no ids of 'Mine' entities \(ids/Mine\)"):
+        train(config_from_dict(_per_entity(out, "ConnectFour", choose="column")), progress=False, run_dir=str(tmp_path / "r"))

@@ -55,7 +55,7 @@ def test_each_snapshot_carries_its_own_state_per_row_reset_where_its_game_ends(m
 
     def watched_act(state):
         fed.append({})
-        before = [(s.memory.memory.clone(), s.memory.episode_start.clone()) for s in selfplay.slots]
+        before = [(s.states.memory.memory.clone(), s.states.memory.episode_start.clone()) for s in selfplay.slots]
         learner = collector._memory.memory.clone()
         pieces = act(state)
         steps.append([before, learner, [(w, rows, out.memory.clone()) for w, rows, out in selfplay._acted]])
@@ -129,8 +129,8 @@ def test_the_pool_file_keeps_the_snapshots_states_and_refuses_states_of_another_
     _, _, other, _ = arena_with_memory()
     other.load(other.check_bytes(data, "pool.pt"), games=True)
     for ours, theirs in zip(selfplay.slots, other.slots):
-        torch.testing.assert_close(theirs.memory.memory, ours.memory.memory)
-        assert torch.equal(theirs.memory.episode_start, ours.memory.episode_start)
+        torch.testing.assert_close(theirs.states.memory.memory, ours.states.memory.memory)
+        assert torch.equal(theirs.states.memory.episode_start, ours.states.memory.episode_start)
     state = torch.load(io.BytesIO(data), weights_only=True)
     state["memory"][0]["memory"] = torch.zeros(3, 8)
     buffer = io.BytesIO()
