@@ -68,7 +68,7 @@ def test_recorded_ids_are_numbered_per_episode_in_order_of_first_appearance():
         entity_handles({}, counts, np.array([0, 0, 1]), "bc.data: d")
     with pytest.raises(ValueError, match="row 1 has 2 'A' entities but 0 recorded ids"):
         entity_handles({"A": [[7], None, [7]], "B": ids["B"]}, counts, np.array([0, 0, 1]), "test")
-    with pytest.raises(ValueError, match=r"row 1: entity id 7 names a 'B' entity, but earlier in its episode"):
+    with pytest.raises(ValueError, match=r"row 1: entity id 7 names a 'B' entity, but earlier in this episode"):
         entity_handles({"A": [[7], [8, 6], [7]], "B": [[], [7], []]}, counts, np.array([0, 0, 1]), "test")
 
 
