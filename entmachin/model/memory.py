@@ -24,7 +24,7 @@ from entmachin.model.attention import segment_pool
 from entmachin.model.config import MemoryConfig
 from entmachin.ragged.tensor import to_ragged_tensor
 
-__all__ = ["MemoryCore", "EntityMemoryCore", "Recurrence", "RecurrentInputs", "NextStates", "run_memory", "memory_size",
+__all__ = ["RecurrentCell", "MemoryCore", "EntityMemoryCore", "Recurrence", "RecurrentInputs", "NextStates", "run_memory", "memory_size",
            "entity_memory_size"]
 
 
@@ -52,15 +52,13 @@ def entity_memory_size(model: Any) -> int:
     return int(getattr(model, "entity_memory_size", 0) or 0)
 
 
-class MemoryCore(nn.Module):
-    """The recurrent core: pooled row summary -> GRU / LSTM cell -> projection added to the row's tokens.
+class RecurrentCell(nn.Module):
+    """A GRU or LSTM cell whose state is one tensor (an LSTM's ``h`` then ``c``), and the projection of its
+    output (zero at first, so that a fresh network acts as the feed-forward one): what both memory cores step.
 
     Args:
         d_model: the trunk's width.
         config: the kind and the width of the state.
-
-    Shape:
-        pooled: ``[L * S, d_model]`` (time-major) -> ``([L * S, d_model], [S, state_size])``.
     """
 
     def __init__(self, d_model: int, config: MemoryConfig) -> None:
@@ -73,8 +71,29 @@ class MemoryCore(nn.Module):
 
     @property
     def state_size(self) -> int:
-        """Floats of state per row: ``size`` for a GRU, ``2 * size`` for an LSTM (``h`` then ``c``)."""
+        """Floats of state: ``size`` for a GRU, ``2 * size`` for an LSTM (``h`` then ``c``)."""
         return self.size if self.kind == "gru" else 2 * self.size
+
+    def step(self, inputs: torch.Tensor, state: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """One step of the cell: ``inputs`` ``[n, d_model]``, ``state`` ``[n, state_size]`` -> the output ``h``
+        ``[n, size]`` and the new state ``[n, state_size]``."""
+        if self.kind == "gru":
+            new = self.cell(inputs, state)  # [n, size]
+            return new, new
+        h, c = self.cell(inputs, tuple(state.split(self.size, dim=1)))
+        return h, torch.cat([h, c], dim=1)  # [n, size], [n, 2 * size]
+
+
+class MemoryCore(RecurrentCell):
+    """The recurrent core: pooled row summary -> GRU / LSTM cell -> projection added to the row's tokens.
+
+    Args:
+        d_model: the trunk's width.
+        config: the kind and the width of the state.
+
+    Shape:
+        pooled: ``[L * S, d_model]`` (time-major) -> ``([L * S, d_model], [S, state_size])``.
+    """
 
     def recurrence(self, memory: Any, episode_start: Any, n_rows: int, length: int, device: torch.device,
                    where: str) -> Recurrence:
@@ -114,19 +133,13 @@ class MemoryCore(nn.Module):
         state: Optional[Any] = recurrence.memory  # [S, state_size]
         outputs = []
         for t in range(length):
-            if self.kind == "gru":
-                state = self.cell(steps[t], state * keep[t])  # [S, size]
-                outputs.append(state)
-            else:
-                h, c = (state * keep[t]).split(self.size, dim=1)  # [S, size] each
-                h, c = self.cell(steps[t], (h, c))
-                state = torch.cat([h, c], dim=1)  # [S, 2 * size]
-                outputs.append(h)
+            h, state = self.step(steps[t], state * keep[t])  # [S, size], [S, state_size]
+            outputs.append(h)
         hidden = torch.stack(outputs).reshape(length * n_seq, self.size)  # [L * S, size]
         return self.out(hidden).to(pooled.dtype), state
 
 
-class EntityMemoryCore(nn.Module):
+class EntityMemoryCore(RecurrentCell):
     """One recurrent state per entity (``model.memory.per_entity``): each entity's token after the trunk steps
     its own GRU / LSTM cell state, and a projection of the new state (zero at first) is added to that token.
 
@@ -142,19 +155,6 @@ class EntityMemoryCore(nn.Module):
         d_model: the trunk's width.
         config: the kind and the width of the state (the game's ``size``).
     """
-
-    def __init__(self, d_model: int, config: MemoryConfig) -> None:
-        super().__init__()
-        self.kind, self.size = config.kind, config.size
-        self.cell = nn.GRUCell(d_model, config.size) if config.kind == "gru" else nn.LSTMCell(d_model, config.size)
-        self.out = nn.Linear(config.size, d_model)
-        nn.init.zeros_(self.out.weight)
-        nn.init.zeros_(self.out.bias)
-
-    @property
-    def state_size(self) -> int:
-        """Floats of state per entity: ``size`` for a GRU, ``2 * size`` for an LSTM (``h`` then ``c``)."""
-        return self.size if self.kind == "gru" else 2 * self.size
 
     def stream(self, given: Any, dest: Dict[str, torch.Tensor], n_tokens: int, width: int, dtype: torch.dtype,
                device: torch.device, name: str, counts: Dict[str, int]) -> torch.Tensor:
@@ -220,13 +220,7 @@ class EntityMemoryCore(nn.Module):
                 back = previous.index_select(0, idx)  # [n_t]
                 linked = (back >= 0).unsqueeze(1)
                 start = torch.where(linked, state.index_select(0, back.clamp(min=0)), start)
-            inp = x.index_select(0, idx).float()
-            if self.kind == "gru":
-                new = self.cell(inp, start)  # [n_t, size]
-                h = new
-            else:
-                h, c = self.cell(inp, tuple(start.split(self.size, dim=1)))
-                new = torch.cat([h, c], dim=1)  # [n_t, 2 * size]
+            h, new = self.step(x.index_select(0, idx).float(), start)  # [n_t, size], [n_t, state_size]
             state = state.index_copy(0, idx, new)
             hidden = hidden.index_copy(0, idx, h)
         added = self.out(hidden).to(x.dtype) * _is_entity(entity, n_tokens)
