@@ -18,7 +18,7 @@ from entmachin.run.logs import RunError
 from entmachin.run.selfplay import SelfPlay
 from entmachin.run.spaces import spaces_record
 from test.env.arena import Arena
-from test.run.test_selfplay_memory import with_snapshots_in_play
+from test.run.test_selfplay_memory import resumes_exactly, with_snapshots_in_play
 
 MEMORY = {"d_model": 16, "n_layer": 1, "critic": "shared", "memory": {"kind": "gru", "size": 4, "per_entity": True}}
 
@@ -161,8 +161,6 @@ def test_a_selfplay_run_with_per_entity_memory_trains_and_resumes_exactly(tmp_pa
     """``selfplay.seats`` with ``model.memory.per_entity`` on Skirmish (every unit has an id): a few updates
     against snapshots, then a run stopped at a checkpoint and resumed ends as the uninterrupted one (the
     snapshots' entity states and the learner's are in the checkpoint)."""
-    from entmachin.run import train
-
     data = {"env": {"name": "Skirmish", "kwargs": {"max_units": 3, "time_limit": 6}},
             "model": {**MEMORY, "memory": {"kind": "lstm", "size": 4, "per_entity": True}},
             "frame": {"name": "PPO", "batch_size": 32, "sequence_length": 4, "n_anneal_updates": None},
@@ -170,9 +168,4 @@ def test_a_selfplay_run_with_per_entity_memory_trains_and_resumes_exactly(tmp_pa
             "selfplay": {"seats": "random", "save_steps": 32, "swap_steps": 32, "play_against_latest": 0.3},
             "log": {"eval_interval": 160, "eval_episodes": 2, "eval_opponents": [], "best": None,
                     "checkpoint_interval": 96}}
-    whole = train(data, overrides=["train.total_steps=160"], progress=False, run_dir=str(tmp_path / "whole"))
-    assert whole.n_updates == 5
-    train(data, overrides=["train.total_steps=96"], progress=False, run_dir=str(tmp_path / "half"))
-    resumed = train(resume=str(tmp_path / "half"), overrides=["train.total_steps=160"], progress=False)
-    for a, b in zip(whole.actor.state_dict().values(), resumed.actor.state_dict().values()):
-        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    resumes_exactly(data, tmp_path)

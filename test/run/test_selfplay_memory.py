@@ -144,14 +144,20 @@ def test_a_selfplay_run_with_memory_trains_and_resumes_exactly(tmp_path):
     """``selfplay.seats`` with ``model.memory`` on Connect Four: a few updates against snapshots, then a run
     stopped at a checkpoint and resumed ends as the uninterrupted one (the snapshots' states and the learner's
     are in the checkpoint)."""
-    from entmachin.run import train
-
     data = {"env": {"name": "ConnectFour"}, "model": {**MEMORY, "memory": {"kind": "lstm", "size": 8}},
             "frame": {"name": "PPO", "batch_size": 32, "sequence_length": 4, "n_anneal_updates": None},
             "rollout": {"num_envs": 4, "n_steps": 8},
             "selfplay": {"seats": "random", "save_steps": 32, "swap_steps": 32, "play_against_latest": 0.3},
             "log": {"eval_interval": 160, "eval_episodes": 2, "eval_opponents": [], "best": None,
                     "checkpoint_interval": 96}}
+    resumes_exactly(data, tmp_path)
+
+
+def resumes_exactly(data, tmp_path):
+    """A run of ``data`` stopped at its checkpoint at 96 steps and resumed ends as the uninterrupted one at 160
+    (5 updates): every state the collector and the pool keep came back."""
+    from entmachin.run import train
+
     whole = train(data, overrides=["train.total_steps=160"], progress=False, run_dir=str(tmp_path / "whole"))
     assert whole.n_updates == 5
     train(data, overrides=["train.total_steps=96"], progress=False, run_dir=str(tmp_path / "half"))
