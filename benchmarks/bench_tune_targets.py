@@ -44,6 +44,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 from bench_learning import TARGETS, bundled_data, median_steps  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results", "tune.jsonl")
+SMOKE_BUDGET: Dict[str, int] = {}  # --smoke: the steps-to-target runs' budget too
 FRESH_SEEDS = (100, 101, 102)
 SPACE = {
     "frame.actor_learning_rate": {"log_uniform": [0.0001, 0.01]},
@@ -133,6 +134,7 @@ def steps_to_target(data: Dict[str, Any], env: str, eval_interval: int, seed: in
     from entmachin.run.runner import Runner
 
     budget, target, _ = TARGETS[(env, "PPO")]
+    budget = min(budget, SMOKE_BUDGET.get("steps", budget))
     data = _quiet(data, eval_interval)
     data = {**data, "train": {**data["train"], "total_steps": budget, "seed": seed}}
     run_dir = os.path.join(root, f"run-{seed}")
@@ -203,7 +205,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", action="append", choices=sorted(ROWS), help="rows to run (repeatable)")
     parser.add_argument("--trials", type=int, help="trials per study (default: the row's)")
-    parser.add_argument("--smoke", action="store_true", help="a tenth of each study's steps, results not kept")
+    parser.add_argument("--smoke", action="store_true", help="a tenth of each study's steps (and that budget for "
+                        "the steps to target), results not kept")
     parser.add_argument("--table", action="store_true", help="print the kept figures")
     args = parser.parse_args()
     if args.table:
@@ -218,6 +221,7 @@ def main() -> None:
             settings["trials"] = args.trials
         if args.smoke:
             settings["steps"] = max(settings["steps"] // 10, 2_048)  # one rollout of the largest shape
+            SMOKE_BUDGET["steps"] = settings["steps"]
         record = row(env, settings)
         records.append(record)
         if not args.smoke:

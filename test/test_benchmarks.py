@@ -51,6 +51,7 @@ TINY = {
                          "--sequence-length", "2", "--iterations", "1", "--rounds", "1", "--seeds"],
                         "memory / feed-forward update cost per row"),
     "bench_tune.py": (["--trials", "2", "--steps", "64", "--rounds", "1"], "tuner overhead per trial"),
+    "bench_tune_targets.py": (["--env", "MultiArmedBandit", "--trials", "2", "--smoke"], "| MultiArmedBandit | 1.0 |"),
     "bench_overlap.py": (["--workloads", "bundled", "--num-envs", "4", "--rounds", "1", "--warmup", "1"],
                          "overlapped / sequential"),
     "bench_parallel_env_list.py": (["--num-envs", "3", "--env-steps", "12", "--block-env-steps", "6",
