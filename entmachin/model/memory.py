@@ -14,7 +14,7 @@ sequence where an episode ended (truncated back-propagation through time over ea
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 import numpy as np
 import torch
@@ -205,35 +205,40 @@ class EntityMemoryCore(RecurrentCell):
         keep = (~episode_start.reshape(-1))[layout.batch_index].unsqueeze(1).float()  # [n_tokens, 1]
         state_in = state_in * keep
         steps = self._steps(entity, layout, length)
-        previous = None
+        slot = linked = None
         if length > 1:
             if handles is None:
                 raise ValueError("RogueNet: entity_handles are needed to train per-entity memory over sequences "
                                  f"(sequence_length={length}); the collectors store them with every row")
             handle = self.stream(handles, dest, n_tokens, 1, torch.long, device, "entity_handles", counts)
-            previous = _previous_appearance(handle.reshape(-1), layout, episode_start, entity, length)
-        hidden = x.new_zeros(n_tokens, self.size, dtype=torch.float32)
-        state = state_in
+            slot, linked, n_slots = _entity_slots(handle.reshape(-1), layout, episode_start, entity, length)
+            latest = state_in.new_zeros(n_slots, self.state_size)  # each entity's state at its latest appearance
+        outputs, states = [], []
         for idx in steps:
             start = state_in.index_select(0, idx)  # [n_t, state_size]
-            if previous is not None:
-                back = previous.index_select(0, idx)  # [n_t]
-                linked = (back >= 0).unsqueeze(1)
-                start = torch.where(linked, state.index_select(0, back.clamp(min=0)), start)
+            if slot is not None:
+                mine = slot.index_select(0, idx)  # [n_t]
+                start = torch.where(linked.index_select(0, idx).unsqueeze(1), latest.index_select(0, mine), start)
             h, new = self.step(x.index_select(0, idx).float(), start)  # [n_t, size], [n_t, state_size]
-            state = state.index_copy(0, idx, new)
-            hidden = hidden.index_copy(0, idx, h)
+            if slot is not None:
+                latest = latest.index_copy(0, mine, new)
+            outputs.append(h)
+            states.append(new)
+        every = torch.cat(steps)
+        hidden = x.new_zeros(n_tokens, self.size, dtype=torch.float32).index_copy(0, every, torch.cat(outputs))
+        state = state_in.index_copy(0, every, torch.cat(states))
         added = self.out(hidden).to(x.dtype) * _is_entity(entity, n_tokens)
         return added, {etype: state.index_select(0, d) for etype, d in dest.items()}
 
     @staticmethod
-    def _steps(entity: torch.Tensor, layout: Any, length: int) -> list:
+    def _steps(entity: torch.Tensor, layout: Any, length: int) -> List[torch.Tensor]:
         """The entity tokens of each step ``t`` of the sequences (rows ``t * S`` to ``(t + 1) * S``)."""
         if length == 1:
             return [entity]
-        n_seq = layout.n_rows // length
-        step_of = (layout.batch_index.index_select(0, entity) // n_seq)  # [n_entity_tokens]
-        return [entity[step_of == t] for t in range(length)]
+        step_of = layout.batch_index.index_select(0, entity) // (layout.n_rows // length)  # [n_entity_tokens]
+        order = torch.argsort(step_of, stable=True)
+        sizes = torch.bincount(step_of, minlength=length).tolist()  # one host copy
+        return list(entity.index_select(0, order).split(sizes))
 
 
 def _is_entity(entity: torch.Tensor, n_tokens: int) -> torch.Tensor:
@@ -242,28 +247,31 @@ def _is_entity(entity: torch.Tensor, n_tokens: int) -> torch.Tensor:
     return mark  # [n_tokens, 1]
 
 
-def _previous_appearance(handle: torch.Tensor, layout: Any, episode_start: torch.Tensor, entity: torch.Tensor,
-                         length: int) -> torch.Tensor:
-    """For every token, the token of the same entity (handle) at its latest earlier step in the same sequence
-    and episode, -1 where there is none (int64 ``[n_tokens]``): the appearance whose unrolled state it takes.
+def _entity_slots(handle: torch.Tensor, layout: Any, episode_start: torch.Tensor, entity: torch.Tensor,
+                  length: int) -> Tuple[torch.Tensor, torch.Tensor, int]:
+    """Each token's entity within its sequence and episode (its slot, int64 ``[n_tokens]``), whether an earlier
+    step of the sequence showed that entity (bool ``[n_tokens]``: the token takes the state its latest
+    appearance left rather than the one stored with it), and the number of slots.
 
     Rows are time-major (row ``t * S + s`` is step ``t`` of sequence ``s``); ``episode_start`` splits a sequence
     into episodes, whose handles are numbered afresh.
     """
-    n_rows = layout.n_rows
-    n_seq = n_rows // length
+    n_seq = layout.n_rows // length
     start = episode_start.reshape(length, n_seq).to(torch.long)  # [L, S]
     episode = torch.cumsum(start, dim=0).reshape(-1)  # [B]: the episode within the row's sequence
     rows = layout.batch_index.index_select(0, entity)
     key = torch.stack([rows % n_seq, episode.index_select(0, rows), handle.index_select(0, entity), rows // n_seq])
-    key = key.cpu().numpy()  # one host copy: the sort below
+    key = key.cpu().numpy()  # one host copy: the grouping below
+    groups, slot_of = np.unique(key[:3], axis=1, return_inverse=True)  # [3, n_slots], [n_entity_tokens]
     order = np.lexsort(key[::-1])  # by sequence, episode, handle, then step
-    ordered = key[:, order]
-    same = np.all(ordered[:3, 1:] == ordered[:3, :-1], axis=0)  # [n - 1]
-    previous = np.full(layout.n_tokens, -1, dtype=np.int64)
+    seen = np.zeros(key.shape[1], dtype=np.bool_)
+    seen[order[1:]] = slot_of.reshape(-1)[order[1:]] == slot_of.reshape(-1)[order[:-1]]  # a later appearance
     tokens = entity.cpu().numpy()
-    previous[tokens[order[1:][same]]] = tokens[order[:-1][same]]
-    return torch.from_numpy(previous).to(entity.device)
+    slot = np.zeros(layout.n_tokens, dtype=np.int64)
+    linked = np.zeros(layout.n_tokens, dtype=np.bool_)
+    slot[tokens], linked[tokens] = slot_of.reshape(-1), seen
+    device = entity.device
+    return torch.from_numpy(slot).to(device), torch.from_numpy(linked).to(device), groups.shape[1]
 
 
 class RecurrentInputs(NamedTuple):
