@@ -169,16 +169,18 @@ class EntityRows:
 
     def _gather(self, handles: List[Dict[str, List[int]]], rows: Optional[np.ndarray] = None) -> Dict[str, Any]:
         """The entries of ``handles`` (per row of ``rows``, None: every row in order)."""
-        rows = range(len(handles)) if rows is None else rows.tolist()
+        rows = list(range(len(handles))) if rows is None else rows.tolist()
+        tables = [self.table[r] for r in rows]
+        every = torch.cat(tables) if tables else torch.zeros(0, self.size)  # [n_handles of the rows, size]
+        first = np.cumsum([0] + [t.shape[0] for t in tables[:-1]]).tolist()  # each row's first place in it
         memory, numbers = {}, {}
         for etype in self.types:
             per_row = [row.get(etype, []) for row in handles]
             lengths = torch.tensor([len(h) for h in per_row], dtype=torch.long)  # [B]
-            states = [self.table[r][torch.as_tensor(h, dtype=torch.long)] for r, h in zip(rows, per_row)]
-            data = torch.cat(states) if states else torch.zeros(0, self.size)  # [n_entities, size]
-            memory[etype] = RaggedTensor.from_lengths(data, lengths)
-            flat = torch.tensor([k for h in per_row for k in h], dtype=torch.long).reshape(-1, 1)  # [n_entities, 1]
-            numbers[etype] = RaggedTensor.from_lengths(flat, lengths)
+            flat = [k for h in per_row for k in h]
+            place = torch.tensor([f + k for f, h in zip(first, per_row) for k in h], dtype=torch.long)
+            memory[etype] = RaggedTensor.from_lengths(every.index_select(0, place), lengths)  # [n_entities, size]
+            numbers[etype] = RaggedTensor.from_lengths(torch.tensor(flat, dtype=torch.long).reshape(-1, 1), lengths)
         return {"entity_memory": memory, "entity_handles": numbers}
 
     def snapshot(self) -> Dict[str, Any]:
