@@ -6,33 +6,18 @@ import numpy as np
 import pytest
 import torch
 
-from entmachin.env import EnvList
-from entmachin.frame import RolloutCollector
 from entmachin.frame.memory import sequence_groups, time_major
 from entmachin.frame.rollout import Rollout
 from entmachin.frame.safe_call import safe_call
 from entmachin.run import selfplay as selfplay_module
-from entmachin.run.build import make_frame
-from entmachin.run.config import config_from_dict
 from entmachin.run.logs import RunError
-from entmachin.run.selfplay import SelfPlay
-from entmachin.run.spaces import spaces_record
-from test.env.arena import Arena
-from test.run.test_selfplay_memory import resumes_exactly, with_snapshots_in_play
+from test.run.test_selfplay_memory import arena_with_memory, resumes_exactly, with_snapshots_in_play
 
 MEMORY = {"d_model": 16, "n_layer": 1, "critic": "shared", "memory": {"kind": "gru", "size": 4, "per_entity": True}}
 
 
 def arena_with_entity_memory(num_envs=6, **section):
-    config = config_from_dict({"model": MEMORY, "rollout": {"num_envs": num_envs, "n_steps": 8},
-                               "frame": {"name": "PPO", "batch_size": 16, "n_epochs": 1, "sequence_length": 4},
-                               "selfplay": {"seats": "random", "save_steps": 48, "swap_steps": 48, **section}})
-    torch.manual_seed(0)
-    envs = EnvList(lambda: Arena(2, length=4), num_envs, seed=0)
-    obs_space, action_space = envs.obs_space(), envs.action_space()
-    frame, _ = make_frame(config, obs_space, action_space, rows_per_env=2)
-    selfplay = SelfPlay(config.selfplay, frame, envs.row_index(), seed=0, spaces=spaces_record(obs_space, action_space))
-    return envs, frame, selfplay, RolloutCollector(frame, envs, 8, opponents=selfplay)
+    return arena_with_memory(num_envs, model=MEMORY, length=4, **section)
 
 
 def test_each_snapshot_keeps_its_own_entity_states_per_row_apart_from_the_learners_and_reset_per_game(monkeypatch):

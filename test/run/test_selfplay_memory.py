@@ -22,12 +22,14 @@ from test.env.arena import Arena
 MEMORY = {"d_model": 16, "n_layer": 1, "critic": "shared", "memory": {"kind": "gru", "size": 8}}
 
 
-def arena_with_memory(num_envs=6, **section):
-    config = config_from_dict({"model": MEMORY, "rollout": {"num_envs": num_envs, "n_steps": 8},
+def arena_with_memory(num_envs=6, model=MEMORY, length=3, **section):
+    """Self-play on ``Arena`` games of ``length`` steps with a network of ``model``: the environments, the frame,
+    the self-play and its collector."""
+    config = config_from_dict({"model": model, "rollout": {"num_envs": num_envs, "n_steps": 8},
                                "frame": {"name": "PPO", "batch_size": 16, "n_epochs": 1, "sequence_length": 4},
                                "selfplay": {"seats": "random", "save_steps": 48, "swap_steps": 48, **section}})
     torch.manual_seed(0)
-    envs = EnvList(lambda: Arena(2, length=3), num_envs, seed=0)
+    envs = EnvList(lambda: Arena(2, length=length), num_envs, seed=0)
     obs_space, action_space = envs.obs_space(), envs.action_space()
     frame, _ = make_frame(config, obs_space, action_space, rows_per_env=2)
     selfplay = SelfPlay(config.selfplay, frame, envs.row_index(), seed=0, spaces=spaces_record(obs_space, action_space))
