@@ -186,7 +186,6 @@ class OnnxPolicy:
         self._entity_policy("act")
         validate_observation(observation, self.obs_space, self.action_space, where=f"{self.path}: observation")
         vec = batch_obs([observation], self.obs_space, self.action_space)
-        vec.ids = [observation.ids]
         carried = self._games.get(game) or self._carried(1)
         recurrent = carried.inputs(vec, None, f"{self.path}: game {game!r}") if carried else None
         out = self._run_vec(vec, deterministic, rng, recurrent)

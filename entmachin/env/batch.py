@@ -110,6 +110,7 @@ def batch_obs(
         metrics=metrics,
         truncated=np.array([o.truncated for o in obs], dtype=np.bool_),
         result=np.array([RESULTS[o.result] if o.done and o.result is not None else np.nan for o in obs], np.float32),
+        ids=[o.ids for o in obs],
     )
 
 

@@ -224,7 +224,6 @@ class EnvList(VecEnv):
                     self._mark(e, i)
                     raise e from None
             raise
-        vec.ids = [o.ids for o in observations]  # per-entity memory keeps its states by them
         if self.check_finite:
             try:
                 refuse_non_finite(vec, self._obs_filter, rows, self._owner, final, self.first_index)

@@ -95,8 +95,8 @@ class VecObs:
             ended (1 win, 0.5 draw, 0 loss; see ``entmachin.env.multi_agent``), NaN where no
             game ended or none was stated.
         ids: each row's entity ids, entity type -> the ids in the row's order, as the environment gave them
-            (``EnvList`` passes them; None where a list does not, e.g. across worker processes). Per-entity
-            memory keeps its states by them.
+            (``batch_obs`` keeps them; None where a list does not pass them, e.g. across worker processes).
+            Per-entity memory keeps its states by them.
     """
 
     features: Dict[EntityName, RaggedArrayF32]

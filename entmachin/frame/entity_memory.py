@@ -18,7 +18,15 @@ from entmachin.model.memory import entity_memory_size
 from entmachin.model.wrappers import unwrap
 from entmachin.ragged.tensor import RaggedTensor
 
-__all__ = ["EntityRows", "entity_rows", "refuse_entity_memory"]
+__all__ = ["EntityRows", "EntityIdError", "entity_rows"]
+
+
+class EntityIdError(ValueError):
+    """An environment that breaks the ids' contract (``number_entities``) in row ``row`` of a batch."""
+
+    def __init__(self, message: str, row: int) -> None:
+        super().__init__(message)
+        self.row = row
 
 
 class EntityRows:
@@ -156,7 +164,10 @@ class EntityRows:
         out = []
         for r in rows:
             counts = {etype: int(lengths[etype][r]) for etype in self.types}
-            out.append(number_entities(self.index[r], ids[r], counts, self.types, f"entity memory: row {r}"))
+            try:
+                out.append(number_entities(self.index[r], ids[r], counts, self.types, f"entity memory: row {r}"))
+            except ValueError as e:
+                raise EntityIdError(str(e), row=r) from None
             self._grow(r, len(self.index[r]))
         return out
 
@@ -217,11 +228,3 @@ def entity_rows(frame: Any, n_rows: int) -> Optional[EntityRows]:
     actor = unwrap(getattr(frame, "actor", None))
     size = entity_memory_size(actor)
     return EntityRows(size, n_rows, list(actor.obs_space.entities)) if size else None
-
-
-def refuse_entity_memory(frame: Any, what: str, error: type = ValueError) -> None:
-    """Raises ``error`` where the frame's actor keeps a state per entity (``model.memory.per_entity``), which
-    ``what`` does not carry yet (training and evaluation do)."""
-    if entity_memory_size(unwrap(getattr(frame, "actor", None))):
-        raise error(f"{what}: this run's network keeps a state per entity (model.memory.per_entity), not carried "
-                    "here yet; training and entmachin eval carry it")

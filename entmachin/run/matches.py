@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import re
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -30,7 +29,7 @@ from entmachin.frame.collector import default_actions
 from entmachin.frame.config import resolve
 from entmachin.run.build import seeds
 from entmachin.run.envs import EnvFactory
-from entmachin.frame.entity_memory import entity_rows
+from entmachin.frame.entity_memory import EntityIdError, entity_rows
 from entmachin.frame.memory import actor_memory_size, memory_rows
 from entmachin.run.evaluation import Version, eval_envs, load_trained, run_dir_of
 from entmachin.run.logs import RunError
@@ -140,7 +139,6 @@ class PolicyPlayer:
                         entities.put(k, self._states[key][1])
             state = rows.state(state)
             if entities is not None:
-                vec.ids = [o.ids for o in observations]
                 state = {**state, **self._entries(entities, vec, keys)}
         result = self.frame.act(state, self.deterministic, collect_stats=False)
         if keys is not None:
@@ -153,10 +151,8 @@ class PolicyPlayer:
     def _entries(self, entities: Any, vec: Any, keys: List[Tuple[Any, str]]) -> Dict[str, Any]:
         try:
             return entities.entries(vec)
-        except ValueError as e:
-            row = re.match(r"entity memory: row (\d+):", str(e))
-            where = "" if row is None else " (game {!r}, seat '{}')".format(*keys[int(row.group(1))])
-            raise OpponentError(f"{self.name}{where}: {e}") from None
+        except EntityIdError as e:
+            raise OpponentError("{} (game {!r}, seat '{}'): {}".format(self.name, *keys[e.row], e)) from None
 
     def forget(self, game: Any) -> None:
         """Drops every seat's state of ``game`` (a policy with memory)."""

@@ -206,9 +206,7 @@ def recurrent_state(obs: Observation, obs_space: ObsSpace, action_space: Mapping
              "episode_start": carry.episode_start.expand(n_rows, -1)}  # [n_rows, 1]
     if entities is None:
         return state
-    one = batch_obs([obs], obs_space, action_space)
-    one.ids = [obs.ids]
-    entries = entities.entries(one)  # each entry: type -> ragged, one row
+    entries = entities.entries(batch_obs([obs], obs_space, action_space))  # each entry: type -> ragged, one row
     return {**state, **{key: {etype: _repeat_row(r, n_rows) for etype, r in entry.items()}
                         for key, entry in entries.items()}}
 

@@ -94,6 +94,17 @@ def test_missing_entity_types_and_actions_become_empty_rows():
         assert vec.action_masks[name].actors.size1().tolist() == [0, 0]
 
 
+def test_the_entities_ids_are_kept_per_row_and_joined_by_extend():
+    """Per-entity memory keeps states by the ids: every batch of observations carries them, as given."""
+    a = Observation(entities={"A": (np.zeros((2, 2), np.float32), [7, "x"])}, global_features=[0.0], done=False,
+                    reward=0.0)
+    b = Observation(entities={"A": np.zeros((0, 2), np.float32)}, global_features=[0.0], done=False, reward=0.0)
+    vec = batch_obs([a, b], SPACE, ACTIONS)
+    assert vec.ids == [{"A": [7, "x"]}, {}]
+    vec.extend(batch_obs([a], SPACE, ACTIONS))
+    assert vec.ids == [{"A": [7, "x"]}, {}, {"A": [7, "x"]}]
+
+
 def test_global_mask_accepts_documented_1d_and_2d_shapes():
     for mask in ([True, False], np.array([[True, False]])):
         o = Observation(global_features=[0.0], actions={"mode": GlobalCategoricalActionMask(mask=mask)}, done=False, reward=0.0)

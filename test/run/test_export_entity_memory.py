@@ -153,6 +153,8 @@ def test_ids_that_break_their_contract_are_named(tmp_path):
     with pytest.raises(ValueError, match=r"game 'i': entity memory: row 0: 1 'A' entities but 0 ids"):
         policy.act(_Pair.obs([7], [], ids=False), game="i")
     vec = batch_obs([_Pair.obs([7], []), _Pair.obs([7, 8], [])], _Pair.space, _Pair.actions)
+    assert vec.ids == [{"A": [7], "B": []}, {"A": [7, 8], "B": []}]  # batch_obs keeps them
+    vec.ids = None  # a batch that crossed worker processes carries none
     with pytest.raises(ValueError, match=r"act_batch: these observations carry no entity ids \(VecObs.ids\)"):
         policy.act_batch(vec)
     vec.ids = [{"A": [7], "B": []}, {"A": [7, 7], "B": []}]  # act() refuses such an observation before (validator)
