@@ -56,7 +56,7 @@ import torch
 from entmachin.env import RowIndex, VecObs
 from entmachin.frame.checkpoint import CheckpointError, check_state_dict
 from entmachin.frame.collector import default_actions
-from entmachin.frame.entity_memory import EntityRows
+from entmachin.frame.entity_memory import entity_rows
 from entmachin.frame.memory import actor_memory_size
 from entmachin.frame.opponents import OpponentStates
 from entmachin.frame.safe_call import safe_call
@@ -309,9 +309,9 @@ class SelfPlay(Callback):
             "slots": [[slot.snapshot, slot.due] for slot in self.slots],
             "seats": torch.from_numpy(self._seats.copy()), "opponent": torch.from_numpy(self._opponent.copy()),
             "rng": self.rng.bit_generator.state, "next_save": self.next_save, "next_swap": self.next_swap,
-            "memory": [None if slot.states is None else slot.states.snapshot()[0] for slot in self.slots],
-            "entity_memory": [None if slot.states is None else slot.states.snapshot()[1] for slot in self.slots],
         }
+        saved = [(None, None) if slot.states is None else slot.states.snapshot() for slot in self.slots]
+        state["memory"], state["entity_memory"] = [s[0] for s in saved], [s[1] for s in saved]
         buffer = io.BytesIO()
         torch.save(state, buffer)
         return buffer.getvalue()
@@ -352,11 +352,11 @@ class SelfPlay(Callback):
             if shape is not None and shape != expected_shape:
                 raise RunError(f"{where}: the recurrent states of snapshot place {i} have shape {shape}; this run's "
                                f"are {expected_shape} (rows, model.memory's state): model.memory or the games changed")
-        entities = OpponentStates(self.frame.actor, len(self.rows)).entities
         for i, saved in enumerate(state.get("entity_memory") or []):
+            entities = entity_rows(self.frame, len(self.rows))  # a place's states, restored to be checked
             try:
                 if saved is not None and entities is not None:
-                    EntityRows(entities.size, len(self.rows), entities.types).restore(saved, f"snapshot place {i}")
+                    entities.restore(saved, f"snapshot place {i}")
             except ValueError as e:
                 raise RunError(f"{where}: {e}") from None
         return state
