@@ -53,6 +53,11 @@ setup(
         # SQLite (nothing to start), or PostgreSQL shared by several machines (psycopg: SQLAlchemy's driver for
         # postgresql:// URLs). MySQL: add pymysql and give a mysql+pymysql:// URL.
         "tune": ["optuna>=4.0", "psycopg[binary]>=3.1"],
+        # The documentation site (mkdocs build): Material's theme, the API reference from the docstrings
+        # (a method that overrides a documented one shows its base's docstring), and selenium for the
+        # test that opens the built site in headless Chromium (Debian's chromium and chromium-driver).
+        "docs": ["mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10", "mkdocstrings[python]>=0.26",
+                 "mkdocstrings-python>=1.12", "griffe-inherited-docstrings>=1.1", "selenium>=4.20"],
     },
     entry_points={"console_scripts": ["entmachin = entmachin.run.cli:main"]},
     package_data={"entmachin.run": ["configs/*.yaml"]},
