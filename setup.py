@@ -54,10 +54,11 @@ setup(
         # postgresql:// URLs). MySQL: add pymysql and give a mysql+pymysql:// URL.
         "tune": ["optuna>=4.0", "psycopg[binary]>=3.1"],
         # The documentation site (mkdocs build): Material's theme, the API reference from the docstrings
-        # (a method that overrides a documented one shows its base's docstring), and selenium for the
-        # test that opens the built site in headless Chromium (Debian's chromium and chromium-driver).
-        "docs": ["mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10", "mkdocstrings[python]>=0.26",
-                 "mkdocstrings-python>=1.12", "griffe-inherited-docstrings>=1.1", "selenium>=4.20"],
+        # (a method that overrides a documented one shows its base's docstring; ruff lays out long
+        # signatures), and selenium for the test that opens the built site in headless Chromium
+        # (Debian's chromium and chromium-driver, which pip cannot install).
+        "docs": ["mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10", "mkdocstrings>=0.26", "mkdocstrings-python>=1.12",
+                 "griffe-inherited-docstrings>=1.1", "ruff>=0.5", "selenium>=4.20"],
     },
     entry_points={"console_scripts": ["entmachin = entmachin.run.cli:main"]},
     package_data={"entmachin.run": ["configs/*.yaml"]},

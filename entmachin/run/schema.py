@@ -71,6 +71,11 @@ def _frame() -> Dict[str, Any]:
         # the run layer's defaults, but the batch size (at most GENERIC's: it divides a rollout's rows evenly)
         defaults = {k: v for k, v in GENERIC.get(name, {}).items() if k != "batch_size"}
         fields = _object(config_cls, skip=derived + tuple(getattr(config_cls, "unused", ())), defaults=defaults)
+        if name in GENERIC and "batch_size" in fields["properties"]:  # left out: split from the rollout's rows
+            batch = fields["properties"]["batch_size"]
+            batch.pop("default", None)
+            batch["description"] += (f"; left out: the rollout's rows split into minibatches of at most "
+                                     f"{GENERIC[name]['batch_size']} and of (nearly) equal size")
         if "n_anneal_updates" in fields["properties"]:  # the run layer also takes auto: over the whole run
             fields["properties"]["n_anneal_updates"]["anyOf"].append({"const": "auto"})
         header = _object(FrameSection, skip=tuple(k for k in own if k not in keys))["properties"]

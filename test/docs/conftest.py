@@ -14,3 +14,23 @@ def page(tmp_path_factory):
             _RUN[name] = run_page(DOCS / name, directory)
         return _RUN[name]
     return run
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory):
+    """The site built by ``mkdocs build --strict`` into a temporary directory: (directory, what the
+    build printed, seconds it took). The docs extra is a test dependency: without mkdocs this fails."""
+    import subprocess
+    import sys
+    import time
+
+    from test.docs._pages import ROOT
+
+    directory = tmp_path_factory.mktemp("site")
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(directory)],
+                          cwd=ROOT, capture_output=True, text=True, env={**__import__("os").environ,
+                                                                       "NO_MKDOCS_2_WARNING": "1"})
+    seconds = time.perf_counter() - start
+    assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stdout}\n{done.stderr}"
+    return directory, done.stdout + done.stderr, seconds
