@@ -26,7 +26,11 @@ from entmachin.env.common import EntityID, EntityName
 
 @dataclass
 class CategoricalActionSpace:
-    """A fixed set of choices from which each actor entity picks one."""
+    """A fixed set of choices from which each actor entity picks one.
+
+    Attributes:
+        index_to_label: the choices' labels; choice ``i`` is ``index_to_label[i]``.
+    """
 
     index_to_label: List[str]
 
@@ -37,6 +41,9 @@ class CategoricalActionSpace:
 @dataclass
 class GlobalCategoricalActionSpace:
     """A fixed set of choices from which one is picked per step.
+
+    Attributes:
+        index_to_label: the choices' labels; choice ``i`` is ``index_to_label[i]``.
 
     Example:
         >>> GlobalCategoricalActionSpace(["up", "down", "left", "right"])
@@ -118,8 +125,9 @@ class ContinuousActionSpace(_Bounds):
     """Each actor entity outputs ``len(names)`` real values, value ``i`` within ``[low[i], high[i]]``.
 
     Args:
-        low, high: the bounds, one per value (a number applies to every value); finite, with
+        low: the lower bounds, one per value (a number applies to every value); finite, with
             ``low <= high`` (equal bounds fix a value).
+        high: the upper bounds, likewise.
         names: the values' names (default ``"0"``, ``"1"``, ...).
 
     Raises:
@@ -137,8 +145,18 @@ class ContinuousActionSpace(_Bounds):
 
 @dataclass(eq=False, repr=False)
 class GlobalContinuousActionSpace(_Bounds):
-    """One vector of real values per step (output by the ``__global__`` entity); see
-    :class:`ContinuousActionSpace` for the arguments."""
+    """One vector of real values per step (output by the ``__global__`` entity), value ``i`` within
+    ``[low[i], high[i]]``.
+
+    Args:
+        low: the lower bounds, one per value (a number applies to every value); finite, with
+            ``low <= high`` (equal bounds fix a value).
+        high: the upper bounds, likewise.
+        names: the values' names (default ``"0"``, ``"1"``, ...).
+
+    Raises:
+        ValueError: as :class:`ContinuousActionSpace` raises it.
+    """
 
     low: Union[float, Sequence[float], npt.NDArray[np.float32]]
     high: Union[float, Sequence[float], npt.NDArray[np.float32]]
@@ -194,7 +212,8 @@ class SelectEntityActionMask:
     """Which entities act this step and which entities they may select.
 
     Attributes:
-        actor_ids / actor_types: as for ``CategoricalActionMask``.
+        actor_ids: as for ``CategoricalActionMask``. Exclusive with ``actor_types``.
+        actor_types: as for ``CategoricalActionMask``.
         actee_ids: ids of the selectable entities. Exclusive with ``actee_types``.
         actee_types: entity types whose entities are all selectable.
         mask: optional bool ``(n_actors, n_actees)``; ``mask[i, j]`` lets actor ``i`` select
@@ -217,9 +236,11 @@ class ContinuousActionMask:
     """Which entities output values this step, and optionally narrower bounds for each of them.
 
     Attributes:
-        actor_ids / actor_types: as for ``CategoricalActionMask``.
-        low, high: optional float ``(n_actors, n_values)``: actor ``i``'s value ``j`` lies in
+        actor_ids: as for ``CategoricalActionMask``. Exclusive with ``actor_types``.
+        actor_types: as for ``CategoricalActionMask``.
+        low: optional float ``(n_actors, n_values)``: actor ``i``'s value ``j`` lies in
             ``[low[i, j], high[i, j]]``, within the space's bounds (a mask narrows, never widens).
+        high: optional float ``(n_actors, n_values)``, the upper bounds, likewise.
     """
 
     actor_ids: Optional[Sequence[EntityID]] = None
@@ -236,7 +257,8 @@ class GlobalContinuousActionMask:
     """Optional narrower bounds of a global continuous action on this step.
 
     Attributes:
-        low, high: optional float ``(n_values,)`` (or ``(1, n_values)``), within the space's bounds.
+        low: optional float ``(n_values,)`` (or ``(1, n_values)``), the lower bounds, within the space's.
+        high: optional float ``(n_values,)`` (or ``(1, n_values)``), the upper bounds, within the space's.
     """
 
     low: Union[Sequence[float], npt.NDArray[np.float32], None] = None
@@ -258,7 +280,8 @@ class CategoricalAction:
         actors: ids of the acting entities.
         indices: int64 ``(n_actors,)``, the chosen choice of each actor.
         index_to_label: labels of the action space.
-        probs: optional probabilities the policy gave each choice.
+        probs: optional probabilities the policy gave each choice (``OnnxPolicy.act`` fills it; a Q-network's
+            policy gives its Q-values).
     """
 
     actors: Sequence[EntityID]
@@ -274,7 +297,13 @@ class CategoricalAction:
 
 @dataclass
 class SelectEntityAction:
-    """The entities selected by the actors of a select-entity action (ids on both sides)."""
+    """The entities selected by the actors of a select-entity action (ids on both sides).
+
+    Attributes:
+        actors: ids of the acting entities.
+        actees: ids of the selected entities, one per actor.
+        probs: optional probabilities the policy gave each actee, per actor (as ``CategoricalAction``'s).
+    """
 
     actors: Sequence[EntityID]
     actees: Sequence[EntityID]
@@ -283,7 +312,13 @@ class SelectEntityAction:
 
 @dataclass
 class GlobalCategoricalAction:
-    """The one choice made for a global categorical action."""
+    """The one choice made for a global categorical action.
+
+    Attributes:
+        index: the chosen choice.
+        label: its label in the action space.
+        probs: optional probabilities the policy gave each choice (as ``CategoricalAction``'s).
+    """
 
     index: int
     label: str

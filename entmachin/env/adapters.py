@@ -52,7 +52,8 @@ _warned_unseedable: Set[str] = set()
 
 
 def from_gymnasium(env: Any) -> "GymnasiumEnvironment":
-    """Wrap a ``gymnasium.Env`` as an entmachin ``Environment``.
+    """Wrap ``env``, a ``gymnasium.Env``, as an entmachin ``Environment`` (see ``GymnasiumEnvironment``
+    for the conversion and what it refuses).
 
     Example:
         >>> import gymnasium as gym
@@ -111,7 +112,8 @@ class GymnasiumEnvironment(Environment):
         return self._action_space
 
     def seed(self, seed: Optional[int]) -> None:
-        """Seed the next ``reset`` (``env.reset(seed=seed)``); later resets continue its stream."""
+        """Seed the next ``reset`` with ``seed`` (``env.reset(seed=seed)``; ``None``: unseeded); later resets
+        continue its stream. ``self.rng`` is seeded with it too."""
         super().seed(seed)
         self._pending_seed = None if seed is None else int(seed)  # gymnasium wants a Python int
 

@@ -96,6 +96,7 @@ class AddMetricsWrapper(VecEnv):
         return self._add_metrics(obs, ended)
 
     def render(self, **kwargs: Any) -> npt.NDArray[np.uint8]:
+        """The wrapped ``env``'s frames."""
         return self.env.render(**kwargs)
 
     def close(self) -> None:

@@ -53,8 +53,21 @@ def batch_obs(
     """Batch observations into a ``VecObs`` (one row each), in ``obs_space``'s layout.
 
     Entity types missing from an observation become zero-length sequences; masks are filled
-    with True where an observation gives none. Error messages number the observations from
-    ``first_row`` ("row 3: features['Unit'] has shape ...").
+    with True where an observation gives none.
+
+    Args:
+        obs: the observations, one per row (an empty list gives a ``VecObs`` of no rows).
+        obs_space: the layout: entity types and features in order (an environment's, or the observation
+            filter in use).
+        action_space: the environment's actions by name; every action gets a mask, with no actors in rows
+            whose observation lacks it.
+        first_row: the number error messages give the first observation ("row 3: features['Unit'] has
+            shape ...").
+
+    Raises:
+        ValueError: features, global features or a mask of the wrong shape, or a mask naming entity ids or
+            types the observation lacks, naming the row.
+        TypeError: an action space of an unknown kind.
     """
     n = len(obs)
     features: Dict[EntityName, RaggedArrayF32] = {}

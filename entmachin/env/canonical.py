@@ -83,9 +83,13 @@ def to_vec_actions(action: Mapping[str, Any]) -> Dict[ActionName, RaggedArray]:
     """Model actions -> what ``VecEnv.act`` takes: ``{name: RaggedArrayI64 [n_actors, 1]}``, or
     ``RaggedArrayF32 [n_actors, n_values]`` for a continuous action.
 
-    Accepts ``{"action": {name: value}}`` (the canonical action) or ``{name: value}``; a value
-    is a ``RaggedArrayI64`` (or ragged-buffer's ``RaggedBufferI64``), anything with ``to_ragged_array()`` (a ``RaggedTensor`` on any
-    device), or a ``(flat, lengths)`` pair of arrays.
+    ``action`` is ``{"action": {name: value}}`` (the canonical action) or ``{name: value}``; a value
+    is a ``RaggedArrayI64`` (or ragged-buffer's ``RaggedBufferI64``), anything with ``to_ragged_array()``
+    (a ``RaggedTensor`` on any device), or a ``(flat, lengths)`` pair of arrays.
+
+    Raises:
+        TypeError: a value of another kind.
+        ValueError: a choice action of more than one value per actor.
     """
     if "action" in action and isinstance(action["action"], Mapping):
         action = action["action"]
@@ -116,7 +120,17 @@ def random_actions(
     obs: VecObs, action_space: Mapping[ActionName, ActionSpace], rng: np.random.Generator
 ) -> Dict[ActionName, RaggedArray]:
     """A uniformly random allowed choice for every actor of every action (masks honoured);
-    continuous values uniform within each actor's bounds."""
+    continuous values uniform within each actor's bounds.
+
+    Args:
+        obs: the batch whose actors act; its action masks say who acts and what is allowed.
+        action_space: the environments' actions by name (``VecEnv.action_space()``).
+        rng: the random stream the choices are drawn from.
+
+    Returns:
+        What ``VecEnv.act`` takes: action name -> ragged int64 ``[n_actors, 1]``, or float32
+        ``[n_actors, n_values]`` for a continuous action.
+    """
     out: Dict[ActionName, RaggedArray] = {}
     for name, amask in obs.action_masks.items():
         lengths = amask.actors.size1()

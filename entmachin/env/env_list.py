@@ -250,7 +250,7 @@ class EnvList(VecEnv):
                            self._returns))
 
     def set_state(self, state: bytes) -> None:
-        """Restores :meth:`get_state`'s environments (the same number of them).
+        """Restores the environments from ``state``, which :meth:`get_state` returned (the same number of them).
 
         Raises:
             ValueError: the state holds another number of environments, or other seats.

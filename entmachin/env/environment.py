@@ -27,7 +27,11 @@ from entmachin.env.symmetry import Symmetry
 
 @dataclass
 class Entity:
-    """The features of one entity type, in order."""
+    """The features of one entity type, in order.
+
+    Attributes:
+        features: the features' names; an observation's feature columns follow this order.
+    """
 
     features: List[str]
 
@@ -38,6 +42,10 @@ class ObsSpace:
 
     The insertion order of ``entities`` fixes entity indices within a step: all entities of the
     first type, then the second, and so on, then the ``__global__`` pseudo-entity.
+
+    Attributes:
+        global_features: the names of the features of the whole step, in order.
+        entities: entity type -> its ``Entity`` (the names of its features).
     """
 
     global_features: List[str] = field(default_factory=list)
@@ -45,9 +53,9 @@ class ObsSpace:
 
 
 class Observation:
-    """What an environment returns on one step.
+    """What an environment returns on one step. Every argument is keyword-only.
 
-    Args (keyword-only):
+    Args:
         features: entity type -> float32 ``(n_entities, n_features)`` (or nested lists).
         entities: alternative to ``features`` + ``ids``: entity type -> features, or a
             ``(features, ids)`` tuple, or ``None`` for absent.
@@ -115,6 +123,7 @@ class Observation:
 
     @classmethod
     def empty(cls) -> "Observation":
+        """An observation of no entities and no actions: not done, reward 0."""
         return Observation(actions={}, done=False, reward=0.0)
 
     def __repr__(self) -> str:
@@ -197,14 +206,15 @@ class Observation:
 
     def entity_ids(self, obs_space: ObsSpace, ids: Optional[Sequence[EntityID]],
                    index: npt.NDArray[np.int64]) -> List[EntityID]:
-        """The ids of the entities at ``index`` (``ids`` itself where a mask names its entities by id)."""
+        """The ids of the entities at ``index``, entity indices in ``obs_space`` order (``ids`` itself where a
+        mask names its entities by id)."""
         if ids is not None:
             return list(ids)
         index_to_id = self.index_to_id(obs_space)
         return [index_to_id[k] for k in index]
 
     def id_to_index(self, obs_space: ObsSpace) -> Dict[EntityID, int]:
-        """Map from entity id to entity index within this step."""
+        """Map from entity id to entity index within this step, indices in ``obs_space`` order (computed once)."""
         if self._id_to_index is None:
             self._id_to_index = {
                 eid: index for index, eid in enumerate(self.index_to_id(obs_space)) if eid is not None
@@ -212,7 +222,8 @@ class Observation:
         return self._id_to_index
 
     def index_to_id(self, obs_space: ObsSpace) -> List[EntityID]:
-        """Entity id of every entity index (``None`` where the type has no ids)."""
+        """Entity id of every entity index, in ``obs_space`` order (``None`` where the type has no ids; computed
+        once)."""
         if self._index_to_id is None:
             self._index_to_id = []
             for etype in obs_space.entities:
@@ -255,7 +266,8 @@ class Environment(ABC):
         """Apply ``actions`` (action name -> action) and return the next observation."""
 
     def seed(self, seed: Optional[int]) -> None:
-        """Give this environment its own random stream (``self.rng``)."""
+        """Give this environment its own random stream (``self.rng``), drawn from ``seed`` (``None``: fresh
+        entropy)."""
         self.rng = np.random.default_rng(seed)
 
     def reset_filter(self, obs_filter: ObsSpace) -> Observation:
@@ -263,7 +275,7 @@ class Environment(ABC):
         return self._filter_obs(self.reset(), obs_filter)
 
     def act_filter(self, actions: Mapping[ActionName, Action], obs_filter: ObsSpace) -> Observation:
-        """``act``, keeping only the entity types and features named in ``obs_filter``."""
+        """``act`` with ``actions``, keeping only the entity types and features named in ``obs_filter``."""
         return self._filter_obs(self.act(actions), obs_filter)
 
     def render(self, **kwargs: Any) -> npt.NDArray[np.uint8]:

@@ -22,7 +22,9 @@ _HOW_TO_SKIP = "pass check_finite=False (in a run config: env.check_finite: fals
 
 
 class NonFiniteObservationError(ValueError):
-    """An environment returned NaN or infinity in an observation's features or in its reward.
+    """An environment returned NaN or infinity in an observation's features or in its reward. ``message``
+    (the error's text) names the environment, the value, the entity type and feature (or the reward) and how to
+    turn the check off.
 
     Attributes:
         env_index: the environment (in the ``VecEnv``'s numbering).

@@ -44,7 +44,8 @@ class BoxDiscreteSpaces:
     the flattened Box and its bounds (the environment receives float32 values of the Box's shape).
 
     Args:
-        observation_space, action_space: the gymnasium spaces.
+        observation_space: the gymnasium observation space.
+        action_space: the gymnasium action space.
         where: prefix of the errors raised here (e.g. ``"from_gymnasium"``).
         env_name: the environment, as errors about its spaces name it (e.g. ``"Pendulum-v1"``).
         box_actions: whether a ``Box`` action is taken (``from_gymnasium``'s); False refuses it as

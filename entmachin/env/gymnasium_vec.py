@@ -161,8 +161,8 @@ class GymnasiumVecEnv(VecEnv):
         return vec
 
     def act(self, actions: Mapping[ActionName, RaggedArray], obs_filter: Optional[ObsSpace] = None) -> VecObs:
-        """Step every environment with one choice per row of each action (a ``Box`` action: one
-        float32 vector per row); see ``VecEnv.act``.
+        """Step every environment with ``actions``: one choice per row of each action (a ``Box`` action: one
+        float32 vector per row); ``obs_filter`` as ``VecEnv.act`` takes it.
 
         Raises:
             RuntimeError: called before ``reset``.
@@ -248,7 +248,8 @@ class GymnasiumVecEnv(VecEnv):
         return dill.dumps((self.adapters, self._buf, self._obs_filter, self._started))
 
     def set_state(self, state: bytes) -> None:
-        """Restores :meth:`get_state`'s environments (the same number of them, of the same spaces).
+        """Restores the environments from ``state``, which :meth:`get_state` returned (the same number of them, of
+        the same spaces).
 
         Raises:
             ValueError: the state holds another number of environments or other spaces.

@@ -82,11 +82,12 @@ class MultiAgentEnvironment(ABC):
 
     @abstractmethod
     def act(self, actions: Mapping[Seat, SeatActions]) -> Dict[Seat, Observation]:
-        """Apply every seat's actions (seat -> action name -> action; an empty mapping for a seat
+        """Apply every seat's ``actions`` (seat -> action name -> action; an empty mapping for a seat
         without actors) and return the next observation of every seat."""
 
     def seed(self, seed: Optional[int]) -> None:
-        """Give this environment its own random stream (``self.rng``)."""
+        """Give this environment its own random stream (``self.rng``), drawn from ``seed`` (``None``: fresh
+        entropy)."""
         self.rng = np.random.default_rng(seed)
 
     def reset_filter(self, obs_filter: ObsSpace) -> Dict[Seat, Observation]:
@@ -94,7 +95,7 @@ class MultiAgentEnvironment(ABC):
         return self._filter(self.reset(), obs_filter)
 
     def act_filter(self, actions: Mapping[Seat, SeatActions], obs_filter: ObsSpace) -> Dict[Seat, Observation]:
-        """``act``, keeping only the entity types and features named in ``obs_filter``."""
+        """``act`` with ``actions``, keeping only the entity types and features named in ``obs_filter``."""
         return self._filter(self.act(actions), obs_filter)
 
     def render(self, **kwargs: Any) -> npt.NDArray[np.uint8]:
@@ -185,9 +186,17 @@ def check_game_step(where: str, by_seat: Mapping[Seat, Observation], seats: Sequ
 def game_results(stated: Sequence[Optional[str]], returns: Sequence[float], where: str = "game") -> List[float]:
     """Each seat's score (1 win, 0.5 draw, 0 loss) at the end of a game.
 
-    ``stated`` holds the results the environment gave (``None`` where it gave none); if it gave
-    none, the seats with the highest episode return share the win: one such seat wins, several
-    draw, and the others lose (all equal: every seat draws).
+    If the environment gave no results, the seats with the highest episode return share the win: one
+    such seat wins, several draw, and the others lose (all equal: every seat draws).
+
+    Args:
+        stated: the result (``"win"``, ``"draw"`` or ``"loss"``) the environment gave each seat, in
+            seat order; ``None`` where it gave none.
+        returns: each seat's episode return, in seat order; read only where no result is stated.
+        where: what the error message names (default ``"game"``).
+
+    Returns:
+        One score per seat, in seat order.
 
     Raises:
         ValueError: the environment stated results for some seats only.

@@ -241,8 +241,8 @@ class ParallelEnvList(VecEnv):
 
     def act_async(self, actions: Mapping[ActionName, RaggedArray], rows: Tuple[int, int],
                   obs_filter: Optional[ObsSpace] = None) -> None:
-        """Sends the actions of the part ``rows`` (one of :meth:`parts`) and returns at once; the
-        actions are checked as ``act`` checks them, rows counted within the part.
+        """Sends ``actions`` of the part ``rows`` (one of :meth:`parts`) and returns at once; the
+        actions are checked as ``act`` checks them, rows counted within the part. ``obs_filter`` is ``act``'s.
 
         Raises:
             ValueError: ``rows`` is not a range of whole workers, or the actions do not fit
@@ -291,7 +291,7 @@ class ParallelEnvList(VecEnv):
         return dill.dumps({"split": [(w.start, w.stop) for w in self._workers], "workers": states, "last_vec": last})
 
     def set_state(self, state: bytes) -> None:
-        """Restores :meth:`get_state`'s environments into the workers.
+        """Restores the environments from ``state``, which :meth:`get_state` returned, into the workers.
 
         Raises:
             ValueError: the state was taken with another split of environments over workers.

@@ -48,7 +48,8 @@ class SpacesDifferError(ValueError):
 
 
 def from_pettingzoo(env: Any) -> "PettingZooEnvironment":
-    """Wrap a PettingZoo Parallel-API environment as a ``MultiAgentEnvironment``.
+    """Wrap ``env``, a PettingZoo Parallel-API environment, as a ``MultiAgentEnvironment`` (see
+    ``PettingZooEnvironment`` for the conversion and what it refuses).
 
     Example:
         >>> env = from_pettingzoo(my_parallel_env())
@@ -141,7 +142,8 @@ class PettingZooEnvironment(MultiAgentEnvironment):
         return self.spaces.action_space
 
     def seed(self, seed: Optional[int]) -> None:
-        """Seed the next ``reset`` (``env.reset(seed=seed)``) and the seeds of the resets after it."""
+        """Seed the next ``reset`` with ``seed`` (``env.reset(seed=seed)``) and the seeds of the resets after it
+        (drawn from ``self.rng``, which ``seed`` seeds too; ``None``: every reset unseeded)."""
         super().seed(seed)
         self._pending_seed = None if seed is None else int(seed)  # PettingZoo wants a Python int
         self._draw_seeds = seed is not None

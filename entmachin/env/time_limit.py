@@ -28,6 +28,13 @@ class TimeLimit(Environment):
     Given a ``MultiAgentEnvironment`` it returns a ``MultiAgentTimeLimit``, which cuts the game
     for every seat at once.
 
+    Args:
+        env: the environment to limit (``seed``, ``render``, ``close`` and ``symmetries`` go to it).
+        max_steps: the number of ``act`` calls after which an episode is cut.
+
+    Raises:
+        ValueError: ``max_steps`` is not an int >= 1.
+
     Example:
         >>> envs = EnvList(lambda: TimeLimit(MineSweeper(), 200), 16, seed=0)
     """
@@ -50,6 +57,7 @@ class TimeLimit(Environment):
         return self.env.symmetries()
 
     def seed(self, seed: Optional[int]) -> None:
+        """Seeds the wrapped environment with ``seed``."""
         self.env.seed(seed)
 
     def reset(self) -> Observation:
@@ -97,6 +105,7 @@ class MultiAgentTimeLimit(MultiAgentEnvironment):
         return self.env.symmetries()
 
     def seed(self, seed: Optional[int]) -> None:
+        """Seeds the wrapped environment with ``seed``."""
         self.env.seed(seed)
 
     def reset(self) -> Dict[Seat, Observation]:

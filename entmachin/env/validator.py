@@ -122,6 +122,7 @@ class ValidatingEnv(Environment):
         return obs
 
     def seed(self, seed: Optional[int]) -> None:
+        """Seeds the wrapped environment with ``seed``."""
         self.env.seed(seed)
 
     def render(self, **kwargs: Any) -> npt.NDArray[np.uint8]:
@@ -179,6 +180,7 @@ class ValidatingMultiAgentEnv(MultiAgentEnvironment):
         return by_seat
 
     def seed(self, seed: Optional[int]) -> None:
+        """Seeds the wrapped environment with ``seed``."""
         self.env.seed(seed)
 
     def render(self, **kwargs: Any) -> npt.NDArray[np.uint8]:
@@ -195,15 +197,21 @@ def checked_choices(
     actions: Any,
     where: str = "actions",
 ) -> Dict[ActionName, npt.NDArray[Any]]:
-    """Check ``actions`` (action name -> ``Action``) against the masks of ``obs`` and return each
-    action's choices as entity-gym rows hold them: int64 ``[n_actors]`` in the mask's actor order
-    (select-entity choices are positions in the actee list); for a continuous action, its
-    float32 values ``[n_actors, n_values]`` in that order (global: ``[1, n_values]``), what
-    ``row_choices`` gives. The inverse of ``to_env_actions``.
+    """Check ``actions`` against the masks of ``obs`` and return each action's choices as entity-gym rows hold
+    them: int64 ``[n_actors]`` in the mask's actor order (select-entity choices are positions in the actee
+    list); for a continuous action, its float32 values ``[n_actors, n_values]`` in that order (global:
+    ``[1, n_values]``), what ``row_choices`` gives. The inverse of ``to_env_actions``.
 
     Every action whose mask lists actors must be given, for exactly those actors (in any order
     when the actors have distinct ids), with allowed choices; an action for no actors may be
     left out (its choices are then empty: ``[0]``, or ``[0, n_values]`` for a continuous action).
+
+    Args:
+        obs: the observation the actions answer.
+        obs_space: the layout of ``obs`` (entity order, for the actors' and actees' indices).
+        action_space: the environment's actions by name.
+        actions: action name -> ``Action``, as ``Environment.act`` takes them.
+        where: what error messages begin with (default ``"actions"``).
 
     Raises:
         TypeError: ``actions`` is not a mapping, an action has the wrong class, or continuous

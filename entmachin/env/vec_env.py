@@ -44,7 +44,14 @@ def ragged_actions(actions: Mapping[ActionName, Any]) -> Mapping[ActionName, Any
 
 @dataclass
 class Metric:
-    """Running count / sum / min / max of a scalar."""
+    """Running count / sum / min / max of a scalar; ``+`` and ``+=`` combine two.
+
+    Attributes:
+        count: how many values were pushed.
+        sum: their sum.
+        min: the least of them (``inf`` before the first).
+        max: the greatest of them (``-inf`` before the first).
+    """
 
     count: int = 0
     sum: float = 0.0
@@ -52,6 +59,7 @@ class Metric:
     max: float = float("-inf")
 
     def push(self, value: float) -> None:
+        """Count ``value`` in."""
         self.count += 1
         self.sum += value
         self.min = min(self.min, value)
@@ -71,6 +79,7 @@ class Metric:
 
     @property
     def mean(self) -> float:
+        """``sum / count`` (0.0 before the first value)."""
         return self.sum / self.count if self.count else 0.0
 
 
@@ -197,7 +206,7 @@ class RowIndex:
 
     @classmethod
     def of(cls, seats: Sequence[Optional[Sequence[str]]]) -> "RowIndex":
-        """The rows of environments with these seats (``None``: one player)."""
+        """The rows of environments with these ``seats``, one entry per environment (``None``: one player)."""
         per_env = [None if s is None else tuple(s) for s in seats]
         counts = [1 if s is None else len(s) for s in per_env]
         env = np.repeat(np.arange(len(per_env), dtype=np.int64), counts)
@@ -205,6 +214,7 @@ class RowIndex:
 
     @property
     def num_envs(self) -> int:
+        """Number of environments (``len`` counts rows)."""
         return len(self.seats)
 
     @property
@@ -213,7 +223,8 @@ class RowIndex:
         return any(s is not None for s in self.seats)
 
     def rows_of(self, start: int, stop: int) -> Tuple[int, int]:
-        """The rows ``(first, one past the last)`` of environments ``start .. stop - 1``."""
+        """The rows ``(first, one past the last)`` of the environments from ``start`` to ``stop`` (one past the
+        last environment)."""
         return int(np.searchsorted(self.env, start)), int(np.searchsorted(self.env, stop))
 
     def __len__(self) -> int:
@@ -246,8 +257,14 @@ class VecEnv(ABC):
     def act(
         self, actions: Mapping[ActionName, RaggedArray], obs_filter: Optional[ObsSpace] = None
     ) -> VecObs:
-        """Step every environment with one ragged array per action: int64 ``[n_actors, 1]`` (a
-        choice or an actee position) or, for continuous actions, float32 ``[n_actors, n_values]``."""
+        """Step every environment with ``actions``, one ragged array per action name: int64 ``[n_actors, 1]``
+        (a choice or an actee position) or, for continuous actions, float32 ``[n_actors, n_values]``, one
+        sequence per row. ``obs_filter`` filters features from now on (default: keep the filter in use).
+
+        Raises:
+            ValueError, TypeError: actions that do not fit the last observations' masks, named (nothing is
+                stepped).
+        """
 
     def parts(self, n_parts: int) -> List[Tuple[int, int]]:
         """Row ranges ``(start, stop)``, at most ``n_parts``, in row order, that :meth:`act_async`
@@ -258,15 +275,17 @@ class VecEnv(ABC):
 
     def act_async(self, actions: Mapping[ActionName, RaggedArray], rows: Tuple[int, int],
                   obs_filter: Optional[ObsSpace] = None) -> None:
-        """Sends the actions of the part ``rows`` (one of :meth:`parts`) and returns at once;
-        :meth:`receive` waits for its observations (optional)."""
+        """Sends ``actions`` (as :meth:`act` takes them, rows counted within the part) of the part ``rows``
+        (one of :meth:`parts`) and returns at once; :meth:`receive` waits for its observations (optional).
+        ``obs_filter`` is :meth:`act`'s."""
         raise NotImplementedError(f"{type(self).__name__} does not implement act_async()")
 
     def receive(self, rows: Tuple[int, int]) -> VecObs:
-        """The observations of the part that :meth:`act_async` sent (optional)."""
+        """The observations of the part ``rows`` that :meth:`act_async` sent (optional)."""
         raise NotImplementedError(f"{type(self).__name__} does not implement receive()")
 
     def render(self, **kwargs: Any) -> npt.NDArray[np.uint8]:
+        """Every environment's frame (optional)."""
         raise NotImplementedError(f"{type(self).__name__} does not implement render()")
 
     def get_state(self) -> bytes:
@@ -274,7 +293,7 @@ class VecEnv(ABC):
         raise NotImplementedError(f"{type(self).__name__} does not implement get_state()")
 
     def set_state(self, state: bytes) -> None:
-        """Restores :meth:`get_state`'s environments (optional)."""
+        """Restores the environments from ``state``, which :meth:`get_state` returned (optional)."""
         raise NotImplementedError(f"{type(self).__name__} does not implement set_state()")
 
     @abstractmethod
@@ -295,6 +314,7 @@ class VecEnv(ABC):
         """Release the environments."""
 
     def has_global_entity(self) -> bool:
+        """Whether rows carry a ``__global__`` pseudo-entity (global features or global actions)."""
         return has_global_entity(self.obs_space(), self.action_space())
 
     def __enter__(self) -> "VecEnv":
@@ -305,7 +325,8 @@ class VecEnv(ABC):
 
 
 def env_seeds(seed: Optional[int], num_envs: int) -> Sequence[Optional[int]]:
-    """Independent per-environment seeds derived from one seed (``None`` -> unseeded)."""
+    """``num_envs`` independent per-environment seeds derived from ``seed`` (``None`` -> unseeded: ``None``
+    for each)."""
     if seed is None:
         return [None] * num_envs
     states = np.random.SeedSequence(seed).generate_state(num_envs, dtype=np.uint64)

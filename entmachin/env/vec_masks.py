@@ -59,6 +59,11 @@ class VecCategoricalActionMask:
         return VecCategoricalActionMask(take(self.actors, i), None if self.mask is None else take(self.mask, i))
 
     def extend(self, other: "VecCategoricalActionMask") -> None:
+        """Append the rows of ``other``; where one side has no choice mask, its rows allow every choice.
+
+        Raises:
+            TypeError: ``other`` is not a ``VecCategoricalActionMask``.
+        """
         if not isinstance(other, VecCategoricalActionMask):
             raise TypeError(f"expected VecCategoricalActionMask, got {type(other).__name__}")
         width = other.mask.size2() if other.mask is not None else 0
@@ -66,6 +71,7 @@ class VecCategoricalActionMask:
         self.actors.extend(other.actors)
 
     def clear(self) -> None:
+        """Drop every row, in place."""
         self.actors.clear()
         if self.mask is not None:
             self.mask.clear()
@@ -97,6 +103,11 @@ class VecSelectEntityActionMask:
         )
 
     def extend(self, other: "VecSelectEntityActionMask") -> None:
+        """Append the rows of ``other``; where one side has no mask, its actors may select every actee.
+
+        Raises:
+            TypeError: ``other`` is not a ``VecSelectEntityActionMask``.
+        """
         if not isinstance(other, VecSelectEntityActionMask):
             raise TypeError(f"expected VecSelectEntityActionMask, got {type(other).__name__}")
         mine = self.actors.size1() * self.actees.size1()
@@ -106,6 +117,7 @@ class VecSelectEntityActionMask:
         self.actees.extend(other.actees)
 
     def clear(self) -> None:
+        """Drop every row, in place."""
         self.actors.clear()
         self.actees.clear()
         if self.mask is not None:
@@ -118,8 +130,9 @@ class VecContinuousActionMask:
 
     Attributes:
         actors: int64 ``[n_actors, 1]`` per row, entity indices of the actors.
-        low, high: optional float32 ``[n_actors, n_values]`` per row, each actor's bounds
-            (within the space's); ``None``: the space's bounds for every actor.
+        low: optional float32 ``[n_actors, n_values]`` per row, each actor's lower bounds (within the
+            space's); ``None``: the space's bounds for every actor.
+        high: optional float32 ``[n_actors, n_values]`` per row, the upper bounds, likewise.
     """
 
     actors: RaggedArrayI64
@@ -149,6 +162,12 @@ class VecContinuousActionMask:
                                                                   for b in (self.low, self.high)))
 
     def extend(self, other: "VecContinuousActionMask") -> None:
+        """Append the rows of ``other``.
+
+        Raises:
+            TypeError: ``other`` is not a ``VecContinuousActionMask``.
+            ValueError: one side has bounds and the other none.
+        """
         if not isinstance(other, VecContinuousActionMask):
             raise TypeError(f"expected VecContinuousActionMask, got {type(other).__name__}")
         if (self.low is None) != (other.low is None) or (self.high is None) != (other.high is None):
@@ -160,6 +179,7 @@ class VecContinuousActionMask:
         self.actors.extend(other.actors)
 
     def clear(self) -> None:
+        """Drop every row, in place."""
         for part in (self.actors, self.low, self.high):
             if part is not None:
                 part.clear()

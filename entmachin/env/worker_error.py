@@ -10,7 +10,8 @@ __all__ = ["EnvWorkerError"]
 
 
 class EnvWorkerError(RuntimeError):
-    """An environment worker process raised an exception or died.
+    """An environment worker process raised an exception or died. ``message`` (the error's text) says which
+    worker failed and how, and for an exception, in which environment (where known), with the worker's traceback.
 
     Attributes:
         worker: number of the worker (0-based).

@@ -74,8 +74,9 @@ class RaggedArray(RaggedStorage, RaggedArithmetic):
     """Sequences of ``[len_i, n_features]`` items in one flat array; see the module docstring.
 
     Construct with :meth:`from_flattened` (copies, checks), :meth:`from_array`, or
-    ``RaggedArrayF32(n_features)`` for an empty array to ``push`` into. Use the concrete
-    classes ``RaggedArrayF32``, ``RaggedArrayI64`` and ``RaggedArrayBool``.
+    ``RaggedArrayF32(features)`` for an empty array of ``features`` (an int >= 0, else ``ValueError``)
+    features per item to ``push`` into. Use the concrete classes ``RaggedArrayF32``, ``RaggedArrayI64``
+    and ``RaggedArrayBool`` (``RaggedArray`` itself raises ``TypeError``).
     """
 
     # The views below are made once and dropped whenever the array changes.
@@ -113,7 +114,7 @@ class RaggedArray(RaggedStorage, RaggedArithmetic):
 
     @classmethod
     def from_flattened(cls, flattened: Any, lengths: Any) -> "RaggedArray":
-        """Copies ``[n_items, n_features]`` items and their ``[n_sequences]`` lengths.
+        """Copies ``flattened``, ``[n_items, n_features]`` items, and their ``[n_sequences]`` ``lengths``.
 
         Raises:
             TypeError: ``flattened`` has another dtype than the class's (cast it first), or
@@ -138,7 +139,8 @@ class RaggedArray(RaggedStorage, RaggedArithmetic):
 
     @classmethod
     def from_array(cls, x: Any) -> "RaggedArray":
-        """``[n_sequences, length, n_features]`` items: sequences of equal length."""
+        """``x``, ``[n_sequences, length, n_features]`` items of the class's dtype: sequences of equal length
+        (copied). Another dtype or number of dimensions raises ``ValueError``."""
         arr = np.asarray(x)
         if arr.dtype != cls.dtype or arr.ndim != 3:
             raise ValueError(
@@ -164,7 +166,8 @@ class RaggedArray(RaggedStorage, RaggedArithmetic):
     # ------------------------------------------------------------------ indices of items
 
     def indices(self, dim: int) -> "RaggedArrayI64":
-        """Per item, its sequence (``dim=0``) or its position in its sequence (``dim=1``).
+        """Per item, its sequence (``dim`` 0) or its position in its sequence (``dim`` 1; any other
+        ``dim`` raises ``ValueError``).
 
         Shape:
             returns int64 ``[n_items, 1]`` per sequence, shaped like this array.
@@ -322,7 +325,7 @@ def as_ragged_array(x: Any, where: str = "ragged value") -> RaggedArray:
     """``x`` as entmachin's ragged array: itself, or a ragged-buffer value converted (copied).
 
     Raises:
-        TypeError: ``x`` is neither.
+        TypeError: ``x`` is neither (the message begins with ``where``).
     """
     if isinstance(x, RaggedArray):
         return x
@@ -336,12 +339,17 @@ def as_ragged_array(x: Any, where: str = "ragged value") -> RaggedArray:
 
 
 def cat(arrays: Sequence[Any], dim: int = 0, where: str = "cat") -> RaggedArray:
-    """Concatenates ragged arrays of one class: their sequences (``dim=0``), each sequence's
-    items (``dim=1``: equal numbers of sequences) or each item's features (``dim=2``: equal
-    lengths).
+    """Concatenates ragged arrays of one class along one dimension.
+
+    Args:
+        arrays: the ragged arrays (ragged-buffer values are converted).
+        dim: 0 joins their sequences; 1 each sequence's items (equal numbers of sequences); 2 each
+            item's features (equal lengths).
+        where: what error messages begin with.
 
     Raises:
         ValueError: an empty list, another class, or sizes that do not fit ``dim``.
+        TypeError: a value that is not a ragged array.
     """
     parts = list(arrays)
     if not parts:

@@ -65,7 +65,7 @@ def is_ragged(x: Any) -> bool:
 
 
 def ragged_dtype(buf: Any) -> np.dtype:
-    """Returns the numpy dtype of a ragged array's values (float32, int64 or bool)."""
+    """Returns the numpy dtype of the values of ``buf``, a ragged array (float32, int64 or bool)."""
     return buf.dtype if isinstance(buf, RaggedArray) else foreign_dtype(buf, "ragged_dtype")
 
 
@@ -101,7 +101,7 @@ def ragged_from_arrays(flat: Any, lengths: Any, dtype: Any = None) -> RaggedArra
 
 
 def ragged_to_arrays(buf: Any) -> Tuple[np.ndarray, np.ndarray]:
-    """Returns ``(flat, lengths)`` of a ragged array: read-only views, no copy.
+    """Returns ``(flat, lengths)`` of ``buf``, a ragged array: read-only views, no copy.
 
     Shape:
         flat: ``[n_items, n_features]``; lengths: ``[n_sequences]`` int64.
@@ -111,7 +111,13 @@ def ragged_to_arrays(buf: Any) -> Tuple[np.ndarray, np.ndarray]:
 
 
 def empty_ragged(dtype: Any, n_features: int, n_sequences: int = 0) -> RaggedArray:
-    """Returns an array of ``n_sequences`` empty sequences of ``n_features`` features."""
+    """Returns an array of ``dtype`` (float32, int64 or bool) holding ``n_sequences`` empty sequences of
+    ``n_features`` features.
+
+    Raises:
+        TypeError: another dtype.
+        ValueError: ``n_features`` or ``n_sequences`` is not an int >= 0.
+    """
     cls = array_class(dtype, "empty_ragged")
     for name, value in (("n_features", n_features), ("n_sequences", n_sequences)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
@@ -122,6 +128,16 @@ def empty_ragged(dtype: Any, n_features: int, n_sequences: int = 0) -> RaggedArr
 
 def ragged_full(lengths: Any, n_features: int, value: Any, dtype: Any) -> RaggedArray:
     """Returns an array with the given sequence lengths, every entry set to ``value``.
+
+    Args:
+        lengths: ``[n_sequences]`` non-negative integers.
+        n_features: the features per item, an int >= 0.
+        value: every entry's value.
+        dtype: float32, int64 or bool: the class of the result.
+
+    Raises:
+        TypeError: another dtype, or lengths that are not integers.
+        ValueError: ``n_features`` is not an int >= 0, or ``lengths`` are not 1-D or hold a negative length.
 
     Example:
         ``ragged_full(buf.size1(), 1, True, bool)`` is an all-true mask shaped like ``buf``.
@@ -137,17 +153,17 @@ def ragged_full(lengths: Any, n_features: int, value: Any, dtype: Any) -> Ragged
 
 
 def n_sequences(buf: Any) -> int:
-    """Returns the number of sequences (``len(buf)`` counts items x features instead)."""
+    """Returns the number of sequences of ``buf`` (``len(buf)`` counts items x features instead)."""
     return as_ragged_array(buf, "n_sequences").size0()
 
 
 def n_items(buf: Any) -> int:
-    """Returns the total number of items (rows) over all sequences."""
+    """Returns the total number of items (rows) over all sequences of ``buf``."""
     return as_ragged_array(buf, "n_items").items()
 
 
 def n_features(buf: Any) -> int:
-    """Returns the number of features per item."""
+    """Returns the number of features per item of ``buf``."""
     return as_ragged_array(buf, "n_features").size2()
 
 
@@ -182,7 +198,7 @@ def take_nested(values: Any, outer: Any, index: IndexLike) -> RaggedArray:
 
 
 def concat(bufs: Sequence[Any]) -> RaggedArray:
-    """Concatenates the sequences of several ragged arrays, in order.
+    """Concatenates the sequences of the ragged arrays ``bufs``, in order.
 
     Raises:
         ValueError: the list is empty, or an array's class or feature count differs from the first.
@@ -192,6 +208,10 @@ def concat(bufs: Sequence[Any]) -> RaggedArray:
 
 def pad(buf: Any, pad_value: Any = 0) -> Tuple[np.ndarray, np.ndarray]:
     """Pads every sequence to the longest one.
+
+    Args:
+        buf: the ragged array.
+        pad_value: the value of every padded entry.
 
     Returns:
         ``(padded, mask)`` where ``mask[i, j]`` is True for real items.
@@ -211,7 +231,8 @@ def pad(buf: Any, pad_value: Any = 0) -> Tuple[np.ndarray, np.ndarray]:
 
 
 def ragged_equal(a: Any, b: Any) -> bool:
-    """Returns whether two ragged arrays have the same class, lengths, features and values.
+    """Returns whether ragged arrays ``a`` and ``b`` have the same class, lengths, features and values
+    (False where either is not a ragged array).
 
     Float NaNs compare equal to each other (``==`` on the arrays treats them as different).
     """

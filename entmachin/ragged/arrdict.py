@@ -112,6 +112,8 @@ class arrdict(dict):  # noqa: N801 - named like the builtin it extends
             self[key] = value
 
     def setdefault(self, key: str, default: Any = None) -> Any:
+        """Like ``dict.setdefault``: sets ``key`` to ``default`` (a plain dict becomes an arrdict) unless it is
+        present, and returns its value. A ``key`` that is not a str raises ``TypeError``."""
         _check_key(key, "arrdict.setdefault")
         if key not in self:
             self[key] = default
@@ -171,7 +173,8 @@ class arrdict(dict):  # noqa: N801 - named like the builtin it extends
         return self.map(lambda v: v.to(*args, **kwargs) if hasattr(v, "to") else v)
 
     def leaves(self, prefix: str = "") -> Dict[str, Any]:
-        """Returns ``{dotted.path: leaf}`` for every leaf, depth first in key order."""
+        """Returns ``{dotted.path: leaf}`` for every leaf, depth first in key order; ``prefix`` is put before
+        every path as it is (end it with ``.`` to get ``prefix.path``)."""
         return {prefix + ".".join(path): leaf for path, leaf in trees.leaves(self)}
 
     def __reduce__(self) -> Any:

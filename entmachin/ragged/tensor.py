@@ -96,8 +96,9 @@ class RaggedTensor(RaggedTensorViews):
     def trusted(
         cls, data: torch.Tensor, lengths: torch.Tensor, offsets: torch.Tensor, batch_index: torch.Tensor
     ) -> "RaggedTensor":
-        """Builds a ragged tensor without checking it, for hot paths that derive the four
-        tensors from each other (int64, consistent, all on ``data``'s device) by construction.
+        """Builds a ragged tensor of ``data``, ``lengths``, ``offsets`` and ``batch_index`` without checking
+        them, for hot paths that derive the four tensors from each other (int64, consistent, all on
+        ``data``'s device) by construction.
 
         The constructor's checks cost about as much as gathering a small batch; anything built
         from user input must use the checked constructors instead.
@@ -135,8 +136,8 @@ class RaggedTensor(RaggedTensorViews):
 
     @classmethod
     def from_ragged_array(cls, buf: Any, device: Any = None) -> "RaggedTensor":
-        """Copies a ragged array (entmachin's or ragged-buffer's; float32, int64 or bool) to
-        ``device``."""
+        """Copies ``buf``, a ragged array (entmachin's or ragged-buffer's; float32, int64 or bool), to
+        ``device`` (default: the CPU); anything else raises ``TypeError``."""
         if not is_ragged_array(buf):
             raise TypeError(
                 f"RaggedTensor.from_ragged_array: expected a ragged array, got {type(buf).__name__}"
@@ -259,7 +260,7 @@ class RaggedTensor(RaggedTensorViews):
         return cls.trusted(data, lengths, offsets, batch_index_of(lengths, n_items))
 
     def row_range(self, start: int, stop: int) -> "RaggedTensor":
-        """Sequences ``start`` to ``stop - 1`` as a view: ``data`` is shared, not copied.
+        """Sequences ``start`` to ``stop`` (exclusive) as a view: ``data`` is shared, not copied.
 
         Raises:
             IndexError: the range is not within ``[0, len(self)]``.

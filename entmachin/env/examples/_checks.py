@@ -141,7 +141,8 @@ def check_values(
     """Return a continuous action's values as float64 once each lies within its actor's bounds.
 
     Args:
-        low, high: float ``[n_values]`` (every actor's) or ``[n_actors, n_values]``.
+        low: float ``[n_values]`` (every actor's) or ``[n_actors, n_values]``, the lower bounds.
+        high: the upper bounds, likewise.
 
     Shape:
         Returns ``[n_actors, n_values]``, in the order of ``action.actors``.

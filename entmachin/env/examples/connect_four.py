@@ -227,6 +227,12 @@ def connect_four_opponent(
     Reads only ``observation``: the board from its ``Mine`` / ``Theirs`` entities, the legal
     columns and the actor from its ``drop`` mask (either kind of ``choose``). Returns ``{}`` when the
     seat is not to move.
+
+    Args:
+        observation: the seat's observation.
+        action_space: the game's action space; whether ``drop`` selects a column entity or picks a
+            categorical column decides the kind of action returned.
+        rng: draws the random legal column.
     """
     return _tactical(observation, action_space, lambda legal: rng.choice(legal))
 

@@ -109,7 +109,13 @@ class MoveToOrigin(Environment):
 def move_to_origin_expert(observation: Observation, action_space: Mapping[ActionName, ActionSpace],
                           rng: np.random.Generator) -> Dict[ActionName, Action]:
     """A scripted expert (``entmachin record MoveToOrigin --policy scripted``): on each axis, the thrust
-    that brings the velocity closest to the speed from which full braking stops at the origin."""
+    that brings the velocity closest to the speed from which full braking stops at the origin.
+
+    Args:
+        observation: the step's observation; only its ``Spaceship`` features are read.
+        action_space: the environment's action space (unused: the thrusters' labels are the game's own).
+        rng: unused; the expert is deterministic.
+    """
     x, y, vx, vy, _ = (float(v) for v in np.asarray(observation.features["Spaceship"])[0])
     out: Dict[ActionName, Action] = {}
     for name, position, velocity in (("horizontal_thruster", x, vx), ("vertical_thruster", y, vy)):

@@ -91,7 +91,13 @@ class RockPaperScissorsDuel(MultiAgentEnvironment):
 def uniform_throw(
     observation: Observation, action_space: Mapping[ActionName, ActionSpace], rng: np.random.Generator
 ) -> Dict[ActionName, Action]:
-    """Throw rock, paper or scissors uniformly at random (``{}`` once the game is over)."""
+    """Throw rock, paper or scissors uniformly at random (``{}`` once the game is over).
+
+    Args:
+        observation: the seat's observation; its ``throw`` mask names the actor (none once the game is over).
+        action_space: the game's action space, whose labels the action carries.
+        rng: draws the throw.
+    """
     actors = list(observation.actions[THROW].actor_ids)
     if not actors:
         return {}

@@ -282,6 +282,11 @@ def skirmish_opponent(
     unit takes the allowed move that brings it nearest to its nearest enemy.
 
     Distances are Chebyshev, ties broken by Manhattan distance. Reads only ``observation``.
+
+    Args:
+        observation: the seat's observation.
+        action_space: the game's action space, whose ``move`` labels the orders carry.
+        rng: unused; the opponent is deterministic.
     """
     return _orders(observation, action_space,
                    lambda here, targets: _distance(here, targets[:, :2]) * 100 + targets[:, 2],

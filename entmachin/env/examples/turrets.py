@@ -285,7 +285,13 @@ def turrets_scripted(observation: Observation, action_space: Mapping[ActionName,
     """A scripted crew (``Turrets.scripted_policy``, which ``--policy scripted`` names): each
     turret in turn takes the live drone closest to its line of fire that no earlier turret took
     (any drone once all are taken), turns as far onto it as it may, and fires when the shot
-    after the turn would pass within ``HIT_RADIUS / 2`` of the drone."""
+    after the turn would pass within ``HIT_RADIUS / 2`` of the drone.
+
+    Args:
+        observation: the step's observation: turrets, drones and the masks' actors and bounds.
+        action_space: the environment's action space (unused).
+        rng: unused; the crew is deterministic.
+    """
     turrets = np.asarray(observation.features["Turret"], dtype=np.float64)  # [n_turrets, 9]
     drones = np.asarray(observation.features.get("Drone", np.zeros((0, 4))), dtype=np.float64).reshape(-1, 4)
     aim_mask, trigger_mask = observation.actions[AIM], observation.actions[TRIGGER]

@@ -219,7 +219,14 @@ def vehicles_scripted(observation: Observation, action_space: Mapping[ActionName
                       rng: np.random.Generator) -> Dict[ActionName, Action]:
     """A scripted driver (``Vehicles.scripted_policy``, which ``--policy scripted`` names): every
     vehicle steers towards its target, slows down when the target lies off its nose or close,
-    and veers away from (and slows for) a vehicle ahead within ``AVOID_RANGE``."""
+    and veers away from (and slows for) a vehicle ahead within ``AVOID_RANGE``.
+
+    Args:
+        observation: the step's observation: the vehicles' features and the ``drive`` mask's actors and
+            bounds, within which the values are clipped.
+        action_space: the environment's action space (unused).
+        rng: unused; the driver is deterministic.
+    """
     features = np.asarray(observation.features["Vehicle"], dtype=np.float64)  # [n, 14]
     column = {name: features[:, k] for k, name in enumerate(FEATURES)}
     bearing = np.arctan2(column["target_left"], column["target_forward"])  # [n]
