@@ -3,15 +3,33 @@
 Observations are variable-sized sets of typed entities and every value between the environment
 and the network is ragged. The package is layered, each layer importing only those below it::
 
-    run      the ``entmachin`` command: YAML runs, tensorboard, checkpoints, eval, play
-    frame    A2C and PPO frames (Machin's keywords), safe_call, GAE, save / load
-    buffer   transitions and replay buffers over ragged data      model   RogueNet, MLPs
+    run          the ``entmachin`` command: YAML runs, tensorboard, checkpoints, eval, play, export,
+      |          record, tune, league
+      v
+    distributed  data-parallel updates across torchrun ranks (torch.distributed collectives)
+      |
+      v
+    frame        A2C, PPO, DQN, DQNPer and BC (behaviour cloning) frames (Machin's keywords),
+      |          safe_call, GAE, save / load
+      v
+    buffer   transitions and replay buffers over ragged data      model   RogueNet, DenseNet, MLPs
+      |                                                             |
+      v                                                             v
     env      entity-gym-compatible environments, VecEnv / VecObs, worker processes
+      |
+      v
     ragged   ragged arrays (numpy), RaggedTensor, arrdict
 
+Beside the layers stand ``data`` (datasets of recorded episodes, with pyarrow: ``entmachin record``
+writes them, behaviour cloning reads them) and ``deploy`` (an exported policy run with numpy and
+onnxruntime); both import ``env`` and ``ragged``'s numpy side, never torch, and no layer below ``run``
+imports them.
+
 ``docs/architecture.md`` describes the layers, the contracts between them and the path of one
-PPO iteration through the files. ``import entmachin`` loads no layer: the names below resolve
-on first use, so environment worker processes never load torch through it.
+PPO iteration through the files. ``import entmachin`` loads no layer: its exported names, and the
+layers ``ragged`` to ``run`` as attributes, resolve on first use, so environment worker processes
+never load torch through it; ``distributed``, ``data`` and ``deploy`` are imported by name
+(``import entmachin.deploy``).
 
 Example:
     >>> import entmachin

@@ -167,9 +167,8 @@ class OnnxPolicy:
 
         Args:
             observation: one environment's (or one seat's) observation.
-            deterministic: each actor's most likely choice (continuous: ``point/<a>``, the
-                distribution's mean within the bounds); False samples, drawing from ``rng``
-                (default: this policy's own generator).
+            deterministic: each actor's most likely choice (continuous: ``point/<a>``, the distribution's mean
+                within the bounds); False samples, drawing from ``rng`` (default: this policy's own generator).
             game: with memory, whose state this observation continues (any hashable key); the first call
                 for a game, and the first after :meth:`reset`, begins its episode.
 
@@ -178,10 +177,10 @@ class OnnxPolicy:
             ``ContinuousAction`` or ``GlobalContinuousAction`` (float32 values within each actor's bounds).
 
         Raises:
-            TypeError / ValueError: an observation that does not fit the stored spaces (an
-                unknown entity type or action, a wrong number of features, a mask of the wrong
-                width), named; with per-entity memory, an entity without an id, an id given twice, or
-                an id that named an entity of another type earlier in the game's episode.
+            TypeError / ValueError: an observation that does not fit the stored spaces (an unknown entity type or
+                action, a wrong number of features, a mask of the wrong width), named; with per-entity memory, an
+                entity without an id, an id given twice, or an id that named an entity of another type earlier in
+                the game's episode.
         """
         self._entity_policy("act")
         validate_observation(observation, self.obs_space, self.action_space, where=f"{self.path}: observation")
@@ -198,10 +197,9 @@ class OnnxPolicy:
 
     def act_batch(self, vec_obs: VecObs, deterministic: bool = True,
                   rng: Optional[np.random.Generator] = None) -> Dict[str, RaggedArray]:
-        """The actions of a batch of observations, as ``VecEnv.act`` takes them:
-        action name -> int64 ragged ``[n_actors, 1]`` (select-entity: positions in the row's
-        actee list; continuous: float32 ragged ``[n_actors, n_values]``, within each actor's
-        bounds).
+        """The actions of ``vec_obs``, a batch of observations, as ``VecEnv.act`` takes them: action name -> int64
+        ragged ``[n_actors, 1]`` (select-entity: positions in the row's actee list; continuous: float32 ragged
+        ``[n_actors, n_values]``, within each actor's bounds); ``deterministic`` and ``rng`` as :meth:`act`.
 
         Raises:
             TypeError / ValueError: a batch that does not fit the stored spaces, named; with per-entity
@@ -240,14 +238,13 @@ class OnnxPolicy:
     def outputs(self, vec_obs: VecObs, noise: Optional[Mapping[str, np.ndarray]] = None,
                 memory: Optional[np.ndarray] = None, episode_start: Optional[np.ndarray] = None,
                 entity_memory: Optional[Mapping[str, np.ndarray]] = None) -> Dict[str, np.ndarray]:
-        """Every output of the graph for a batch (``probs/<a>`` or ``q/<a>``, ``argmax/<a>``,
-        ``sample/<a>``, ``counts/<a>``; continuous: ``point/<a>`` and the parameters, ``alpha/<a>``
-        and ``beta/<a>`` or ``mean/<a>`` and ``log_std/<a>``; with memory ``memory_out``, and per entity
-        ``entity_memory_out/<t>``), with the given uniform noise per discrete action (default 0) and, with
-        memory, the rows' states (float32 ``[B, memory_size]``), ``episode_start`` (bool ``[B]``; default:
-        every row begins an episode) and each entity type's states (``entity_memory``: type -> float32
-        ``[N_t, entity_memory_size]`` in the batch's entity order; default zeros). The states :meth:`act` and
-        :meth:`act_batch` keep are neither read nor changed."""
+        """Every output of the graph for the batch ``vec_obs`` (``probs/<a>`` or ``q/<a>``, ``argmax/<a>``,
+        ``sample/<a>``, ``counts/<a>``; continuous: ``point/<a>`` and the parameters, ``alpha/<a>`` and ``beta/<a>`` or
+        ``mean/<a>`` and ``log_std/<a>``; with memory ``memory_out``, and per entity ``entity_memory_out/<t>``), with
+        the given uniform ``noise`` per discrete action (default 0) and, with memory, the rows' states (``memory``:
+        float32 ``[B, memory_size]``), ``episode_start`` (bool ``[B]``; default: every row begins an episode) and each
+        entity type's states (``entity_memory``: type -> float32 ``[N_t, entity_memory_size]`` in the batch's entity
+        order; default zeros). The states :meth:`act` and :meth:`act_batch` keep are neither read nor changed."""
         self._entity_policy("outputs")
         check_batch(vec_obs, self.obs_space, self.action_space, f"{self.path}: observations")
         feeds = self.feeds(vec_obs, noise, memory, episode_start, entity_memory)
@@ -256,9 +253,9 @@ class OnnxPolicy:
     def feeds(self, vec_obs: VecObs, noise: Optional[Mapping[str, np.ndarray]] = None,
               memory: Optional[np.ndarray] = None, episode_start: Optional[np.ndarray] = None,
               entity_memory: Optional[Mapping[str, np.ndarray]] = None) -> Dict[str, np.ndarray]:
-        """The graph's inputs for a batch, named as README "Shipping a policy (ONNX)" lists them
-        (a continuous action's ``low/<a>`` and ``high/<a>``: each actor's bounds, the space's where
-        the batch does not narrow them)."""
+        """The graph's inputs for the batch ``vec_obs``, named as the documentation's export guide lists them
+        (a continuous action's ``low/<a>`` and ``high/<a>``: each actor's bounds, the space's where the batch does
+        not narrow them); ``noise``, ``memory``, ``episode_start`` and ``entity_memory`` as :meth:`outputs`."""
         state = to_state(vec_obs, self.action_space)
         entities, visible = state["entities"], state.get("visible", {})
         feeds: Dict[str, np.ndarray] = {}
@@ -359,10 +356,14 @@ class OnnxPolicy:
 
         Args:
             make_env: builds one environment (a class or any callable).
-            episodes / seed / num_envs / max_steps / check_finite: as ``entmachin.env.episodes.run_episodes``.
-            max_episode_steps: cut each episode there (``TimeLimit``; truncated, as the run's
-                environments were).
-            deterministic / rng: as :meth:`act`.
+            episodes: episodes to run, >= 1.
+            deterministic: as :meth:`act`.
+            seed: seeds the environments.
+            num_envs: most environments stepped together.
+            max_steps: vectorised steps after which unfinished episodes count with the return they have so far.
+            max_episode_steps: cut each episode there (``TimeLimit``; truncated, as the run's environments were).
+            check_finite: stop with an error at a NaN or infinite observation or reward.
+            rng: as :meth:`act`.
         """
         self._entity_policy("evaluate")
         run = self.metadata.get("evaluation") or {}
@@ -379,8 +380,9 @@ class OnnxPolicy:
 
     def act_dense(self, state: np.ndarray, mask: Optional[np.ndarray] = None, deterministic: bool = True,
                   rng: Optional[np.random.Generator] = None) -> np.ndarray:
-        """The choices of an exported ``MLPActor`` / ``MLPQNet`` for ``state`` float ``[B, d_state]``
-        (``mask``: bool ``[B, n_actions]``, default all allowed); returns int64 ``[B]``."""
+        """The choices of an exported ``MLPActor`` / ``MLPQNet`` for ``state`` float ``[B, d_state]`` (``mask``: bool
+        ``[B, n_actions]``, default all allowed); returns int64 ``[B]``. ``deterministic`` and ``rng`` are as in
+        :meth:`act`."""
         if self.obs_space is not None:
             raise TypeError(f"{self.path}: an entity {self.kind} takes observations: use act() or act_batch()")
         dense = self.metadata["dense"]

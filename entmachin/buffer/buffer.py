@@ -276,7 +276,7 @@ class Buffer:
     # ------------------------------------------------------------------ saving / loading
 
     def save(self, path: str) -> None:
-        """Saves every row, the ring position, the settings and the random state to one file.
+        """Saves every row, the ring position, the settings and the random state to one file, ``path``.
 
         Dense and ragged data are stored as raw arrays (no pickle). Custom attribute values
         can be any Python object, so they are stored with dill; :meth:`load` then asks for

@@ -20,7 +20,16 @@ _FLOAT_KINDS, _INT_KINDS = frozenset("fiu"), frozenset("iu")
 
 
 class LeafSpec(NamedTuple):
-    """One stored column: a leaf of a major attribute, or a sub attribute (``path == ()``)."""
+    """One stored column: a leaf of a major attribute, or a sub attribute (``path == ()``).
+
+    Attributes:
+        attr: the attribute the leaf belongs to (``"state"``, ``"reward"``, ...).
+        path: the keys from the attribute down to the leaf; ``()`` for a sub attribute.
+        kind: ``"dense"``, ``"ragged"`` or ``"scalar"``.
+        dtype: the leaf's torch dtype.
+        shape: the per-row shape (dense, scalar) or the per-item shape (ragged).
+        np_dtype: the matching numpy dtype; None where numpy has no such dtype.
+    """
 
     attr: str
     path: Tuple[str, ...]

@@ -223,7 +223,17 @@ class PrioritizedBuffer(Buffer):
         """Samples ``batch_size`` rows (with replacement) by stratified prioritized sampling.
 
         The total priority is cut into ``batch_size`` equal segments and one row is drawn from
-        each. Other arguments are those of ``Buffer.sample_batch``.
+        each (uniformly over the rows when every priority is zero). The other arguments mean what they
+        mean for ``Buffer.sample_batch``; there is no ``sample_method``.
+
+        Args:
+            batch_size: rows drawn; 0 draws none.
+            concatenate: concatenate every leaf over the sampled rows (dense values along dim 0, ragged
+                values into one ``RaggedTensor``); if False, return per-sample lists.
+            device: where samples go (default: ``buffer_device``).
+            sample_attrs: attributes to return, in order (default: all); ``"*"`` collects the custom
+                attributes not named elsewhere into a dict.
+            additional_concat_attrs: custom attributes to turn into ``[n, -1]`` tensors.
 
         Returns:
             ``(n, batch, index, is_weight)``: ``batch`` as ``Buffer.sample_batch`` returns it,

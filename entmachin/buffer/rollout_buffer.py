@@ -53,7 +53,8 @@ class RolloutBuffer(Buffer):
         self._held: Optional[Tuple[Dict[str, Any], Tuple[str, ...], int]] = None
 
     def append_trusted(self, data: Mapping[str, object], major_attr: Sequence[str]) -> None:
-        """Holds ``data`` as given when the buffer is empty; otherwise as ``Buffer.append_trusted``.
+        """Holds ``data`` as given when the buffer is empty; otherwise as ``Buffer.append_trusted``
+        (``major_attr`` names the attributes of ``data`` that are dicts of values, as there).
 
         Held rows are not copied (torch leaves not on ``buffer_device`` are moved there): the
         caller hands them over and must not modify them afterwards. They must be torch values,

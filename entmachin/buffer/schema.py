@@ -28,7 +28,16 @@ class NewKeysError(ValueError):
 
 @dataclass(frozen=True)
 class Schema:
-    """Attribute names and leaf specs fixed by a buffer's first append."""
+    """Attribute names and leaf specs fixed by a buffer's first append.
+
+    Attributes:
+        major_attr: the major attributes (dicts of values), in the transition's order.
+        sub_attr: the sub attributes (one tensor or scalar per row).
+        custom_attr: the custom attributes (any Python value, stored as it is).
+        leaves: one spec per stored column: every leaf of the major attributes, then the sub attributes.
+        nodes: ``(attr, path, keys)`` of every dict node of the major attributes.
+        templates: major attribute -> its tree with each leaf replaced by the leaf's index in ``leaves``.
+    """
 
     major_attr: Tuple[str, ...]
     sub_attr: Tuple[str, ...]
@@ -51,17 +60,19 @@ class Schema:
 
     @cached_property
     def n_attrs(self) -> int:
+        """How many attributes there are, of all kinds."""
         return len(self.keys)
 
     @classmethod
     def of(cls, transition: TransitionBase) -> "Schema":
-        """The schema of a (validated) transition."""
+        """The schema of ``transition``, a validated transition."""
         return cls._of(transition.major_attr, transition.sub_attr, transition.custom_attr, transition)
 
     @classmethod
     def of_data(cls, data: Mapping[str, Any], major_attr: Sequence[str]) -> "Schema":
         """The schema of rows given as attribute -> value (``Buffer.append_trusted``'s input):
-        ``major_attr`` name the dicts of values, every other attribute is a sub attribute."""
+        ``data`` maps each attribute to its value; ``major_attr`` name the dicts of values, every other
+        attribute is a sub attribute."""
         return cls._of(tuple(major_attr), tuple(a for a in data if a not in major_attr), (), data)
 
     @classmethod
@@ -101,7 +112,7 @@ class Schema:
         return {attr: i for i, attr in enumerate(self.custom_attr)}
 
     def kind_of(self, attr: str) -> Optional[str]:
-        """``"major"``, ``"sub"``, ``"custom"`` or None for an unknown name."""
+        """The kind of attribute ``attr``: ``"major"``, ``"sub"``, ``"custom"``, or None for an unknown name."""
         if attr in self.major_attr:
             return "major"
         if attr in self.sub_attr:
@@ -109,7 +120,8 @@ class Schema:
         return "custom" if attr in self.custom_attr else None
 
     def check_kinds(self, transition: TransitionBase, where: str) -> None:
-        """Raises unless a transition has this schema's attribute names and kinds."""
+        """Raises ``ValueError`` (its message prefixed with ``where``) unless ``transition`` has this
+        schema's attribute names and kinds."""
         theirs = (transition._major_attr, transition._sub_attr, transition._custom_attr)
         if theirs != (self.major_attr, self.sub_attr, self.custom_attr):
             raise ValueError(

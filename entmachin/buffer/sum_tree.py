@@ -107,8 +107,8 @@ class SumTree:
         return self.find_unchecked(remaining)[0]
 
     def find_unchecked(self, remaining: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-        """:meth:`find` for callers that already checked: ``[n]`` finite float64 values ``>= 0``
-        (the array is overwritten) and ``total() > 0``.
+        """:meth:`find` for callers that already checked: ``remaining`` holds ``[n]`` finite float64
+        values ``>= 0`` (the array is overwritten) and ``total() > 0``; nothing is checked here.
 
         Returns:
             ``(leaves, weights)``: ``[n]`` int64 leaf indices and ``[n]`` their weights.
@@ -166,8 +166,8 @@ class SumTree:
         self.update_unchecked(leaves, weights)
 
     def update_unchecked(self, leaves: np.ndarray, weights: np.ndarray) -> None:
-        """:meth:`update` for callers that already checked: int64 ``[n]`` leaves in range and
-        ``[n]`` finite non-negative float64 weights."""
+        """:meth:`update` for callers that already checked: ``leaves`` int64 ``[n]`` leaf indices in range
+        and ``weights`` ``[n]`` finite non-negative float64 weights; nothing is checked here."""
         if leaves.size == 0:
             return
         if leaves.size > 1:  # repeated indices: keep the last weight of each

@@ -189,9 +189,11 @@ class TransitionBase:
         return list(self._keys)
 
     def values(self) -> List[Any]:
+        """Every attribute's value, in :meth:`keys`' order."""
         return [self._data[k] for k in self._keys]
 
     def items(self) -> Iterator[Tuple[str, Any]]:
+        """``(name, value)`` of every attribute, in :meth:`keys`' order."""
         for key in self._keys:
             yield key, self._data[key]
 

@@ -90,7 +90,8 @@ class DatasetWriter:
 
     Args:
         directory: created if missing; it must not hold a dataset already.
-        obs_space / action_space: the environment's spaces (rows must fit them).
+        obs_space: the environment's observation space (rows must fit it).
+        action_space: the environment's action space, action name -> space (rows must fit it).
         seats: the seats of a game of several players (None: one player).
         recorded: how the data came to be (environment, policy, seeds, ...): JSON-ready values,
             kept in the description.
@@ -139,7 +140,7 @@ class DatasetWriter:
         atomic_write(os.path.join(self.directory, DESCRIPTION), json.dumps(self._description, indent=1).encode())
 
     def write(self, rows: Rows) -> None:
-        """Adds whole episodes' rows; a part is written when enough are pending."""
+        """Adds ``rows``, whole episodes' rows; a part is written when ``rows_per_part`` or more are pending."""
         if len(rows):
             self._pending.append(rows)
             self._n_pending += len(rows)
@@ -223,13 +224,18 @@ def _table(batch: Any) -> Any:
 class Dataset:
     """A dataset directory: its description, and its parts read one at a time.
 
+    Args:
+        directory: the dataset's directory (``entmachin record`` writes one; :class:`DatasetWriter` does).
+
     Attributes:
-        obs_space / action_space: the spaces the data was recorded in.
-        seats: the seats (None: one player); probs: whether rows carry probabilities (the discrete
-        actions' ``probs/<a>`` columns);
-        recorded: how it was recorded; paths: the parts, in order (those the description lists);
+        obs_space: the observation space the data was recorded in.
+        action_space: the action space the data was recorded in.
+        seats: the seats (None: one player).
+        probs: whether rows carry probabilities (the discrete actions' ``probs/<a>`` columns).
+        recorded: how it was recorded.
+        paths: the parts, in order (those the description lists).
         checked: whether the description records each part's size, rows and SHA-256 (False for a
-        dataset written before it did: its parts are read without those checks).
+            dataset written before it did: its parts are read without those checks).
 
     Raises:
         DatasetError: no description, an unknown format, a description that is not one, or a part
@@ -290,6 +296,11 @@ class Dataset:
     def check_spaces(self, obs_space: ObsSpace, action_space: Mapping[str, ActionSpace], what: str) -> None:
         """Refuses spaces other than the dataset's, naming each difference.
 
+        Args:
+            obs_space: the observation space the data is to be used in.
+            action_space: the action space the data is to be used in.
+            what: what the spaces belong to, for the message (e.g. the run's environment name).
+
         Raises:
             DatasetError: the spaces differ.
         """
@@ -300,11 +311,13 @@ class Dataset:
                                + "; ".join(d.replace("checkpoint", "dataset") for d in differences))
 
     def read_part(self, path: str) -> Rows:
-        """One part's rows, checked against the description.
+        """The rows of the part at ``path`` (one of :attr:`paths`), checked against the description: its size,
+        SHA-256 and row count where the description records them, its columns, and its rows against the spaces.
 
         Raises:
-            DatasetError: the part is damaged (not Parquet, truncated) or its columns are not
-                the dataset's (named).
+            DatasetError: the part cannot be read, is damaged (not Parquet, truncated, another SHA-256), holds
+                another number of rows, its columns are not the dataset's (named), or its rows do not fit the
+                spaces.
         """
         import pyarrow as pa
         import pyarrow.parquet as pq

@@ -69,7 +69,8 @@ class Rows:
     """Dataset rows, columnar (``n`` rows).
 
     Attributes:
-        episode / step: int64 ``[n]``.
+        episode: int64 ``[n]``: the episode each row belongs to.
+        step: int64 ``[n]``: the row's step within its episode.
         seat: the seat of each row (``None``: a game of one player).
         final: bool ``[n]``: the row holds an episode's last observation and no actions.
         entities: entity type -> float32 ragged ``[n_entities, n_features]`` (``__global__``: the
@@ -83,7 +84,9 @@ class Rows:
             of ``action``; bool ``[n]``: the rows that have them), or absent (always absent for
             a continuous action).
         ids: entity type -> one list of ids per row, or ``None`` where not given.
-        reward: float32 ``[n]``; terminal / truncated: bool ``[n]``.
+        reward: float32 ``[n]``.
+        terminal: bool ``[n]``: the episode ended at this row.
+        truncated: bool ``[n]``: the episode was cut short at this row.
         result: ``"win"`` / ``"draw"`` / ``"loss"`` or ``None`` per row.
     """
 

@@ -56,7 +56,8 @@ class Collectives:
         group: a ``torch.distributed`` ``ProcessGroup`` (e.g. ``torch.distributed.group.WORLD``).
         store: the group's key-value store, read to name a failed rank (None: not named).
         timeout: seconds each collective may wait before the run stops with an error.
-        rank / world_size: default to the group's.
+        rank: this process's rank in the group (default: the group's ``rank()``).
+        world_size: the number of ranks in the group (default: the group's ``size()``).
 
     Raises:
         RankFailureError: from any collective, when another rank failed or did not answer.

@@ -40,16 +40,19 @@ class DataParallel:
 
     @property
     def world_size(self) -> int:
+        """The number of ranks (the collectives')."""
         return self.collectives.world_size
 
     @property
     def rank(self) -> int:
+        """This process's rank, 0 to ``world_size - 1`` (the collectives')."""
         return self.collectives.rank
 
     # ------------------------------------------------------------------ hooks of A2C._minibatch / UpdateSteps.step
 
     def normalized(self, advantage: torch.Tensor, row: Optional[torch.Tensor]) -> torch.Tensor:
-        """:func:`entmachin.frame.gae.normalized` with the moments of the rows that have units on all ranks.
+        """:func:`entmachin.frame.gae.normalized` with the moments of the rows that have units on all ranks:
+        ``advantage`` holds each row's advantage, ``row`` the row of each unit (None: every row has units).
 
         Shape:
             advantage: ``[B]``; row: ``[n_units]`` or None; returns ``[B]``.
@@ -71,6 +74,7 @@ class DataParallel:
         KL becomes the global one.
 
         Args:
+            losses: this rank's minibatch losses (``entmachin.frame.gae.Losses``; None terms stay None).
             n_units: units (actors, or rows for dense actors) of this rank's minibatch (0 without a policy loss).
             n_rows: rows of this rank's minibatch.
             criterion: the value criterion; ``reduction == "sum"`` sums over rows, anything else is taken as a mean.
@@ -119,7 +123,8 @@ class DataParallel:
             p.grad = grad.view_as(p).to(p.dtype).clone() if anywhere > 0 else None
 
     def broadcast_modules(self, modules: Iterable[nn.Module], src: int = 0) -> None:
-        """Gives every rank rank ``src``'s parameters and buffers (identical initial weights)."""
+        """Gives every rank rank ``src``'s parameters and buffers of ``modules`` (identical initial weights); a tensor
+        two modules share is sent once."""
         tensors = {id(t): t for module in modules for t in [*module.parameters(), *module.buffers()]}
         with torch.no_grad():
             for tensor in tensors.values():  # a tensor shared by two modules is sent once
@@ -130,11 +135,15 @@ class DataParallel:
         return [_stats_of(norm).clone() for norm in _norms(modules)]
 
     def merge_input_stats(self, modules: Iterable[nn.Module], before: List[torch.Tensor]) -> None:
-        """Merges what every rank's ``InputNorm``s learned since ``before`` into every rank.
+        """Merges what every rank's ``InputNorm``s of ``modules`` learned since ``before`` (what
+        :meth:`snapshot_input_stats` returned for the same ``modules``) into every rank.
 
         Each rank's statistics are ``before`` merged with its own rollout; the rollout's part is taken back out
         (count, mean and sum of squared deviations of Chan et al.'s pairwise form) and the ranks' parts are merged
         into ``before`` in rank order, in float64, so every rank ends with the statistics of all the ranks' items.
+
+        Raises:
+            ValueError: ``before`` holds another number of snapshots than ``modules`` has ``InputNorm``s.
         """
         norms = _norms(modules)
         if len(norms) != len(before):

@@ -33,7 +33,17 @@ def eval_budget(episodes: int, episode_cap: int) -> Tuple[int, int]:
 
 
 class EvalResult(NamedTuple):
-    """Undiscounted episodic returns of an evaluation, and the episodes' lengths."""
+    """Undiscounted episodic returns of an evaluation, and the episodes' lengths.
+
+    Attributes:
+        mean: the mean of ``returns``.
+        min: the lowest of ``returns``.
+        max: the highest of ``returns``.
+        returns: each counted episode's return, in the order the episodes ended; after ``max_steps``, each row
+            still running counts one more episode with the return it has so far (so there may be fewer than
+            the episodes asked for).
+        lengths: each counted episode's steps, in ``returns``' order (empty where not recorded).
+    """
 
     mean: float
     min: float

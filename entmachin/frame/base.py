@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import inspect
+import re
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
@@ -271,7 +272,8 @@ class Frame:
                 "shuffle_rng": self._rng.bit_generator.state}
 
     def set_training_counters(self, counters: Mapping[str, Any]) -> None:
-        """Restores :meth:`training_counters` (``skipped_updates`` may be absent: zero)."""
+        """Restores ``counters``, a dict :meth:`training_counters` returned (``skipped_updates`` may be absent:
+        zero)."""
         self._n_updates = int(counters["n_updates"])
         self._skipped_updates = dict(counters.get("skipped_updates", {}))
         self._rng.bit_generator.state = counters["shuffle_rng"]
@@ -361,4 +363,21 @@ def _generate_constructor(cls: type) -> None:
     cls.__init__ = __init__  # type: ignore[assignment]
     cls.__signature__ = signature.replace(parameters=list(signature.parameters.values())[1:])
     lines = [f"    {n}: {d}." for n, d in OBJECT_KEYWORDS.items()] + field_lines(cls._config_cls)
-    cls.__doc__ = inspect.cleandoc(cls.__doc__ or "") + "\n\nKeyword Args:\n" + "\n".join(lines) + "\n"
+    cls.__doc__ = _with_args(cls, inspect.cleandoc(cls.__doc__ or "")) + "\n\nKeyword Args:\n" + "\n".join(lines) + "\n"
+
+
+def _with_args(cls: type, doc: str) -> str:
+    """``doc`` with an ``Args`` section: its own, or (a frame that keeps its base's networks, optimizer and
+    criterion, as PPO keeps A2C's) its nearest frame base's, put before ``doc``'s first section. The positional
+    arguments are thus described once, by the frame that introduces them, as the settings are by their record."""
+    lines = doc.splitlines()
+    if "Args:" in lines:
+        start = lines.index("Args:")
+        end = next((i for i in range(start + 1, len(lines)) if not lines[i].startswith(" ")), len(lines))
+        cls._args_doc = "\n".join(lines[start:end])  # type: ignore[attr-defined]
+        return doc
+    inherited = getattr(cls, "_args_doc", "")
+    if not inherited:
+        return doc
+    first = next((i for i, line in enumerate(lines) if re.fullmatch(r"[A-Z][A-Za-z ]*:", line)), len(lines))
+    return "\n".join([*lines[:first], *([""] if first == len(lines) else []), inherited, "", *lines[first:]]).rstrip()

@@ -121,7 +121,8 @@ class BC(A2C):
     def learn_input_statistics(self, held: Held, rows_per_pass: int = 4096) -> None:
         """The running input statistics of the actor (and of a separate critic) learn from ``held``'s
         rows, once, before training: the network then trains on inputs normalised as PPO started
-        from it (``train.init_from``) will normalise them, and acting rows are on the data's scale."""
+        from it (``train.init_from``) will normalise them, and acting rows are on the data's scale. The rows
+        go through the networks ``rows_per_pass`` at a time, without gradients."""
         net = unwrap(self.actor)
         norms = self._actor_norms + self._critic_only_norms
         with torch.no_grad(), collecting_stats_of(norms):
@@ -260,11 +261,11 @@ class BC(A2C):
 
     def accuracy(self, held: Held, rows_per_pass: int = 4096) -> Tuple[float, float]:
         """``(mean negative log-likelihood, share of discrete actors whose most likely choice is
-        the recorded one)`` of rows, without gradients (the validation figures). The mean covers
+        the recorded one)`` of ``held``'s rows, without gradients (the validation figures). The mean covers
         every actor of every action (a continuous actor's term is the negative log-density of its
         recorded values); the share counts discrete actors only (NaN without any: continuous
-        values have no most likely choice to hit). With memory, each episode is unrolled whole from
-        its start (``held.episodes``), about ``rows_per_pass`` rows a pass."""
+        values have no most likely choice to hit). Without memory, all rows go in one pass; with memory, each
+        episode is unrolled whole from its start (``held.episodes``), about ``rows_per_pass`` rows a pass."""
         net = unwrap(self.actor)
         nll, hits, n, n_discrete = 0.0, 0, 0, 0
         for part, recurrent, valid in self._passes(held, rows_per_pass):

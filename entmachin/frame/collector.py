@@ -76,7 +76,8 @@ def default_actions(result: Any) -> Tuple[Dict[str, Any], Dict[str, Any]]:
 
 
 def global_state(obs: VecObs) -> Dict[str, Any]:
-    """``{"state": float32 [B, d]}`` from the global features of an adapted dense environment.
+    """``{"state": float32 [B, d]}`` from the global features of ``obs``, the ``VecObs`` of an adapted dense
+    environment.
 
     Raises:
         ValueError: the rows do not each hold exactly one ``__global__`` entity.

@@ -138,6 +138,11 @@ class DQN(Frame):
         """The greedy choice of every row (dense: int64 ``[B, 1]``) or actor (entity: action name -> ragged int64
         ``[n_actors, 1]``); masked choices are never taken.
 
+        Args:
+            state: the rows, as the Q-network's keyword arguments: ``{"state": [B, d_state]}`` (and ``"mask"``) for a
+                dense network, the canonical entity state for ``RogueNet``.
+            use_target: ask the target network instead of ``qnet``.
+
         Raises:
             ValueError: the Q-network's output has the wrong shape, ignores a mask, or holds NaN.
         """
@@ -147,7 +152,8 @@ class DQN(Frame):
                                 decay_epsilon: bool = True) -> Any:
         """As :meth:`act_discrete`, but each row (or actor) takes a uniformly random allowed choice with probability
         ``epsilon``, which then decays (``epsilon_decay``, floor ``epsilon_min``). The Q-network's input statistics
-        learn from ``state``."""
+        learn from ``state``; ``use_target`` asks the target network instead; with ``decay_epsilon`` False, epsilon
+        stays as it is (:meth:`act` decays it per row instead)."""
         out = self._choose(state, use_target, self.epsilon, True, f"{type(self).__name__}.act_discrete_with_noise")
         if decay_epsilon:
             self.decay_epsilon()
@@ -156,7 +162,8 @@ class DQN(Frame):
     def act(self, state: Mapping[str, Any], deterministic: bool = False, *, collect_stats: bool = True) -> tuple:
         """``(action,)`` for ``RolloutCollector`` and ``evaluate``: greedy when ``deterministic``, else epsilon-greedy
         with epsilon decaying once per row acted for (:meth:`act_discrete_with_noise`: once per call, Machin's rule),
-        so that a schedule reads in environment steps; it does not decay in evaluation (``collect_stats=False``)."""
+        so that a schedule reads in environment steps; it does not decay in evaluation (``collect_stats`` False,
+        where the input statistics do not learn from ``state`` either)."""
         if deterministic:
             return (self.act_discrete(state),)
         if collect_stats:
@@ -166,7 +173,8 @@ class DQN(Frame):
         return (self._choose(state, False, self.epsilon, False, f"{type(self).__name__}.act"),)
 
     def decay_epsilon(self, n_steps: int = 1) -> float:
-        """Multiplies ``epsilon`` by ``epsilon_decay ** n_steps`` (floor ``epsilon_min``); returns it."""
+        """Multiplies ``epsilon`` by ``epsilon_decay ** n_steps`` (floor ``epsilon_min``); returns it. ``n_steps``
+        is how many decays to apply at once (``act`` passes the rows it acted for)."""
         self.epsilon = max(self.config.epsilon_min, self.epsilon * self.config.epsilon_decay ** n_steps)
         return self.epsilon
 
@@ -206,9 +214,17 @@ class DQN(Frame):
         the gradients are not finite, nothing is stepped, no priority changes and the target network stays, with a
         warning; the third such update in a row raises.
 
+        Args:
+            update_value: step the Q-network (the loss is computed either way).
+            update_target: then update the target network (soft or hard, by ``update_rate`` / ``update_steps``;
+                ``vanilla`` mode has no target network to update).
+            concatenate_samples: must be True (kept for Machin scripts).
+            log_step: the step of this update's tensorboard scalars when a ``writer`` was given; default: the
+                number of updates so far.
+
         Raises:
             RuntimeError: fewer than ``batch_size`` rows are stored.
-            ValueError: the Q-network's output has the wrong shape.
+            ValueError: the Q-network's output has the wrong shape, or ``concatenate_samples`` is not True.
             NonFiniteUpdateError: the third update in a row whose step was skipped.
         """
         name = self._update_name(concatenate_samples)
@@ -280,7 +296,7 @@ class DQN(Frame):
         return {**super().training_counters(), "epsilon": self.epsilon}
 
     def set_training_counters(self, counters: Mapping[str, Any]) -> None:
-        """Restores :meth:`training_counters`."""
+        """Restores ``counters``, a dict :meth:`training_counters` returned (``epsilon`` may be absent: kept)."""
         super().set_training_counters(counters)
         self.epsilon = float(counters.get("epsilon", self.epsilon))
 

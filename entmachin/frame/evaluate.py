@@ -28,8 +28,15 @@ def evaluate(frame: Any, make_env: Callable[[], Environment], episodes: int, det
         deterministic: take each actor's most likely action (the actor must accept a ``deterministic``
             keyword); False samples.
         seed: seeds the environments (None: unseeded).
-        num_envs / max_steps / check_finite: as for ``run_episodes``.
-        state_fn / action_fn: as for ``RolloutCollector`` (defaults suit RogueNet).
+        num_envs: most environments stepped together.
+        max_steps: vectorised steps after which unfinished episodes are counted with the return they have so
+            far (a warning is logged).
+        check_finite: stop with an error naming the feature when an observation or reward is NaN or infinite
+            (as for ``EnvList``).
+        state_fn: ``VecObs`` -> state dict, as for ``RolloutCollector`` (default: the canonical state, which
+            suits RogueNet).
+        action_fn: ``frame.act``'s result -> (stored action dict, ``VecEnv.act`` actions), as for
+            ``RolloutCollector`` (default: RogueNet's actions).
 
     Raises:
         ValueError: ``episodes``, ``num_envs`` or ``max_steps`` is not a positive int.

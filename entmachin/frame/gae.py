@@ -48,7 +48,12 @@ _NAMES = ("rewards", "values", "next_values", "terminal", "truncated")
 
 
 class GAEResult(NamedTuple):
-    """Advantages and returns (``advantages + values``), shaped like the rewards."""
+    """Advantages and returns (``advantages + values``), shaped like the rewards.
+
+    Attributes:
+        advantages: the GAE advantages, ``[T, B]`` (:func:`gae`) or ``[T]`` (:func:`gae_episode`).
+        returns: ``advantages + values``, the value targets, in the same shape.
+    """
 
     advantages: torch.Tensor
     returns: torch.Tensor
@@ -151,6 +156,21 @@ def gae_episode(rewards: Any, values: Any, next_values: Any, terminal: Any, trun
     """Computes advantages and returns for one environment's ``[T]`` steps, by the rules of :func:`gae`:
     every input and output is ``[T]`` (``terminal`` and ``truncated`` usually all False but the last
     entry, or with resets inside when the steps span several episodes); Python lists are accepted.
+
+    Args:
+        rewards: ``[T]`` rewards (floating or integer).
+        values: ``[T]`` critic values of each step's state (floating).
+        next_values: ``[T]`` critic values of each step's next state (floating; unread where ``terminal``).
+        terminal: ``[T]`` bool: the environment ended at this step.
+        truncated: ``[T]`` bool: the episode was cut short at this step; ``None`` means no step is truncated.
+        discount: the discount factor, in ``[0, 1]``.
+        gae_lambda: the GAE lambda, in ``[0, 1]``.
+
+    Returns:
+        ``GAEResult(advantages, returns)``, ``[T]`` tensors on the inputs' device, detached.
+
+    Raises:
+        ValueError / TypeError: as :func:`gae`'s (inputs that are not 1-D, for one).
 
     Example:
         >>> gae_episode([1.0, 1.0], [0.5, 0.5], [0.5, 0.0], [False, True], discount=1.0, gae_lambda=1.0).returns

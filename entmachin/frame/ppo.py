@@ -31,9 +31,6 @@ class PPO(A2C):
     ``r = exp(log_prob - old_log_prob)``; old log-probabilities are computed once per
     ``update()``, before its first step, in batched passes of the actor as it stands (no
     copy of the actor is made).
-
-    Args:
-        actor, critic, optimizer, criterion: as :class:`A2C`'s.
     """
 
     _config_cls = PPOConfig

@@ -1,7 +1,8 @@
 """Tensorboard glue for frames: per-update scalars and the autograd graph of a loss.
 
 Every ``update()`` writes the finite fields of its :class:`UpdateStats` (:class:`QUpdateStats` for DQN / DQNPer) at
-step = the number of updates so far, under the tags named beside the fields (``_TAGS`` maps them).
+step = the number of updates so far (or the update's ``log_step``), under the tags their ``Attributes`` name
+(``_TAGS`` maps them); a field without a tag is not logged.
 """
 from __future__ import annotations
 
@@ -15,33 +16,62 @@ __all__ = ["UpdateStats", "QUpdateStats", "make_writer", "log_update", "autograd
 
 
 class UpdateStats(NamedTuple):
-    """What one ``update()`` measured; losses are means over the minibatches that ran (nan: none)."""
+    """What one ``update()`` measured; losses are means over the minibatches that ran (nan: none).
 
-    policy_loss: float  # losses/policy_loss: the negated surrogate plus the entropy term
-    value_loss: float  # losses/value_loss: the criterion x value_weight
-    entropy: float  # losses/entropy: the mean entropy of the policy over actors (or rows)
-    approx_kl: float  # losses/approx_kl: the mean of (r - 1) - log r, r the probability ratio
-    clip_fraction: float  # losses/clipfrac: share of actors (or rows) whose ratio left [1 - clip, 1 + clip] (PPO)
-    # losses/explained_variance: 1 - Var(return - value) / Var(return) over stored rows (1: all; nan: constant returns)
+    Attributes:
+        policy_loss: (``losses/policy_loss``) the negated surrogate plus the entropy term.
+        value_loss: (``losses/value_loss``) the criterion x ``value_weight``.
+        entropy: (``losses/entropy``) the mean entropy of the policy over actors (or rows).
+        approx_kl: (``losses/approx_kl``) the mean of ``(r - 1) - log r``, ``r`` the probability ratio.
+        clip_fraction: (``losses/clipfrac``) share of actors (or rows) whose ratio left ``[1 - clip, 1 + clip]``
+            (PPO).
+        explained_variance: (``losses/explained_variance``) ``1 - Var(return - value) / Var(return)`` over the
+            stored rows (1: all; nan: constant returns).
+        learning_rate: (``charts/learning_rate``) the learning rate of the first parameter group of the first
+            optimizer.
+        skipped_steps: (``charts/skipped_steps``) optimizer steps skipped for non-finite losses or gradients.
+        minibatches: (``charts/minibatches``) minibatches evaluated (fewer than asked when ``target_kl`` stopped
+            the update early).
+        stopped_early: whether ``target_kl`` stopped the update before a minibatch (not logged).
+        optimizer_steps: ``"actor"`` / ``"critic"`` / ``"shared"`` -> steps ``(attempted, skipped)`` (not logged).
+        non_finite: what made steps skip: ``"policy loss"``, ``"entropy"``, ``"value loss"``, ``"gradients of
+            ..."`` (not logged).
+    """
+
+    policy_loss: float
+    value_loss: float
+    entropy: float
+    approx_kl: float
+    clip_fraction: float
     explained_variance: float
-    learning_rate: float  # charts/learning_rate: the learning rate of the first parameter group of the first optimizer
-    skipped_steps: int  # charts/skipped_steps: optimizer steps skipped for non-finite losses or gradients
-    minibatches: int  # charts/minibatches: minibatches evaluated (fewer than asked when target_kl stopped early)
+    learning_rate: float
+    skipped_steps: int
+    minibatches: int
     stopped_early: bool
-    optimizer_steps: Dict[str, Tuple[int, int]]  # "actor" / "critic" / "shared" -> steps (attempted, skipped)
-    non_finite: Tuple[str, ...]  # what made steps skip: "policy loss", "entropy", "value loss", "gradients of ..."
+    optimizer_steps: Dict[str, Tuple[int, int]]
+    non_finite: Tuple[str, ...]
 
 
 class QUpdateStats(NamedTuple):
-    """What one DQN / DQNPer ``update()`` measured (``importance_weight``: nan without prioritized replay)."""
+    """What one DQN / DQNPer ``update()`` measured (``importance_weight``: nan without prioritized replay).
 
-    td_loss: float  # losses/td_loss: the loss of the TD errors (importance-weighted for DQNPer)
-    q_values: float  # charts/q_values: mean Q(s, a) of the sampled rows
-    epsilon: float  # charts/epsilon: the exploration rate after the update
-    buffer_size: int  # charts/buffer_size: rows in the replay buffer
-    importance_weight: float  # charts/importance_weight: mean importance weight of the sampled rows (DQNPer)
-    learning_rate: float  # charts/learning_rate: as in UpdateStats
-    skipped_steps: int = 0  # charts/skipped_steps: steps skipped for non-finite TD errors, loss or gradients
+    Attributes:
+        td_loss: (``losses/td_loss``) the loss of the TD errors (importance-weighted for DQNPer).
+        q_values: (``charts/q_values``) mean ``Q(s, a)`` of the sampled rows.
+        epsilon: (``charts/epsilon``) the exploration rate after the update.
+        buffer_size: (``charts/buffer_size``) rows in the replay buffer.
+        importance_weight: (``charts/importance_weight``) mean importance weight of the sampled rows (DQNPer).
+        learning_rate: (``charts/learning_rate``) as in :class:`UpdateStats`.
+        skipped_steps: (``charts/skipped_steps``) steps skipped for non-finite TD errors, loss or gradients.
+    """
+
+    td_loss: float
+    q_values: float
+    epsilon: float
+    buffer_size: int
+    importance_weight: float
+    learning_rate: float
+    skipped_steps: int = 0
 
 
 def make_writer(writer: Any, where: str) -> Optional[Any]:

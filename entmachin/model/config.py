@@ -216,8 +216,13 @@ class RogueNetConfig:
     def from_dict(cls, values: Mapping[str, Any], where: str = "RogueNetConfig") -> "RogueNetConfig":
         """Builds a config from a (YAML-loaded) mapping; nested mappings become sub-configs.
 
+        Args:
+            values: field name -> value; ``relpos_encoding``, ``translation`` and ``memory`` may be mappings.
+            where: the dotted path messages start with.
+
         Raises:
             ValueError: an unknown key, named by its dotted path with the allowed keys.
+            TypeError: ``values`` is not a mapping, or a nested entry is neither a mapping, its config nor None.
         """
         values = dict(_check_keys(cls, values, where))
         for name, sub in (("relpos_encoding", RelposEncodingConfig), ("translation", TranslationConfig),

@@ -151,14 +151,16 @@ class DenseNet(TrustedInputs, NormalisedModule):
     def forward_with_value(self, entities: Mapping[str, Any], action_masks: Mapping[str, Any],
                            visible: Optional[Mapping[str, Any]] = None, action: Optional[Mapping[str, Any]] = None,
                            *, deterministic: bool = False) -> Tuple[RogueNetOutput, torch.Tensor]:
-        """``(forward(...), value(entities))`` from one pass of the trunk."""
+        """``(forward(...), value(entities))`` from one pass of the trunk; ``entities``, ``action_masks``, ``visible``,
+        ``action`` and ``deterministic`` are :meth:`forward`'s."""
         h, masks, given = self._encode(entities, action_masks, action)
         return self._policy(h, masks, given, deterministic), self._value_of(h)
 
     def probabilities(self, entities: Mapping[str, Any], action_masks: Mapping[str, Any],
                       visible: Optional[Mapping[str, Any]] = None) -> Dict[str, RaggedTensor]:
         """Every actor's probability of each choice of the categorical actions in ``action_masks``
-        (0 where forbidden), as :meth:`forward` samples them; ``RogueNet.probabilities``' layout.
+        (0 where forbidden), as :meth:`forward` samples them; ``RogueNet.probabilities``' layout. ``entities`` and
+        ``visible`` are :meth:`forward`'s.
 
         Returns:
             action name -> float32 ragged ``[n_actors, n_choices]``, one sequence per row.
@@ -179,7 +181,7 @@ class DenseNet(TrustedInputs, NormalisedModule):
         return out
 
     def value(self, entities: Mapping[str, Any], visible: Optional[Mapping[str, Any]] = None) -> torch.Tensor:
-        """The value of each row, float ``[B, 1]``."""
+        """The value of each row, float ``[B, 1]``; ``entities`` and ``visible`` are :meth:`forward`'s."""
         checks = DeferredChecks(enabled=not self.inputs_trusted())
         features = self._features(entities, checks)  # [B, n_features]
         checks.raise_first()

@@ -91,6 +91,13 @@ class InputNorm(nn.Module):
         return torch.where((std > 0) & (self.count > 1), std, torch.ones_like(std))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` (``[..., n_features]``) normalised and clipped, in its shape and dtype; inside
+        ``collecting_stats()`` its items are merged into the statistics first.
+
+        Raises:
+            ValueError: ``x``'s last dimension is not ``n_features`` wide, or (while collecting) it holds NaN
+                or infinity.
+        """
         if x.shape[-1] != self.n_features:
             raise ValueError(
                 f"InputNorm: expected inputs with {self.n_features} features in the last dimension, "

@@ -82,6 +82,13 @@ class _DenseTrunk(NormalisedModule):
         """A frame's store-time check of stacked rows (``entmachin.frame.store_checks``):
         ``state['state']``, when dense, is ``[N, d_state]``.
 
+        Args:
+            state: the ``N`` stacked state rows, as stored.
+            action: the ``N`` stacked action rows (``{"action": ...}``); only subclasses read them.
+            role: ``"actor"`` or ``"critic"``, for messages.
+            where: names a stored value in messages (``Where``; ``StoredRowsCheck`` in
+                ``entmachin.frame.store_checks`` describes it).
+
         Raises:
             ValueError: the rows have another width.
         """
@@ -131,6 +138,23 @@ class MLPActor(_DenseTrunk):
 
     def forward(self, state: Any, action: Optional[torch.Tensor] = None, mask: Optional[torch.Tensor] = None,
                 *, deterministic: bool = False) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Chooses one of ``n_actions`` per row (or scores the given choices).
+
+        Args:
+            state: float ``[B, d_state]`` (a tensor, or anything ``torch.as_tensor`` takes).
+            action: choices to score instead of choosing, integers ``[B]`` or ``[B, 1]`` (floats holding whole
+                numbers are accepted, as buffers often store them).
+            mask: bool ``[B, n_actions]``, True where a choice is allowed; None: every choice is.
+            deterministic: choose each row's most likely allowed choice instead of sampling.
+
+        Returns:
+            ``(action, log_prob, entropy)``: int64 ``[B, 1]``, ``[B, 1]`` and ``[B, 1]``.
+
+        Raises:
+            ValueError: a ``state`` or ``mask`` of the wrong shape, a mask row that forbids every choice, or an
+                ``action`` of the wrong shape or dtype or outside ``[0, n_actions)``.
+            TypeError: a ``state`` that is not a tensor and cannot be made one.
+        """
         logits = self.logits(self.features(state))  # [B, n_actions]
         n = logits.shape[0]
         if mask is not None:
@@ -163,13 +187,28 @@ class MLPActor(_DenseTrunk):
         return tuple(masked_categorical(logits, mask, action, deterministic, keepdim=True))  # [B, 1] each
 
     def check_stored(self, state: Mapping[str, Any], action: Mapping[str, Any], role: str, where: Where) -> None:
-        """As :meth:`_DenseTrunk.check_stored`, and the stored choices lie in ``[0, n_actions)``."""
+        """A frame's store-time check (``entmachin.frame.store_checks``) of the stacked rows ``state`` and
+        ``action``: ``state['state']`` is ``[N, d_state]`` and the stored choices ``action['action']`` lie in
+        ``[0, n_actions)``; ``role`` (``"actor"`` or ``"critic"``) and ``where`` (which names a stored value) word
+        the ``ValueError``."""
         super().check_stored(state, action, role, where)
         _check_stored_choices(self, self.n_actions, action, where)
 
 
 class MLPGaussianActor(_DenseTrunk):
     """A diagonal Gaussian policy over ``d_action`` continuous values (state-independent std).
+
+    Args:
+        d_state: width of the observation vector.
+        d_action: number of continuous values per action.
+        d_hidden: widths of the hidden layers.
+        activation: hidden activation.
+        normalize_inputs: normalise observations with running statistics.
+        clip: clip value of the input normalisation.
+        log_std_init: the initial log standard deviation of every value (a learnt parameter).
+
+    Raises:
+        ValueError: a width that is not a positive int, or an unknown activation.
 
     Shape:
         state: ``[B, d_state]``; returns ``action`` ``[B, d_action]``, ``log_prob`` ``[B, 1]``
@@ -188,6 +227,19 @@ class MLPGaussianActor(_DenseTrunk):
 
     def forward(self, state: Any, action: Optional[torch.Tensor] = None, *,
                 deterministic: bool = False) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Samples an action per row (or scores the given ones).
+
+        Args:
+            state: float ``[B, d_state]``.
+            action: float ``[B, d_action]`` values to score instead of sampling.
+            deterministic: the Gaussian's mean instead of a sample.
+
+        Returns:
+            ``(action, log_prob, entropy)``: ``[B, d_action]``, ``[B, 1]`` and ``[B, 1]``.
+
+        Raises:
+            ValueError: a ``state`` or ``action`` of the wrong shape.
+        """
         mean = self.mean(self.features(state)).float()  # [B, d_action]
         dist = torch.distributions.Normal(mean, self.log_std.float().exp().expand_as(mean))
         if action is None:
@@ -206,6 +258,16 @@ class MLPGaussianActor(_DenseTrunk):
 class MLPCritic(_DenseTrunk):
     """A state-value function.
 
+    Args:
+        d_state: width of the observation vector.
+        d_hidden: widths of the hidden layers.
+        activation: hidden activation.
+        normalize_inputs: normalise observations with running statistics.
+        clip: clip value of the input normalisation.
+
+    Raises:
+        ValueError: a width that is not a positive int, or an unknown activation.
+
     Shape:
         state: ``[B, d_state]``; returns ``[B, 1]``.
     """
@@ -216,4 +278,5 @@ class MLPCritic(_DenseTrunk):
         self.value = _layer(self.d_out, 1, 1.0)
 
     def forward(self, state: Any) -> torch.Tensor:
+        """The value of each row of ``state`` (float ``[B, d_state]``): ``[B, 1]``."""
         return self.value(self.features(state))  # [B, 1]

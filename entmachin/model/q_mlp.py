@@ -40,6 +40,12 @@ class MLPQNet(_DenseTrunk):
         self.v = nn.Linear(self.d_out, 1) if dueling else None
 
     def forward(self, state: Any, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Every action's value in each row of ``state`` (float ``[B, d_state]``): ``[B, n_actions]``, ``-inf``
+        where ``mask`` (bool ``[B, n_actions]``, True where allowed; None: all allowed) forbids the action.
+
+        Raises:
+            ValueError: a ``state`` or ``mask`` of the wrong shape.
+        """
         h = self.features(state)  # [B, d_hidden[-1]]
         q = self.q(h)  # [B, n_actions]
         if mask is None:
@@ -53,7 +59,9 @@ class MLPQNet(_DenseTrunk):
         return q.masked_fill(~mask, float("-inf"))  # [B, n_actions]
 
     def check_stored(self, state: Mapping[str, Any], action: Mapping[str, Any], role: str, where: Where) -> None:
-        """A frame's store-time check (``entmachin.frame.store_checks``): ``state['state']`` is
-        ``[N, d_state]`` and the stored choices lie in ``[0, n_actions)``."""
+        """A frame's store-time check (``entmachin.frame.store_checks``) of the stacked rows ``state`` and
+        ``action``: ``state['state']`` is ``[N, d_state]`` and the stored choices ``action['action']`` lie in
+        ``[0, n_actions)``; ``role`` (``"actor"`` or ``"critic"``) and ``where`` (which names a stored value) word
+        the ``ValueError``."""
         super().check_stored(state, action, role, where)
         _check_stored_choices(self, self.n_actions, action, where)

@@ -257,12 +257,12 @@ class RogueNet(ChoiceTables, TrustedInputs, NormalisedModule):
                 to invisible ones.
             action: action name -> ragged int64 ``[n_actors, 1]`` (e.g. a previous output's
                 ``action``): score these instead of choosing.
-            memory / episode_start / sequence_length: with ``model.memory``, the rows' recurrent state, float
-                ``[B, memory_size]``, whether each row's step begins an episode, bool ``[B, 1]``, and the steps
-                of each sequence the rows make, time-major (``entmachin.model.memory``); acting passes 1.
-            entity_memory / entity_handles: with ``model.memory.per_entity``, each entity type's states (ragged
-                float ``[n_entities, entity_memory_size]``) and, over sequences, the entities' numbers in their
-                episodes (ragged int64 ``[n_entities, 1]``), as ``EntityMemoryCore`` reads them.
+            memory: with ``model.memory``, the rows' recurrent state, float ``[B, memory_size]``.
+            episode_start: with ``model.memory``, whether each row's step begins an episode, bool ``[B, 1]``.
+            sequence_length: steps per sequence the rows make, time-major (``entmachin.model.memory``); acting passes 1.
+            entity_memory: with ``model.memory.per_entity``, each entity type's states (ragged float ``[n_entities,
+                entity_memory_size]``), as ``EntityMemoryCore`` reads them.
+            entity_handles: over sequences, the entities' numbers in their episodes (ragged int64 ``[n_entities, 1]``).
             deterministic: choose each actor's most likely allowed choice instead of sampling.
 
         Raises:
@@ -291,9 +291,11 @@ class RogueNet(ChoiceTables, TrustedInputs, NormalisedModule):
     ) -> Tuple[RogueNetOutput, torch.Tensor]:
         """``(forward(...), value(entities))`` with the trunk run once when it can be.
 
-        The value sees every entity and the policy only visible ones, so without ``visible``
-        one pass of the trunk serves both; with ``visible`` this runs the two passes.
-        Frames call it for minibatches that train both the policy and the value.
+        The value sees every entity and the policy only visible ones, so without ``visible`` one pass of the trunk
+        serves both; with ``visible`` this runs the two passes. Frames call it for minibatches that train both the
+        policy and the value. ``entities``, ``action_masks``, ``action``, ``deterministic`` and the recurrent
+        inputs (``memory``, ``episode_start``, ``sequence_length``, ``entity_memory``, ``entity_handles``) are
+        :meth:`forward`'s.
 
         Returns:
             the :meth:`forward` output and the float ``[B, 1]`` value.
@@ -360,8 +362,9 @@ class RogueNet(ChoiceTables, TrustedInputs, NormalisedModule):
               entity_handles: Optional[Mapping[str, Any]] = None) -> torch.Tensor:
         """The value of each row: mean of all its token embeddings -> Linear (zero-initialised).
 
-        The value sees every entity: ``visible`` is accepted (so that a whole state can be passed)
-        but does not restrict attention here. The recurrent inputs are :meth:`forward`'s (with ``model.memory``).
+        The value sees every entity: ``visible`` is accepted (so that a whole state can be passed) but does not
+        restrict attention here. ``entities`` and the recurrent inputs (``memory``, ``episode_start``,
+        ``sequence_length``, ``entity_memory``, ``entity_handles``; with ``model.memory``) are :meth:`forward`'s.
 
         Returns:
             float ``[B, 1]``.
@@ -381,11 +384,8 @@ class RogueNet(ChoiceTables, TrustedInputs, NormalisedModule):
 
 
 class RogueNetCritic(CriticView):
-    """The value path of a ``RogueNet`` as a module of its own (it shares the network's weights).
-
-    Shape:
-        returns ``[B, 1]``.
-    """
+    """The value path of a ``RogueNet`` as a module of its own (it shares the network's weights); its
+    ``forward`` returns ``[B, 1]``."""
 
     network = RogueNet
 
@@ -393,5 +393,7 @@ class RogueNetCritic(CriticView):
                 memory: Optional[torch.Tensor] = None, episode_start: Optional[torch.Tensor] = None, *,
                 sequence_length: int = 1, entity_memory: Optional[Mapping[str, Any]] = None,
                 entity_handles: Optional[Mapping[str, Any]] = None) -> torch.Tensor:
+        """:meth:`RogueNet.value` of ``entities``, ``visible``, ``memory``, ``episode_start``, ``sequence_length``,
+        ``entity_memory`` and ``entity_handles``: float ``[B, 1]``."""
         return self.net.value(entities, visible, memory, episode_start, sequence_length=sequence_length,
                               entity_memory=entity_memory, entity_handles=entity_handles)

@@ -3,22 +3,27 @@ are declared in :mod:`entmachin.run.sections`; this module reads them from plain
 overrides, checks the rules across sections and writes a config back out (each value is checked against its
 declared type by :mod:`entmachin.run.typed`).
 
-A run config has eight sections (see :func:`describe` for every field and its meaning)::
+A run config has ten sections, one line each below. Every field's one-line description is declared with
+the field and read from there by ``entmachin.run.describe.field_docs``; ``entmachin init ENV`` prints a
+complete config with each description as its comment, and the config reference of the documentation
+(``reference/config.md``) lists every field::
 
-    env:      which environment (registry name, ``gymnasium:ID`` or ``package.module:Class``), its kwargs, a time
-              limit
-    model:    the network: RogueNet (``kind: rogue_net``, its config) or a dense MLP over global features
-              (``kind: mlp``), and whether the critic shares the actor's network
-    frame:    the frame (PPO / A2C) with its own config's fields, Machin's names, plus n_epochs
-    rollout:  num_envs, n_steps, processes (0: EnvList, N: ParallelEnvList with N workers), workers
-              (null: this machine; ``auto`` or ``ray://ADDRESS``: environment workers on Ray), overlap
-              (the policy acting on one half of the workers while the other half steps)
-    train:    total_steps, seed (the one seed everything derives from), device, threads
-    log:      run_dir, checkpoint / evaluation intervals, evaluation episodes
-    distributed: the collective backend and timeout of data-parallel ranks (under ``torchrun``,
-              where ``rollout.num_envs`` and ``frame.batch_size`` are per rank)
-    selfplay: games of several players: the seats the learner plays, and the pool of its past
-              selves (snapshots, Elo ratings) that plays the others (``entmachin.run.selfplay``)
+    env:         the environment (registry name, ``gymnasium:ID`` or ``package.module:Class``), its kwargs, a time limit
+    model:       the network, RogueNet (``kind: rogue_net``) or an MLP (``kind: mlp``); whether the critic shares it
+    frame:       the frame (PPO, A2C, DQN, DQNPer or BC) with its settings, Machin's names; n_epochs / n_updates
+    rollout:     num_envs, n_steps, processes, workers (this machine or Ray), overlap, symmetries
+    train:       total_steps, seed (the one seed everything derives from), device, threads, init_from, callbacks
+    log:         run_dir, checkpoint / evaluation intervals and episodes, checkpoints kept, eval_opponents, best
+    distributed: the collective backend and timeout of data-parallel ranks (under ``torchrun``)
+    selfplay:    games of several players: the learner's seats and the pool of its past selves (Elo ratings)
+    bc:          behaviour cloning (``frame.name: BC``): the dataset, the share held out, samples per update
+    tune:        ``entmachin tune``: the metric, the budget per trial, the pruner and the space searched
+
+Under ``torchrun``, ``rollout.num_envs`` and ``frame.batch_size`` are per rank. ``rollout.processes`` is 0
+(``EnvList``, this process), N (``ParallelEnvList`` with N workers, or N Ray workers) or ``auto`` (chosen from
+the cores and the measured costs of a step); ``rollout.workers`` is null (this machine), ``auto`` or
+``ray://ADDRESS`` (environment workers on Ray); ``rollout.overlap`` has the policy act on one half of the
+workers while the other half steps.
 
 A field left out takes its default: the sections' own, and for the frame section the run
 layer's (``entmachin.run.defaults``), not the frame constructors' Machin defaults. Unknown keys

@@ -23,25 +23,28 @@ class Callback:
     """Base class of callbacks: every event does nothing (override the ones you need; see the package)."""
 
     def on_start(self, run: Any) -> None:
-        pass
+        """Once, when the run is built (and resumed), before its first rollout; ``run`` is the ``Runner``."""
 
     def after_rollout(self, run: Any, stats: Any) -> None:
-        pass
+        """After each rollout of ``run`` is collected, before the update trains on it; ``stats`` is the
+        rollout's ``RolloutStats``."""
 
     def after_update(self, run: Any, stats: Any) -> None:
-        pass
+        """After each update of ``run``; ``run.state`` counts the iteration, ``stats`` is the rollout's
+        ``RolloutStats``."""
 
     def on_evaluation(self, run: Any, record: Dict[str, Any]) -> None:
-        pass
+        """After each evaluation of ``run``, the final one included; ``record`` is its ``eval.json`` entry."""
 
     def on_checkpoint(self, run: Any, env_steps: int) -> None:
-        pass
+        """After each checkpoint of ``run`` is published; ``env_steps`` is the run's environment steps at it."""
 
     def on_end(self, run: Any, result: Any) -> None:
-        pass
+        """Once, when ``run`` has ended with its final evaluation and checkpoint; ``result`` is the run's
+        ``TrainResult``."""
 
     def close(self, run: Any) -> None:
-        pass
+        """Once, however ``run`` ends (errors included): let go of what :meth:`on_start` took."""
 
 
 def _name(callback: Any) -> str:
@@ -49,7 +52,16 @@ def _name(callback: Any) -> str:
 
 
 class Callbacks:
-    """A run's callbacks: entmachin's own, then the user's; :meth:`emit` calls one event on each."""
+    """A run's callbacks: entmachin's own, then the user's; :meth:`emit` calls one event on each.
+
+    Args:
+        own: entmachin's callbacks (``Callback`` subclasses, every event defined), called first.
+        users: the user's callbacks, any object with at least one of the events (or ``close``); an event it
+            lacks is skipped, and one that raises stops the run with a ``CallbackError``.
+
+    Raises:
+        RunError: a user's callback has none of the events.
+    """
 
     def __init__(self, own: Iterable[Any], users: Iterable[Any] = ()) -> None:
         self.own, self.users = list(own), list(users)
@@ -59,6 +71,12 @@ class Callbacks:
                                "entmachin.run.callbacks.Callback and override the ones it needs")
 
     def emit(self, event: str, run: Any, *args: Any) -> None:
+        """Calls ``event`` (a name of ``EVENTS``) with ``run`` and ``args`` on every callback, entmachin's own
+        first.
+
+        Raises:
+            CallbackError: a user's callback raised (chained to its exception); entmachin's own raise their own.
+        """
         for callback in self.own:  # entmachin's own: Callback subclasses, every event defined
             getattr(callback, event)(run, *args)
         for callback in self.users:
@@ -72,8 +90,8 @@ class Callbacks:
                                     f"steps: {type(e).__name__}: {e}") from e
 
     def close(self, run: Any) -> None:
-        """Every callback's ``close``, each whatever the others do (a failure is logged, not raised: it
-        would hide why the run ended)."""
+        """Calls every callback's ``close`` with ``run``, each whatever the others do (a failure is logged, not
+        raised: it would hide why the run ended)."""
         for callback in [*self.own, *self.users]:
             try:
                 getattr(callback, "close", _nothing)(run)
@@ -86,7 +104,16 @@ def _nothing(*args: Any) -> None:
 
 
 def load_callbacks(specs: Sequence[Any], field: str = "train.callbacks") -> List[Any]:
-    """Instances of the callbacks ``specs`` name (imported and built now; errors name the entry)."""
+    """Instances of the callbacks ``specs`` name (imported and built now; errors name the entry).
+
+    Args:
+        specs: ``train.callbacks``' entries: ``pkg.mod:Class``, ``{class: pkg.mod:Class, kwargs: {...}}``, or
+            the bare name of one of entmachin's (``StopWhen``).
+        field: the entries' dotted path, for messages (``field[i]`` names entry ``i``).
+
+    Raises:
+        RunError: an entry is malformed, cannot be imported, or raised when built.
+    """
     built = []
     for i, spec in enumerate(specs):
         where = f"{field}[{i}]"

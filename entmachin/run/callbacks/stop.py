@@ -39,12 +39,19 @@ class StopWhen(Callback):
         self._in_a_row = 0
 
     def on_start(self, run: Any) -> None:
+        """Checks that ``run``'s evaluations measure ``figure``.
+
+        Raises:
+            RunError: ``figure`` is neither ``return`` nor one of ``log.eval_opponents``.
+        """
         opponents = list(run.config.log.eval_opponents)
         if self.figure != "return" and self.figure not in opponents:
             raise RunError(f"StopWhen: figure {self.figure!r} is not measured by this run's evaluations; expected "
                            f"return or one of log.eval_opponents {opponents}")
 
     def on_evaluation(self, run: Any, record: Dict[str, Any]) -> None:
+        """Counts ``record`` (an evaluation's ``eval.json`` entry) towards the evaluations in a row that reach
+        ``at_least``, and stops ``run`` (``run.stop``) when there are enough; the final evaluation stops nothing."""
         value = record["mean"] if self.figure == "return" else record.get("win_rate", {}).get(self.figure, math.nan)
         self._in_a_row = self._in_a_row + 1 if value >= self.at_least else 0
         if self._in_a_row >= self.evaluations and not record.get("final"):
