@@ -27,9 +27,8 @@ imports them.
 
 ``docs/architecture.md`` describes the layers, the contracts between them and the path of one
 PPO iteration through the files. ``import entmachin`` loads no layer: its exported names, and the
-layers ``ragged`` to ``run`` as attributes, resolve on first use, so environment worker processes
-never load torch through it; ``distributed``, ``data`` and ``deploy`` are imported by name
-(``import entmachin.deploy``).
+layers (``data`` and ``deploy`` too) as attributes, resolve on first use, so environment worker
+processes never load torch through it.
 
 Example:
     >>> import entmachin
@@ -52,7 +51,7 @@ _EXPORTS = {
     "RogueNet": "model", "RogueNetConfig": "model", "MLPActor": "model", "MLPCritic": "model",
     "A2C": "frame", "PPO": "frame", "RolloutCollector": "frame", "safe_call": "frame", "evaluate": "frame",
 }
-_LAYERS = ("ragged", "env", "buffer", "model", "frame", "run")
+_LAYERS = ("ragged", "env", "buffer", "model", "frame", "distributed", "run", "data", "deploy")
 
 __all__ = ["__version__", *_EXPORTS]
 

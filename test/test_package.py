@@ -24,6 +24,14 @@ def test_every_export_is_the_layers_object(name):
     assert getattr(entmachin, name) is getattr(module, name)
 
 
+@pytest.mark.parametrize("layer", entmachin._LAYERS)
+def test_every_layer_resolves_as_an_attribute(layer):
+    import importlib
+
+    assert getattr(entmachin, layer) is importlib.import_module(f"entmachin.{layer}")
+    assert layer in dir(entmachin)
+
+
 def test_unknown_names_raise_attribute_error():
     with pytest.raises(AttributeError, match=r"module 'entmachin' has no attribute 'PPOO'"):
         entmachin.PPOO  # noqa: B018

@@ -6,7 +6,8 @@ them); a method that overrides a documented one of a base class takes its docstr
 shows it (griffe-inherited-docstrings). An argument is documented when its docstring (for a class: the class's and its
 ``__init__``'s together) names it in an ``Args:`` entry (``name:`` or ``name (type):``) or as inline
 code (`` `name` `` or ``` ``name`` ```); a settings record's fields are documented by their
-declarations (``entmachin.settings.setting``). ``self``, ``cls``, ``*args`` and ``**kwargs`` need no entry.
+declarations (``entmachin.settings.setting``). ``self``, ``cls``, ``*args`` and ``**kwargs`` need no entry. An ``Args:`` entry must name an argument of the
+signature at run time (the frames' constructors are generated from their settings).
 """
 from __future__ import annotations
 
@@ -63,6 +64,41 @@ def documents(doc: str, argument: str) -> bool:
                 or re.search(rf"`{{1,2}}{name}`{{1,2}}", doc))
 
 
+_SECTION = re.compile(r"^(?P<indent>\s*)(Args|Arguments|Keyword Args|Keyword Arguments|Parameters):\s*$")
+
+
+def args_entries(doc: str) -> List[str]:
+    """The names the docstring's ``Args:`` sections (Google style) give entries for."""
+    names, lines = [], doc.splitlines()
+    for i, line in enumerate(lines):
+        header = _SECTION.match(line)
+        if not header:
+            continue
+        entry_indent = None
+        for body in lines[i + 1:]:
+            if not body.strip():
+                continue
+            indent = len(body) - len(body.lstrip())
+            if indent <= len(header.group("indent")):
+                break
+            entry_indent = indent if entry_indent is None else entry_indent
+            if indent == entry_indent:
+                match = re.match(r"\s*\**(\w+)(\s*\([^)]*\))?:", body)
+                if match:
+                    names.append(match.group(1))
+    return names
+
+
+def unknown_entries(doc: str, function: Callable) -> List[str]:
+    """``Args:`` entries that name no parameter of ``function`` (its signature at run time: the frames'
+    constructors are generated from their settings, which static tools cannot see)."""
+    try:
+        parameters = inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return []
+    return [name for name in args_entries(doc) if name not in parameters]
+
+
 def arguments(function: Callable) -> List[str]:
     try:
         signature = inspect.signature(function)
@@ -86,6 +122,8 @@ def undocumented(name: str, value: object) -> List[str]:
             missing = [a for a in arguments(value) if not fields.get(a) and not documents(text, a)]
             if missing:
                 problems.append(f"{name}: arguments not documented: {missing}")
+            if unknown_entries(text, value):
+                problems.append(f"{name}: Args entries for no argument: {unknown_entries(text, value)}")
         for attribute, member in vars(value).items():
             if attribute.startswith("_"):
                 continue
@@ -99,10 +137,15 @@ def undocumented(name: str, value: object) -> List[str]:
             missing = [a for a in arguments(function) if not documents(method_doc, a)]
             if missing:
                 problems.append(f"{name}.{attribute}: arguments not documented: {missing}")
+            if own_doc(function) and unknown_entries(method_doc, function):
+                problems.append(f"{name}.{attribute}: Args entries for no argument: "
+                                f"{unknown_entries(method_doc, function)}")
     else:
         missing = [a for a in arguments(value) if not documents(doc, a)]
         if missing:
             problems.append(f"{name}: arguments not documented: {missing}")
+        if unknown_entries(doc, value):
+            problems.append(f"{name}: Args entries for no argument: {unknown_entries(doc, value)}")
     return problems
 
 
@@ -126,6 +169,16 @@ def test_the_check_finds_what_is_missing():
     def inline(x, y):
         """``x`` plus `y`."""
 
+    def stale(x):
+        """Doubles.
+
+        Args:
+            x: a number.
+            y: gone from the signature.
+                More about y:
+                  z: not an entry.
+        """
+
     class Record:
         """A record of ``a``."""
 
@@ -138,6 +191,7 @@ def test_the_check_finds_what_is_missing():
     assert undocumented("bare", bare) == ["bare: no docstring"]
     assert undocumented("documented", documented) == ["documented: arguments not documented: ['y']"]
     assert undocumented("inline", inline) == []
+    assert undocumented("stale", stale) == ["stale: Args entries for no argument: ['y']"]
     assert undocumented("Record", Record) == ["Record: arguments not documented: ['b']", "Record.method: no docstring"]
 
 
