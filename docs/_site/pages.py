@@ -129,8 +129,11 @@ def _static_names(module: Any) -> set:
 
 
 def _module_text(module: Any) -> str:
-    """A module docstring as Markdown: its reST literal blocks (``::``) fenced, its roles dropped."""
-    doc = inspect.getdoc(module) or ""
+    return _markdown(inspect.getdoc(module) or "")
+
+
+def _markdown(doc: str) -> str:
+    """A docstring as Markdown: its reST literal blocks (``::``, indented blocks) fenced, its roles dropped."""
     doc = re.sub(r":(?:func|class|mod|meth|attr|data|exc):`~?([^`]+)`", r"`\1`", doc)
     out: List[str] = []
     lines = doc.splitlines()
@@ -158,6 +161,15 @@ def _module_text(module: Any) -> str:
                 block.append(lines[i][4:])
                 i += 1
             out += ["", "```text", *[b for b in block if b.strip()], "```", ""]
+            continue
+        if line.startswith("    ") and (not out or not out[-1].strip()):  # an indented block: shown as it is
+            block = []
+            while i < len(lines) and (not lines[i].strip() or lines[i].startswith("    ")):
+                block.append(lines[i][4:])
+                i += 1
+            while block and not block[-1].strip():
+                block.pop()
+            out += ["```text", *block, "```", ""]
             continue
         out.append(line)
         i += 1
@@ -293,7 +305,12 @@ def tutorials() -> List[pathlib.Path]:
 
 def tutorial_title(path: pathlib.Path) -> str:
     doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or path.stem
-    return doc.split("\n")[0].rstrip(".")
+    return _plain(doc.split("\n")[0]).rstrip(".")
+
+
+def _plain(text: str) -> str:
+    """reST's inline literals (````x````) as Markdown's (```x```)."""
+    return text.replace("``", "`")
 
 
 def tutorial_page(path: pathlib.Path) -> str:
@@ -305,22 +322,16 @@ def tutorial_page(path: pathlib.Path) -> str:
     body = source.splitlines()[tree.body[0].end_lineno:] if doc else source.splitlines()
     code = "\n".join(body).strip("\n")
     output = OUTPUTS / f"{path.stem}.txt"
-    lines = [f"# {first.rstrip('.')}", "", _module_text_from(rest.strip()), "",
-             f"The whole script, `tutorials/{path.name}`, is below; run it from the repository's root:", "",
-             "```bash", f"python tutorials/{path.name}", f"python tutorials/{path.name} --smoke    # fewer steps",
-             "```", "", "## The code", "", "```python", code, "```", "", "## What it prints", ""]
+    lines = [f"# {_plain(first).rstrip('.')}", "", _markdown(rest.strip("\n")), "",
+             f"The whole script, `tutorials/{path.name}`, is below; run it from the repository's root "
+             f"(`--smoke` runs it on fewer steps in seconds).", "",
+             "## The code", "", "```python", code, "```", "", "## What it prints", ""]
     if output.exists():
         header, _, printed = output.read_text(encoding="utf-8").partition("\n")
         lines += [header.removeprefix("# ").strip() + ":", "", "```text", printed.rstrip(), "```", ""]
     else:
         lines += ["Not recorded yet (`python docs/_site/tutorial_outputs.py` records it).", ""]
     return "\n".join(lines)
-
-
-def _module_text_from(doc: str) -> str:
-    class _Doc:
-        __doc__ = doc
-    return _module_text(_Doc)
 
 
 def tutorial_pages() -> Dict[str, str]:
@@ -347,7 +358,7 @@ def nav_of(pages: Dict[str, str], prefix: str) -> List[Dict[str, str]]:
     out = []
     for path, text in pages.items():
         if path.startswith(prefix):
-            title = text.split("\n", 1)[0].lstrip("# ").strip().strip("`")
+            title = text.split("\n", 1)[0].lstrip("# ").strip().replace("`", "")
             out.append({title: path})
     return out
 
