@@ -1,0 +1,42 @@
+"""docs/guides/write-an-environment.md: what its story says it did."""
+import numpy as np
+import pytest
+
+from entmachin.env import EnvList, ValidatingEnv, random_actions
+from entmachin.env.symmetry import check_symmetries
+from entmachin.ragged import ragged_equal
+from test.docs._pages import DOCS, blocks
+
+PAGE = "guides/write-an-environment.md"
+
+
+def test_the_example_environment_ends_episodes_under_validation(page):
+    ns = page(PAGE)
+    envs = EnvList(lambda: ValidatingEnv(ns["Collect"]()), 4, seed=0)
+    obs, rng, ended = envs.reset(), np.random.default_rng(0), 0
+    for _ in range(120):
+        obs = envs.act(random_actions(obs, envs.action_space(), rng))
+        ended += int(obs.done.sum())
+    assert ended > 0
+
+
+def test_the_page_shows_the_message_validating_env_raised(page):
+    shown = blocks(DOCS / PAGE, "text")[0].strip()
+    assert page(PAGE)["message"] == shown
+
+
+def test_the_mirror_symmetry_fits_the_game_and_is_connect_fours_own(page):
+    ns = page(PAGE)
+    game = ns["Mirrored"]()
+    check_symmetries(game.symmetries(), game.obs_space(), game.action_space(), "Mirrored")
+    assert game.symmetries() == ns["ConnectFour"]().symmetries()
+
+
+def test_gymnasium_vec_env_returns_what_env_list_over_from_gymnasium_returns(page):
+    gymnasium = pytest.importorskip("gymnasium")
+    ns = page(PAGE)
+    fast = ns["GymnasiumVecEnv"](lambda: gymnasium.make("CartPole-v1"), 8, seed=0).reset()
+    slow = EnvList(lambda: ns["from_gymnasium"](gymnasium.make("CartPole-v1")), 8, seed=0).reset()
+    assert fast.features.keys() == slow.features.keys()
+    assert all(ragged_equal(fast.features[k], slow.features[k]) for k in fast.features)
+    assert ns["cartpole_obs"].reward.shape == (8,)
