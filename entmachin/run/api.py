@@ -4,11 +4,11 @@ Example::
 
     from entmachin.run import Callback, train
 
-    class LogHeight(Callback):
+    class LongestRunning(Callback):
         def after_update(self, run, stats):
-            run.writer.add_scalar("custom/longest_episode", stats.longest_running, run.state.env_steps)
+            run.writer.add_scalar("custom/longest_running", stats.longest_running, run.state.env_steps)
 
-    frame = train("MineSweeper", callbacks=[LogHeight()], overrides=["train.total_steps=20000"])
+    frame = train("MineSweeper", callbacks=[LongestRunning()], overrides=["train.total_steps=20000"])
     frame.actor  # the trained policy
 """
 from __future__ import annotations

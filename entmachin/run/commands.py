@@ -183,8 +183,8 @@ def evaluate_run(args: argparse.Namespace) -> int:
     if differ_widely(result, other):
         kind = "sampled actions" if args.deterministic else "most likely actions (--deterministic)"
         print(f"{kind}: return mean {other.mean:.3f} on the same environments; the two differ widely: deploy the "
-              "better (an exported policy acts on its most likely actions unless told deterministic=False; README "
-              "\"Shipping a policy\")")
+              "better (an exported policy acts on its most likely actions unless told deterministic=False; "
+              "docs/guides/export-and-deploy.md)")
     return 0
 
 

@@ -132,8 +132,9 @@ def load_trained(path: str, env_factory: Optional[EnvFactory] = None,
     Args:
         path: a run directory or its ``checkpoints/`` directory, or its ``checkpoints/best``
             directory (its best checkpoint).
-        env_factory: the environment to use the policy in (default: the run's); its spaces must
-            be those the checkpoint was trained on.
+        env_factory: the environment to use the policy in (default: the run's): an ``EnvFactory``
+            or any callable that builds one (an environment class); its spaces must be those the
+            checkpoint was trained on.
         version: the checkpoint's version (its environment steps; default: the latest), or
             ``"best"``: the run's best checkpoint (``log.best``).
 
@@ -145,16 +146,25 @@ def load_trained(path: str, env_factory: Optional[EnvFactory] = None,
     checkpoint_dir, version = checkpoint_version(path, version)
     config = load_run_config(run_dir_of(path))
     factory = env_factory or EnvFactory(config.env)
-    obs_space, action_space = factory.spaces()
+    obs_space, action_space = factory.spaces() if hasattr(factory, "spaces") else _spaces_of(factory)
     current = spaces_record(obs_space, action_space)
     saved = _saved_spaces(checkpoint_dir, version)
     if saved is not None and saved != current:
-        raise RunError(f"{checkpoint_dir!r} was trained on other spaces than {factory.name}'s: "
+        name = getattr(factory, "name", None) or getattr(factory, "__name__", repr(factory))
+        raise RunError(f"{checkpoint_dir!r} was trained on other spaces than {name}'s: "
                        + "; ".join(space_differences(saved, current)))
     frame, _ = make_frame(config, obs_space, action_space)
     loaded = read_frame_checkpoint(frame, checkpoint_dir, None, version, extra_keys=())  # no environment state
     loaded.apply()
     return frame, config, factory
+
+
+def _spaces_of(factory: Any) -> Tuple[Any, Any]:
+    env = factory()
+    try:
+        return env.obs_space(), env.action_space()
+    finally:
+        env.close()
 
 
 def _saved_spaces(checkpoint_dir: str, version: int) -> Optional[dict]:

@@ -7,7 +7,7 @@ observations, any number of entities of each type (zero included), actors and ac
 graph the entities of each observation are laid out padded to the batch's longest observation;
 padding never mixes into a real token (attention masks it out) and is dropped before the outputs.
 
-The graph's interface (README "Export"; ``B`` observations, ``N_t`` entities of type ``t``, ``A``
+The graph's interface (``docs/guides/export-and-deploy.md``; ``B`` observations, ``N_t`` entities of type ``t``, ``A``
 actors of an action, ``E`` actees, ``P`` actor x actee pairs):
 
 * inputs: ``features/<type>`` float32 ``[N_t, F_t]``, ``lengths/<type>`` int64 ``[B]`` (entities of

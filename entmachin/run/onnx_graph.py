@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-OPSET = 17  # LayerNormalization; onnxruntime >= 1.14 runs it (tested: see README "Export")
+OPSET = 17  # LayerNormalization; onnxruntime >= 1.14 runs it (tested: docs/guides/export-and-deploy.md)
 
 FLOAT, INT64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 

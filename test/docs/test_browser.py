@@ -103,7 +103,7 @@ def test_the_search_finds_store_episode(browser, served):
 
     browser.get(served)
     box = WebDriverWait(browser, 20).until(lambda b: b.find_element(By.CSS_SELECTOR, "input.md-search__input"))
-    browser.find_element(By.CSS_SELECTOR, "label.md-search__icon, label[for='__search']").click()
+    box.click()
     box.send_keys("store_episode")
     results = WebDriverWait(browser, 30).until(
         lambda b: b.find_elements(By.CSS_SELECTOR, "li.md-search-result__item") or None)

@@ -113,6 +113,17 @@ def test_eval_against_each_kind_of_opponent(duel_run, capsys):
         assert "games 20  wins" in out and "win rate" in out and "(95% CI" in out, out
 
 
+def test_a_run_directory_loads_as_an_opponent_for_an_environment_class(duel_run):
+    from entmachin.env.examples import RockPaperScissorsDuel
+    from entmachin.run.matches import PolicyPlayer, load_opponent
+
+    player = load_opponent(duel_run, RockPaperScissorsDuel, seed=0)  # a class, not the runner's EnvFactory
+    assert isinstance(player, PolicyPlayer)
+    match = play_matches(RockPaperScissorsDuel, player, load_opponent("random", RockPaperScissorsDuel, seed=1),
+                         games=10, seed=0)
+    assert match.games == 10
+
+
 def test_training_evaluates_against_eval_opponents(duel_run):
     from test.run.test_cli import scalars
 
