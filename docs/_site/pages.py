@@ -140,40 +140,33 @@ def _markdown(doc: str) -> str:
     i = 0
     while i < len(lines):
         line = lines[i]
-        if line.rstrip().endswith("::") and not line.strip().startswith(">>>"):
-            out.append(line.rstrip()[:-1] if not line.rstrip().endswith(" ::") else line.rstrip()[:-3])
-            i += 1
-            block = []
-            while i < len(lines) and (not lines[i].strip() or lines[i].startswith("    ")):
-                block.append(lines[i][4:])
-                i += 1
-            while block and not block[-1].strip():
-                block.pop()
-            while block and not block[0].strip():
-                block.pop(0)
+        literal = line.rstrip().endswith("::") and not line.strip().startswith(">>>")
+        example = line.strip() in ("Example:", "Examples:")
+        if literal or example:
+            out.append("**Example**" if example else line.rstrip()[:-3 if line.rstrip().endswith(" ::") else -1])
+            block, i = _indented(lines, i + 1)
             out += ["", "```text", *block, "```", ""]
-            continue
-        if line.strip() in ("Example:", "Examples:"):
-            out.append("**Example**")
-            i += 1
-            block = []
-            while i < len(lines) and (not lines[i].strip() or lines[i].startswith("    ")):
-                block.append(lines[i][4:])
-                i += 1
-            out += ["", "```text", *[b for b in block if b.strip()], "```", ""]
-            continue
-        if line.startswith("    ") and (not out or not out[-1].strip()):  # an indented block: shown as it is
-            block = []
-            while i < len(lines) and (not lines[i].strip() or lines[i].startswith("    ")):
-                block.append(lines[i][4:])
-                i += 1
-            while block and not block[-1].strip():
-                block.pop()
+        elif line.startswith("    ") and (not out or not out[-1].strip()):  # an indented block: shown as it is
+            block, i = _indented(lines, i)
             out += ["```text", *block, "```", ""]
-            continue
-        out.append(line)
-        i += 1
+        else:
+            out.append(line)
+            i += 1
     return "\n".join(out)
+
+
+def _indented(lines: List[str], i: int) -> Tuple[List[str], int]:
+    """The block of lines indented by four spaces from line ``i`` on (dedented, without blank lines at
+    either end), and the index of the line after it."""
+    block = []
+    while i < len(lines) and (not lines[i].strip() or lines[i].startswith("    ")):
+        block.append(lines[i][4:])
+        i += 1
+    while block and not block[-1].strip():
+        block.pop()
+    while block and not block[0].strip():
+        block.pop(0)
+    return block, i
 
 
 # --- the run config ---------------------------------------------------------------------------

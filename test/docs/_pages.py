@@ -55,3 +55,18 @@ def run_page(path: pathlib.Path, directory: pathlib.Path) -> Dict[str, object]:
         torch.set_num_threads(threads)
     namespace["__directory__"] = directory
     return namespace
+
+
+def episodes_ended_under_validation(environment, steps: int = 120) -> int:
+    """How many episodes of ``environment`` (a class a page defined) ended in ``steps`` random steps of 4
+    copies, each checked by ``ValidatingEnv``: a mistake in its observations raises."""
+    import numpy as np
+
+    from entmachin.env import EnvList, ValidatingEnv, random_actions
+
+    envs = EnvList(lambda: ValidatingEnv(environment()), 4, seed=0)
+    obs, rng, ended = envs.reset(), np.random.default_rng(0), 0
+    for _ in range(steps):
+        obs = envs.act(random_actions(obs, envs.action_space(), rng))
+        ended += int(obs.done.sum())
+    return ended
