@@ -2,12 +2,14 @@
 evaluated."""
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
-from typing import Any, Dict, NamedTuple, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
+import torch
 
 from entmachin.env import random_actions
 from entmachin.env.episodes import EVAL_MAX_ENVS, eval_budget
@@ -203,7 +205,8 @@ def evaluate_both_ways(path: str, episodes: int, deterministic: bool, seed: Opti
     chosen = settings["seed"] if seed is None else seed
 
     def run(most_likely: bool) -> EvalResult:
-        return evaluate(frame, factory, episodes, deterministic=most_likely, seed=chosen, **options)
+        with seeded_sampling(chosen):  # as the run's evaluations: its eval.json figure at the run's seed
+            return evaluate(frame, factory, episodes, deterministic=most_likely, seed=chosen, **options)
 
     asked = run(deterministic)  # first: sampling draws what it drew before the other kind was added
     other = run(not deterministic) if both else None
@@ -213,6 +216,16 @@ def evaluate_both_ways(path: str, episodes: int, deterministic: bool, seed: Opti
             f"environment{'s' if options['num_envs'] > 1 else ''}, step limit {'none' if limit is None else limit} (env.max_episode_steps), an unfinished "
             f"episode counted as it stands after {settings['episode_cap']} steps (log.eval_max_steps)")
     return Evaluation(asked, other, line)
+
+
+@contextlib.contextmanager
+def seeded_sampling(seed: int) -> Iterator[None]:
+    """Torch's generators seeded with ``seed`` inside the block and restored after it, so that an
+    evaluation samples the same actions whoever runs it: the run's own evaluations, ``entmachin eval``."""
+    cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+    with torch.random.fork_rng(devices=list(range(torch.cuda.device_count())) if cuda else []):
+        torch.manual_seed(seed)
+        yield
 
 
 def differ_widely(a: EvalResult, b: EvalResult) -> bool:

@@ -90,6 +90,19 @@ def test_eval_reports_most_likely_and_sampled_actions_when_they_differ_widely(ru
     assert "sampled actions: return mean" in out and "differ widely" in out
 
 
+def test_eval_at_the_runs_seed_samples_what_the_runs_last_evaluation_sampled(runs, capsys):
+    import json
+
+    alternate, _ = runs
+    final = json.load(open(os.path.join(alternate, "eval.json")))[-1]
+    capsys.readouterr()
+    assert main(["eval", alternate, "--episodes", str(final["episodes"])]) == 0  # sampled, at the run's seed
+    printed = capsys.readouterr().out
+    assert f"return mean {final['mean']:.3f}  min {final['min']:.3f}  max {final['max']:.3f}" in printed, printed
+    assert main(["eval", alternate, "--episodes", str(final["episodes"])]) == 0
+    assert capsys.readouterr().out == printed
+
+
 def test_evaluations_differ_widely_only_beyond_noise_and_a_tenth():
     def result(returns):
         return EvalResult(float(np.mean(returns)), min(returns), max(returns), tuple(returns))

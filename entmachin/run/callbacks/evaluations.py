@@ -8,9 +8,8 @@ so a run learns the same whether or when they run.
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Optional
 
-import torch
 
 from entmachin.env.multi_agent import is_multi_agent
 from entmachin.frame import evaluate
@@ -18,7 +17,7 @@ from entmachin.run import logs
 from entmachin.run.envs import EnvFactory
 from entmachin.run.callbacks.base import Callback
 from entmachin.run.config import RunConfig
-from entmachin.run.evaluation import eval_options
+from entmachin.run.evaluation import eval_options, seeded_sampling
 from entmachin.run.logs import RunError
 from entmachin.run.matches import load_opponent, match
 
@@ -50,8 +49,7 @@ class Evaluations(Callback):
             # a run stopped right after an evaluation (StopWhen): the same policy, seed and games, so the same figures
             return self._record(run, {**last, "final": True})
         episodes, deterministic = config.log.eval_episodes, config.log.eval_deterministic
-        with torch.random.fork_rng(devices=_cuda_devices()):
-            torch.manual_seed(self.seed)
+        with seeded_sampling(self.seed):
             result = evaluate(run.frame, EnvFactory(config.env), episodes, deterministic=deterministic,
                               seed=self.seed, **eval_options(config, episodes))
             win_rates = {}
@@ -100,7 +98,3 @@ def _is_game(factory: EnvFactory) -> bool:
         return is_multi_agent(env)
     finally:
         env.close()
-
-
-def _cuda_devices() -> List[int]:
-    return list(range(torch.cuda.device_count())) if torch.cuda.is_available() and torch.cuda.is_initialized() else []
