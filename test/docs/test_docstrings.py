@@ -3,11 +3,13 @@
 The public names are what the packages' ``__init__`` export (``__all__``) and ``entmachin.deploy``'s;
 for a class, its public methods and properties defined in it count too (the API reference shows
 them); a method that overrides a documented one of a base class takes its docstring, as the site
-shows it (griffe-inherited-docstrings). An argument is documented when its docstring (for a class: the class's and its
-``__init__``'s together) names it in an ``Args:`` entry (``name:`` or ``name (type):``) or as inline
-code (`` `name` `` or ``` ``name`` ```); a settings record's fields are documented by their
-declarations (``entmachin.settings.setting``). ``self``, ``cls``, ``*args`` and ``**kwargs`` need no entry. An ``Args:`` entry must name an argument of the
-signature at run time (the frames' constructors are generated from their settings).
+shows it (griffe-inherited-docstrings). An argument is documented when its docstring (for a class:
+the class's and its ``__init__``'s together) names it in an ``Args:`` entry (``name:`` or
+``name (type):``) or as inline code (`` `name` `` or ``` ``name`` ```); a settings record's fields
+are documented by their declarations (``entmachin.settings.setting``). ``self``, ``cls``, ``*args``
+and ``**kwargs`` need no entry. An ``Args:`` entry must name an argument of the signature at run
+time (the frames' constructors are generated from their settings), which the site shows
+(``docs/_site/griffe_runtime_docs.py``).
 """
 from __future__ import annotations
 
