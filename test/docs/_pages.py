@@ -8,6 +8,7 @@ languages are refused (a ```py block would silently escape the run).
 """
 from __future__ import annotations
 
+import logging
 import pathlib
 import re
 from typing import Dict, List
@@ -40,11 +41,16 @@ def languages(path: pathlib.Path) -> set:
     return {m.group("lang") for m in _FENCE.finditer(path.read_text(encoding="utf-8"))}
 
 
+def _logger_levels() -> Dict[str, int]:
+    return {name: logger.level for name, logger in logging.Logger.manager.loggerDict.items()
+            if isinstance(logger, logging.Logger)}
+
+
 def run_page(path: pathlib.Path, directory: pathlib.Path) -> Dict[str, object]:
-    """The namespace after every Python block of ``path`` ran in ``directory`` (torch's thread
-    count restored afterwards); ``__directory__`` names the directory."""
+    """The namespace after every Python block of ``path`` ran in ``directory`` (torch's thread count
+    and the loggers' levels restored afterwards); ``__directory__`` names the directory."""
     monkeypatch = pytest.MonkeyPatch()
-    threads = torch.get_num_threads()
+    threads, levels = torch.get_num_threads(), _logger_levels()
     monkeypatch.chdir(directory)
     namespace: Dict[str, object] = {"__name__": "docs_page"}
     try:
@@ -53,6 +59,9 @@ def run_page(path: pathlib.Path, directory: pathlib.Path) -> Dict[str, object]:
     finally:
         monkeypatch.undo()
         torch.set_num_threads(threads)
+        for name, logger in logging.Logger.manager.loggerDict.items():  # a page may quiet a logger for itself
+            if isinstance(logger, logging.Logger):
+                logger.setLevel(levels.get(name, logging.NOTSET))
     namespace["__directory__"] = directory
     return namespace
 
