@@ -36,15 +36,6 @@ PACKAGES: Dict[str, str] = {
 }
 
 
-def api_path(package: str) -> str:
-    return f"reference/api/{package}.md"
-
-
-def _summary(obj: Any) -> str:
-    doc = inspect.getdoc(obj) or ""
-    return doc.split("\n\n")[0].replace("\n", " ")
-
-
 def api_pages() -> Dict[str, str]:
     """``{path: markdown}``: an index, and one page per package with an entry for every name its
     ``__all__`` exports (mkdocstrings renders each from its docstring)."""
@@ -84,7 +75,7 @@ def api_pages() -> Dict[str, str]:
                 lines += [f"::: {package}.{name}", options, ""]
             else:  # resolved on first use (``__getattr__``): rendered from its module, found by its package's name
                 lines += [f"[](){{#{package}.{name}}}", "", f"::: {value.__module__}.{value.__qualname__}", options, ""]
-        pages[api_path(package)] = "\n".join(lines)
+        pages[f"reference/api/{package}.md"] = "\n".join(lines)
     return pages
 
 
