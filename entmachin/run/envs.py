@@ -13,7 +13,7 @@ from entmachin.env.multi_agent import is_multi_agent
 from entmachin.frame.config import resolve
 from entmachin.run.config import ConfigError, EnvSection
 
-__all__ = ["EnvFactory", "GymnasiumMaker", "GYMNASIUM", "env_class"]
+__all__ = ["EnvFactory", "GymnasiumMaker", "GYMNASIUM", "env_class", "env_layout"]
 
 #: ``env.name: gymnasium:ID`` is the registered gymnasium environment ``ID`` (``gymnasium.make(ID, **env.kwargs)``).
 GYMNASIUM = "gymnasium:"
@@ -152,10 +152,16 @@ class EnvFactory:
         return self.layout()[:2]
 
     def layout(self) -> Tuple[Any, Any, int]:
-        """``(obs_space, action_space, rows per environment)`` (its number of seats for a game of
-        several players, else 1), read from one environment built and closed here."""
-        env = self()
-        try:
-            return env.obs_space(), env.action_space(), len(env.seats()) if is_multi_agent(env) else 1
-        finally:
-            env.close()
+        """``(obs_space, action_space, rows per environment)``: :func:`env_layout` of this factory."""
+        return env_layout(self)
+
+
+def env_layout(make_env: Callable[[], Environment]) -> Tuple[Any, Any, int]:
+    """``(obs_space, action_space, rows per environment)`` (its number of seats for a game of several
+    players, else 1), read from one environment that ``make_env`` (an ``EnvFactory``, an environment class,
+    any callable) builds, closed here."""
+    env = make_env()
+    try:
+        return env.obs_space(), env.action_space(), len(env.seats()) if is_multi_agent(env) else 1
+    finally:
+        env.close()

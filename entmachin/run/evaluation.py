@@ -18,7 +18,7 @@ from entmachin.frame.checkpoint import latest_version, read_frame_checkpoint
 from entmachin.frame.checkpoint_files import manifest_versions, read_blob, read_manifest
 from entmachin.run.best import BEST, best_dir, best_version
 from entmachin.run.build import make_frame, seeds
-from entmachin.run.envs import EnvFactory
+from entmachin.run.envs import EnvFactory, env_layout
 from entmachin.run.config import RunConfig
 from entmachin.run.defaults import DEFAULT_MAX_EPISODE_STEPS
 from entmachin.run.logs import RunError, load_run_config
@@ -148,7 +148,7 @@ def load_trained(path: str, env_factory: Optional[EnvFactory] = None,
     checkpoint_dir, version = checkpoint_version(path, version)
     config = load_run_config(run_dir_of(path))
     factory = env_factory or EnvFactory(config.env)
-    obs_space, action_space = factory.spaces() if hasattr(factory, "spaces") else _spaces_of(factory)
+    obs_space, action_space, _ = env_layout(factory)
     current = spaces_record(obs_space, action_space)
     saved = _saved_spaces(checkpoint_dir, version)
     if saved is not None and saved != current:
@@ -159,14 +159,6 @@ def load_trained(path: str, env_factory: Optional[EnvFactory] = None,
     loaded = read_frame_checkpoint(frame, checkpoint_dir, None, version, extra_keys=())  # no environment state
     loaded.apply()
     return frame, config, factory
-
-
-def _spaces_of(factory: Any) -> Tuple[Any, Any]:
-    env = factory()
-    try:
-        return env.obs_space(), env.action_space()
-    finally:
-        env.close()
 
 
 def _saved_spaces(checkpoint_dir: str, version: int) -> Optional[dict]:
