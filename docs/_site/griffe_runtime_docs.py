@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import re
+import sys
+from pathlib import Path
 from typing import Any, Optional
 
 import griffe
 
-_ROLE = re.compile(r":(?:func|class|mod|meth|attr|data|exc|obj):`~?([^`]+)`")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pages import roles_as_code  # noqa: E402
 
 
 def _live(path: str) -> Optional[Any]:
@@ -47,4 +49,4 @@ class RuntimeDocstrings(griffe.Extension):
                 elif inspect.cleandoc(obj.docstring.value) != doc:
                     obj.docstring.value = doc
         if obj.docstring is not None:
-            obj.docstring.value = _ROLE.sub(r"`\1`", obj.docstring.value)
+            obj.docstring.value = roles_as_code(obj.docstring.value)

@@ -84,7 +84,7 @@ def _settings_fields(value: Any) -> List[str]:
     the description the declaration carries; ``[]`` for anything else."""
     import dataclasses
 
-    from entmachin.settings import docs_of
+    from entmachin.settings import default_of, docs_of
 
     if not (inspect.isclass(value) and dataclasses.is_dataclass(value)):
         return []
@@ -93,12 +93,7 @@ def _settings_fields(value: Any) -> List[str]:
         return []
     lines = ["| field | type | default | what it does |", "|---|---|---|---|"]
     for f in dataclasses.fields(value):
-        if f.default is not dataclasses.MISSING:
-            default = f"`{f.default!r}`"
-        elif f.default_factory is not dataclasses.MISSING:
-            default = f"`{f.default_factory()!r}`"
-        else:
-            default = "required"
+        default = "required" if default_of(f) is dataclasses.MISSING else f"`{default_of(f)!r}`"
         kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
         lines.append(f"| `{f.name}` | `{_cell(str(kind))}` | {_cell(default)} | {_cell(docs[f.name])} |")
     return ["**Fields**", "", *lines]
@@ -123,9 +118,17 @@ def _module_text(module: Any) -> str:
     return _markdown(inspect.getdoc(module) or "")
 
 
+_ROLE = re.compile(r":(?:func|class|mod|meth|attr|data|exc|obj):`~?([^`]+)`")
+
+
+def roles_as_code(text: str) -> str:
+    """``text`` with its Sphinx roles (``:class:`X```) as Markdown's inline code (```X```)."""
+    return _ROLE.sub(r"`\1`", text)
+
+
 def _markdown(doc: str) -> str:
     """A docstring as Markdown: its reST literal blocks (``::``, indented blocks) fenced, its roles dropped."""
-    doc = re.sub(r":(?:func|class|mod|meth|attr|data|exc):`~?([^`]+)`", r"`\1`", doc)
+    doc = roles_as_code(doc)
     out: List[str] = []
     lines = doc.splitlines()
     i = 0

@@ -1,4 +1,6 @@
 """``page(name)``: a page's namespace after its Python blocks ran, run once per test session."""
+import os
+
 import pytest
 
 from test.docs._pages import DOCS, run_page
@@ -29,8 +31,7 @@ def built_site(tmp_path_factory):
     directory = tmp_path_factory.mktemp("site")
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(directory)],
-                          cwd=ROOT, capture_output=True, text=True, env={**__import__("os").environ,
-                                                                       "NO_MKDOCS_2_WARNING": "1"})
+                          cwd=ROOT, capture_output=True, text=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     seconds = time.perf_counter() - start
     assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stdout}\n{done.stderr}"
     return directory, done.stdout + done.stderr, seconds
