@@ -1,6 +1,5 @@
 """Self-play with per-entity memory (``model.memory.per_entity``): each snapshot keeps its own entities' states
 of the rows it plays, by the learner's numbering, and the learner trains on its own rows' stored states."""
-import io
 
 import numpy as np
 import pytest
@@ -11,7 +10,8 @@ from entmachin.frame.rollout import Rollout
 from entmachin.frame.safe_call import safe_call
 from entmachin.run import selfplay as selfplay_module
 from entmachin.run.logs import RunError
-from test.run.test_selfplay_memory import arena_with_memory, resumes_exactly, with_snapshots_in_play
+from test.run.test_selfplay_memory import (arena_with_memory, changed_pool, pool_reloaded, resumes_exactly,
+                                          with_snapshots_in_play)
 
 MEMORY = {"d_model": 16, "n_layer": 1, "critic": "shared", "memory": {"kind": "gru", "size": 4, "per_entity": True}}
 
@@ -120,25 +120,20 @@ def test_the_learners_sequences_unroll_as_its_steps_acted_with_the_stored_entity
 
 
 def test_the_pool_file_keeps_the_snapshots_entity_states_and_refuses_another_width():
-    envs, frame, selfplay, collector = arena_with_entity_memory()
-    with_snapshots_in_play(frame, selfplay, collector)
-    collector.collect()
-    data = selfplay.to_bytes()
-    _, _, other, _ = arena_with_entity_memory()
-    other.load(other.check_bytes(data, "pool.pt"), games=True)
+    envs, selfplay, other, data = pool_reloaded(arena_with_entity_memory)
     n_states = 0
     for ours, theirs in zip(selfplay.slots, other.slots):
         for a, b in zip(ours.states.entities.table, theirs.states.entities.table):
             torch.testing.assert_close(b, a, rtol=0, atol=0)
             n_states += a.shape[0]
     assert n_states > 0
-    state = torch.load(io.BytesIO(data), weights_only=True)
-    state["entity_memory"][1]["table"] = [torch.zeros(2, 5) for _ in state["entity_memory"][1]["table"]]
-    buffer = io.BytesIO()
-    torch.save(state, buffer)
+    def wider(state):
+        place = state["entity_memory"][1]
+        place["table"] = [torch.zeros(2, 5) for _ in place["table"]]
+
     with pytest.raises(RunError, match=r"pool.pt: snapshot place 1: the saved per-entity states are 12 rows of "
                                        r"width 5; this run's are 12 of 4"):
-        other.check_bytes(buffer.getvalue(), "pool.pt")
+        other.check_bytes(changed_pool(data, wider), "pool.pt")
     envs.close()
 
 

@@ -45,6 +45,27 @@ def with_snapshots_in_play(frame, selfplay, collector):
         selfplay.advance(steps)
 
 
+def pool_reloaded(arena):
+    """A pool saved after a rollout with two snapshots in play, and a fresh arena's pool loaded from it:
+    ``(envs, selfplay, other, data)``."""
+    envs, frame, selfplay, collector = arena()
+    with_snapshots_in_play(frame, selfplay, collector)
+    collector.collect()
+    data = selfplay.to_bytes()
+    _, _, other, _ = arena()
+    other.load(other.check_bytes(data, "pool.pt"), games=True)
+    return envs, selfplay, other, data
+
+
+def changed_pool(data, change):
+    """The pool file ``data`` with ``change(state)`` applied to its loaded state, saved again."""
+    state = torch.load(io.BytesIO(data), weights_only=True)
+    change(state)
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    return buffer.getvalue()
+
+
 def test_each_snapshot_carries_its_own_state_per_row_reset_where_its_game_ends(monkeypatch):
     envs, frame, selfplay, collector = arena_with_memory(play_against_latest=0.2, max_snapshots=2)
     with_snapshots_in_play(frame, selfplay, collector)
@@ -124,21 +145,13 @@ def test_the_learners_sequences_are_its_own_consecutive_steps_and_unroll_as_step
 
 
 def test_the_pool_file_keeps_the_snapshots_states_and_refuses_states_of_another_shape():
-    envs, frame, selfplay, collector = arena_with_memory()
-    with_snapshots_in_play(frame, selfplay, collector)
-    collector.collect()
-    data = selfplay.to_bytes()
-    _, _, other, _ = arena_with_memory()
-    other.load(other.check_bytes(data, "pool.pt"), games=True)
+    envs, selfplay, other, data = pool_reloaded(arena_with_memory)
     for ours, theirs in zip(selfplay.slots, other.slots):
         torch.testing.assert_close(theirs.states.memory.memory, ours.states.memory.memory)
         assert torch.equal(theirs.states.memory.episode_start, ours.states.memory.episode_start)
-    state = torch.load(io.BytesIO(data), weights_only=True)
-    state["memory"][0]["memory"] = torch.zeros(3, 8)
-    buffer = io.BytesIO()
-    torch.save(state, buffer)
+    changed = changed_pool(data, lambda state: state["memory"][0].update(memory=torch.zeros(3, 8)))
     with pytest.raises(RunError, match=r"pool.pt: the recurrent states of snapshot place 0 have shape \(3, 8\)"):
-        other.check_bytes(buffer.getvalue(), "pool.pt")
+        other.check_bytes(changed, "pool.pt")
     envs.close()
 
 
