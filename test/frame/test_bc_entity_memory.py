@@ -10,12 +10,13 @@ from entmachin.data import Dataset  # noqa: E402
 from entmachin.env import CategoricalAction  # noqa: E402
 from entmachin.env.examples import Conveyor  # noqa: E402
 from entmachin.frame import BC, evaluate  # noqa: E402
-from entmachin.frame.bc_sequences import entity_handles, sequence_batch, windows  # noqa: E402
+from entmachin.frame.bc_sequences import entity_handles  # noqa: E402
 from entmachin.model.config import MemoryConfig, RogueNetConfig  # noqa: E402
 from entmachin.model.rogue_net import RogueNet  # noqa: E402
 from entmachin.ragged.tensor import RaggedTensor  # noqa: E402
 from entmachin.run.cloning import discounted_returns, episode_order  # noqa: E402
 from entmachin.run.record import record  # noqa: E402
+from test.frame.test_bc_memory import minibatch_as_replayed  # noqa: E402
 
 _kinds = {}
 
@@ -112,14 +113,7 @@ def test_the_loss_of_sequences_is_the_loss_of_a_step_by_step_replay_carrying_eac
     torch.nn.init.normal_(net.entity_memory.cell.weight_ih)
     bc.store_rows(state, rows.action, returns, episodes=ids)
     held = bc._held
-    w = windows(held.episodes, length)
-    picks = np.random.default_rng(0).permutation(len(w.first))  # every sequence, shuffled
-    batch, recurrent, valid = bc._minibatch_of(held, w, picks)
-    policy, value, predicted, _ = bc._losses(batch, True, True, recurrent, valid)
-    nll, values = _replay(net, held)
-    torch.testing.assert_close(policy.detach(), nll.mean(), atol=1e-5, rtol=1e-5)
-    rows_of = sequence_batch(w, picks).rows[valid.numpy()]
-    torch.testing.assert_close(predicted.detach().reshape(-1), values[rows_of], atol=1e-5, rtol=1e-5)
+    policy, _, _, nll, _ = minibatch_as_replayed(bc, length, _replay)
     policy.backward()
     assert net.entity_memory.cell.weight_hh.grad.abs().sum() > 0  # the gradient reaches the per-entity core
     loss, _ = bc.accuracy(held, rows_per_pass=7)

@@ -104,6 +104,23 @@ def _replay(net, held):
     return torch.stack(nll), torch.from_numpy(values)
 
 
+def minibatch_as_replayed(bc, length, replay):
+    """One minibatch of every stored sequence (shuffled) of ``bc``, checked against ``replay(net, held)``, a
+    step-by-step replay of the episodes: its policy loss is the replay's mean negative log-likelihood and its
+    values are the replay's. Returns ``(policy, value, predicted, nll, rows_of)``, ``rows_of`` the held row of
+    each real step of the minibatch."""
+    held = bc._held
+    w = windows(held.episodes, length)
+    picks = np.random.default_rng(0).permutation(len(w.first))  # every sequence, shuffled
+    batch, recurrent, valid = bc._minibatch_of(held, w, picks)
+    policy, value, predicted, _ = bc._losses(batch, True, True, recurrent, valid)
+    nll, values = replay(bc.actor, held)
+    torch.testing.assert_close(policy.detach(), nll.mean(), atol=1e-5, rtol=1e-5)
+    rows_of = sequence_batch(w, picks).rows[valid.numpy()]
+    torch.testing.assert_close(predicted.detach().reshape(-1), values[rows_of], atol=1e-5, rtol=1e-5)
+    return policy, value, predicted, nll, rows_of
+
+
 @pytest.mark.parametrize("length", [2, 3, None])
 def test_the_loss_of_sequences_is_the_loss_of_a_step_by_step_replay_of_the_episodes(tmp_path, length):
     """Random episodes, some cut short (episodes of 2 to 5 steps), a network whose memory changes its
@@ -118,15 +135,8 @@ def test_the_loss_of_sequences_is_the_loss_of_a_step_by_step_replay_of_the_episo
     torch.nn.init.normal_(net.memory.out.weight)  # the state moves the choices
     bc.store_rows(rows.state(), rows.action, returns, episodes=ids)
     held = bc._held
-    w = windows(held.episodes, length)
-    picks = np.random.default_rng(0).permutation(len(w.first))  # every sequence, shuffled
-    batch, recurrent, valid = bc._minibatch_of(held, w, picks)
-    policy, value, predicted, _ = bc._losses(batch, True, True, recurrent, valid)
-    nll, values = _replay(net, held)
-    torch.testing.assert_close(policy.detach(), nll.mean(), atol=1e-5, rtol=1e-5)
-    rows_of = sequence_batch(w, picks).rows[valid.numpy()]  # the held row of each real step, each once
-    assert sorted(rows_of.tolist()) == list(range(held.n_rows))
-    torch.testing.assert_close(predicted.detach().reshape(-1), values[rows_of], atol=1e-5, rtol=1e-5)
+    policy, value, predicted, nll, rows_of = minibatch_as_replayed(bc, length, _replay)
+    assert sorted(rows_of.tolist()) == list(range(held.n_rows))  # the held row of each real step, each once
     expected = torch.nn.functional.mse_loss(predicted.detach().reshape(-1), torch.from_numpy(returns[rows_of]))
     torch.testing.assert_close(value.detach(), expected * bc.config.value_weight)
     policy.backward()
